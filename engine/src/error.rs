@@ -1,0 +1,101 @@
+//! Errors of the engine. `TaskError` travels with a failed task (it is
+//! serializable, so remote workers report it the same way); `EngineError`
+//! covers what a client call can run into.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::graph::Key;
+
+/// Where in the user's script an error happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourcePos {
+    /// File name or `<input N>`.
+    pub origin: String,
+    pub line: u32,
+    pub column: u32,
+}
+
+impl fmt::Display for SourcePos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.origin, self.line, self.column)
+    }
+}
+
+/// Why a task failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskErrorKind {
+    /// The task's own code raised an error (worth a retry only if flaky).
+    User,
+    /// The task panicked; the worker survived.
+    Panic,
+    /// The task was cancelled.
+    Cancelled,
+    /// A dependency failed, so this task never ran.
+    DependencyFailed,
+    /// The task was running on too many workers that died (Dask's `KilledWorker`).
+    KilledWorker,
+    /// A bug in brisk.
+    Internal,
+}
+
+/// A failed task: a message, its kind and, for script errors, the position
+/// inside the closure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+pub struct TaskError {
+    pub kind: TaskErrorKind,
+    pub message: String,
+    pub position: Option<SourcePos>,
+}
+
+impl fmt::Display for TaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(p) = &self.position {
+            write!(f, " (at {p})")?;
+        }
+        Ok(())
+    }
+}
+
+impl TaskError {
+    pub fn user(message: impl Into<String>) -> TaskError {
+        TaskError { kind: TaskErrorKind::User, message: message.into(), position: None }
+    }
+    pub fn internal(message: impl Into<String>) -> TaskError {
+        TaskError { kind: TaskErrorKind::Internal, message: message.into(), position: None }
+    }
+    pub fn cancelled() -> TaskError {
+        TaskError { kind: TaskErrorKind::Cancelled, message: "cancelled".into(), position: None }
+    }
+    pub fn panic(message: impl Into<String>) -> TaskError {
+        TaskError { kind: TaskErrorKind::Panic, message: message.into(), position: None }
+    }
+    pub fn dependency_failed(dep: &Key, cause: &TaskError) -> TaskError {
+        TaskError {
+            kind: TaskErrorKind::DependencyFailed,
+            message: format!("dependency {dep} failed: {}", cause.message),
+            position: cause.position.clone(),
+        }
+    }
+    pub fn with_position(mut self, pos: SourcePos) -> TaskError {
+        self.position = Some(pos);
+        self
+    }
+}
+
+/// Errors of client calls on a runtime.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EngineError {
+    #[error("task {key} failed: {error}")]
+    Task { key: Key, error: TaskError },
+    #[error("computation cancelled")]
+    Cancelled,
+    #[error("key {0} is not known to the scheduler (it was released or never computed)")]
+    UnknownKey(Key),
+    #[error("the scheduler has shut down")]
+    Shutdown,
+    #[error("{0}")]
+    Invalid(String),
+}

@@ -1,0 +1,98 @@
+//! Layers: the high-level graph. Each collection operation adds one layer
+//! holding its tasks and `Arc`s to the layers it reads, so building an
+//! expression is O(tasks it adds), never a copy of the whole graph.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashSet;
+
+use super::{Graph, Task};
+
+/// One operation's tasks and the layers they read.
+#[derive(Debug, Default)]
+pub struct Layer {
+    /// Deterministic name (`"inc-<token>"`); layers with equal names hold equal tasks.
+    pub name: Arc<str>,
+    pub tasks: Vec<Task>,
+    pub deps: Vec<LayerRef>,
+}
+
+pub type LayerRef = Arc<Layer>;
+
+impl Layer {
+    pub fn new(name: impl Into<Arc<str>>, tasks: Vec<Task>, deps: Vec<LayerRef>) -> LayerRef {
+        Arc::new(Layer { name: name.into(), tasks, deps })
+    }
+}
+
+impl Drop for Layer {
+    /// Drop long chains iteratively: a chain of 100,000 delayed calls would
+    /// otherwise recurse once per layer and overflow the stack.
+    fn drop(&mut self) {
+        let mut stack = std::mem::take(&mut self.deps);
+        while let Some(layer) = stack.pop() {
+            if let Ok(mut inner) = Arc::try_unwrap(layer) {
+                stack.append(&mut inner.deps);
+            }
+        }
+    }
+}
+
+/// Flatten the layers reachable from `roots` into one graph. Each layer is
+/// visited once (by name), iteratively, so deep chains are fine.
+pub fn materialize(roots: &[LayerRef]) -> Graph {
+    let mut seen: FxHashSet<Arc<str>> = FxHashSet::default();
+    let mut stack: Vec<&LayerRef> = roots.iter().collect();
+    let mut layers: Vec<&LayerRef> = Vec::new();
+    while let Some(l) = stack.pop() {
+        if !seen.insert(l.name.clone()) {
+            continue;
+        }
+        layers.push(l);
+        stack.extend(l.deps.iter());
+    }
+    let mut g = Graph::default();
+    // Dependencies first, so positions roughly follow construction order.
+    for l in layers.iter().rev() {
+        for t in &l.tasks {
+            g.insert(t.clone());
+        }
+    }
+    g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Key;
+    use crate::ops::Op;
+    use crate::value::Value;
+
+    fn lit(name: &str, deps: Vec<LayerRef>) -> LayerRef {
+        let dep_keys = deps.iter().map(|d| d.tasks[0].key.clone()).collect();
+        Layer::new(name, vec![Task::new(Key::new(name), Op::Literal(Value::Int(1)), dep_keys)], deps)
+    }
+
+    #[test]
+    fn deep_chains_build_materialize_and_drop() {
+        let mut l = lit("l-0", vec![]);
+        for i in 1..200_000 {
+            l = lit(&format!("l-{i}"), vec![l]);
+        }
+        let g = materialize(&[l.clone()]);
+        assert_eq!(g.len(), 200_000);
+        drop(g);
+        drop(l); // must not overflow the stack
+    }
+
+    #[test]
+    fn shared_layers_are_visited_once() {
+        let a = lit("a-1", vec![]);
+        let b = lit("b-1", vec![a.clone()]);
+        let c = lit("c-1", vec![a.clone(), b.clone()]);
+        let again = lit("a-1", vec![]); // same name, built twice
+        let g = materialize(&[c, again]);
+        assert_eq!(g.len(), 3);
+        assert!(g.external_keys().is_empty());
+    }
+}

@@ -1,0 +1,17 @@
+//! brisk-engine: lazy task graphs over chunked collections, the scheduling
+//! state machine, and the executors that run it. No Rhai, no terminal, no
+//! Jupyter here: the engine is usable from plain Rust.
+//!
+//! The shape of a computation: collection → graph layers → optimized graph
+//! (`graph::{cull, fuse, order}`) → `scheduler` state machine → executor
+//! (`local` threads) → result.
+
+pub mod error;
+pub mod graph;
+pub mod ops;
+pub mod scheduler;
+pub mod value;
+
+pub use error::{EngineError, SourcePos, TaskError, TaskErrorKind};
+pub use graph::{Graph, Key, Task};
+pub use value::Value;

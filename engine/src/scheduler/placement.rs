@@ -1,0 +1,195 @@
+//! Where and when ready tasks run. Root tasks (no dependencies) wait in a
+//! scheduler-side priority queue and are handed out only while a worker has
+//! fewer than `ceil(nthreads × saturation)` tasks, as Dask's root-task
+//! queuing, so a wide graph never floods memory with inputs. Other tasks go
+//! at once to the worker that minimizes estimated start time: its queue of
+//! work plus the time to fetch the inputs it lacks (data locality). Tasks
+//! that need resources (`GPU: 1`) run only where that resource is free.
+
+use std::cmp::Reverse;
+
+use super::{Action, Scheduler, TaskId, TaskState, WorkerId};
+
+impl Scheduler {
+    /// An active task with all inputs in memory: queue it or assign it.
+    pub(super) fn make_ready(&mut self, t: TaskId, out: &mut Vec<Action>) {
+        self.set_state(t, TaskState::Queued);
+        let r = self.rec(t);
+        if !r.resources.is_empty() {
+            self.restricted.push(t);
+            self.restricted_dirty = true;
+        } else if r.deps.is_empty() || self.workers.len() == 0 {
+            let p = r.priority;
+            self.queue.push(Reverse((p, t)));
+        } else if let Some(w) = self.decide_worker(t) {
+            self.assign(t, w, out);
+        } else {
+            let p = r.priority;
+            self.queue.push(Reverse((p, t)));
+        }
+    }
+
+    /// Estimated start time on the workers that hold its inputs (and one
+    /// free worker), lowest wins; ties go to the lower worker id.
+    fn decide_worker(&self, t: TaskId) -> Option<WorkerId> {
+        let r = self.rec(t);
+        let mut candidates: Vec<WorkerId> = Vec::new();
+        for d in &r.deps {
+            for w in &self.rec(*d).who_has {
+                if !candidates.contains(w) {
+                    candidates.push(*w);
+                }
+            }
+        }
+        if let Some(&w) = self.free.last()
+            && !candidates.contains(&w)
+        {
+            candidates.push(w);
+        }
+        if candidates.is_empty() {
+            candidates = self.workers.iter().map(|(id, _)| WorkerId(id)).collect();
+        }
+        let duration = self.expected_duration(r.group);
+        let mut best: Option<(f64, WorkerId)> = None;
+        for w in candidates {
+            let Some(wr) = self.workers.get(w.0) else { continue };
+            let occupancy = wr.processing.len() as f64 / f64::from(wr.nthreads) * duration;
+            let missing: u64 = r
+                .deps
+                .iter()
+                .map(|d| self.rec(*d))
+                .filter(|dr| !dr.who_has.contains(&w))
+                .map(|dr| dr.nbytes)
+                .sum();
+            let cost = occupancy + missing as f64 / self.config.bandwidth_bytes_per_us;
+            if best.is_none_or(|(c, bw)| cost < c || (cost == c && w < bw)) {
+                best = Some((cost, w));
+            }
+        }
+        best.map(|(_, w)| w)
+    }
+
+    fn expected_duration(&self, group: u32) -> f64 {
+        let g = &self.groups[group as usize];
+        if g.finished_runs > 0 {
+            g.duration_us / g.finished_runs as f64
+        } else {
+            self.config.default_task_duration_us
+        }
+    }
+
+    pub(super) fn assign(&mut self, t: TaskId, w: WorkerId, out: &mut Vec<Action>) {
+        let r = self.rec_mut(t);
+        r.processing_on = Some(w);
+        let priority = r.priority;
+        let resources = r.resources.clone();
+        self.set_state(t, TaskState::Processing);
+        if let Some(wr) = self.workers.get_mut(w.0) {
+            wr.processing.insert(t);
+            for (id, amount) in resources {
+                wr.available[id as usize] -= amount;
+            }
+        }
+        self.update_free(w);
+        out.push(Action::Run { worker: w, task: t, priority });
+    }
+
+    /// The task no longer runs on `w` (finished, failed, cancelled).
+    pub(super) fn unassign(&mut self, t: TaskId, w: WorkerId) {
+        let r = self.rec_mut(t);
+        r.processing_on = None;
+        let had_resources = !r.resources.is_empty();
+        let resources = r.resources.clone();
+        if let Some(wr) = self.workers.get_mut(w.0)
+            && wr.processing.remove(&t)
+        {
+            for (id, amount) in resources {
+                wr.available[id as usize] += amount;
+            }
+        }
+        if had_resources {
+            self.restricted_dirty = true;
+        }
+        self.update_free(w);
+    }
+
+    fn slots(&self, w: WorkerId) -> usize {
+        self.workers.get(w.0).map_or(0, |wr| {
+            (f64::from(wr.nthreads) * self.config.worker_saturation).ceil().max(1.0) as usize
+        })
+    }
+
+    /// Keep `free` = the workers below their root-task limit.
+    pub(super) fn update_free(&mut self, w: WorkerId) {
+        let slots = self.slots(w);
+        let Some(wr) = self.workers.get(w.0) else { return };
+        let is_free = wr.processing.len() < slots;
+        match (is_free, wr.free_pos) {
+            (true, None) => {
+                let pos = self.free.len();
+                self.free.push(w);
+                if let Some(wr) = self.workers.get_mut(w.0) {
+                    wr.free_pos = Some(pos);
+                }
+            }
+            (false, Some(_)) => self.remove_from_free(w),
+            _ => {}
+        }
+    }
+
+    pub(super) fn remove_from_free(&mut self, w: WorkerId) {
+        let Some(pos) = self.workers.get_mut(w.0).and_then(|wr| wr.free_pos.take()) else { return };
+        self.free.swap_remove(pos);
+        if let Some(&moved) = self.free.get(pos)
+            && let Some(wr) = self.workers.get_mut(moved.0)
+        {
+            wr.free_pos = Some(pos);
+        }
+    }
+
+    /// End of every stimulus: hand queued work to free workers.
+    pub(super) fn after_stimulus(&mut self, out: &mut Vec<Action>) {
+        while let Some(&w) = self.free.last() {
+            let Some(Reverse((_, t))) = self.queue.pop() else { break };
+            let Some(r) = self.tasks.get(t.0) else { continue };
+            if r.state != TaskState::Queued || r.processing_on.is_some() {
+                continue;
+            }
+            let target = if r.deps.is_empty() { Some(w) } else { self.decide_worker(t) };
+            match target {
+                Some(target) => self.assign(t, target, out),
+                None => break,
+            }
+        }
+        if self.restricted_dirty {
+            self.restricted_dirty = false;
+            self.dispatch_restricted(out);
+        }
+    }
+
+    /// Run restricted tasks, best priority first, where their resources are free.
+    fn dispatch_restricted(&mut self, out: &mut Vec<Action>) {
+        let mut list = std::mem::take(&mut self.restricted);
+        list.retain(|t| {
+            self.tasks.get(t.0).is_some_and(|r| r.state == TaskState::Queued && r.processing_on.is_none())
+        });
+        list.sort_unstable_by_key(|t| (self.rec(*t).priority, *t));
+        list.dedup();
+        let mut waiting = Vec::new();
+        for t in list {
+            let needs = self.rec(t).resources.clone();
+            let mut best: Option<(usize, WorkerId)> = None;
+            for (id, wr) in self.workers.iter() {
+                let fits = needs.iter().all(|(r, amount)| wr.available.get(*r as usize).is_some_and(|a| a >= amount));
+                if fits && best.is_none_or(|(n, _)| wr.processing.len() < n) {
+                    best = Some((wr.processing.len(), WorkerId(id)));
+                }
+            }
+            match best {
+                Some((_, w)) => self.assign(t, w, out),
+                None => waiting.push(t),
+            }
+        }
+        self.restricted = waiting;
+    }
+}

@@ -1,0 +1,283 @@
+//! `TestEnv`: drives the state machine event by event with readable names,
+//! validates every invariant after each stimulus, and lets tests assert the
+//! exact actions sent (and that nothing else was). `Sim` adds simulated
+//! workers that really hold data, to check results end to end.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::*;
+use crate::error::TaskError;
+use crate::graph::{Annotations, Key};
+
+pub(super) struct TestEnv {
+    pub s: Scheduler,
+    out: Vec<Action>,
+    names: HashMap<WorkerId, String>,
+    ids: HashMap<String, WorkerId>,
+    keys: HashMap<TaskId, String>,
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        Self::with_config(SchedulerConfig { worker_saturation: 1.0, ..SchedulerConfig::default() })
+    }
+
+    pub fn with_config(config: SchedulerConfig) -> TestEnv {
+        TestEnv {
+            s: Scheduler::new(config),
+            out: Vec::new(),
+            names: HashMap::new(),
+            ids: HashMap::new(),
+            keys: HashMap::new(),
+        }
+    }
+
+    fn check(&self) {
+        if let Err(e) = self.s.validate() {
+            panic!("invariant broken: {e}\nstory: {:#?}", self.s.story().collect::<Vec<_>>());
+        }
+    }
+
+    pub fn worker(&mut self, name: &str, nthreads: u32) -> WorkerId {
+        self.worker_with(name, nthreads, &[])
+    }
+
+    pub fn worker_with(&mut self, name: &str, nthreads: u32, resources: &[(&str, f64)]) -> WorkerId {
+        let spec = WorkerSpec {
+            name: name.to_string(),
+            nthreads,
+            resources: resources.iter().map(|(n, x)| (n.to_string(), *x)).collect(),
+        };
+        let w = self.s.add_worker(spec, &mut self.out);
+        self.names.insert(w, name.to_string());
+        self.ids.insert(name.to_string(), w);
+        self.check();
+        w
+    }
+
+    pub fn kill(&mut self, name: &str) {
+        let w = self.ids[name];
+        self.s.remove_worker(w, &mut self.out);
+        self.check();
+    }
+
+    /// Tasks as `(key, deps)`; each task's order is its position.
+    pub fn submit(&mut self, tasks: &[(&str, &[&str])], wanted: &[&str]) {
+        self.submit_annotated(tasks, wanted, &[]);
+    }
+
+    pub fn submit_annotated(&mut self, tasks: &[(&str, &[&str])], wanted: &[&str], ann: &[(&str, Annotations)]) {
+        let new = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, (k, deps))| NewTask {
+                key: Key::new(*k),
+                deps: deps.iter().map(|d| Key::new(*d)).collect(),
+                order: i as u32,
+                annotations: ann.iter().find(|(n, _)| n == k).map(|(_, a)| Arc::new(a.clone())),
+            })
+            .collect();
+        let wanted: Vec<Key> = wanted.iter().map(|k| Key::new(*k)).collect();
+        let r = self.s.submit(new, &wanted, &mut self.out);
+        assert_eq!(r, Ok(()));
+        for (k, _) in tasks {
+            if let Some(t) = self.s.lookup(&Key::new(*k)) {
+                self.keys.insert(t, k.to_string());
+            }
+        }
+        self.check();
+    }
+
+    pub fn id(&self, key: &str) -> TaskId {
+        match self.s.lookup(&Key::new(key)) {
+            Some(t) => t,
+            None => panic!("{key} is not known"),
+        }
+    }
+
+    pub fn state(&self, key: &str) -> Option<TaskState> {
+        self.s.lookup(&Key::new(key)).and_then(|t| self.s.state(t))
+    }
+
+    pub fn finish(&mut self, key: &str) {
+        self.finish_bytes(key, 8);
+    }
+
+    pub fn finish_bytes(&mut self, key: &str, nbytes: u64) {
+        let t = self.id(key);
+        let w = self.s.processing_on(t).unwrap_or_else(|| panic!("{key} is not processing"));
+        self.s.task_finished(w, t, nbytes, 100.0, &mut self.out);
+        self.check();
+    }
+
+    pub fn fail(&mut self, key: &str, message: &str) {
+        let t = self.id(key);
+        let w = self.s.processing_on(t).unwrap_or_else(|| panic!("{key} is not processing"));
+        self.s.task_failed(w, t, TaskError::user(message), &mut self.out);
+        self.check();
+    }
+
+    pub fn release(&mut self, key: &str) {
+        let t = self.id(key);
+        self.s.release(t, &mut self.out);
+        self.check();
+    }
+
+    /// Every action sent since the last call, as short sentences.
+    pub fn take(&mut self) -> Vec<String> {
+        let out = std::mem::take(&mut self.out);
+        out.into_iter().map(|a| self.describe(&a)).collect()
+    }
+
+    /// Assert the exact actions sent since the last call, in order.
+    #[track_caller]
+    pub fn expect(&mut self, expected: &[&str]) {
+        let got = self.take();
+        assert_eq!(got, expected, "actions differ");
+    }
+
+    fn describe(&self, a: &Action) -> String {
+        let k = |t: &TaskId| self.keys.get(t).cloned().unwrap_or_else(|| format!("{t:?}"));
+        let w = |w: &WorkerId| self.names.get(w).cloned().unwrap_or_else(|| format!("{w:?}"));
+        match a {
+            Action::Run { worker, task, .. } => format!("run {} on {}", k(task), w(worker)),
+            Action::Cancel { worker, task } => format!("cancel {} on {}", k(task), w(worker)),
+            Action::Free { worker, task } => format!("free {} on {}", k(task), w(worker)),
+            Action::Done { task } => format!("done {}", k(task)),
+            Action::Erred { task, error } => format!("erred {}: {}", k(task), error.message),
+            Action::Forget { task } => format!("forget {}", k(task)),
+        }
+    }
+}
+
+/// A simulated cluster: workers hold real values (each task computes
+/// `1 + sum of its inputs`), so lost data and recomputation are checked by
+/// the final numbers, not only by the scheduler's own bookkeeping.
+pub(super) struct Sim {
+    pub env: TestEnv,
+    deps: HashMap<String, Vec<String>>,
+    data: HashMap<(WorkerId, TaskId), i64>,
+    running: Vec<(WorkerId, TaskId)>,
+    pub done: BTreeMap<String, i64>,
+    pub erred: BTreeMap<String, String>,
+    rng: u64,
+}
+
+impl Sim {
+    pub fn new(seed: u64) -> Sim {
+        Sim {
+            env: TestEnv::with_config(SchedulerConfig::default()),
+            deps: HashMap::new(),
+            data: HashMap::new(),
+            running: Vec::new(),
+            done: BTreeMap::new(),
+            erred: BTreeMap::new(),
+            rng: seed | 1,
+        }
+    }
+
+    pub fn rand(&mut self, n: usize) -> usize {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng % n.max(1) as u64) as usize
+    }
+
+    pub fn submit(&mut self, tasks: &[(String, Vec<String>)], wanted: &[String]) {
+        for (k, d) in tasks {
+            self.deps.insert(k.clone(), d.clone());
+        }
+        let refs: Vec<Vec<&str>> = tasks.iter().map(|(_, d)| d.iter().map(String::as_str).collect()).collect();
+        let shaped: Vec<(&str, &[&str])> = tasks.iter().zip(&refs).map(|((k, _), d)| (k.as_str(), &d[..])).collect();
+        let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
+        self.env.submit(&shaped, &wanted);
+        self.absorb();
+    }
+
+    /// The value a task must have: computed directly from the definitions.
+    pub fn expected(&self, key: &str) -> i64 {
+        let mut memo: HashMap<&str, i64> = HashMap::new();
+        let mut stack = vec![(key, false)];
+        while let Some((k, expanded)) = stack.pop() {
+            if memo.contains_key(k) {
+                continue;
+            }
+            let ds = &self.deps[k];
+            if expanded {
+                let v = 1 + ds.iter().map(|d| memo[d.as_str()]).sum::<i64>();
+                memo.insert(k, v);
+            } else {
+                stack.push((k, true));
+                for d in ds {
+                    stack.push((d.as_str(), false));
+                }
+            }
+        }
+        memo[key]
+    }
+
+    fn absorb(&mut self) {
+        let actions = std::mem::take(&mut self.env.out);
+        for a in actions {
+            match a {
+                Action::Run { worker, task, .. } => self.running.push((worker, task)),
+                Action::Cancel { worker, task } => self.running.retain(|x| *x != (worker, task)),
+                Action::Free { worker, task } => {
+                    self.data.remove(&(worker, task));
+                }
+                Action::Done { task } => {
+                    let key = self.env.keys[&task].clone();
+                    let holder = self.env.s.who_has(task)[0];
+                    self.done.insert(key, self.data[&(holder, task)]);
+                }
+                Action::Erred { task, error } => {
+                    self.erred.insert(self.env.keys[&task].clone(), error.message.clone());
+                }
+                Action::Forget { .. } => {}
+            }
+        }
+    }
+
+    /// Finish one running task (chosen at random): read inputs from any holder.
+    pub fn step(&mut self) -> bool {
+        if self.running.is_empty() {
+            return false;
+        }
+        let i = self.rand(self.running.len());
+        let (w, t) = self.running.swap_remove(i);
+        let mut v = 1;
+        for d in self.env.s.dependencies(t).to_vec() {
+            let holder = self.env.s.who_has(d).first().copied();
+            let value = holder.and_then(|h| self.data.get(&(h, d)).copied());
+            v += value.unwrap_or_else(|| panic!("input {:?} of {:?} is nowhere", d, t));
+        }
+        self.data.insert((w, t), v);
+        self.env.s.task_finished(w, t, 8, 50.0, &mut self.env.out);
+        self.env.check();
+        self.absorb();
+        true
+    }
+
+    pub fn kill(&mut self, name: &str) {
+        let w = self.env.ids[name];
+        self.data.retain(|(x, _), _| *x != w);
+        self.running.retain(|(x, _)| *x != w);
+        self.env.kill(name);
+        self.absorb();
+    }
+
+    pub fn add_worker(&mut self, name: &str, nthreads: u32) {
+        self.env.worker(name, nthreads);
+        self.absorb();
+    }
+
+    pub fn release(&mut self, key: &str) {
+        self.env.release(key);
+        self.absorb();
+    }
+
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+}

@@ -1,0 +1,369 @@
+//! Deterministic tests of the state machine, event by event.
+
+use super::test_env::{Sim, TestEnv};
+use super::*;
+use crate::graph::Annotations;
+
+fn ann(priority: i64, retries: u32, resources: &[(&str, f64)]) -> Annotations {
+    Annotations { priority, retries, resources: resources.iter().map(|(n, x)| (n.to_string(), *x)).collect() }
+}
+
+#[test]
+fn a_chain_runs_frees_inputs_and_forgets_after_release() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.submit(&[("a", &[]), ("b", &["a"]), ("c", &["b"])], &["c"]);
+    e.expect(&["run a on w1"]);
+    e.finish("a");
+    e.expect(&["run b on w1"]);
+    e.finish("b");
+    e.expect(&["run c on w1", "free a on w1"]);
+    e.finish("c");
+    e.expect(&["done c", "free b on w1"]);
+    assert_eq!(e.state("c"), Some(TaskState::Memory));
+    assert_eq!(e.state("a"), Some(TaskState::Released));
+    e.release("c");
+    e.expect(&["free c on w1", "forget c", "forget b", "forget a"]);
+    assert_eq!(e.s.ntasks(), 0);
+}
+
+#[test]
+fn equal_keys_submitted_twice_run_once() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 2);
+    e.submit(&[("x", &[]), ("a", &["x"])], &["a"]);
+    e.submit(&[("x", &[]), ("b", &["x"])], &["b"]);
+    e.expect(&["run x on w1"]);
+    e.finish("x");
+    e.expect(&["run a on w1", "run b on w1"]);
+    assert_eq!(e.s.groups().iter().map(|g| g.total).sum::<u64>(), 3);
+}
+
+#[test]
+fn already_computed_keys_are_reported_at_once() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.submit(&[("a", &[])], &["a"]);
+    e.finish("a");
+    e.take();
+    e.submit(&[("a", &[])], &["a"]);
+    e.expect(&["done a"]);
+    e.release("a");
+    e.expect(&[]);
+    e.release("a");
+    e.expect(&["free a on w1", "forget a"]);
+}
+
+#[test]
+fn root_tasks_are_queued_in_priority_order_up_to_the_saturation_limit() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 2);
+    let tasks: Vec<(String, Vec<&str>)> = (0..6).map(|i| (format!("r{i}"), vec![])).collect();
+    let t: Vec<(&str, &[&str])> = tasks.iter().map(|(k, d)| (k.as_str(), &d[..])).collect();
+    let wanted: Vec<&str> = tasks.iter().map(|(k, _)| k.as_str()).collect();
+    e.submit(&t, &wanted);
+    e.expect(&["run r0 on w1", "run r1 on w1"]);
+    e.finish("r1");
+    e.expect(&["done r1", "run r2 on w1"]);
+}
+
+#[test]
+fn user_priority_beats_graph_order() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.submit_annotated(&[("a", &[]), ("b", &[])], &["a", "b"], &[("b", ann(10, 0, &[]))]);
+    e.expect(&["run b on w1"]);
+}
+
+#[test]
+fn tasks_go_where_their_inputs_are() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.worker("w2", 1);
+    e.submit(&[("big", &[]), ("small", &[]), ("c", &["big", "small"])], &["c"]);
+    e.expect(&["run big on w2", "run small on w1"]);
+    e.finish_bytes("small", 10);
+    e.finish_bytes("big", 10_000_000);
+    e.expect(&["run c on w2"]);
+}
+
+#[test]
+fn resource_tasks_run_only_where_the_resource_is_free() {
+    let mut e = TestEnv::new();
+    e.worker("cpu", 4);
+    e.worker_with("gpu", 4, &[("GPU", 1.0)]);
+    let gpu = ann(0, 0, &[("GPU", 1.0)]);
+    e.submit_annotated(&[("g1", &[]), ("g2", &[])], &["g1", "g2"], &[("g1", gpu.clone()), ("g2", gpu)]);
+    e.expect(&["run g1 on gpu"]);
+    e.finish("g1");
+    e.expect(&["done g1", "run g2 on gpu"]);
+}
+
+#[test]
+fn resource_tasks_wait_for_a_worker_that_has_the_resource() {
+    let mut e = TestEnv::new();
+    e.worker("cpu", 1);
+    e.submit_annotated(&[("g", &[])], &["g"], &[("g", ann(0, 0, &[("GPU", 1.0)]))]);
+    e.expect(&[]);
+    assert_eq!(e.state("g"), Some(TaskState::Queued));
+    e.worker_with("gpu", 1, &[("GPU", 2.0)]);
+    e.expect(&["run g on gpu"]);
+}
+
+#[test]
+fn failures_are_retried_then_propagate_to_dependents() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.submit_annotated(&[("a", &[]), ("b", &["a"]), ("c", &[])], &["b", "c"], &[("a", ann(0, 1, &[]))]);
+    e.expect(&["run a on w1"]);
+    e.fail("a", "boom");
+    e.expect(&["run a on w1"]);
+    e.fail("a", "boom again");
+    e.expect(&["erred b: dependency a failed: boom again", "run c on w1"]);
+    assert_eq!(e.state("a"), Some(TaskState::Erred));
+    e.finish("c");
+    e.expect(&["done c"]);
+    e.release("b");
+    e.expect(&["forget b", "forget a"]);
+}
+
+#[test]
+fn a_failing_wanted_task_reports_its_own_error() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.submit(&[("a", &[])], &["a"]);
+    e.take();
+    e.fail("a", "bad input");
+    e.expect(&["erred a: bad input"]);
+    // Wanting it again gives the same error without running it again.
+    e.submit(&[("a", &[])], &["a"]);
+    e.expect(&["erred a: bad input"]);
+}
+
+#[test]
+fn releasing_a_running_computation_cancels_and_forgets_it() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 2);
+    e.submit(&[("a", &[]), ("b", &[]), ("c", &["a", "b"])], &["c"]);
+    e.expect(&["run a on w1", "run b on w1"]);
+    e.finish("a");
+    e.expect(&[]);
+    e.release("c");
+    e.expect(&["cancel b on w1", "free a on w1", "forget c", "forget b", "forget a"]);
+    // The late result of the cancelled task is dropped on the worker.
+    assert_eq!(e.s.ntasks(), 0);
+}
+
+#[test]
+fn stale_reports_change_nothing() {
+    let mut e = TestEnv::new();
+    let w = e.worker("w1", 1);
+    e.submit(&[("a", &[])], &["a"]);
+    let a = e.id("a");
+    e.release("a");
+    e.take();
+    let mut out = Vec::new();
+    e.s.task_finished(w, a, 8, 1.0, &mut out);
+    assert_eq!(out, vec![Action::Free { worker: w, task: a }]);
+    out.clear();
+    e.s.task_failed(w, a, TaskError::user("late"), &mut out);
+    e.s.validate().expect("valid");
+}
+
+#[test]
+fn bad_submissions_are_refused_without_changing_state() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    let mut out = Vec::new();
+    let t = |k: &str, deps: &[&str]| NewTask {
+        key: Key::new(k),
+        deps: deps.iter().map(|d| Key::new(*d)).collect(),
+        order: 0,
+        annotations: None,
+    };
+    let missing = e.s.submit(vec![t("a", &["nope"])], &[Key::new("a")], &mut out);
+    assert!(matches!(missing, Err(SchedulerError::MissingDependency { .. })), "{missing:?}");
+    let cycle = e.s.submit(vec![t("a", &["b"]), t("b", &["a"])], &[Key::new("a")], &mut out);
+    assert!(matches!(cycle, Err(SchedulerError::Cycle(_))), "{cycle:?}");
+    let selfdep = e.s.submit(vec![t("a", &["a"])], &[], &mut out);
+    assert!(matches!(selfdep, Err(SchedulerError::Cycle(_))));
+    let unknown = e.s.submit(vec![], &[Key::new("zzz")], &mut out);
+    assert!(matches!(unknown, Err(SchedulerError::UnknownKey(_))));
+    assert!(out.is_empty());
+    assert_eq!(e.s.ntasks(), 0);
+    e.s.validate().expect("valid");
+}
+
+#[test]
+fn a_lost_worker_results_are_recomputed_from_lineage() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.worker("w2", 1);
+    e.submit(&[("a", &[]), ("b", &["a"]), ("c", &[]), ("d", &["b", "c"])], &["d"]);
+    e.expect(&["run a on w2", "run c on w1"]);
+    e.finish("a");
+    e.expect(&["run b on w2"]);
+    e.finish("b");
+    e.expect(&["free a on w2"]);
+    // w2 dies holding b (a was already freed): b must be recomputed, and a
+    // with it, once w1 (busy with c) has a free slot.
+    e.kill("w2");
+    e.expect(&[]);
+    assert_eq!(e.state("b"), Some(TaskState::Waiting));
+    assert_eq!(e.state("a"), Some(TaskState::Queued));
+    e.finish("c");
+    e.expect(&["run a on w1"]);
+    e.finish("a");
+    e.expect(&["run b on w1"]);
+    e.finish("b");
+    e.expect(&["run d on w1", "free a on w1"]);
+    e.finish("d");
+    e.expect(&["done d", "free c on w1", "free b on w1"]);
+}
+
+#[test]
+fn tasks_running_on_a_dead_worker_move_and_killed_worker_ends_it() {
+    let mut e = TestEnv::with_config(SchedulerConfig {
+        worker_saturation: 1.0,
+        allowed_failures: 1,
+        ..SchedulerConfig::default()
+    });
+    e.worker("w1", 1);
+    e.submit(&[("a", &[])], &["a"]);
+    e.expect(&["run a on w1"]);
+    e.kill("w1");
+    e.expect(&[]);
+    assert_eq!(e.state("a"), Some(TaskState::Queued));
+    e.worker("w2", 1);
+    e.expect(&["run a on w2"]);
+    e.kill("w2");
+    let got = e.take();
+    assert_eq!(got.len(), 1);
+    assert!(got[0].starts_with("erred a: task a was running on 2 workers that died"), "{got:?}");
+}
+
+#[test]
+fn a_dependent_running_elsewhere_is_stopped_when_its_input_is_lost() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.worker("w2", 1);
+    e.submit(&[("a", &[]), ("x", &[]), ("b", &["a", "x"])], &["b"]);
+    e.expect(&["run a on w2", "run x on w1"]);
+    e.finish_bytes("a", 8);
+    e.finish_bytes("x", 1_000_000);
+    e.expect(&["run b on w1"]);
+    e.kill("w2");
+    e.expect(&["cancel b on w1", "run a on w1"]);
+    assert_eq!(e.state("b"), Some(TaskState::Waiting));
+    e.finish("a");
+    e.expect(&["run b on w1"]);
+}
+
+#[test]
+fn deep_chains_submit_cancel_and_forget_without_recursion() {
+    let mut e = TestEnv::with_config(SchedulerConfig { story_capacity: 0, ..SchedulerConfig::default() });
+    e.worker("w1", 1);
+    let n = 100_000;
+    let keys: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
+    let deps: Vec<Vec<&str>> = (0..n).map(|i| if i == 0 { vec![] } else { vec![keys[i - 1].as_str()] }).collect();
+    let tasks: Vec<(&str, &[&str])> = keys.iter().zip(&deps).map(|(k, d)| (k.as_str(), &d[..])).collect();
+    let mut out = Vec::new();
+    let new = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, (k, d))| NewTask {
+            key: Key::new(*k),
+            deps: d.iter().map(|x| Key::new(*x)).collect(),
+            order: i as u32,
+            annotations: None,
+        })
+        .collect();
+    e.s.submit(new, &[Key::new(keys[n - 1].as_str())], &mut out).expect("submit");
+    assert_eq!(out.len(), 1);
+    let last = e.s.lookup(&Key::new(keys[n - 1].as_str())).expect("known");
+    out.clear();
+    e.s.release(last, &mut out);
+    assert_eq!(e.s.ntasks(), 0);
+    assert_eq!(out.iter().filter(|a| matches!(a, Action::Forget { .. })).count(), n);
+}
+
+#[test]
+fn the_story_records_transitions() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.submit(&[("a", &[])], &["a"]);
+    e.finish("a");
+    let story: Vec<(TaskState, TaskState)> = e.s.story_of(&Key::new("a")).iter().map(|s| (s.from, s.to)).collect();
+    assert_eq!(
+        story,
+        vec![
+            (TaskState::Released, TaskState::Waiting),
+            (TaskState::Waiting, TaskState::Queued),
+            (TaskState::Queued, TaskState::Processing),
+            (TaskState::Processing, TaskState::Memory),
+        ]
+    );
+    let g = &e.s.groups()[0];
+    assert_eq!((g.total, g.done, g.in_state(TaskState::Memory)), (1, 1, 1));
+}
+
+/// Random graphs, random completion order, random worker deaths and joins:
+/// every wanted result must equal direct evaluation and every invariant
+/// must hold after every event.
+#[test]
+fn random_runs_with_worker_deaths_give_exact_results() {
+    for seed in 1..=30u64 {
+        let mut sim = Sim::new(seed * 7919);
+        let nworkers = 1 + sim.rand(4);
+        for i in 0..nworkers {
+            let threads = 1 + sim.rand(3) as u32;
+            sim.add_worker(&format!("w{i}"), threads);
+        }
+        let n = 40 + sim.rand(60);
+        let mut tasks = Vec::new();
+        for i in 0..n {
+            let ndeps = if i == 0 { 0 } else { sim.rand(4).min(i) };
+            let mut deps: Vec<String> = (0..ndeps).map(|_| format!("t{}", sim.rand(i))).collect();
+            deps.sort();
+            deps.dedup();
+            tasks.push((format!("t{i}"), deps));
+        }
+        let wanted: Vec<String> = (0..3).map(|_| format!("t{}", n / 2 + sim.rand(n / 2))).collect();
+        sim.submit(&tasks, &wanted);
+        let mut next_worker = nworkers;
+        let mut alive: Vec<String> = (0..nworkers).map(|i| format!("w{i}")).collect();
+        let mut steps = 0;
+        while sim.running() > 0 || alive.is_empty() {
+            steps += 1;
+            assert!(steps < 100_000, "seed {seed}: no progress");
+            let dice = sim.rand(100);
+            if dice < 3 && !alive.is_empty() {
+                let i = sim.rand(alive.len());
+                let name = alive.swap_remove(i);
+                sim.kill(&name);
+            } else if dice < 6 || alive.is_empty() {
+                let name = format!("w{next_worker}");
+                next_worker += 1;
+                let threads = 1 + sim.rand(2) as u32;
+                sim.add_worker(&name, threads);
+                alive.push(name);
+            } else {
+                sim.step();
+            }
+        }
+        for k in &wanted {
+            let got = sim.done.get(k).copied();
+            assert_eq!(got, Some(sim.expected(k)), "seed {seed}: {k} (erred: {:?})", sim.erred.get(k));
+        }
+        let mut unique = wanted.clone();
+        unique.sort();
+        unique.dedup();
+        for k in &unique {
+            let times = wanted.iter().filter(|x| *x == k).count();
+            for _ in 0..times {
+                sim.release(k);
+            }
+        }
+        assert_eq!(sim.env.s.ntasks(), 0, "seed {seed}: tasks left after releasing everything");
+    }
+}

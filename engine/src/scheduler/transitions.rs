@@ -1,0 +1,562 @@
+//! The stimuli: each public method is one event from outside (a client, a
+//! worker) and runs the transitions it implies. Cascades (releasing a chain,
+//! failing dependents, forgetting) use explicit worklists, never recursion,
+//! so graphs of any depth are safe.
+
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::{
+    Action, NewTask, Priority, Scheduler, SchedulerError, TaskId, TaskRec, TaskState, WorkerId, WorkerRec,
+    WorkerSpec,
+};
+use crate::error::{TaskError, TaskErrorKind};
+use crate::graph::Key;
+
+impl Scheduler {
+    /// A worker joined. Queued work may go to it at once.
+    pub fn add_worker(&mut self, spec: WorkerSpec, out: &mut Vec<Action>) -> WorkerId {
+        self.stimulus += 1;
+        let ids: Vec<(u16, f64)> =
+            spec.resources.iter().map(|(name, amount)| (self.resource_id(name), *amount)).collect();
+        let mut resources = vec![0.0; self.resource_names.len()];
+        for (id, amount) in ids {
+            resources[id as usize] += amount.max(0.0);
+        }
+        let rec = WorkerRec {
+            name: spec.name,
+            nthreads: spec.nthreads.max(1),
+            available: resources.clone(),
+            resources,
+            processing: FxHashSet::default(),
+            has_what: FxHashSet::default(),
+            held_bytes: 0,
+            free_pos: None,
+        };
+        let w = WorkerId(self.workers.insert(rec));
+        self.update_free(w);
+        self.restricted_dirty = true;
+        self.after_stimulus(out);
+        w
+    }
+
+    /// A worker left or died: its running tasks are rescheduled and every
+    /// result that lived only there is recomputed from lineage if still needed.
+    pub fn remove_worker(&mut self, w: WorkerId, out: &mut Vec<Action>) {
+        self.stimulus += 1;
+        self.remove_from_free(w);
+        let Some(wr) = self.workers.remove(w.0) else { return };
+        let mut running: Vec<TaskId> = wr.processing.into_iter().collect();
+        running.sort_unstable_by_key(|t| self.rec(*t).priority);
+        let mut held: Vec<TaskId> = wr.has_what.into_iter().collect();
+        held.sort_unstable_by_key(|t| self.rec(*t).priority);
+
+        // Running tasks stay active; park them as queued until lost inputs are known.
+        for &t in &running {
+            let r = self.rec_mut(t);
+            r.processing_on = None;
+            r.suspicious += 1;
+            self.set_state(t, TaskState::Queued);
+        }
+        let mut unneeded = Vec::new();
+        for &t in &held {
+            let r = self.rec_mut(t);
+            r.who_has.retain(|x| *x != w);
+            if r.who_has.is_empty() && r.state == TaskState::Memory {
+                self.lose(t, out, &mut unneeded);
+            }
+        }
+        let limit = self.config.allowed_failures;
+        let mut failed = Vec::new();
+        for &t in &running {
+            let r = self.rec(t);
+            if r.suspicious > limit {
+                let error = TaskError {
+                    kind: TaskErrorKind::KilledWorker,
+                    message: format!(
+                        "task {} was running on {} workers that died (allowed failures: {limit})",
+                        r.key, r.suspicious
+                    ),
+                    position: None,
+                };
+                failed.push((t, Arc::new(error)));
+            } else if r.state == TaskState::Queued {
+                self.make_ready(t, out);
+            }
+        }
+        for (t, e) in failed {
+            self.fail(t, e, out, &mut unneeded);
+        }
+        self.process_unneeded(unneeded, out);
+        self.after_stimulus(out);
+    }
+
+    /// Add tasks and client references. Keys already known are not added
+    /// again (equal keys are equal work), so shared sub-graphs run once.
+    /// Validates the whole submission before changing anything.
+    pub fn submit(
+        &mut self,
+        tasks: Vec<NewTask>,
+        wanted: &[Key],
+        out: &mut Vec<Action>,
+    ) -> Result<(), SchedulerError> {
+        let order = self.validate_submission(&tasks, wanted)?;
+        self.stimulus += 1;
+        self.generation += 1;
+        let generation = self.generation;
+        let mut slots: Vec<Option<NewTask>> = tasks.into_iter().map(Some).collect();
+        let mut added = Vec::with_capacity(order.len());
+        for i in order {
+            let Some(nt) = slots[i].take() else { continue };
+            let mut deps: Vec<TaskId> = Vec::with_capacity(nt.deps.len());
+            for d in &nt.deps {
+                if let Some(&id) = self.keys.get(d)
+                    && !deps.contains(&id)
+                {
+                    deps.push(id);
+                }
+            }
+            let group = self.group_of(&nt.key);
+            let (user, retries, resources) = match &nt.annotations {
+                Some(a) => {
+                    let res = a.resources.iter().map(|(n, x)| (self.resource_id(n), *x)).collect();
+                    (a.priority, a.retries, res)
+                }
+                None => (0, 0, Vec::new()),
+            };
+            let rec = TaskRec {
+                key: nt.key.clone(),
+                state: TaskState::Released,
+                group,
+                deps,
+                dependents: Vec::new(),
+                live_dependents: 0,
+                waiting_on: 0,
+                waiters: 0,
+                wants: 0,
+                priority: Priority { neg_user: user.saturating_neg(), generation, order: nt.order },
+                retries_left: retries,
+                resources,
+                who_has: Vec::new(),
+                processing_on: None,
+                nbytes: 0,
+                suspicious: 0,
+                counted_done: false,
+                error: None,
+            };
+            let t = TaskId(self.tasks.insert(rec));
+            let g = &mut self.groups[group as usize];
+            g.total += 1;
+            g.states[TaskState::Released.index()] += 1;
+            self.keys.insert(nt.key, t);
+            for k in 0..self.rec(t).deps.len() {
+                let d = self.rec(t).deps[k];
+                let dr = self.rec_mut(d);
+                dr.dependents.push(t);
+                dr.live_dependents += 1;
+            }
+            added.push(t);
+        }
+        for key in wanted {
+            if let Some(&t) = self.keys.get(key) {
+                self.rec_mut(t).wants += 1;
+                self.ensure_computed(t, out);
+                self.notify_if_finished(t, out);
+            }
+        }
+        // Tasks nobody asked for (culled away by the caller, or already
+        // computed dependents) are forgotten right away.
+        self.forget_all(added, out);
+        self.after_stimulus(out);
+        Ok(())
+    }
+
+    /// Add one client reference to a known key (a future passed on, a
+    /// persisted collection reused) and make sure it is (being) computed.
+    pub fn want(&mut self, key: &Key, out: &mut Vec<Action>) -> Result<TaskId, SchedulerError> {
+        let t = self.lookup(key).ok_or_else(|| SchedulerError::UnknownKey(key.clone()))?;
+        self.stimulus += 1;
+        self.rec_mut(t).wants += 1;
+        self.ensure_computed(t, out);
+        self.notify_if_finished(t, out);
+        self.after_stimulus(out);
+        Ok(t)
+    }
+
+    /// Drop one client reference. A task nobody needs any more is cancelled
+    /// (if running) or freed, and forgotten with what only it needed.
+    pub fn release(&mut self, t: TaskId, out: &mut Vec<Action>) {
+        if !self.is_live(t) {
+            return;
+        }
+        self.stimulus += 1;
+        let r = self.rec_mut(t);
+        if r.wants == 0 {
+            return;
+        }
+        r.wants -= 1;
+        if r.wants == 0 && r.waiters == 0 {
+            self.process_unneeded(vec![t], out);
+        }
+        self.after_stimulus(out);
+    }
+
+    /// A worker finished a task and holds its result of `nbytes`.
+    pub fn task_finished(
+        &mut self,
+        w: WorkerId,
+        t: TaskId,
+        nbytes: u64,
+        duration_us: f64,
+        out: &mut Vec<Action>,
+    ) {
+        self.stimulus += 1;
+        if !self.accept_report(w, t, out) {
+            return;
+        }
+        self.unassign(t, w);
+        let r = self.rec_mut(t);
+        r.who_has.clear();
+        r.who_has.push(w);
+        r.nbytes = nbytes;
+        let group = r.group as usize;
+        let first = !std::mem::replace(&mut r.counted_done, true);
+        if let Some(wr) = self.workers.get_mut(w.0) {
+            wr.has_what.insert(t);
+            wr.held_bytes += nbytes;
+        }
+        let g = &mut self.groups[group];
+        g.duration_us += duration_us.max(0.0);
+        g.finished_runs += 1;
+        if first {
+            g.done += 1;
+        }
+        self.set_state(t, TaskState::Memory);
+        let mut unneeded = Vec::new();
+        self.leave_active(t, &mut unneeded);
+        let ndependents = self.rec(t).dependents.len();
+        for k in 0..ndependents {
+            let d = self.rec(t).dependents[k];
+            let Some(dr) = self.tasks.get_mut(d.0) else { continue };
+            if dr.state == TaskState::Waiting {
+                dr.waiting_on -= 1;
+                if dr.waiting_on == 0 {
+                    self.make_ready(d, out);
+                }
+            }
+        }
+        self.notify_if_finished(t, out);
+        let r = self.rec(t);
+        if r.wants == 0 && r.waiters == 0 {
+            unneeded.push(t);
+        }
+        self.process_unneeded(unneeded, out);
+        self.after_stimulus(out);
+    }
+
+    /// A worker reports that a task failed. Retried while it has retries
+    /// left; otherwise it and everything waiting on it err.
+    pub fn task_failed(&mut self, w: WorkerId, t: TaskId, error: TaskError, out: &mut Vec<Action>) {
+        self.stimulus += 1;
+        if !self.accept_report(w, t, out) {
+            return;
+        }
+        self.unassign(t, w);
+        let r = self.rec_mut(t);
+        if r.retries_left > 0 && error.kind != TaskErrorKind::Cancelled {
+            r.retries_left -= 1;
+            self.set_state(t, TaskState::Queued);
+            self.make_ready(t, out);
+        } else {
+            let mut unneeded = Vec::new();
+            self.fail(t, Arc::new(error), out, &mut unneeded);
+            self.process_unneeded(unneeded, out);
+        }
+        self.after_stimulus(out);
+    }
+
+    // ---- internals -------------------------------------------------------
+
+    /// Check that a worker's report is about a task it is running now. A
+    /// stale report (cancelled task, dead worker, duplicate) changes nothing,
+    /// but an unexpected result is freed on the worker.
+    fn accept_report(&mut self, w: WorkerId, t: TaskId, out: &mut Vec<Action>) -> bool {
+        let worker_live = self.workers.get(w.0).is_some();
+        match self.tasks.get(t.0) {
+            Some(r) if r.state == TaskState::Processing && r.processing_on == Some(w) => true,
+            Some(r) => {
+                if worker_live && !r.who_has.contains(&w) {
+                    out.push(Action::Free { worker: w, task: t });
+                }
+                false
+            }
+            None => {
+                if worker_live {
+                    out.push(Action::Free { worker: w, task: t });
+                }
+                false
+            }
+        }
+    }
+
+    fn validate_submission(&self, tasks: &[NewTask], wanted: &[Key]) -> Result<Vec<usize>, SchedulerError> {
+        // New tasks (first definition wins), in a topological order.
+        let mut index: FxHashMap<&Key, usize> = FxHashMap::default();
+        for (i, t) in tasks.iter().enumerate() {
+            if !self.keys.contains_key(&t.key) {
+                index.entry(&t.key).or_insert(i);
+            }
+        }
+        let mut indegree: FxHashMap<usize, u32> = FxHashMap::default();
+        let mut dependents: FxHashMap<usize, Vec<usize>> = FxHashMap::default();
+        for (&key, &i) in &index {
+            let t = &tasks[i];
+            debug_assert!(&t.key == key);
+            let mut n = 0;
+            for d in &t.deps {
+                if let Some(&j) = index.get(d) {
+                    if j == i {
+                        return Err(SchedulerError::Cycle(t.key.clone()));
+                    }
+                    n += 1;
+                    dependents.entry(j).or_default().push(i);
+                } else if !self.keys.contains_key(d) {
+                    return Err(SchedulerError::MissingDependency { task: t.key.clone(), dep: d.clone() });
+                }
+            }
+            indegree.insert(i, n);
+        }
+        for k in wanted {
+            if !index.contains_key(k) && !self.keys.contains_key(k) {
+                return Err(SchedulerError::UnknownKey(k.clone()));
+            }
+        }
+        let mut ready: Vec<usize> = indegree.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
+        ready.sort_unstable_by(|a, b| b.cmp(a));
+        let mut order = Vec::with_capacity(index.len());
+        while let Some(i) = ready.pop() {
+            order.push(i);
+            if let Some(ds) = dependents.get(&i) {
+                for &j in ds {
+                    if let Some(n) = indegree.get_mut(&j) {
+                        *n -= 1;
+                        if *n == 0 {
+                            ready.push(j);
+                        }
+                    }
+                }
+            }
+        }
+        if order.len() < index.len() {
+            let stuck = indegree.iter().filter(|(_, n)| **n > 0).map(|(i, _)| *i).min().unwrap_or(0);
+            return Err(SchedulerError::Cycle(tasks[stuck].key.clone()));
+        }
+        Ok(order)
+    }
+
+    fn notify_if_finished(&mut self, t: TaskId, out: &mut Vec<Action>) {
+        let r = self.rec(t);
+        if r.wants == 0 {
+            return;
+        }
+        match r.state {
+            TaskState::Memory => out.push(Action::Done { task: t }),
+            TaskState::Erred => {
+                let error = r.error.clone().unwrap_or_else(|| Arc::new(TaskError::internal("erred")));
+                out.push(Action::Erred { task: t, error });
+            }
+            _ => {}
+        }
+    }
+
+    /// A released task is needed: walk down to what must be (re)computed.
+    fn ensure_computed(&mut self, root: TaskId, out: &mut Vec<Action>) {
+        let mut stack = vec![root];
+        let mut unneeded = Vec::new();
+        while let Some(t) = stack.pop() {
+            let r = self.rec(t);
+            if r.state != TaskState::Released || (r.wants == 0 && r.waiters == 0) {
+                continue;
+            }
+            let mut waiting_on = 0;
+            let mut failed_dep = None;
+            for k in 0..r.deps.len() {
+                let d = self.rec(t).deps[k];
+                let dr = self.rec_mut(d);
+                dr.waiters += 1;
+                match dr.state {
+                    TaskState::Memory => {}
+                    TaskState::Erred => failed_dep = Some(d),
+                    TaskState::Released => {
+                        waiting_on += 1;
+                        stack.push(d);
+                    }
+                    _ => waiting_on += 1,
+                }
+            }
+            self.rec_mut(t).waiting_on = waiting_on;
+            self.set_state(t, TaskState::Waiting);
+            if let Some(d) = failed_dep {
+                let dr = self.rec(d);
+                let cause = dr.error.clone().unwrap_or_else(|| Arc::new(TaskError::internal("erred")));
+                let e = Arc::new(TaskError::dependency_failed(&dr.key, &cause));
+                self.fail(t, e, out, &mut unneeded);
+            } else if waiting_on == 0 {
+                self.make_ready(t, out);
+            }
+        }
+        self.process_unneeded(unneeded, out);
+    }
+
+    /// An active task stops being active: its dependencies lose a waiter.
+    fn leave_active(&mut self, t: TaskId, unneeded: &mut Vec<TaskId>) {
+        for k in 0..self.rec(t).deps.len() {
+            let d = self.rec(t).deps[k];
+            let dr = self.rec_mut(d);
+            dr.waiters -= 1;
+            if dr.waiters == 0 && dr.wants == 0 {
+                unneeded.push(d);
+            }
+        }
+    }
+
+    /// Tasks that nothing needs any more: cancel the running ones, free the
+    /// results, forget what is left over. Cascades down the graph.
+    fn process_unneeded(&mut self, mut work: Vec<TaskId>, out: &mut Vec<Action>) {
+        let mut forget = Vec::new();
+        while let Some(t) = work.pop() {
+            let Some(r) = self.tasks.get(t.0) else { continue };
+            if r.wants > 0 || r.waiters > 0 {
+                continue;
+            }
+            match r.state {
+                TaskState::Memory => {
+                    let holders = std::mem::take(&mut self.rec_mut(t).who_has);
+                    let nbytes = self.rec(t).nbytes;
+                    for w in holders {
+                        if let Some(wr) = self.workers.get_mut(w.0) {
+                            wr.has_what.remove(&t);
+                            wr.held_bytes = wr.held_bytes.saturating_sub(nbytes);
+                        }
+                        out.push(Action::Free { worker: w, task: t });
+                    }
+                    self.set_state(t, TaskState::Released);
+                }
+                TaskState::Waiting | TaskState::Queued | TaskState::Processing => {
+                    if let Some(w) = self.rec(t).processing_on {
+                        self.unassign(t, w);
+                        out.push(Action::Cancel { worker: w, task: t });
+                    }
+                    self.set_state(t, TaskState::Released);
+                    self.leave_active(t, &mut work);
+                }
+                TaskState::Released | TaskState::Erred => {}
+            }
+            forget.push(t);
+        }
+        self.forget_all(forget, out);
+    }
+
+    /// Remove tasks that are released or erred, unwanted, and that no live
+    /// task depends on; then their dependencies, and so on.
+    fn forget_all(&mut self, mut work: Vec<TaskId>, out: &mut Vec<Action>) {
+        while let Some(t) = work.pop() {
+            let Some(r) = self.tasks.get(t.0) else { continue };
+            if !matches!(r.state, TaskState::Released | TaskState::Erred) || r.wants > 0 || r.live_dependents > 0
+            {
+                continue;
+            }
+            let Some(r) = self.tasks.remove(t.0) else { continue };
+            self.groups[r.group as usize].states[r.state.index()] -= 1;
+            self.keys.remove(&r.key);
+            for d in r.deps {
+                let Some(dr) = self.tasks.get_mut(d.0) else { continue };
+                dr.live_dependents -= 1;
+                if dr.live_dependents == 0 {
+                    dr.dependents.clear();
+                    work.push(d);
+                } else if dr.dependents.len() > 2 * dr.live_dependents as usize + 8 {
+                    let mut list = std::mem::take(&mut dr.dependents);
+                    list.retain(|x| self.tasks.get(x.0).is_some());
+                    if let Some(dr) = self.tasks.get_mut(d.0) {
+                        dr.dependents = list;
+                    }
+                }
+            }
+            out.push(Action::Forget { task: t });
+        }
+    }
+
+    /// Fail a task and, transitively, every active task waiting on it.
+    pub(super) fn fail(
+        &mut self,
+        t: TaskId,
+        error: Arc<TaskError>,
+        out: &mut Vec<Action>,
+        unneeded: &mut Vec<TaskId>,
+    ) {
+        let mut work = vec![(t, error)];
+        while let Some((t, error)) = work.pop() {
+            let r = self.rec(t);
+            if !r.state.is_active() {
+                continue;
+            }
+            if let Some(w) = r.processing_on {
+                self.unassign(t, w);
+                out.push(Action::Cancel { worker: w, task: t });
+            }
+            let r = self.rec_mut(t);
+            r.error = Some(error.clone());
+            let group = r.group as usize;
+            let first = !std::mem::replace(&mut r.counted_done, true);
+            let g = &mut self.groups[group];
+            g.erred += 1;
+            if first {
+                g.done += 1;
+            }
+            self.set_state(t, TaskState::Erred);
+            self.leave_active(t, unneeded);
+            self.notify_if_finished(t, out);
+            let key = self.rec(t).key.clone();
+            for k in 0..self.rec(t).dependents.len() {
+                let d = self.rec(t).dependents[k];
+                if self.tasks.get(d.0).is_some_and(|dr| dr.state.is_active()) {
+                    work.push((d, Arc::new(TaskError::dependency_failed(&key, &error))));
+                }
+            }
+            let r = self.rec(t);
+            if r.wants == 0 && r.live_dependents == 0 {
+                unneeded.push(t);
+            }
+        }
+    }
+
+    /// The only copy of a result is gone. Recompute it if it is needed, and
+    /// put back to waiting every active dependent that was about to use it.
+    fn lose(&mut self, t: TaskId, out: &mut Vec<Action>, unneeded: &mut Vec<TaskId>) {
+        self.set_state(t, TaskState::Released);
+        for k in 0..self.rec(t).dependents.len() {
+            let d = self.rec(t).dependents[k];
+            let Some(dr) = self.tasks.get(d.0) else { continue };
+            match dr.state {
+                TaskState::Waiting => self.rec_mut(d).waiting_on += 1,
+                TaskState::Queued | TaskState::Processing => {
+                    if let Some(w) = dr.processing_on {
+                        self.unassign(d, w);
+                        out.push(Action::Cancel { worker: w, task: d });
+                    }
+                    self.rec_mut(d).waiting_on = 1;
+                    self.set_state(d, TaskState::Waiting);
+                }
+                _ => {}
+            }
+        }
+        let r = self.rec(t);
+        if r.wants > 0 || r.waiters > 0 {
+            self.ensure_computed(t, out);
+        } else {
+            unneeded.push(t);
+        }
+    }
+}
