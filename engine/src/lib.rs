@@ -6,8 +6,10 @@
 //! (`graph::{cull, fuse, order}`) → `scheduler` state machine → executor
 //! (`local` threads) → result.
 
+pub mod diagnostics;
 pub mod error;
 pub mod graph;
+pub mod local;
 pub mod ops;
 pub mod scheduler;
 pub mod value;

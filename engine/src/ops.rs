@@ -120,7 +120,7 @@ pub enum StepInput {
 /// What a running task can see of its surroundings.
 pub struct TaskContext<'a> {
     pub key: &'a Key,
-    pub cancelled: &'a AtomicBool,
+    pub cancelled: &'a Arc<AtomicBool>,
 }
 
 impl TaskContext<'_> {
@@ -189,9 +189,14 @@ fn build_arg(a: &Arg, inputs: &[Value]) -> Result<Value, TaskError> {
             .cloned()
             .ok_or_else(|| TaskError::internal(format!("argument refers to missing dependency {i}")))?,
         Arg::Lit(v) => v.clone(),
-        Arg::List(items) => Value::list(items.iter().map(|x| build_arg(x, inputs)).collect::<Result<_, _>>()?),
+        Arg::List(items) => {
+            Value::list(items.iter().map(|x| build_arg(x, inputs)).collect::<Result<_, _>>()?)
+        }
         Arg::Map(items) => Value::Map(Arc::new(
-            items.iter().map(|(k, x)| Ok((k.clone(), build_arg(x, inputs)?))).collect::<Result<_, TaskError>>()?,
+            items
+                .iter()
+                .map(|(k, x)| Ok((k.clone(), build_arg(x, inputs)?)))
+                .collect::<Result<_, TaskError>>()?,
         )),
     })
 }
@@ -275,7 +280,7 @@ mod tests {
     use super::*;
 
     fn run(op: &Op, inputs: &[Value]) -> Result<Value, TaskError> {
-        let cancelled = AtomicBool::new(false);
+        let cancelled = Arc::new(AtomicBool::new(false));
         let key = Key::new("t");
         execute(op, inputs, &NoUdfs, &TaskContext { key: &key, cancelled: &cancelled })
     }

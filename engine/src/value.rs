@@ -47,12 +47,7 @@ impl Value {
             Value::Str(s) => BASE + s.len() as u64,
             Value::Bytes(b) => BASE + b.len() as u64,
             Value::List(items) => BASE + items.iter().map(Value::nbytes).sum::<u64>(),
-            Value::Map(m) => {
-                BASE + m
-                    .iter()
-                    .map(|(k, v)| k.len() as u64 + v.nbytes())
-                    .sum::<u64>()
-            }
+            Value::Map(m) => BASE + m.iter().map(|(k, v)| k.len() as u64 + v.nbytes()).sum::<u64>(),
         }
     }
 

@@ -1,1 +1,116 @@
-fn main() {}
+//! `brisk`: the one binary. With no arguments it reads a script interactively
+//! (the full rustyline REPL comes with the REPL issue); `brisk run FILE`
+//! runs a script headless on the embedded local scheduler.
+
+mod progress;
+
+use std::io::{BufRead, IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use brisk_script::{ErrorKind, Session};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "brisk",
+    version,
+    about = "Dask rebuilt in Rust, driven by Rhai: lazy task graphs on every core"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a Rhai script on the embedded local scheduler.
+    Run {
+        /// The script to run (`.rhai`).
+        file: PathBuf,
+        /// Never draw the progress bar, even on a terminal.
+        #[arg(long)]
+        no_progress: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    brisk_script::ship::init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Run { file, no_progress }) => run_file(&file, !no_progress),
+        None => repl(),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_file(path: &std::path::Path, progress: bool) -> anyhow::Result<ExitCode> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not a UTF-8 text file (invalid byte at offset {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    let mut session = Session::new();
+    let bar =
+        (progress && std::io::stderr().is_terminal()).then(|| progress::Bar::start(session.state().clone()));
+    let result = session.eval(&text, &path.display().to_string());
+    drop(bar);
+    Ok(report(result))
+}
+
+/// Print an error once, clearly; the exit code tells what kind it was.
+fn report(result: Result<rhai::Dynamic, brisk_script::ScriptError>) -> ExitCode {
+    match result {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            match e.kind {
+                ErrorKind::Cancelled => ExitCode::from(130),
+                _ => ExitCode::FAILURE,
+            }
+        }
+    }
+}
+
+/// A minimal interactive loop: one input per line, or the whole of stdin as
+/// one script when it is not a terminal (`echo '...' | brisk`).
+fn repl() -> anyhow::Result<ExitCode> {
+    let mut session = Session::new();
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        let mut text = String::new();
+        stdin.lock().read_to_string(&mut text).context("cannot read stdin")?;
+        let result = session.eval(&text, "<stdin>");
+        return Ok(report(result));
+    }
+    println!("brisk {} — Rhai on a lazy task-graph engine. Ctrl-D exits.", env!("CARGO_PKG_VERSION"));
+    let mut n = 0;
+    loop {
+        print!("brisk> ");
+        std::io::stdout().flush().ok();
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line).context("cannot read stdin")? == 0 {
+            println!();
+            return Ok(ExitCode::SUCCESS);
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        n += 1;
+        match session.eval(&line, &format!("<input {n}>")) {
+            Ok(v) if !v.is_unit() => println!("{}", brisk_script::api::display(&v)),
+            Ok(_) => {}
+            Err(e) => eprintln!("error: {e}"),
+        }
+    }
+}

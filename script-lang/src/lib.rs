@@ -1,1 +1,12 @@
-//! brisk-script
+//! brisk-script: the Rhai binding of the engine. A `Session` is what every
+//! front end evaluates scripts in; closures travel to workers in shipped
+//! form (`ship`).
+
+pub mod api;
+pub mod convert;
+pub mod error;
+pub mod session;
+pub mod ship;
+
+pub use error::{ErrorKind, ScriptError};
+pub use session::{OutputSink, Session, SessionState};

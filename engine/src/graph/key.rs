@@ -48,7 +48,7 @@ pub fn group_of(name: &str) -> &str {
     match name.rfind('-') {
         Some(i)
             if i + 1 < name.len()
-                && name.len() - i - 1 >= 8
+                && name.len() - i > 8
                 && name[i + 1..].bytes().all(|b| b.is_ascii_hexdigit()) =>
         {
             &name[..i]

@@ -21,7 +21,6 @@ mod test_env;
 #[cfg(test)]
 mod tests;
 
-
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
@@ -30,8 +29,8 @@ use rustc_hash::FxHashMap;
 use crate::error::TaskError;
 use crate::graph::{Annotations, Key};
 
-pub use slab::SlabId;
 use slab::Slab;
+pub use slab::SlabId;
 
 /// A task inside the scheduler.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]

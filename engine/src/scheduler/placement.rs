@@ -114,9 +114,9 @@ impl Scheduler {
     }
 
     fn slots(&self, w: WorkerId) -> usize {
-        self.workers.get(w.0).map_or(0, |wr| {
-            (f64::from(wr.nthreads) * self.config.worker_saturation).ceil().max(1.0) as usize
-        })
+        self.workers
+            .get(w.0)
+            .map_or(0, |wr| (f64::from(wr.nthreads) * self.config.worker_saturation).ceil().max(1.0) as usize)
     }
 
     /// Keep `free` = the workers below their root-task limit.
@@ -180,7 +180,9 @@ impl Scheduler {
             let needs = self.rec(t).resources.clone();
             let mut best: Option<(usize, WorkerId)> = None;
             for (id, wr) in self.workers.iter() {
-                let fits = needs.iter().all(|(r, amount)| wr.available.get(*r as usize).is_some_and(|a| a >= amount));
+                let fits = needs
+                    .iter()
+                    .all(|(r, amount)| wr.available.get(*r as usize).is_some_and(|a| a >= amount));
                 if fits && best.is_none_or(|(n, _)| wr.processing.len() < n) {
                     best = Some((wr.processing.len(), WorkerId(id)));
                 }

@@ -67,7 +67,12 @@ impl TestEnv {
         self.submit_annotated(tasks, wanted, &[]);
     }
 
-    pub fn submit_annotated(&mut self, tasks: &[(&str, &[&str])], wanted: &[&str], ann: &[(&str, Annotations)]) {
+    pub fn submit_annotated(
+        &mut self,
+        tasks: &[(&str, &[&str])],
+        wanted: &[&str],
+        ann: &[(&str, Annotations)],
+    ) {
         let new = tasks
             .iter()
             .enumerate()
@@ -188,8 +193,10 @@ impl Sim {
         for (k, d) in tasks {
             self.deps.insert(k.clone(), d.clone());
         }
-        let refs: Vec<Vec<&str>> = tasks.iter().map(|(_, d)| d.iter().map(String::as_str).collect()).collect();
-        let shaped: Vec<(&str, &[&str])> = tasks.iter().zip(&refs).map(|((k, _), d)| (k.as_str(), &d[..])).collect();
+        let refs: Vec<Vec<&str>> =
+            tasks.iter().map(|(_, d)| d.iter().map(String::as_str).collect()).collect();
+        let shaped: Vec<(&str, &[&str])> =
+            tasks.iter().zip(&refs).map(|((k, _), d)| (k.as_str(), &d[..])).collect();
         let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
         self.env.submit(&shaped, &wanted);
         self.absorb();

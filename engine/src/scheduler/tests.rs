@@ -265,7 +265,8 @@ fn deep_chains_submit_cancel_and_forget_without_recursion() {
     e.worker("w1", 1);
     let n = 100_000;
     let keys: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
-    let deps: Vec<Vec<&str>> = (0..n).map(|i| if i == 0 { vec![] } else { vec![keys[i - 1].as_str()] }).collect();
+    let deps: Vec<Vec<&str>> =
+        (0..n).map(|i| if i == 0 { vec![] } else { vec![keys[i - 1].as_str()] }).collect();
     let tasks: Vec<(&str, &[&str])> = keys.iter().zip(&deps).map(|(k, d)| (k.as_str(), &d[..])).collect();
     let mut out = Vec::new();
     let new = tasks
@@ -293,7 +294,8 @@ fn the_story_records_transitions() {
     e.worker("w1", 1);
     e.submit(&[("a", &[])], &["a"]);
     e.finish("a");
-    let story: Vec<(TaskState, TaskState)> = e.s.story_of(&Key::new("a")).iter().map(|s| (s.from, s.to)).collect();
+    let story: Vec<(TaskState, TaskState)> =
+        e.s.story_of(&Key::new("a")).iter().map(|s| (s.from, s.to)).collect();
     assert_eq!(
         story,
         vec![

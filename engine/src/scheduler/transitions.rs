@@ -463,7 +463,9 @@ impl Scheduler {
     fn forget_all(&mut self, mut work: Vec<TaskId>, out: &mut Vec<Action>) {
         while let Some(t) = work.pop() {
             let Some(r) = self.tasks.get(t.0) else { continue };
-            if !matches!(r.state, TaskState::Released | TaskState::Erred) || r.wants > 0 || r.live_dependents > 0
+            if !matches!(r.state, TaskState::Released | TaskState::Erred)
+                || r.wants > 0
+                || r.live_dependents > 0
             {
                 continue;
             }

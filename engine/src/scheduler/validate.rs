@@ -37,16 +37,23 @@ impl Scheduler {
             if r.state == TaskState::Memory && r.wants == 0 && r.waiters == 0 {
                 return Err(format!("{key}: in memory but nobody needs it"));
             }
-            if (r.state == TaskState::Memory) != !r.who_has.is_empty() {
+            if (r.state == TaskState::Memory) == r.who_has.is_empty() {
                 return Err(format!("{key}: state {} with who_has {:?}", r.state.name(), r.who_has));
             }
             if (r.state == TaskState::Processing) != r.processing_on.is_some() {
-                return Err(format!("{key}: state {} with processing_on {:?}", r.state.name(), r.processing_on));
+                return Err(format!(
+                    "{key}: state {} with processing_on {:?}",
+                    r.state.name(),
+                    r.processing_on
+                ));
             }
             match r.state {
                 TaskState::Waiting => {
                     if r.waiting_on != not_in_memory || r.waiting_on == 0 {
-                        return Err(format!("{key}: waiting_on {} but {not_in_memory} inputs missing", r.waiting_on));
+                        return Err(format!(
+                            "{key}: waiting_on {} but {not_in_memory} inputs missing",
+                            r.waiting_on
+                        ));
                     }
                 }
                 TaskState::Queued | TaskState::Processing => {
@@ -56,7 +63,10 @@ impl Scheduler {
                 }
                 TaskState::Released | TaskState::Erred | TaskState::Memory => {}
             }
-            if matches!(r.state, TaskState::Released | TaskState::Erred) && r.wants == 0 && r.live_dependents == 0 {
+            if matches!(r.state, TaskState::Released | TaskState::Erred)
+                && r.wants == 0
+                && r.live_dependents == 0
+            {
                 return Err(format!("{key}: should have been forgotten"));
             }
             for w in &r.who_has {
@@ -96,7 +106,10 @@ impl Scheduler {
             }
             for (i, u) in used.iter().enumerate() {
                 if (wr.available[i] + u - wr.resources[i]).abs() > 1e-9 {
-                    return Err(format!("worker {}: resource {} accounting is off", wr.name, self.resource_names[i]));
+                    return Err(format!(
+                        "worker {}: resource {} accounting is off",
+                        wr.name, self.resource_names[i]
+                    ));
                 }
             }
             let free = wr.processing.len() < self.slots_of(w);
@@ -116,8 +129,8 @@ impl Scheduler {
     }
 
     fn slots_of(&self, w: WorkerId) -> usize {
-        self.workers.get(w.0).map_or(0, |wr| {
-            (f64::from(wr.nthreads) * self.config.worker_saturation).ceil().max(1.0) as usize
-        })
+        self.workers
+            .get(w.0)
+            .map_or(0, |wr| (f64::from(wr.nthreads) * self.config.worker_saturation).ceil().max(1.0) as usize)
     }
 }

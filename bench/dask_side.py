@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""The Dask side of brisk's benchmark harness: ONE timed run of one workload.
+
+Run by bench/run.py in bench/.venv's Python, once per run (a fresh process each
+time, like the brisk side), as
+
+    python dask_side.py <workload> --n N
+
+It prints exactly one JSON line on stdout (the last line starting with "{"):
+    {"workload", "seconds", "build_seconds"?, "compute_seconds"?, "tasks",
+     "result", "expected", "correct", "dask_version", ...}
+Diagnostics go to stderr.  Nothing outside the timed region is in "seconds".
+"""
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+
+
+# ---------------------------------------------------------------- contention meter
+# CPU used by this process tree ("own") and by everything else on the machine
+# ("foreign": /proc/stat busy time minus own) during the timed region, as in
+# shared/bench/dask/run.py.
+_CLK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_stat():
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        user, nice, system, idle, iowait, irq, softirq, steal = v
+        return (user + nice + system + irq + softirq) / _CLK, steal / _CLK
+    except Exception:
+        return 0.0, 0.0
+
+
+def _tree_cpu():
+    try:
+        import psutil
+    except ImportError:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+    p = psutil.Process()
+    t = p.cpu_times()
+    tot = t.user + t.system + t.children_user + t.children_system
+    for c in p.children(recursive=True):
+        try:
+            ct = c.cpu_times()
+            tot += ct.user + ct.system + ct.children_user + ct.children_system
+        except psutil.Error:
+            pass
+    return tot
+
+
+class Meter:
+    def __enter__(self):
+        self.b0, self.s0 = _proc_stat()
+        self.c0 = _tree_cpu()
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.perf_counter() - self.t0
+        b1, s1 = _proc_stat()
+        self.own = _tree_cpu() - self.c0
+        self.foreign = max(0.0, (b1 - self.b0) - self.own)
+        self.steal = max(0.0, s1 - self.s0)
+        return False
+
+    def fields(self):
+        w = max(self.wall, 1e-9)
+        return {"own_cpu_s": round(self.own, 3),
+                "foreign_cores": round(self.foreign / w, 3),
+                "steal_cores": round(self.steal / w, 3)}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- task functions
+def inc(i):
+    return i + 1
+
+
+def add(a, b):
+    return a + b
+
+
+def build_tree(n):
+    """n independent inc(i) leaves + a pairwise delayed-add tree: 2n - 1 tasks.
+    pure=False gives random keys, so nothing is shared or cached."""
+    from dask import delayed
+    dinc = delayed(inc, pure=False)
+    dadd = delayed(add, pure=False)
+    layer = [dinc(i) for i in range(n)]
+    while len(layer) > 1:
+        nxt = [dadd(layer[k], layer[k + 1]) for k in range(0, len(layer) - 1, 2)]
+        if len(layer) % 2:
+            nxt.append(layer[-1])
+        layer = nxt
+    return layer[0]
+
+
+# ---------------------------------------------------------------- workloads
+def run_b1(n):
+    import dask
+    gc.collect()
+    with Meter() as m:
+        t0 = time.perf_counter()
+        total = build_tree(n)
+        t1 = time.perf_counter()
+        (result,) = dask.compute(total, scheduler="threads")
+        t2 = time.perf_counter()
+    tasks = len(total.__dask_graph__())
+    return {"seconds": t2 - t0, "build_seconds": t1 - t0,
+            "compute_seconds": t2 - t1, "tasks": tasks, "result": result,
+            "scheduler": "threads", "num_workers": os.cpu_count(),
+            "inner_load": m.fields()}
+
+
+def run_b2_local(n):
+    from distributed import Client
+    nthreads = os.cpu_count() or 1
+    t0 = time.perf_counter()
+    client = Client(processes=False, n_workers=1, threads_per_worker=nthreads,
+                    dashboard_address=None)
+    client.wait_for_workers(1)
+    startup = time.perf_counter() - t0
+    try:
+        gc.collect()
+        with Meter() as m:
+            t0 = time.perf_counter()
+            futs = client.map(inc, range(n), pure=False)
+            vals = client.gather(futs)
+            t1 = time.perf_counter()
+        result = sum(vals)
+        del futs, vals
+    finally:
+        client.close()
+    return {"seconds": t1 - t0, "tasks": n, "result": result,
+            "startup_seconds": startup,
+            "cluster": {"processes": False, "n_workers": 1,
+                        "threads_per_worker": nthreads},
+            "inner_load": m.fields()}
+
+
+WORKLOADS = {
+    "b1": (run_b1, lambda n: n * (n + 1) // 2),
+    "b2-local": (run_b2_local, lambda n: n * (n + 1) // 2),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("workload", choices=sorted(WORKLOADS))
+    ap.add_argument("--n", type=int, default=100_000)
+    args = ap.parse_args()
+    import dask
+    import distributed
+    fn, expected_fn = WORKLOADS[args.workload]
+    rec = fn(args.n)
+    expected = expected_fn(args.n)
+    for k in ("seconds", "build_seconds", "compute_seconds", "startup_seconds"):
+        if k in rec:
+            rec[k] = round(rec[k], 6)
+    out = {"workload": args.workload, "n": args.n, **rec,
+           "expected": expected, "correct": rec["result"] == expected,
+           "dask_version": dask.__version__,
+           "distributed_version": distributed.__version__,
+           "python": sys.version.split()[0]}
+    log(f"dask {args.workload} n={args.n}: {out['seconds']:.3f}s")
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,557 @@
+//! The embedded default executor: the scheduler state machine behind one
+//! mutex, driving a pool of threads in this process. Results stay in memory
+//! as shared `Value`s (zero-copy: dependents get `Arc` clones). A worker
+//! thread reports a finished task and takes its next one under a single
+//! lock acquisition. `sync` mode runs the very same loop on the calling
+//! thread (STYLE habit 3): no pool, tasks run while a client waits.
+
+mod future;
+
+use std::collections::BinaryHeap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+
+pub use future::{AsCompleted, Future, Status, gather, wait};
+use future::{Cell, Inner};
+
+use crate::diagnostics::{Event, Hub, Snapshot};
+use crate::error::{EngineError, TaskError};
+use crate::graph::{self, Graph, Key};
+use crate::ops::{Op, TaskContext, UdfRunner, execute};
+use crate::scheduler::{Action, NewTask, Priority, Scheduler, SchedulerConfig, TaskId, WorkerId, WorkerSpec};
+use crate::value::Value;
+
+/// How a local runtime runs tasks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalConfig {
+    /// Worker threads (default: one per core).
+    pub threads: usize,
+    /// Run everything on the calling thread (`scheduler: "sync"`).
+    pub sync: bool,
+    /// Fuse linear chains before running (`graph::fuse`).
+    pub fuse: bool,
+    /// Abstract resources the local worker offers (`GPU` where one is present).
+    pub resources: Vec<(String, f64)>,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        LocalConfig {
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            sync: false,
+            fuse: true,
+            resources: Vec::new(),
+        }
+    }
+}
+
+/// A flag to stop waiting (Ctrl-C, a Jupyter interrupt). Passed in, never global.
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> CancelToken {
+        CancelToken::default()
+    }
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn reset(&self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The local runtime. Dropping it stops its threads; futures that outlive
+/// it report `Shutdown`.
+pub struct Runtime {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    work: Condvar,
+    udfs: Arc<dyn UdfRunner>,
+    config: LocalConfig,
+    started: Instant,
+}
+
+struct Spec {
+    op: Arc<Op>,
+    /// The task's dependencies in `Arg::Dep` order.
+    inputs: Vec<TaskId>,
+}
+
+struct Job {
+    priority: Priority,
+    task: TaskId,
+    key: Key,
+    op: Arc<Op>,
+    inputs: Vec<Value>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl PartialEq for Job {
+    fn eq(&self, other: &Self) -> bool {
+        (self.priority, self.task) == (other.priority, other.task)
+    }
+}
+impl Eq for Job {}
+impl PartialOrd for Job {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Job {
+    /// The heap pops the *smallest* priority first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.priority, other.task).cmp(&(self.priority, self.task))
+    }
+}
+
+struct State {
+    core: Scheduler,
+    worker: WorkerId,
+    specs: FxHashMap<TaskId, Spec>,
+    store: FxHashMap<TaskId, (Value, u64)>,
+    jobs: BinaryHeap<Job>,
+    running: FxHashMap<TaskId, Arc<AtomicBool>>,
+    cells: FxHashMap<TaskId, Vec<Weak<Cell>>>,
+    memory_bytes: u64,
+    busy: usize,
+    hub: Hub,
+    shutdown: bool,
+    out: Vec<Action>,
+}
+
+impl Runtime {
+    pub fn new(config: LocalConfig, udfs: Arc<dyn UdfRunner>) -> Runtime {
+        let threads = config.threads.max(1);
+        let mut core = Scheduler::new(SchedulerConfig {
+            // Keep one task in hand per thread so threads never wait on the lock holder.
+            worker_saturation: 2.0,
+            story_capacity: 0,
+            ..SchedulerConfig::default()
+        });
+        let mut out = Vec::new();
+        let spec = WorkerSpec {
+            name: "local".into(),
+            nthreads: threads as u32,
+            resources: config.resources.clone(),
+        };
+        let worker = core.add_worker(spec, &mut out);
+        let state = State {
+            core,
+            worker,
+            specs: FxHashMap::default(),
+            store: FxHashMap::default(),
+            jobs: BinaryHeap::new(),
+            running: FxHashMap::default(),
+            cells: FxHashMap::default(),
+            memory_bytes: 0,
+            busy: 0,
+            hub: Hub::default(),
+            shutdown: false,
+            out,
+        };
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            work: Condvar::new(),
+            udfs,
+            config: LocalConfig { threads, ..config },
+            started: Instant::now(),
+        });
+        let mut handles = Vec::new();
+        if !shared.config.sync {
+            for i in 0..threads {
+                let s = shared.clone();
+                let h = std::thread::Builder::new()
+                    .name(format!("brisk-worker-{i}"))
+                    .spawn(move || s.worker_loop(i))
+                    .ok();
+                handles.extend(h);
+            }
+        }
+        Runtime { shared, threads: handles }
+    }
+
+    pub fn config(&self) -> &LocalConfig {
+        &self.shared.config
+    }
+
+    /// Optimize a graph (cull to `outputs`, fuse, order) and start computing
+    /// it; one future per output, in order. Keys the graph uses but does not
+    /// define must be held by this runtime (futures, persisted results).
+    pub fn submit(&self, graph: &Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
+        self.shared.submit(graph, outputs)
+    }
+
+    /// Submit, wait for every output and return their values.
+    pub fn compute(
+        &self,
+        graph: &Graph,
+        outputs: &[Key],
+        cancel: &CancelToken,
+    ) -> Result<Vec<Value>, EngineError> {
+        let futures = self.submit(graph, outputs)?;
+        gather(&futures, cancel)
+    }
+
+    /// Per-group progress and memory, now.
+    pub fn snapshot(&self) -> Snapshot {
+        self.shared.snapshot()
+    }
+
+    /// Events as they happen (bounded, lossy: see `diagnostics`).
+    pub fn subscribe(&self, capacity: usize) -> crossbeam_channel::Receiver<Event> {
+        self.shared.lock().hub.subscribe(capacity)
+    }
+
+    /// Tasks the scheduler holds now (for tests: 0 once nothing is referenced).
+    pub fn tasks_held(&self) -> usize {
+        self.shared.lock().core.ntasks()
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        self.shared.lock().core.validate()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        {
+            let mut st = self.shared.lock();
+            st.shutdown = true;
+            for flag in st.running.values() {
+                flag.store(true, Ordering::SeqCst);
+            }
+        }
+        self.shared.work.notify_all();
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+        // Settle what is still pending so no waiter hangs.
+        let cells: Vec<Arc<Cell>> =
+            self.shared.lock().cells.drain().flat_map(|(_, v)| v).filter_map(|w| w.upgrade()).collect();
+        for c in cells {
+            c.settle(Status::Error(TaskError::internal("the runtime shut down")));
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn is_sync(&self) -> bool {
+        self.config.sync
+    }
+
+    fn submit(self: &Arc<Self>, graph: &Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
+        let culled = graph::cull::cull(graph, outputs);
+        let optimized = if self.config.fuse { graph::fuse::fuse(culled, outputs) } else { culled };
+        let order = graph::order::order(&optimized, outputs);
+        self.check_resources(&optimized)?;
+        let tasks = optimized.into_tasks();
+        let new: Vec<NewTask> = tasks
+            .iter()
+            .zip(order)
+            .map(|(t, o)| NewTask {
+                key: t.key.clone(),
+                deps: t.deps.clone(),
+                order: o,
+                annotations: t.annotations.clone(),
+            })
+            .collect();
+        let mut st = self.lock();
+        if st.shutdown {
+            return Err(EngineError::Shutdown);
+        }
+        let st = &mut *st;
+        let mut out = std::mem::take(&mut st.out);
+        let submitted = st.core.submit(new, outputs, &mut out);
+        st.out = out;
+        if let Err(e) = submitted {
+            return Err(EngineError::Invalid(e.to_string()));
+        }
+        for t in tasks {
+            let Some(id) = st.core.lookup(&t.key) else { continue };
+            if st.specs.contains_key(&id) {
+                continue;
+            }
+            let inputs: Option<Vec<TaskId>> = t.deps.iter().map(|d| st.core.lookup(d)).collect();
+            let inputs =
+                inputs.ok_or_else(|| EngineError::Invalid(format!("inputs of {} are gone", t.key)))?;
+            st.specs.insert(id, Spec { op: Arc::new(t.op), inputs });
+        }
+        let mut futures = Vec::with_capacity(outputs.len());
+        for k in outputs {
+            let task = st.core.lookup(k).ok_or_else(|| EngineError::UnknownKey(k.clone()))?;
+            let cell = Cell::new();
+            st.cells.entry(task).or_default().push(Arc::downgrade(&cell));
+            futures.push(Future {
+                inner: Arc::new(Inner { key: k.clone(), task, cell, runtime: Arc::downgrade(self) }),
+            });
+        }
+        self.apply(st);
+        Ok(futures)
+    }
+
+    /// A task that needs a resource the local worker lacks would wait forever.
+    fn check_resources(&self, g: &Graph) -> Result<(), EngineError> {
+        for t in g.tasks() {
+            let Some(a) = &t.annotations else { continue };
+            for (name, amount) in &a.resources {
+                let have: f64 =
+                    self.config.resources.iter().filter(|(n, _)| n == name).map(|(_, x)| *x).sum();
+                if have < *amount {
+                    return Err(EngineError::Invalid(format!(
+                        "task {} needs resource {name}={amount}, but the local worker has {name}={have}",
+                        t.key
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drop one want (a future went away).
+    pub(crate) fn release(&self, task: TaskId, cell: &Arc<Cell>) {
+        let mut st = self.lock();
+        if st.shutdown {
+            return;
+        }
+        let st = &mut *st;
+        if let Some(list) = st.cells.get_mut(&task) {
+            list.retain(|w| w.upgrade().is_some_and(|c| !Arc::ptr_eq(&c, cell)));
+        }
+        let mut out = std::mem::take(&mut st.out);
+        st.core.release(task, &mut out);
+        st.out = out;
+        self.apply(st);
+    }
+
+    pub(crate) fn cancel(&self, f: &Future) {
+        // Releasing happens when the last clone of the future is dropped;
+        // cancelling settles it now so waiters return at once.
+        f.inner.cell.settle(Status::Cancelled);
+    }
+
+    /// Carry out the scheduler's decisions (lock held).
+    fn apply(&self, st: &mut State) {
+        while !st.out.is_empty() {
+            let actions = std::mem::take(&mut st.out);
+            let mut failures = Vec::new();
+            for a in actions {
+                match a {
+                    Action::Run { task, priority, .. } => {
+                        let Some(spec) = st.specs.get(&task) else {
+                            failures.push((task, TaskError::internal("no definition for a task to run")));
+                            continue;
+                        };
+                        let inputs: Option<Vec<Value>> =
+                            spec.inputs.iter().map(|i| st.store.get(i).map(|(v, _)| v.clone())).collect();
+                        let Some(inputs) = inputs else {
+                            failures.push((task, TaskError::internal("an input of a task is not in memory")));
+                            continue;
+                        };
+                        let cancel = Arc::new(AtomicBool::new(false));
+                        st.running.insert(task, cancel.clone());
+                        let key = st.core.key(task).cloned().unwrap_or_else(|| Key::new("?"));
+                        st.jobs.push(Job { priority, task, key, op: spec.op.clone(), inputs, cancel });
+                        self.work.notify_one();
+                    }
+                    Action::Cancel { task, .. } => {
+                        if let Some(flag) = st.running.remove(&task) {
+                            flag.store(true, Ordering::SeqCst);
+                        }
+                    }
+                    Action::Free { task, .. } => {
+                        if let Some((_, n)) = st.store.remove(&task) {
+                            st.memory_bytes = st.memory_bytes.saturating_sub(n);
+                        }
+                    }
+                    Action::Done { task } => {
+                        let value = st.store.get(&task).map(|(v, _)| v.clone());
+                        let status = match value {
+                            Some(v) => Status::Finished(v),
+                            None => Status::Error(TaskError::internal("result missing from memory")),
+                        };
+                        for c in st.cells.remove(&task).into_iter().flatten().filter_map(|w| w.upgrade()) {
+                            c.settle(status.clone());
+                        }
+                    }
+                    Action::Erred { task, error } => {
+                        for c in st.cells.remove(&task).into_iter().flatten().filter_map(|w| w.upgrade()) {
+                            c.settle(Status::Error((*error).clone()));
+                        }
+                        if !st.hub.is_empty()
+                            && let Some(key) = st.core.key(task).cloned()
+                        {
+                            st.hub.publish(Event::TaskErred { key, error: (*error).clone() });
+                        }
+                    }
+                    Action::Forget { task } => {
+                        st.specs.remove(&task);
+                        st.cells.remove(&task);
+                    }
+                }
+            }
+            let w = st.worker;
+            for (task, e) in failures {
+                let mut out = std::mem::take(&mut st.out);
+                st.core.task_failed(w, task, e, &mut out);
+                st.out = out;
+            }
+        }
+    }
+
+    fn worker_loop(self: Arc<Self>, index: usize) {
+        let mut st = self.lock();
+        loop {
+            if st.shutdown {
+                return;
+            }
+            let Some(job) = st.jobs.pop() else {
+                st = self.work.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            if job.cancel.load(Ordering::Relaxed) {
+                continue;
+            }
+            st.busy += 1;
+            drop(st);
+            let start = self.started.elapsed();
+            let result = self.run_job(&job);
+            let stop = self.started.elapsed();
+            st = self.lock();
+            st.busy -= 1;
+            self.finish(&mut st, job, result, index, start, stop);
+        }
+    }
+
+    fn run_job(&self, job: &Job) -> Result<Value, TaskError> {
+        let ctx = TaskContext { key: &job.key, cancelled: &job.cancel };
+        match catch_unwind(AssertUnwindSafe(|| execute(&job.op, &job.inputs, &*self.udfs, &ctx))) {
+            Ok(r) => r,
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(TaskError::panic(format!("task {} panicked: {msg}", job.key)))
+            }
+        }
+    }
+
+    fn finish(
+        &self,
+        st: &mut State,
+        job: Job,
+        result: Result<Value, TaskError>,
+        thread: usize,
+        start: Duration,
+        stop: Duration,
+    ) {
+        if st.running.get(&job.task).is_some_and(|f| Arc::ptr_eq(f, &job.cancel)) {
+            st.running.remove(&job.task);
+        }
+        let w = st.worker;
+        let ok = result.is_ok();
+        let mut out = std::mem::take(&mut st.out);
+        match result {
+            Ok(v) => {
+                let n = v.nbytes();
+                if let Some((_, old)) = st.store.insert(job.task, (v, n)) {
+                    st.memory_bytes = st.memory_bytes.saturating_sub(old);
+                }
+                st.memory_bytes += n;
+                let micros = (stop - start).as_secs_f64() * 1e6;
+                st.core.task_finished(w, job.task, n, micros, &mut out);
+            }
+            Err(e) => st.core.task_failed(w, job.task, e, &mut out),
+        }
+        st.out = out;
+        self.apply(st);
+        if !st.hub.is_empty() {
+            let ev = Event::TaskRan {
+                key: job.key,
+                thread,
+                start_us: start.as_micros() as u64,
+                stop_us: stop.as_micros() as u64,
+                ok,
+            };
+            st.hub.publish(ev);
+            let bytes = st.memory_bytes;
+            st.hub.publish(Event::Memory { bytes });
+        }
+    }
+
+    /// Sync mode: run the next job on this thread.
+    pub(crate) fn run_one_inline(&self) -> Result<(), EngineError> {
+        let mut st = self.lock();
+        let job = loop {
+            match st.jobs.pop() {
+                Some(job) if job.cancel.load(Ordering::Relaxed) => continue,
+                Some(job) => break job,
+                None => {
+                    return Err(EngineError::Invalid(
+                        "nothing left to run, but results are still pending".into(),
+                    ));
+                }
+            }
+        };
+        st.busy += 1;
+        drop(st);
+        let start = self.started.elapsed();
+        let result = self.run_job(&job);
+        let stop = self.started.elapsed();
+        let mut st = self.lock();
+        st.busy -= 1;
+        self.finish(&mut st, job, result, 0, start, stop);
+        Ok(())
+    }
+
+    pub(crate) fn wait_for(&self, cells: &[Arc<Cell>], cancel: &CancelToken) -> Result<(), EngineError> {
+        for cell in cells {
+            loop {
+                if cell.status() != Status::Pending {
+                    break;
+                }
+                if cancel.is_cancelled() {
+                    return Err(EngineError::Cancelled);
+                }
+                if self.config.sync {
+                    self.run_one_inline()?;
+                } else if future::wait_cell(cell, Duration::from_millis(50)) != Status::Pending {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let st = self.lock();
+        Snapshot {
+            groups: st.core.groups().iter().map(Into::into).collect(),
+            memory_bytes: st.memory_bytes,
+            threads: self.config.threads,
+            busy_threads: st.busy,
+            transitions: st.core.transition_count(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,255 @@
+//! The local runtime end to end on both executors (`threads`, `sync`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::graph::{Annotations, Task};
+use crate::ops::{Arg, Builtin, Code, Func, NoUdfs, Udf};
+
+fn both() -> Vec<LocalConfig> {
+    vec![
+        LocalConfig { threads: 3, ..LocalConfig::default() },
+        LocalConfig { sync: true, ..LocalConfig::default() },
+    ]
+}
+
+fn lit(k: &str, v: i64) -> Task {
+    Task::new(Key::new(k), Op::Literal(Value::Int(v)), vec![])
+}
+
+fn call(k: &str, b: Builtin, deps: &[&str]) -> Task {
+    let args = (0..deps.len() as u32).map(Arg::Dep).collect();
+    Task::new(
+        Key::new(k),
+        Op::Call { func: Func::Builtin(b), args },
+        deps.iter().map(|d| Key::new(*d)).collect(),
+    )
+}
+
+/// Leaves `v{i} = i + 1` and a pairwise `add` tree, as benchmark B1.
+fn tree(n: usize) -> (Graph, Key) {
+    let mut tasks = Vec::new();
+    let mut layer: Vec<String> = Vec::new();
+    for i in 0..n {
+        tasks.push(lit(&format!("lit-{i}"), i as i64));
+        let k = format!("inc-{i}");
+        let mut t = call(&k, Builtin::Add, &[&format!("lit-{i}")]);
+        t.op =
+            Op::Call { func: Func::Builtin(Builtin::Add), args: vec![Arg::Dep(0), Arg::Lit(Value::Int(1))] };
+        tasks.push(t);
+        layer.push(k);
+    }
+    let mut level = 0;
+    while layer.len() > 1 {
+        let mut next = Vec::new();
+        for (j, pair) in layer.chunks(2).enumerate() {
+            if pair.len() == 2 {
+                let k = format!("add-{level}-{j}");
+                tasks.push(call(&k, Builtin::Add, &[&pair[0], &pair[1]]));
+                next.push(k);
+            } else {
+                next.push(pair[0].clone());
+            }
+        }
+        layer = next;
+        level += 1;
+    }
+    (Graph::from_tasks(tasks), Key::new(layer[0].as_str()))
+}
+
+#[test]
+fn a_tree_reduction_gives_the_exact_sum_and_leaves_nothing_behind() {
+    for config in both() {
+        let rt = Runtime::new(config.clone(), Arc::new(NoUdfs));
+        let (g, out) = tree(2_000);
+        let v = rt.compute(&g, &[out], &CancelToken::new()).expect("compute");
+        assert_eq!(v, vec![Value::Int(2_000 * 2_001 / 2)], "{config:?}");
+        assert_eq!(rt.tasks_held(), 0);
+        rt.validate().expect("valid");
+        assert_eq!(rt.snapshot().memory_bytes, 0);
+    }
+}
+
+#[test]
+fn shared_work_in_one_compute_runs_once() {
+    for config in both() {
+        let rt = Runtime::new(config, Arc::new(NoUdfs));
+        let g = Graph::from_tasks(vec![
+            lit("x-00000000", 20),
+            call("a-00000000", Builtin::Neg, &["x-00000000"]),
+            call("b-00000000", Builtin::Add, &["x-00000000", "x-00000000"]),
+        ]);
+        let v = rt
+            .compute(&g, &[Key::new("a-00000000"), Key::new("b-00000000")], &CancelToken::new())
+            .expect("ok");
+        assert_eq!(v, vec![Value::Int(-20), Value::Int(40)]);
+        let x = rt.snapshot().groups.into_iter().find(|g| &*g.name == "x").expect("group x");
+        assert_eq!((x.total, x.done), (1, 1));
+    }
+}
+
+#[test]
+fn a_failing_task_fails_its_dependents_not_the_others() {
+    for config in both() {
+        let rt = Runtime::new(config, Arc::new(NoUdfs));
+        let mut bad = call("bad", Builtin::GetItem, &["l"]);
+        bad.op = Op::Call {
+            func: Func::Builtin(Builtin::GetItem),
+            args: vec![Arg::Dep(0), Arg::Lit(Value::Int(9))],
+        };
+        let g = Graph::from_tasks(vec![
+            Task::new(Key::new("l"), Op::Literal(Value::list(vec![])), vec![]),
+            bad,
+            call("after", Builtin::Neg, &["bad"]),
+            lit("fine", 3),
+        ]);
+        let futs = rt.submit(&g, &[Key::new("after"), Key::new("fine")]).expect("submit");
+        let err = futs[0].result(&CancelToken::new()).expect_err("must fail");
+        assert!(err.to_string().contains("index 9 out of range for array of length 0"), "{err}");
+        assert_eq!(futs[0].status().name(), "error");
+        assert_eq!(futs[1].result(&CancelToken::new()).ok(), Some(Value::Int(3)));
+        drop(futs);
+        assert_eq!(rt.tasks_held(), 0);
+    }
+}
+
+/// A closure runner for tests: `spin` runs until cancelled, `panic` panics,
+/// anything else returns its first argument.
+struct TestUdfs;
+
+impl UdfRunner for TestUdfs {
+    fn call(&self, udf: &Udf, args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, TaskError> {
+        match udf.entry.as_str() {
+            "spin" => {
+                let t0 = Instant::now();
+                while !ctx.is_cancelled() {
+                    if t0.elapsed() > Duration::from_secs(20) {
+                        return Err(TaskError::user("spin was never cancelled"));
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(TaskError::cancelled())
+            }
+            "panic" => panic!("boom in a task"),
+            _ => Ok(args.into_iter().next().unwrap_or_default()),
+        }
+    }
+}
+
+fn udf_task(k: &str, entry: &str) -> Task {
+    let udf = Udf {
+        label: entry.into(),
+        entry: entry.into(),
+        code: Arc::new(Code { id: 0, chunks: vec![] }),
+        curry: vec![],
+    };
+    Task::new(
+        Key::new(k),
+        Op::Call { func: Func::Udf(Arc::new(udf)), args: vec![Arg::Lit(Value::Int(1))] },
+        vec![],
+    )
+}
+
+#[test]
+fn cancelling_a_compute_stops_running_tasks_and_the_runtime_stays_usable() {
+    let rt = Runtime::new(LocalConfig { threads: 2, ..LocalConfig::default() }, Arc::new(TestUdfs));
+    let g = Graph::from_tasks(vec![udf_task("spin-1", "spin"), udf_task("spin-2", "spin")]);
+    let cancel = CancelToken::new();
+    let c2 = cancel.clone();
+    let t0 = Instant::now();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        c2.cancel();
+    });
+    let r = rt.compute(&g, &[Key::new("spin-1"), Key::new("spin-2")], &cancel);
+    let _ = stopper.join();
+    assert!(matches!(r, Err(EngineError::Cancelled)), "{r:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    // The running tasks see their cancel flag and the runtime drains.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rt.snapshot().busy_threads > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(rt.snapshot().busy_threads, 0);
+    assert_eq!(rt.tasks_held(), 0);
+    let again = rt.compute(&Graph::from_tasks(vec![lit("x", 5)]), &[Key::new("x")], &CancelToken::new());
+    assert_eq!(again.ok(), Some(vec![Value::Int(5)]));
+}
+
+#[test]
+fn a_panicking_task_becomes_a_failed_task() {
+    for config in both() {
+        let rt = Runtime::new(config, Arc::new(TestUdfs));
+        let g = Graph::from_tasks(vec![udf_task("p", "panic"), udf_task("ok", "id")]);
+        let futs = rt.submit(&g, &[Key::new("p"), Key::new("ok")]).expect("submit");
+        let e = futs[0].result(&CancelToken::new()).expect_err("panics");
+        assert!(e.to_string().contains("panicked: boom in a task"), "{e}");
+        assert_eq!(futs[1].result(&CancelToken::new()).ok(), Some(Value::Int(1)));
+    }
+}
+
+#[test]
+fn futures_complete_in_order_of_finishing_and_release_on_drop() {
+    for config in both() {
+        let rt = Runtime::new(config, Arc::new(NoUdfs));
+        let (g, out) = tree(64);
+        let mut futs = rt.submit(&g, std::slice::from_ref(&out)).expect("submit");
+        futs.extend(
+            rt.submit(&Graph::from_tasks(vec![lit("quick", 1)]), &[Key::new("quick")]).expect("submit"),
+        );
+        let done: Vec<Key> = AsCompleted::new(futs.clone(), CancelToken::new())
+            .map(|f| f.expect("ok").key().clone())
+            .collect();
+        assert_eq!(done.len(), 2);
+        assert!(futs.iter().all(Future::done));
+        assert!(rt.tasks_held() >= 2);
+        drop(futs);
+        assert_eq!(rt.tasks_held(), 0);
+    }
+}
+
+#[test]
+fn futures_can_be_inputs_of_later_graphs() {
+    for config in both() {
+        let rt = Runtime::new(config, Arc::new(NoUdfs));
+        let f =
+            rt.submit(&Graph::from_tasks(vec![lit("s", 41)]), &[Key::new("s")]).expect("scatter").remove(0);
+        let g = Graph::from_tasks(vec![{
+            let mut t = call("t", Builtin::Add, &["s"]);
+            t.op = Op::Call {
+                func: Func::Builtin(Builtin::Add),
+                args: vec![Arg::Dep(0), Arg::Lit(Value::Int(1))],
+            };
+            t
+        }]);
+        assert_eq!(rt.compute(&g, &[Key::new("t")], &CancelToken::new()).ok(), Some(vec![Value::Int(42)]));
+        drop(f);
+        let missing = rt.compute(&g, &[Key::new("t")], &CancelToken::new());
+        assert!(
+            matches!(missing, Err(EngineError::Invalid(ref m)) if m.contains("depends on s")),
+            "{missing:?}"
+        );
+    }
+}
+
+#[test]
+fn tasks_needing_a_missing_resource_are_refused_not_hung() {
+    let rt = Runtime::new(LocalConfig { threads: 1, ..LocalConfig::default() }, Arc::new(NoUdfs));
+    let mut t = lit("g", 1);
+    t.annotations =
+        Some(Arc::new(Annotations { resources: vec![("GPU".into(), 1.0)], ..Annotations::default() }));
+    let e =
+        rt.compute(&Graph::from_tasks(vec![t]), &[Key::new("g")], &CancelToken::new()).expect_err("refused");
+    assert!(e.to_string().contains("needs resource GPU=1"), "{e}");
+}
+
+#[test]
+fn subscribers_see_tasks_run() {
+    let rt = Runtime::new(LocalConfig { threads: 2, ..LocalConfig::default() }, Arc::new(NoUdfs));
+    let rx = rt.subscribe(1000);
+    let (g, out) = tree(10);
+    rt.compute(&g, &[out], &CancelToken::new()).expect("ok");
+    let ran = rx.try_iter().filter(|e| matches!(e, Event::TaskRan { ok: true, .. })).count();
+    assert!(ran >= 19, "saw {ran} task events");
+}

@@ -1,0 +1,87 @@
+//! Building task arguments from script values: lazy values and futures
+//! inside the arguments (also inside arrays and maps) become dependencies,
+//! everything else a literal; all of it feeds the deterministic token.
+
+use brisk_engine::Key;
+use brisk_engine::graph::{LayerRef, Tokenizer};
+use brisk_engine::local::Future;
+use brisk_engine::ops::Arg;
+use rhai::{Array, Dynamic, Map};
+use std::collections::HashMap as FxHashMap;
+
+use super::{Delayed, RFuture};
+use crate::convert::to_value;
+
+/// A lazy value's graph and output key, if `d` is one.
+pub fn collection_of(d: &Dynamic) -> Option<(LayerRef, Key)> {
+    d.read_lock::<Delayed>().map(|x| (x.layer.clone(), x.key.clone()))
+}
+
+#[derive(Default)]
+pub struct ArgBuilder {
+    pub deps: Vec<Key>,
+    index: FxHashMap<Key, u32>,
+    pub layers: Vec<LayerRef>,
+    pub futures: Vec<Future>,
+    pub token: Tokenizer,
+}
+
+impl ArgBuilder {
+    fn dep(&mut self, key: Key) -> Arg {
+        self.token.key(&key);
+        if let Some(&i) = self.index.get(&key) {
+            return Arg::Dep(i);
+        }
+        let i = self.deps.len() as u32;
+        self.index.insert(key.clone(), i);
+        self.deps.push(key);
+        Arg::Dep(i)
+    }
+
+    pub fn arg(&mut self, d: &Dynamic, what: &str) -> Result<Arg, String> {
+        if let Some((layer, key)) = collection_of(d) {
+            self.layers.push(layer);
+            if let Some(x) = d.read_lock::<Delayed>() {
+                self.futures.extend(x.held.iter().cloned());
+            }
+            return Ok(self.dep(key));
+        }
+        if let Some(f) = d.read_lock::<RFuture>() {
+            self.futures.push(f.0.clone());
+            return Ok(self.dep(f.0.key().clone()));
+        }
+        if d.is_array() && contains_lazy(d) {
+            let a = d.read_lock::<Array>().ok_or("array is locked")?.clone();
+            self.token.str("list").u64(a.len() as u64);
+            let items = a.iter().map(|x| self.arg(x, what)).collect::<Result<Vec<_>, _>>()?;
+            return Ok(Arg::List(items));
+        }
+        if d.is_map() && contains_lazy(d) {
+            let m = d.read_lock::<Map>().ok_or("map is locked")?.clone();
+            self.token.str("map").u64(m.len() as u64);
+            let mut items = Vec::with_capacity(m.len());
+            for (k, x) in m.iter() {
+                self.token.str(k);
+                items.push((k.to_string(), self.arg(x, what)?));
+            }
+            return Ok(Arg::Map(items));
+        }
+        let v = to_value(d, what)?;
+        self.token.value(&v);
+        Ok(Arg::Lit(v))
+    }
+}
+
+/// Whether a value holds a lazy value or future anywhere inside.
+fn contains_lazy(d: &Dynamic) -> bool {
+    if d.is::<Delayed>() || d.is::<RFuture>() {
+        return true;
+    }
+    if let Some(a) = d.read_lock::<Array>() {
+        return a.iter().any(contains_lazy);
+    }
+    if let Some(m) = d.read_lock::<Map>() {
+        return m.values().any(contains_lazy);
+    }
+    false
+}

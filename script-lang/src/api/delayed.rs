@@ -1,0 +1,242 @@
+//! `delayed(f)`, `d.call(...)`, `delayed_value(v)`, `compute(...)`,
+//! operators and indexing on lazy values (dask.delayed).
+
+use std::sync::Arc;
+
+use brisk_engine::graph::{Layer, LayerRef, Task, materialize};
+use brisk_engine::local::{Future, gather};
+use brisk_engine::ops::{Builtin, Func, Op};
+use brisk_engine::{Graph, Key};
+use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, Map};
+
+use super::args::{ArgBuilder, collection_of};
+use crate::convert::to_dynamic;
+use crate::error::{engine_error, runtime};
+use crate::session::SessionState;
+
+type Res<T> = Result<T, Box<EvalAltResult>>;
+
+/// A lazy value: the layer that computes it and its key. Holds the futures
+/// it reads so that their results stay alive until it is computed.
+#[derive(Clone)]
+pub struct Delayed {
+    pub layer: LayerRef,
+    pub key: Key,
+    pub held: Arc<Vec<Future>>,
+}
+
+/// A function made lazy by `delayed(f)`.
+#[derive(Clone)]
+pub struct DelayedFn {
+    pub func: Func,
+    pub label: String,
+}
+
+impl DelayedFn {
+    pub fn from_fn_ptr(state: &SessionState, f: &FnPtr) -> Res<DelayedFn> {
+        let udf = crate::ship::ship(f, state.code()).map_err(runtime)?;
+        Ok(DelayedFn { label: udf.label.clone(), func: Func::Udf(Arc::new(udf)) })
+    }
+}
+
+/// Build one task calling `func` on `args`; its key is `<label>-<token>`.
+pub fn call_task(state: &SessionState, func: &Func, label: &str, args: &[Dynamic]) -> Res<Delayed> {
+    let mut b = ArgBuilder::default();
+    b.token.str(label);
+    match func {
+        Func::Udf(u) => {
+            b.token.str(&u.entry).u64(u.code.id as u64).u64((u.code.id >> 64) as u64);
+            for c in &u.curry {
+                b.token.value(c);
+            }
+        }
+        Func::Builtin(x) => {
+            b.token.str(x.name());
+        }
+    }
+    let mut built = Vec::with_capacity(args.len());
+    for (i, a) in args.iter().enumerate() {
+        built.push(b.arg(a, &format!("argument {} of '{label}'", i + 1)).map_err(runtime)?);
+    }
+    let name = b.token.name(label);
+    let key = Key::new(name.as_str());
+    let mut task = Task::new(key.clone(), Op::Call { func: func.clone(), args: built }, b.deps);
+    task.annotations = state.annotations();
+    let layer = Layer::new(name, vec![task], b.layers);
+    Ok(Delayed { layer, key, held: Arc::new(b.futures) })
+}
+
+fn value_task(state: &SessionState, v: &Dynamic) -> Res<Delayed> {
+    if let Some(d) = v.read_lock::<Delayed>() {
+        return Ok(d.clone());
+    }
+    let d = call_task(state, &Func::Builtin(Builtin::Identity), "literal", std::slice::from_ref(v))?;
+    Ok(d)
+}
+
+/// Compute everything lazy inside `values` in one graph (shared work runs
+/// once) and return the values with the results put in place.
+pub fn compute_all(state: &SessionState, values: &[Dynamic]) -> Res<Vec<Dynamic>> {
+    let mut layers = Vec::new();
+    let mut outputs = Vec::new();
+    for v in values {
+        collect(v, &mut layers, &mut outputs);
+    }
+    if outputs.is_empty() {
+        return Ok(values.to_vec());
+    }
+    let graph: Graph = materialize(&layers);
+    let runtime = state.runtime();
+    let futures = runtime.submit(&graph, &outputs).map_err(engine_error)?;
+    let results = gather(&futures, &state.cancel).map_err(engine_error)?;
+    drop(futures);
+    let mut it = results.iter();
+    Ok(values.iter().map(|v| replace(v, &mut it)).collect())
+}
+
+fn collect(v: &Dynamic, layers: &mut Vec<LayerRef>, outputs: &mut Vec<Key>) {
+    if let Some((layer, key)) = collection_of(v) {
+        layers.push(layer);
+        outputs.push(key);
+    } else if let Some(a) = v.read_lock::<Array>() {
+        a.iter().for_each(|x| collect(x, layers, outputs));
+    } else if let Some(m) = v.read_lock::<Map>() {
+        m.values().for_each(|x| collect(x, layers, outputs));
+    }
+}
+
+fn replace<'a>(v: &Dynamic, results: &mut impl Iterator<Item = &'a brisk_engine::Value>) -> Dynamic {
+    if collection_of(v).is_some() {
+        return results.next().map(to_dynamic).unwrap_or(Dynamic::UNIT);
+    }
+    if let Some(a) = v.read_lock::<Array>() {
+        return Dynamic::from_array(a.iter().map(|x| replace(x, results)).collect());
+    }
+    if let Some(m) = v.read_lock::<Map>() {
+        let mut out = Map::new();
+        for (k, x) in m.iter() {
+            out.insert(k.clone(), replace(x, results));
+        }
+        return Dynamic::from_map(out);
+    }
+    v.clone()
+}
+
+/// The native function behind a lazy function's `d.call(...)`. Rhai reserves
+/// `.call` for function pointers, so `delayed(f)` returns a pointer to this
+/// function with the `DelayedFn` curried in.
+const CALL: &str = "delayed_call";
+
+macro_rules! register_call {
+    ($engine:ident, $state:ident; $($a:ident),*) => {{
+        let st = $state.clone();
+        $engine.register_fn(CALL, move |f: DelayedFn, $($a: Dynamic),*| -> Res<Delayed> {
+            call_task(&st, &f.func, &f.label, &[$($a),*])
+        });
+    }};
+}
+
+/// `delayed(f)`: a function pointer whose calls build lazy tasks.
+fn lazy_fn(state: &SessionState, f: &FnPtr) -> Res<FnPtr> {
+    let d = DelayedFn::from_fn_ptr(state, f)?;
+    let mut p = FnPtr::new(CALL)?;
+    p.add_curry(Dynamic::from(d));
+    Ok(p)
+}
+
+macro_rules! register_compute {
+    ($engine:ident, $state:ident; $($a:ident),+) => {{
+        let st = $state.clone();
+        $engine.register_fn("compute", move |$($a: Dynamic),+| -> Res<Array> {
+            compute_all(&st, &[$($a),+])
+        });
+    }};
+}
+
+macro_rules! register_binop {
+    ($engine:ident, $state:ident, $op:literal, $b:expr) => {{
+        let st = $state.clone();
+        $engine.register_fn($op, move |x: Delayed, y: Dynamic| -> Res<Delayed> {
+            call_task(&st, &Func::Builtin($b), $b.name(), &[Dynamic::from(x), y])
+        });
+        let st = $state.clone();
+        $engine.register_fn($op, move |x: Dynamic, y: Delayed| -> Res<Delayed> {
+            call_task(&st, &Func::Builtin($b), $b.name(), &[x, Dynamic::from(y)])
+        });
+        let st = $state.clone();
+        $engine.register_fn($op, move |x: Delayed, y: Delayed| -> Res<Delayed> {
+            call_task(&st, &Func::Builtin($b), $b.name(), &[Dynamic::from(x), Dynamic::from(y)])
+        });
+    }};
+}
+
+pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
+    engine.register_type_with_name::<Delayed>("Delayed");
+    engine.register_type_with_name::<DelayedFn>("DelayedFunction");
+    let st = state.clone();
+    engine.register_fn("delayed", move |f: FnPtr| lazy_fn(&st, &f));
+    engine.register_fn("delayed", |d: Delayed| d);
+    let st = state.clone();
+    engine.register_fn("delayed_value", move |v: Dynamic| value_task(&st, &v));
+    register_call!(engine, state;);
+    register_call!(engine, state; a);
+    register_call!(engine, state; a, b);
+    register_call!(engine, state; a, b, c);
+    register_call!(engine, state; a, b, c, d);
+    register_call!(engine, state; a, b, c, d, e);
+    register_call!(engine, state; a, b, c, d, e, f);
+    register_call!(engine, state; a, b, c, d, e, f, g);
+    register_call!(engine, state; a, b, c, d, e, f, g, h);
+    register_compute!(engine, state; a);
+    register_compute!(engine, state; a, b);
+    register_compute!(engine, state; a, b, c);
+    register_compute!(engine, state; a, b, c, d);
+    register_compute!(engine, state; a, b, c, d, e);
+    register_compute!(engine, state; a, b, c, d, e, f);
+    register_compute!(engine, state; a, b, c, d, e, f, g);
+    register_compute!(engine, state; a, b, c, d, e, f, g, h);
+    let st = state.clone();
+    engine.register_fn("compute", move |d: &mut Delayed| -> Res<Dynamic> {
+        let mut out = compute_all(&st, &[Dynamic::from(d.clone())])?;
+        Ok(out.pop().unwrap_or(Dynamic::UNIT))
+    });
+    register_binop!(engine, state, "+", Builtin::Add);
+    register_binop!(engine, state, "-", Builtin::Sub);
+    register_binop!(engine, state, "*", Builtin::Mul);
+    register_binop!(engine, state, "/", Builtin::Div);
+    register_binop!(engine, state, "%", Builtin::Rem);
+    let st = state.clone();
+    engine.register_fn("-", move |x: Delayed| -> Res<Delayed> {
+        call_task(&st, &Func::Builtin(Builtin::Neg), "neg", &[Dynamic::from(x)])
+    });
+    let st = state.clone();
+    engine.register_indexer_get(move |x: &mut Delayed, i: Dynamic| -> Res<Delayed> {
+        if !(i.is_int() || i.is_string()) {
+            return Err(runtime(format!(
+                "a Delayed value can be indexed by an int or a string, not {}",
+                super::type_name(&i)
+            )));
+        }
+        call_task(&st, &Func::Builtin(Builtin::GetItem), "getitem", &[Dynamic::from(x.clone()), i])
+    });
+    engine.register_get("key", |d: &mut Delayed| d.key.to_string());
+    engine.register_fn("graph_info", |d: &mut Delayed| -> Map {
+        let g = materialize(std::slice::from_ref(&d.layer));
+        let mut m = Map::new();
+        m.insert("tasks".into(), Dynamic::from_int(g.len() as i64));
+        let nbytes: u64 = g
+            .tasks()
+            .iter()
+            .map(|t| match &t.op {
+                Op::Literal(v) => v.nbytes(),
+                _ => 0,
+            })
+            .sum();
+        m.insert("bytes".into(), Dynamic::from_int(nbytes as i64));
+        m
+    });
+    engine.register_fn("to_string", |d: &mut Delayed| format!("Delayed('{}')", d.key));
+    engine.register_fn("to_debug", |d: &mut Delayed| format!("Delayed('{}')", d.key));
+    engine.register_fn("to_string", |d: &mut DelayedFn| format!("Delayed('{}')", d.label));
+    engine.register_fn("to_debug", |d: &mut DelayedFn| format!("Delayed('{}')", d.label));
+}

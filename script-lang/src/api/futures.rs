@@ -1,0 +1,230 @@
+//! Futures (distributed's `Client.submit/map/gather/scatter`, `wait`,
+//! `as_completed`): work that starts now and is fetched later.
+
+use std::sync::{Arc, Mutex};
+
+use brisk_engine::graph::{Task, materialize};
+use brisk_engine::local::{AsCompleted, Future, Status};
+use brisk_engine::ops::Op;
+use brisk_engine::{Graph, Key};
+use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, Map};
+
+use super::delayed::{DelayedFn, call_task, compute_all};
+use crate::convert::to_dynamic;
+use crate::error::{engine_error, runtime};
+use crate::session::SessionState;
+
+type Res<T> = Result<T, Box<EvalAltResult>>;
+
+/// A future in scripts.
+#[derive(Clone)]
+pub struct RFuture(pub Future);
+
+/// The session's client (`client()`); its methods mirror the free functions.
+#[derive(Clone)]
+pub struct Client {
+    state: Arc<SessionState>,
+}
+
+/// `for f in as_completed(futs)`: futures in the order they finish.
+#[derive(Clone)]
+pub struct AsCompletedIter(Arc<Mutex<Option<AsCompleted>>>);
+
+impl IntoIterator for AsCompletedIter {
+    type Item = RFuture;
+    type IntoIter = Streaming;
+
+    /// Each step blocks until the next future finishes; a cancelled wait
+    /// (Ctrl-C) ends the loop.
+    fn into_iter(self) -> Streaming {
+        Streaming(self.0.lock().ok().and_then(|mut g| g.take()))
+    }
+}
+
+/// The iterator behind `as_completed`.
+pub struct Streaming(Option<AsCompleted>);
+
+impl Iterator for Streaming {
+    type Item = RFuture;
+
+    fn next(&mut self) -> Option<RFuture> {
+        self.0.as_mut()?.next()?.ok().map(RFuture)
+    }
+}
+
+fn submit_call(state: &SessionState, f: &FnPtr, args: &[Dynamic]) -> Res<RFuture> {
+    let df = DelayedFn::from_fn_ptr(state, f)?;
+    let d = call_task(state, &df.func, &df.label, args)?;
+    let graph = materialize(std::slice::from_ref(&d.layer));
+    let mut futs = state.runtime().submit(&graph, std::slice::from_ref(&d.key)).map_err(engine_error)?;
+    futs.pop().map(RFuture).ok_or_else(|| runtime("submit returned no future"))
+}
+
+/// One task per element, submitted as one graph.
+fn map_call(state: &SessionState, f: &FnPtr, items: &[Array]) -> Res<Array> {
+    let df = DelayedFn::from_fn_ptr(state, f)?;
+    let n = items.first().map_or(0, Vec::len);
+    if let Some(bad) = items.iter().find(|a| a.len() != n) {
+        return Err(runtime(format!("map: arrays have different lengths ({n} and {})", bad.len())));
+    }
+    let mut layers = Vec::new();
+    let mut tasks: Vec<Task> = Vec::with_capacity(n);
+    let mut keys = Vec::with_capacity(n);
+    for i in 0..n {
+        let args: Vec<Dynamic> = items.iter().map(|a| a[i].clone()).collect();
+        let d = call_task(state, &df.func, &df.label, &args)?;
+        keys.push(d.key.clone());
+        layers.extend(d.layer.deps.iter().cloned());
+        tasks.extend(d.layer.tasks.iter().cloned());
+    }
+    let mut graph: Graph = materialize(&layers);
+    for t in tasks {
+        graph.insert(t);
+    }
+    let futs = state.runtime().submit(&graph, &keys).map_err(engine_error)?;
+    Ok(futs.into_iter().map(|f| Dynamic::from(RFuture(f))).collect())
+}
+
+fn scatter(state: &SessionState, v: &Dynamic) -> Res<Dynamic> {
+    if let Some(a) = v.read_lock::<Array>() {
+        // Dask scatters each element of a list to its own future.
+        let items = a.clone();
+        drop(a);
+        return items.iter().map(|x| scatter(state, x)).collect::<Res<Array>>().map(Dynamic::from_array);
+    }
+    let value = crate::convert::to_value(v, "scatter's argument").map_err(runtime)?;
+    let name = brisk_engine::graph::Tokenizer::new().value(&value).name("scatter");
+    let key = Key::new(name.as_str());
+    let graph = Graph::from_tasks([Task::new(key.clone(), Op::Literal(value), vec![])]);
+    let mut futs = state.runtime().submit(&graph, std::slice::from_ref(&key)).map_err(engine_error)?;
+    futs.pop().map(|f| Dynamic::from(RFuture(f))).ok_or_else(|| runtime("scatter returned no future"))
+}
+
+fn futures_in(v: &Array, what: &str) -> Res<Vec<Future>> {
+    v.iter()
+        .map(|x| {
+            x.read_lock::<RFuture>().map(|f| f.0.clone()).ok_or_else(|| {
+                runtime(format!("{what} expects an array of futures, found a {}", super::type_name(x)))
+            })
+        })
+        .collect()
+}
+
+fn gather(state: &SessionState, v: Dynamic) -> Res<Dynamic> {
+    if let Some(f) = v.read_lock::<RFuture>() {
+        return f.0.result(&state.cancel).map(|x| to_dynamic(&x)).map_err(engine_error);
+    }
+    if let Some(a) = v.read_lock::<Array>() {
+        let a = a.clone();
+        let futs: Vec<Future> =
+            a.iter().filter_map(|x| x.read_lock::<RFuture>().map(|f| f.0.clone())).collect();
+        brisk_engine::local::wait(&futs, &state.cancel).map_err(engine_error)?;
+        return a.into_iter().map(|x| gather(state, x)).collect::<Res<Array>>().map(Dynamic::from_array);
+    }
+    Ok(v)
+}
+
+fn status_name(f: &Future) -> String {
+    f.status().name().to_string()
+}
+
+macro_rules! register_submit {
+    ($engine:ident, $state:ident; $($a:ident),*) => {{
+        let st = $state.clone();
+        $engine.register_fn("submit", move |f: FnPtr, $($a: Dynamic),*| -> Res<RFuture> {
+            submit_call(&st, &f, &[$($a),*])
+        });
+        $engine.register_fn("submit", move |c: &mut Client, f: FnPtr, $($a: Dynamic),*| -> Res<RFuture> {
+            submit_call(&c.state, &f, &[$($a),*])
+        });
+    }};
+}
+
+pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
+    engine.register_type_with_name::<RFuture>("Future");
+    engine.register_type_with_name::<Client>("Client");
+    engine.register_type_with_name::<AsCompletedIter>("AsCompleted");
+    engine.register_iterator::<AsCompletedIter>();
+    register_submit!(engine, state;);
+    register_submit!(engine, state; a);
+    register_submit!(engine, state; a, b);
+    register_submit!(engine, state; a, b, c);
+    register_submit!(engine, state; a, b, c, d);
+    register_submit!(engine, state; a, b, c, d, e);
+    register_submit!(engine, state; a, b, c, d, e, g);
+    let st = state.clone();
+    engine.register_fn("map", move |f: FnPtr, a: Array| map_call(&st, &f, &[a]));
+    let st = state.clone();
+    engine.register_fn("map", move |f: FnPtr, a: Array, b: Array| map_call(&st, &f, &[a, b]));
+    engine.register_fn("map", |c: &mut Client, f: FnPtr, a: Array| map_call(&c.state, &f, &[a]));
+    let st = state.clone();
+    engine.register_fn("gather", move |v: Dynamic| gather(&st, v));
+    engine.register_fn("gather", |c: &mut Client, v: Dynamic| gather(&c.state, v));
+    let st = state.clone();
+    engine.register_fn("scatter", move |v: Dynamic| scatter(&st, &v));
+    engine.register_fn("scatter", |c: &mut Client, v: Dynamic| scatter(&c.state, &v));
+    let st = state.clone();
+    engine.register_fn("wait", move |v: Array| -> Res<()> {
+        let futs = futures_in(&v, "wait")?;
+        brisk_engine::local::wait(&futs, &st.cancel).map_err(engine_error)
+    });
+    let st = state.clone();
+    engine.register_fn("wait", move |f: RFuture| -> Res<()> {
+        brisk_engine::local::wait(&[f.0], &st.cancel).map_err(engine_error)
+    });
+    let st = state.clone();
+    engine.register_fn("as_completed", move |v: Array| -> Res<AsCompletedIter> {
+        let futs = futures_in(&v, "as_completed")?;
+        Ok(AsCompletedIter(Arc::new(Mutex::new(Some(AsCompleted::new(futs, st.cancel.clone()))))))
+    });
+    let st = state.clone();
+    engine.register_fn("result", move |f: &mut RFuture| -> Res<Dynamic> {
+        f.0.result(&st.cancel).map(|v| to_dynamic(&v)).map_err(engine_error)
+    });
+    engine.register_fn("done", |f: &mut RFuture| f.0.done());
+    engine.register_get("status", |f: &mut RFuture| status_name(&f.0));
+    engine.register_get("key", |f: &mut RFuture| f.0.key().to_string());
+    engine.register_fn("cancel", |f: &mut RFuture| f.0.cancel());
+    engine.register_fn("exception", |f: &mut RFuture| -> Dynamic {
+        match f.0.status() {
+            Status::Error(e) => Dynamic::from(e.to_string()),
+            _ => Dynamic::UNIT,
+        }
+    });
+    engine.register_fn("to_string", |f: &mut RFuture| {
+        format!("<Future: {}, key: {}>", status_name(&f.0), f.0.key())
+    });
+    engine.register_fn("to_debug", |f: &mut RFuture| {
+        format!("<Future: {}, key: {}>", status_name(&f.0), f.0.key())
+    });
+
+    let st = state.clone();
+    engine.register_fn("client", move || Client { state: st.clone() });
+    engine.register_fn("compute", |c: &mut Client, v: Dynamic| -> Res<Dynamic> {
+        let mut out = compute_all(&c.state, &[v])?;
+        Ok(out.pop().unwrap_or(Dynamic::UNIT))
+    });
+    engine.register_fn("workers", |c: &mut Client| -> Array {
+        let rt = c.state.runtime();
+        let snap = rt.snapshot();
+        let mut m = Map::new();
+        m.insert("name".into(), Dynamic::from("local"));
+        m.insert("address".into(), Dynamic::from("inproc://local"));
+        m.insert("threads".into(), Dynamic::from_int(snap.threads as i64));
+        m.insert("running".into(), Dynamic::from_int(snap.busy_threads as i64));
+        m.insert("memory".into(), Dynamic::from_int(snap.memory_bytes as i64));
+        m.insert("memory_limit".into(), Dynamic::UNIT);
+        m.insert("spilled".into(), Dynamic::from_int(0));
+        m.insert("gpu".into(), Dynamic::from("no GPU"));
+        vec![Dynamic::from_map(m)]
+    });
+    engine.register_fn("to_string", |c: &mut Client| {
+        let rt = c.state.runtime();
+        let cfg = rt.config();
+        format!(
+            "<Client: local, threads={}, scheduler={}>",
+            cfg.threads,
+            if cfg.sync { "sync" } else { "threads" }
+        )
+    });
+}

@@ -1,0 +1,83 @@
+//! The script API, one module per area (STYLE habit 12). `register_client`
+//! adds everything a session has (collections, compute, futures, config);
+//! `register_values` adds what tasks may also use on workers.
+
+mod args;
+mod config;
+mod delayed;
+mod futures;
+
+use std::sync::Arc;
+
+use rhai::{Dynamic, Engine};
+
+pub use args::collection_of;
+pub use config::SessionConfig;
+pub use delayed::{Delayed, DelayedFn};
+pub use futures::{Client, RFuture};
+
+use crate::error::TaskFailure;
+use crate::session::SessionState;
+
+/// The session engine's API.
+pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
+    register_values(engine);
+    delayed::register(engine, state);
+    futures::register(engine, state);
+    config::register(engine, state);
+}
+
+/// Functions every engine has, on clients and on workers.
+pub fn register_values(engine: &mut Engine) {
+    engine.register_fn("to_json", |v: Dynamic| -> Result<String, Box<rhai::EvalAltResult>> {
+        let value = crate::convert::to_value(&v, "to_json's argument").map_err(crate::error::runtime)?;
+        Ok(value.to_json())
+    });
+    engine.register_type_with_name::<TaskFailure>("TaskFailure");
+    engine.register_fn("to_string", |f: &mut TaskFailure| f.to_string());
+    engine.register_fn("to_debug", |f: &mut TaskFailure| f.to_string());
+    engine.register_get("message", |f: &mut TaskFailure| f.error.message.clone());
+    engine.register_get("key", |f: &mut TaskFailure| f.key.clone());
+}
+
+/// An engine for worker threads: the value API, no client functions (a task
+/// cannot start computations of its own).
+pub fn worker_engine() -> Engine {
+    crate::ship::init();
+    let mut engine = Engine::new();
+    register_values(&mut engine);
+    engine
+}
+
+/// The user-facing name of a value's type.
+pub fn type_name(d: &Dynamic) -> String {
+    if d.is::<Delayed>() {
+        "Delayed".into()
+    } else if d.is::<RFuture>() {
+        "Future".into()
+    } else if d.is::<DelayedFn>() {
+        "DelayedFunction".into()
+    } else if d.is::<Client>() {
+        "Client".into()
+    } else {
+        let n = d.type_name();
+        n.rsplit("::").next().unwrap_or(n).to_string()
+    }
+}
+
+/// How a value prints in the REPL and in `brisk run` output.
+pub fn display(d: &Dynamic) -> String {
+    if let Some(x) = d.read_lock::<Delayed>() {
+        return format!("Delayed('{}')", x.key);
+    }
+    if let Some(f) = d.read_lock::<RFuture>() {
+        return format!("<Future: {}, key: {}>", f.0.status().name(), f.0.key());
+    }
+    if let Some(f) = d.read_lock::<TaskFailure>() {
+        return f.to_string();
+    }
+    if d.is_string() {
+        return format!("{d:?}");
+    }
+    d.to_string()
+}

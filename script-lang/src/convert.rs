@@ -1,0 +1,103 @@
+//! Conversions between Rhai values and engine values. Everything a task can
+//! return or capture must become an engine `Value` (it may travel to another
+//! process); a value that cannot (a function pointer, a lazy collection) is
+//! refused with a clear error naming its type.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use brisk_engine::Value;
+use rhai::{Array, Blob, Dynamic, ImmutableString, Map};
+
+/// Rhai → engine. `what` names the value in the error ("captured variable k").
+pub fn to_value(d: &Dynamic, what: &str) -> Result<Value, String> {
+    if d.is_shared() {
+        let inner = d.flatten_clone();
+        return to_value(&inner, what);
+    }
+    if d.is_unit() {
+        return Ok(Value::Unit);
+    }
+    if let Some(b) = d.clone().try_cast::<bool>() {
+        return Ok(Value::Bool(b));
+    }
+    if let Ok(i) = d.as_int() {
+        return Ok(Value::Int(i));
+    }
+    if let Ok(f) = d.as_float() {
+        return Ok(Value::Float(f));
+    }
+    if let Ok(c) = d.as_char() {
+        return Ok(Value::Str(Arc::from(c.to_string())));
+    }
+    if d.is_string() {
+        let s = d.clone().into_immutable_string().unwrap_or_default();
+        return Ok(Value::Str(Arc::from(s.as_str())));
+    }
+    if d.is_array() {
+        let a = d.read_lock::<Array>().ok_or_else(|| format!("{what}: array is locked"))?;
+        let items = a.iter().map(|x| to_value(x, what)).collect::<Result<Vec<_>, _>>()?;
+        return Ok(Value::list(items));
+    }
+    if d.is_map() {
+        let m = d.read_lock::<Map>().ok_or_else(|| format!("{what}: map is locked"))?;
+        let mut out = BTreeMap::new();
+        for (k, v) in m.iter() {
+            out.insert(k.to_string(), to_value(v, what)?);
+        }
+        return Ok(Value::Map(Arc::new(out)));
+    }
+    if d.is_blob() {
+        let b = d.read_lock::<Blob>().ok_or_else(|| format!("{what}: blob is locked"))?;
+        return Ok(Value::Bytes(Arc::from(b.as_slice())));
+    }
+    Err(format!(
+        "{what} is a value of type {} that cannot be sent to a worker (compute it first, or pass plain numbers, strings, arrays and maps)",
+        crate::api::type_name(d)
+    ))
+}
+
+/// Engine → Rhai.
+pub fn to_dynamic(v: &Value) -> Dynamic {
+    match v {
+        Value::Unit => Dynamic::UNIT,
+        Value::Bool(b) => Dynamic::from_bool(*b),
+        Value::Int(i) => Dynamic::from_int(*i),
+        Value::Float(f) => Dynamic::from_float(*f),
+        Value::Str(s) => Dynamic::from(ImmutableString::from(&**s)),
+        Value::Bytes(b) => Dynamic::from_blob(b.to_vec()),
+        Value::List(items) => Dynamic::from_array(items.iter().map(to_dynamic).collect()),
+        Value::Map(m) => {
+            let mut out = Map::new();
+            for (k, x) in m.iter() {
+                out.insert(k.as_str().into(), to_dynamic(x));
+            }
+            Dynamic::from_map(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_of_plain_values() {
+        let mut m = Map::new();
+        m.insert("a".into(), Dynamic::from_array(vec![Dynamic::from_int(1), Dynamic::from_float(2.5)]));
+        m.insert("s".into(), Dynamic::from("x"));
+        m.insert("u".into(), Dynamic::UNIT);
+        let d = Dynamic::from_map(m);
+        let v = to_value(&d, "test").expect("convert");
+        assert_eq!(v.to_json(), r#"{"a":[1,2.5],"s":"x","u":null}"#);
+        let back = to_dynamic(&v);
+        assert_eq!(to_value(&back, "again").ok(), Some(v));
+    }
+
+    #[test]
+    fn function_pointers_are_refused_by_name() {
+        let f = Dynamic::from(rhai::FnPtr::new("abs").expect("fn ptr"));
+        let e = to_value(&f, "captured variable f").expect_err("refused");
+        assert!(e.starts_with("captured variable f is a value of type Fn"), "{e}");
+    }
+}

@@ -1,0 +1,170 @@
+//! Script errors as a user sees them: one sentence, with the file, line and
+//! column where it happened. A failure inside a task points into the
+//! closure's own source; the call that waited for it is named too.
+
+use std::fmt;
+
+use brisk_engine::{EngineError, SourcePos, TaskError, TaskErrorKind};
+use rhai::{Dynamic, EvalAltResult, ParseError, Position};
+
+/// What kind of failure, for exit codes and front ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    Syntax,
+    Runtime,
+    Task,
+    Cancelled,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScriptError {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub origin: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+}
+
+impl fmt::Display for ScriptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.line, self.column) {
+            (Some(l), Some(c)) => write!(f, "{}:{l}:{c}: {}", self.origin, self.message),
+            (Some(l), None) => write!(f, "{}:{l}: {}", self.origin, self.message),
+            _ => write!(f, "{}: {}", self.origin, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ScriptError {}
+
+/// A task failure carried through Rhai as the value of a runtime error, so
+/// `try { } catch (e) { }` sees it and the edge can place it precisely.
+#[derive(Clone, Debug)]
+pub struct TaskFailure {
+    pub key: String,
+    pub error: TaskError,
+}
+
+impl fmt::Display for TaskFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.error.kind {
+            TaskErrorKind::DependencyFailed => {
+                write!(f, "task {} failed because {}", self.key, self.error.message)
+            }
+            _ => write!(f, "task {} failed: {}", self.key, self.error.message),
+        }
+    }
+}
+
+/// An engine error as a Rhai error (position filled in by Rhai at the call).
+pub fn engine_error(e: EngineError) -> Box<EvalAltResult> {
+    match e {
+        EngineError::Task { key, error } => {
+            if error.kind == TaskErrorKind::Cancelled {
+                return Box::new(EvalAltResult::ErrorTerminated(Dynamic::from("cancelled"), Position::NONE));
+            }
+            let f = TaskFailure { key: key.to_string(), error };
+            Box::new(EvalAltResult::ErrorRuntime(Dynamic::from(f), Position::NONE))
+        }
+        EngineError::Cancelled => {
+            Box::new(EvalAltResult::ErrorTerminated(Dynamic::from("cancelled"), Position::NONE))
+        }
+        other => runtime(other.to_string()),
+    }
+}
+
+/// A plain runtime error with a message.
+pub fn runtime(message: impl Into<String>) -> Box<EvalAltResult> {
+    Box::new(EvalAltResult::ErrorRuntime(Dynamic::from(message.into()), Position::NONE))
+}
+
+impl ScriptError {
+    pub fn syntax(e: &ParseError, origin: &str) -> ScriptError {
+        let pos = e.position();
+        ScriptError {
+            kind: ErrorKind::Syntax,
+            message: format!("syntax error: {}", e.err_type()),
+            origin: origin.to_string(),
+            line: pos.line(),
+            column: pos.position(),
+        }
+    }
+
+    /// Place a runtime error. `origin_of_fn` finds the chunk that defines a
+    /// script function (positions inside functions are relative to it).
+    pub fn runtime(
+        e: &EvalAltResult,
+        origin: &str,
+        origin_of_fn: impl Fn(&str) -> Option<String>,
+    ) -> ScriptError {
+        let inner = e.unwrap_inner();
+        if let EvalAltResult::ErrorTerminated(..) = inner {
+            return ScriptError {
+                kind: ErrorKind::Cancelled,
+                message: "interrupted".into(),
+                origin: origin.to_string(),
+                line: None,
+                column: None,
+            };
+        }
+        // The chunk of the innermost script function on the stack, if any.
+        let mut chunk = origin.to_string();
+        let mut cur = e;
+        while let EvalAltResult::ErrorInFunctionCall(name, _, next, _) = cur {
+            if let Some(o) = origin_of_fn(name) {
+                chunk = o;
+            }
+            cur = next;
+        }
+        let pos = inner.position();
+        if let EvalAltResult::ErrorRuntime(v, _) = inner
+            && let Some(f) = v.read_lock::<TaskFailure>().map(|f| f.clone())
+        {
+            let call = match (pos.line(), pos.position()) {
+                (Some(l), Some(c)) => format!(" (waited for at {chunk}:{l}:{c})"),
+                _ => String::new(),
+            };
+            let (origin, line, column) = match &f.error.position {
+                Some(SourcePos { origin, line, column }) => {
+                    (origin.clone(), Some(*line as usize), Some(*column as usize))
+                }
+                None => (chunk.clone(), pos.line(), pos.position()),
+            };
+            return ScriptError {
+                kind: ErrorKind::Task,
+                message: format!("{f}{call}"),
+                origin,
+                line,
+                column,
+            };
+        }
+        let message = match inner {
+            EvalAltResult::ErrorRuntime(v, _) => v.to_string(),
+            other => without_position(other),
+        };
+        ScriptError {
+            kind: ErrorKind::Runtime,
+            message,
+            origin: chunk,
+            line: pos.line(),
+            column: pos.position(),
+        }
+    }
+}
+
+/// An error's message without Rhai's " (line l, position p)" suffix.
+pub fn without_position(e: &EvalAltResult) -> String {
+    let text = e.to_string();
+    let pos = e.position();
+    match (pos.line(), pos.position()) {
+        (Some(l), Some(c)) => {
+            let suffix = format!(" (line {l}, position {c})");
+            text.strip_suffix(&suffix).map(str::to_string).unwrap_or(text)
+        }
+        (Some(l), None) => {
+            let suffix = format!(" (line {l})");
+            text.strip_suffix(&suffix).map(str::to_string).unwrap_or(text)
+        }
+        _ => text,
+    }
+}

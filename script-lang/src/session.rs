@@ -1,0 +1,207 @@
+//! `Session`: one Rhai engine with the whole API, a scope that lives across
+//! inputs, the current client (a local runtime) and the configuration. The
+//! REPL, `brisk run` and the Jupyter kernel each own one; none of them
+//! registers functions of its own.
+
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use brisk_engine::graph::Annotations;
+use brisk_engine::local::{CancelToken, LocalConfig, Runtime};
+use brisk_engine::ops::{Code, SourceChunk};
+use rhai::{AST, Dynamic, Engine, Scope};
+
+use crate::api::{self, SessionConfig};
+use crate::error::ScriptError;
+use crate::ship::{self, RhaiUdfs};
+
+/// Where `print` output goes.
+pub type OutputSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What registered functions share with the session.
+pub struct SessionState {
+    runtime: RwLock<Arc<Runtime>>,
+    config: Mutex<SessionConfig>,
+    code: Mutex<Arc<Code>>,
+    annotations: Mutex<Vec<Annotations>>,
+    udfs: Arc<RhaiUdfs>,
+    output: RwLock<OutputSink>,
+    /// Set by Ctrl-C or a kernel interrupt; stops waits and the script.
+    pub cancel: CancelToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SessionState {
+    pub fn runtime(&self) -> Arc<Runtime> {
+        self.runtime.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn config(&self) -> SessionConfig {
+        lock(&self.config).clone()
+    }
+
+    /// Apply a configuration; a new scheduler or thread count starts a new
+    /// local runtime (futures of the old one report that it shut down).
+    pub fn set_config(&self, next: SessionConfig) {
+        let mut cur = lock(&self.config);
+        let restart =
+            cur.scheduler != next.scheduler || cur.num_workers != next.num_workers || cur.fuse != next.fuse;
+        *cur = next.clone();
+        drop(cur);
+        if restart {
+            let rt = Arc::new(make_runtime(&next, &self.udfs));
+            *self.runtime.write().unwrap_or_else(|e| e.into_inner()) = rt;
+        }
+    }
+
+    /// The session's source so far, as shipped with every closure.
+    pub fn code(&self) -> Arc<Code> {
+        lock(&self.code).clone()
+    }
+
+    fn push_chunk(&self, origin: &str, text: &str) {
+        let mut code = lock(&self.code);
+        let mut chunks = code.chunks.clone();
+        chunks.push(SourceChunk { origin: origin.into(), text: text.into() });
+        *code = Arc::new(Code { id: ship::code_id(&chunks), chunks });
+    }
+
+    /// The annotations in force (innermost `annotate` wins per field).
+    pub fn annotations(&self) -> Option<Arc<Annotations>> {
+        let stack = lock(&self.annotations);
+        if stack.is_empty() {
+            return None;
+        }
+        let mut a = Annotations::default();
+        for x in stack.iter() {
+            if x.priority != 0 {
+                a.priority = x.priority;
+            }
+            if x.retries != 0 {
+                a.retries = x.retries;
+            }
+            for (name, amount) in &x.resources {
+                a.resources.retain(|(n, _)| n != name);
+                a.resources.push((name.clone(), *amount));
+            }
+        }
+        Some(Arc::new(a))
+    }
+
+    pub(crate) fn push_annotations(&self, a: Annotations) {
+        lock(&self.annotations).push(a);
+    }
+
+    pub(crate) fn pop_annotations(&self) {
+        lock(&self.annotations).pop();
+    }
+
+    fn print(&self, s: &str) {
+        let sink = self.output.read().unwrap_or_else(|e| e.into_inner()).clone();
+        sink(s);
+    }
+}
+
+fn make_runtime(config: &SessionConfig, udfs: &Arc<RhaiUdfs>) -> Runtime {
+    let local = LocalConfig {
+        threads: config.num_workers,
+        sync: config.scheduler == "sync",
+        fuse: config.fuse,
+        resources: Vec::new(),
+    };
+    Runtime::new(local, udfs.clone())
+}
+
+/// A scripting session.
+pub struct Session {
+    engine: Engine,
+    scope: Scope<'static>,
+    ast: AST,
+    state: Arc<SessionState>,
+}
+
+impl Session {
+    pub fn new() -> Session {
+        Self::with_config(SessionConfig::default())
+    }
+
+    pub fn with_config(config: SessionConfig) -> Session {
+        ship::init();
+        let udfs = Arc::new(RhaiUdfs::new(api::worker_engine));
+        let runtime = Arc::new(make_runtime(&config, &udfs));
+        let stdout: OutputSink = Arc::new(|s: &str| println!("{s}"));
+        let state = Arc::new(SessionState {
+            runtime: RwLock::new(runtime),
+            config: Mutex::new(config),
+            code: Mutex::new(Arc::new(Code { id: ship::code_id(&[]), chunks: Vec::new() })),
+            annotations: Mutex::new(Vec::new()),
+            udfs,
+            output: RwLock::new(stdout),
+            cancel: CancelToken::new(),
+        });
+        let mut engine = Engine::new();
+        api::register_client(&mut engine, &state);
+        let st = state.clone();
+        engine.on_print(move |s| st.print(s));
+        let st = state.clone();
+        engine.on_debug(move |s, _, pos| st.print(&format!("[{pos:?}] {s}")));
+        let cancel = state.cancel.clone();
+        engine.on_progress(move |_| cancel.is_cancelled().then(|| Dynamic::from("interrupted")));
+        Session { engine, scope: Scope::new(), ast: AST::empty(), state }
+    }
+
+    pub fn state(&self) -> &Arc<SessionState> {
+        &self.state
+    }
+
+    /// Send `print` output somewhere else (the kernel, a test buffer).
+    pub fn set_output(&self, sink: OutputSink) {
+        *self.state.output.write().unwrap_or_else(|e| e.into_inner()) = sink;
+    }
+
+    /// Interrupt the running evaluation and any compute it waits for.
+    pub fn cancel_token(&self) -> CancelToken {
+        self.state.cancel.clone()
+    }
+
+    pub fn scope(&self) -> &Scope<'static> {
+        &self.scope
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Evaluate one input (a file, a REPL entry, a notebook cell) as its own
+    /// chunk: its functions stay defined, its variables stay in scope.
+    pub fn eval(&mut self, text: &str, origin: &str) -> Result<Dynamic, ScriptError> {
+        self.state.cancel.reset();
+        let ast = self.engine.compile(text).map_err(|e| ScriptError::syntax(&e, origin))?;
+        self.state.push_chunk(origin, text);
+        self.ast += ast;
+        let result = self.engine.eval_ast_with_scope::<Dynamic>(&mut self.scope, &self.ast);
+        self.ast.clear_statements();
+        let code = self.state.code();
+        result.map_err(|e| {
+            ScriptError::runtime(&e, origin, |name| {
+                code.chunks
+                    .iter()
+                    .rev()
+                    .find(|c| {
+                        Engine::new_raw()
+                            .compile(&*c.text)
+                            .is_ok_and(|a| a.iter_functions().any(|f| f.name == name))
+                    })
+                    .map(|c| c.origin.to_string())
+            })
+        })
+    }
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Self::new()
+    }
+}

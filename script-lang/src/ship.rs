@@ -1,0 +1,187 @@
+//! Shipped closures. A closure given to `delayed`, `submit`, `map`… becomes
+//! an engine `Udf`: the session's source chunks, the function's name and its
+//! captured values. Every executor — a local worker thread today, a remote
+//! worker process later — compiles the chunks once per thread and calls the
+//! function by name. Names of anonymous closures are hashes of their source
+//! and position under Rhai's hashing seed, so every brisk process sets the
+//! same fixed seed (`init`) and compiles each chunk on its own.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Once};
+
+use brisk_engine::ops::{Code, SourceChunk, TaskContext, Udf, UdfRunner};
+use brisk_engine::{SourcePos, TaskError, Value};
+use rhai::{AST, CallFnOptions, Dynamic, Engine, EvalAltResult, FnPtr, Scope};
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::convert::{to_dynamic, to_value};
+
+/// The one hashing seed of every brisk process ("brisk" spelled in ASCII).
+const SEED: [u64; 4] =
+    [0x6272_6973_6b00_0001, 0x6272_6973_6b00_0002, 0x6272_6973_6b00_0003, 0x6272_6973_6b00_0004];
+
+/// Set Rhai's hashing seed. Call before creating any engine; idempotent.
+pub fn init() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rhai::config::hashing::set_hashing_seed(Some(SEED));
+    });
+}
+
+/// Hash of a list of chunks, the cache key of compiled code.
+pub fn code_id(chunks: &[SourceChunk]) -> u128 {
+    let mut h = Xxh3::new();
+    for c in chunks {
+        h.update(&(c.origin.len() as u64).to_le_bytes());
+        h.update(c.origin.as_bytes());
+        h.update(&(c.text.len() as u64).to_le_bytes());
+        h.update(c.text.as_bytes());
+    }
+    h.digest128()
+}
+
+/// Turn a function pointer into its shipped form. Refuses closures that
+/// capture something that cannot travel (a lazy collection, a function).
+pub fn ship(f: &FnPtr, code: Arc<Code>) -> Result<Udf, String> {
+    let label = if f.is_anonymous() { "lambda".to_string() } else { f.fn_name().to_string() };
+    let curry = f
+        .iter_curry()
+        .enumerate()
+        .map(|(i, d)| to_value(d, &format!("captured value #{} of closure '{label}'", i + 1)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Udf { label, entry: f.fn_name().to_string(), code, curry })
+}
+
+/// Runs shipped closures on this thread's own engine, compiling each code
+/// version once per thread.
+pub struct RhaiUdfs {
+    make_engine: fn() -> Engine,
+}
+
+impl RhaiUdfs {
+    pub fn new(make_engine: fn() -> Engine) -> RhaiUdfs {
+        init();
+        RhaiUdfs { make_engine }
+    }
+}
+
+struct ThreadEngine {
+    engine: Engine,
+    compiled: HashMap<u128, Arc<AST>>,
+}
+
+thread_local! {
+    static ENGINE: RefCell<Option<ThreadEngine>> = const { RefCell::new(None) };
+    /// The cancel flag of the task running on this thread, read by the
+    /// engine's progress hook so a cancelled closure stops mid-loop.
+    static CURRENT_CANCEL: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
+}
+
+fn current_task_cancelled() -> bool {
+    CURRENT_CANCEL.with(|c| c.borrow().as_ref().is_some_and(|f| f.load(Ordering::Relaxed)))
+}
+
+/// Compiled code versions kept per thread (a REPL makes one per input).
+const CACHE_VERSIONS: usize = 8;
+
+impl UdfRunner for RhaiUdfs {
+    fn call(&self, udf: &Udf, args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, TaskError> {
+        ENGINE.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            let te = slot.get_or_insert_with(|| {
+                let mut engine = (self.make_engine)();
+                engine.on_progress(|_| current_task_cancelled().then(|| Dynamic::from("cancelled")));
+                ThreadEngine { engine, compiled: HashMap::new() }
+            });
+            let ast = match te.compiled.get(&udf.code.id) {
+                Some(ast) => ast.clone(),
+                None => {
+                    let ast = Arc::new(compile_chunks(&te.engine, &udf.code)?);
+                    if te.compiled.len() >= CACHE_VERSIONS {
+                        te.compiled.clear();
+                    }
+                    te.compiled.insert(udf.code.id, ast.clone());
+                    ast
+                }
+            };
+            CURRENT_CANCEL.with(|c| *c.borrow_mut() = Some(ctx.cancelled.clone()));
+            let mut all: Vec<Dynamic> = udf.curry.iter().map(to_dynamic).collect();
+            all.extend(args.iter().map(to_dynamic));
+            let result = call_entry(&te.engine, &ast, &udf.entry, all);
+            CURRENT_CANCEL.with(|c| *c.borrow_mut() = None);
+            match result {
+                Ok(d) => to_value(&d, &format!("the result of '{}'", udf.label)).map_err(TaskError::user),
+                Err(e) => Err(task_error(&e, &udf.code, ctx.is_cancelled())),
+            }
+        })
+    }
+}
+
+fn call_entry(
+    engine: &Engine,
+    ast: &AST,
+    entry: &str,
+    args: Vec<Dynamic>,
+) -> Result<Dynamic, Box<EvalAltResult>> {
+    let is_script = ast.iter_functions().any(|f| f.name == entry && f.params.len() == args.len());
+    if is_script {
+        let options = CallFnOptions::new().eval_ast(false).rewind_scope(true);
+        engine.call_fn_with_options::<Dynamic>(options, &mut Scope::new(), ast, entry, args)
+    } else {
+        // A registered (native) function, called through a function pointer.
+        FnPtr::new(entry)?.call::<Dynamic>(engine, ast, args)
+    }
+}
+
+/// Compile every chunk on its own (so closure names match the client's) and
+/// merge their functions.
+pub fn compile_chunks(engine: &Engine, code: &Code) -> Result<AST, TaskError> {
+    let mut ast = AST::empty();
+    for chunk in &code.chunks {
+        let part = engine.compile(&*chunk.text).map_err(|e| {
+            TaskError::internal(format!("shipped code from {} does not compile: {e}", chunk.origin))
+        })?;
+        ast += part.clone_functions_only();
+    }
+    Ok(ast)
+}
+
+/// A Rhai error inside a closure, as a task error with the closure's position.
+fn task_error(e: &EvalAltResult, code: &Code, cancelled: bool) -> TaskError {
+    if cancelled || matches!(e.unwrap_inner(), EvalAltResult::ErrorTerminated(..)) {
+        return TaskError::cancelled();
+    }
+    let inner = e.unwrap_inner();
+    let pos = inner.position();
+    let mut error = TaskError::user(crate::error::without_position(inner));
+    if let (Some(line), Some(column)) = (pos.line(), pos.position()) {
+        let origin = origin_of(e, code);
+        error = error.with_position(SourcePos { origin, line: line as u32, column: column as u32 });
+    }
+    error
+}
+
+/// Which chunk an error comes from: the chunk that defines the innermost
+/// function of the call stack (Rhai positions are relative to it).
+fn origin_of(e: &EvalAltResult, code: &Code) -> String {
+    let mut innermost_fn: Option<&str> = None;
+    let mut cur = e;
+    while let EvalAltResult::ErrorInFunctionCall(name, _, inner, _) = cur {
+        innermost_fn = Some(name.as_str());
+        cur = inner;
+    }
+    let Some(name) = innermost_fn else {
+        return code.chunks.last().map(|c| c.origin.to_string()).unwrap_or_default();
+    };
+    let engine = Engine::new_raw();
+    for chunk in code.chunks.iter().rev() {
+        if let Ok(ast) = engine.compile(&*chunk.text)
+            && ast.iter_functions().any(|f| f.name == name)
+        {
+            return chunk.origin.to_string();
+        }
+    }
+    code.chunks.last().map(|c| c.origin.to_string()).unwrap_or_default()
+}
