@@ -11,7 +11,7 @@ use super::{Graph, Key};
 /// results the runtime already holds. Kept tasks stay in their relative
 /// order, so positions still roughly follow construction order. The walk uses
 /// an explicit stack: chains can be hundreds of thousands of tasks deep.
-pub fn cull(graph: &Graph, outputs: &[Key]) -> Graph {
+pub fn cull(graph: Graph, outputs: &[Key]) -> Graph {
     let tasks = graph.tasks();
     let mut keep = vec![false; tasks.len()];
     let mut stack: Vec<usize> = Vec::new();
@@ -34,9 +34,9 @@ pub fn cull(graph: &Graph, outputs: &[Key]) -> Graph {
         }
     }
     if keep.iter().all(|&k| k) {
-        return graph.clone();
+        return graph;
     }
-    Graph::from_tasks(tasks.iter().zip(&keep).filter(|(_, k)| **k).map(|(t, _)| t.clone()))
+    Graph::from_tasks(graph.into_tasks().into_iter().zip(keep).filter(|(_, k)| *k).map(|(t, _)| t))
 }
 
 #[cfg(test)]
@@ -73,9 +73,9 @@ mod tests {
 
     #[test]
     fn keeps_only_reachable_tasks_in_their_original_order() {
-        let g = cull(&sample(), &[k("c")]);
+        let g = cull(sample(), &[k("c")]);
         assert_eq!(keys(&g), ["c", "a", "b"]);
-        let g = cull(&sample(), &[k("d"), k("c")]);
+        let g = cull(sample(), &[k("d"), k("c")]);
         assert_eq!(keys(&g), ["c", "a", "b", "d"]);
         // Lookups work on the culled graph.
         assert_eq!(g.position(&k("b")), Some(2));
@@ -84,11 +84,11 @@ mod tests {
 
     #[test]
     fn external_and_unknown_outputs_are_ignored() {
-        let g = cull(&sample(), &[k("ext"), k("nope"), k("y")]);
+        let g = cull(sample(), &[k("ext"), k("nope"), k("y")]);
         assert_eq!(keys(&g), ["x", "y"]);
         assert_eq!(g.external_keys(), vec![k("ext")]);
-        assert!(cull(&sample(), &[k("nope")]).is_empty());
-        assert!(cull(&sample(), &[]).is_empty());
+        assert!(cull(sample(), &[k("nope")]).is_empty());
+        assert!(cull(sample(), &[]).is_empty());
     }
 
     #[test]
@@ -99,14 +99,14 @@ mod tests {
             task("c", &["a"]),
             task("d", &["b", "c"]),
         ]);
-        let out = cull(&g, &[k("d"), k("d"), k("b")]);
+        let out = cull(g.clone(), &[k("d"), k("d"), k("b")]);
         assert_eq!(keys(&out), ["a", "b", "c", "d"]);
     }
 
     #[test]
     fn everything_needed_returns_the_same_graph() {
         let g = sample();
-        let out = cull(&g, &[k("c"), k("d"), k("e"), k("y")]);
+        let out = cull(g.clone(), &[k("c"), k("d"), k("e"), k("y")]);
         assert_eq!(keys(&out), keys(&g));
     }
 
@@ -119,10 +119,10 @@ mod tests {
         }
         tasks.push(task("unused", &["n-5"]));
         let g = Graph::from_tasks(tasks);
-        let out = cull(&g, &[k(&format!("n-{}", n - 1))]);
+        let out = cull(g.clone(), &[k(&format!("n-{}", n - 1))]);
         assert_eq!(out.len(), n);
         assert!(!out.contains(&k("unused")));
-        let half = cull(&g, &[k("n-99")]);
+        let half = cull(g.clone(), &[k("n-99")]);
         assert_eq!(half.len(), 100);
     }
 }

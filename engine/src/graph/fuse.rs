@@ -64,6 +64,9 @@ pub fn fuse(graph: Graph, keep: &[Key]) -> Graph {
             absorbs[t] = Some(d);
         }
     }
+    if absorbs.iter().all(Option::is_none) {
+        return graph;
+    }
     let mut absorbed = vec![false; n];
     for d in absorbs.iter().flatten() {
         absorbed[*d as usize] = true;

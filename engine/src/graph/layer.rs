@@ -38,20 +38,22 @@ impl Drop for Layer {
     }
 }
 
-/// Flatten the layers reachable from `roots` into one graph. Each layer is
-/// visited once (by name), iteratively, so deep chains are fine.
+/// Flatten the layers reachable from `roots` into one graph. Each layer
+/// object is visited once, iteratively, so deep chains are fine; equal
+/// layers built twice (same name) give equal keys, which `Graph` dedups.
 pub fn materialize(roots: &[LayerRef]) -> Graph {
-    let mut seen: FxHashSet<Arc<str>> = FxHashSet::default();
+    let mut seen: FxHashSet<*const Layer> = FxHashSet::default();
     let mut stack: Vec<&LayerRef> = roots.iter().collect();
     let mut layers: Vec<&LayerRef> = Vec::new();
     while let Some(l) = stack.pop() {
-        if !seen.insert(l.name.clone()) {
+        if !seen.insert(Arc::as_ptr(l)) {
             continue;
         }
         layers.push(l);
         stack.extend(l.deps.iter());
     }
-    let mut g = Graph::default();
+    let ntasks = layers.iter().map(|l| l.tasks.len()).sum();
+    let mut g = Graph::with_capacity(ntasks);
     // Dependencies first, so positions roughly follow construction order.
     for l in layers.iter().rev() {
         for t in &l.tasks {

@@ -69,6 +69,12 @@ impl Graph {
         g
     }
 
+    pub fn with_capacity(n: usize) -> Graph {
+        let mut index = FxHashMap::default();
+        index.reserve(n);
+        Graph { tasks: Vec::with_capacity(n), index }
+    }
+
     /// Add a task unless its key is already present. Returns whether it was added.
     pub fn insert(&mut self, task: Task) -> bool {
         if self.index.contains_key(&task.key) {

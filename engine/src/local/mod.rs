@@ -127,6 +127,8 @@ struct State {
     cells: FxHashMap<TaskId, Vec<Weak<Cell>>>,
     memory_bytes: u64,
     busy: usize,
+    /// Threads asleep on `work`: wake-ups are syscalls, so only for them.
+    idle: usize,
     hub: Hub,
     shutdown: bool,
     out: Vec<Action>,
@@ -158,6 +160,7 @@ impl Runtime {
             cells: FxHashMap::default(),
             memory_bytes: 0,
             busy: 0,
+            idle: 0,
             hub: Hub::default(),
             shutdown: false,
             out,
@@ -190,14 +193,14 @@ impl Runtime {
     /// Optimize a graph (cull to `outputs`, fuse, order) and start computing
     /// it; one future per output, in order. Keys the graph uses but does not
     /// define must be held by this runtime (futures, persisted results).
-    pub fn submit(&self, graph: &Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
+    pub fn submit(&self, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
         self.shared.submit(graph, outputs)
     }
 
     /// Submit, wait for every output and return their values.
     pub fn compute(
         &self,
-        graph: &Graph,
+        graph: Graph,
         outputs: &[Key],
         cancel: &CancelToken,
     ) -> Result<Vec<Value>, EngineError> {
@@ -256,7 +259,7 @@ impl Shared {
         self.config.sync
     }
 
-    fn submit(self: &Arc<Self>, graph: &Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
+    fn submit(self: &Arc<Self>, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
         let culled = graph::cull::cull(graph, outputs);
         let optimized = if self.config.fuse { graph::fuse::fuse(culled, outputs) } else { culled };
         let order = graph::order::order(&optimized, outputs);
@@ -368,7 +371,9 @@ impl Shared {
                         st.running.insert(task, cancel.clone());
                         let key = st.core.key(task).cloned().unwrap_or_else(|| Key::new("?"));
                         st.jobs.push(Job { priority, task, key, op: spec.op.clone(), inputs, cancel });
-                        self.work.notify_one();
+                        if st.idle > 0 {
+                            self.work.notify_one();
+                        }
                     }
                     Action::Cancel { task, .. } => {
                         if let Some(flag) = st.running.remove(&task) {
@@ -422,7 +427,9 @@ impl Shared {
                 return;
             }
             let Some(job) = st.jobs.pop() else {
+                st.idle += 1;
                 st = self.work.wait(st).unwrap_or_else(|e| e.into_inner());
+                st.idle -= 1;
                 continue;
             };
             if job.cancel.load(Ordering::Relaxed) {

@@ -63,7 +63,7 @@ fn a_tree_reduction_gives_the_exact_sum_and_leaves_nothing_behind() {
     for config in both() {
         let rt = Runtime::new(config.clone(), Arc::new(NoUdfs));
         let (g, out) = tree(2_000);
-        let v = rt.compute(&g, &[out], &CancelToken::new()).expect("compute");
+        let v = rt.compute(g.clone(), &[out], &CancelToken::new()).expect("compute");
         assert_eq!(v, vec![Value::Int(2_000 * 2_001 / 2)], "{config:?}");
         assert_eq!(rt.tasks_held(), 0);
         rt.validate().expect("valid");
@@ -81,7 +81,7 @@ fn shared_work_in_one_compute_runs_once() {
             call("b-00000000", Builtin::Add, &["x-00000000", "x-00000000"]),
         ]);
         let v = rt
-            .compute(&g, &[Key::new("a-00000000"), Key::new("b-00000000")], &CancelToken::new())
+            .compute(g, &[Key::new("a-00000000"), Key::new("b-00000000")], &CancelToken::new())
             .expect("ok");
         assert_eq!(v, vec![Value::Int(-20), Value::Int(40)]);
         let x = rt.snapshot().groups.into_iter().find(|g| &*g.name == "x").expect("group x");
@@ -104,7 +104,7 @@ fn a_failing_task_fails_its_dependents_not_the_others() {
             call("after", Builtin::Neg, &["bad"]),
             lit("fine", 3),
         ]);
-        let futs = rt.submit(&g, &[Key::new("after"), Key::new("fine")]).expect("submit");
+        let futs = rt.submit(g.clone(), &[Key::new("after"), Key::new("fine")]).expect("submit");
         let err = futs[0].result(&CancelToken::new()).expect_err("must fail");
         assert!(err.to_string().contains("index 9 out of range for array of length 0"), "{err}");
         assert_eq!(futs[0].status().name(), "error");
@@ -162,7 +162,7 @@ fn cancelling_a_compute_stops_running_tasks_and_the_runtime_stays_usable() {
         std::thread::sleep(Duration::from_millis(100));
         c2.cancel();
     });
-    let r = rt.compute(&g, &[Key::new("spin-1"), Key::new("spin-2")], &cancel);
+    let r = rt.compute(g.clone(), &[Key::new("spin-1"), Key::new("spin-2")], &cancel);
     let _ = stopper.join();
     assert!(matches!(r, Err(EngineError::Cancelled)), "{r:?}");
     assert!(t0.elapsed() < Duration::from_secs(5));
@@ -173,7 +173,7 @@ fn cancelling_a_compute_stops_running_tasks_and_the_runtime_stays_usable() {
     }
     assert_eq!(rt.snapshot().busy_threads, 0);
     assert_eq!(rt.tasks_held(), 0);
-    let again = rt.compute(&Graph::from_tasks(vec![lit("x", 5)]), &[Key::new("x")], &CancelToken::new());
+    let again = rt.compute(Graph::from_tasks(vec![lit("x", 5)]), &[Key::new("x")], &CancelToken::new());
     assert_eq!(again.ok(), Some(vec![Value::Int(5)]));
 }
 
@@ -182,7 +182,7 @@ fn a_panicking_task_becomes_a_failed_task() {
     for config in both() {
         let rt = Runtime::new(config, Arc::new(TestUdfs));
         let g = Graph::from_tasks(vec![udf_task("p", "panic"), udf_task("ok", "id")]);
-        let futs = rt.submit(&g, &[Key::new("p"), Key::new("ok")]).expect("submit");
+        let futs = rt.submit(g.clone(), &[Key::new("p"), Key::new("ok")]).expect("submit");
         let e = futs[0].result(&CancelToken::new()).expect_err("panics");
         assert!(e.to_string().contains("panicked: boom in a task"), "{e}");
         assert_eq!(futs[1].result(&CancelToken::new()).ok(), Some(Value::Int(1)));
@@ -194,9 +194,9 @@ fn futures_complete_in_order_of_finishing_and_release_on_drop() {
     for config in both() {
         let rt = Runtime::new(config, Arc::new(NoUdfs));
         let (g, out) = tree(64);
-        let mut futs = rt.submit(&g, std::slice::from_ref(&out)).expect("submit");
+        let mut futs = rt.submit(g.clone(), std::slice::from_ref(&out)).expect("submit");
         futs.extend(
-            rt.submit(&Graph::from_tasks(vec![lit("quick", 1)]), &[Key::new("quick")]).expect("submit"),
+            rt.submit(Graph::from_tasks(vec![lit("quick", 1)]), &[Key::new("quick")]).expect("submit"),
         );
         let done: Vec<Key> = AsCompleted::new(futs.clone(), CancelToken::new())
             .map(|f| f.expect("ok").key().clone())
@@ -214,7 +214,7 @@ fn futures_can_be_inputs_of_later_graphs() {
     for config in both() {
         let rt = Runtime::new(config, Arc::new(NoUdfs));
         let f =
-            rt.submit(&Graph::from_tasks(vec![lit("s", 41)]), &[Key::new("s")]).expect("scatter").remove(0);
+            rt.submit(Graph::from_tasks(vec![lit("s", 41)]), &[Key::new("s")]).expect("scatter").remove(0);
         let g = Graph::from_tasks(vec![{
             let mut t = call("t", Builtin::Add, &["s"]);
             t.op = Op::Call {
@@ -223,9 +223,12 @@ fn futures_can_be_inputs_of_later_graphs() {
             };
             t
         }]);
-        assert_eq!(rt.compute(&g, &[Key::new("t")], &CancelToken::new()).ok(), Some(vec![Value::Int(42)]));
+        assert_eq!(
+            rt.compute(g.clone(), &[Key::new("t")], &CancelToken::new()).ok(),
+            Some(vec![Value::Int(42)])
+        );
         drop(f);
-        let missing = rt.compute(&g, &[Key::new("t")], &CancelToken::new());
+        let missing = rt.compute(g.clone(), &[Key::new("t")], &CancelToken::new());
         assert!(
             matches!(missing, Err(EngineError::Invalid(ref m)) if m.contains("depends on s")),
             "{missing:?}"
@@ -240,7 +243,7 @@ fn tasks_needing_a_missing_resource_are_refused_not_hung() {
     t.annotations =
         Some(Arc::new(Annotations { resources: vec![("GPU".into(), 1.0)], ..Annotations::default() }));
     let e =
-        rt.compute(&Graph::from_tasks(vec![t]), &[Key::new("g")], &CancelToken::new()).expect_err("refused");
+        rt.compute(Graph::from_tasks(vec![t]), &[Key::new("g")], &CancelToken::new()).expect_err("refused");
     assert!(e.to_string().contains("needs resource GPU=1"), "{e}");
 }
 
@@ -249,7 +252,7 @@ fn subscribers_see_tasks_run() {
     let rt = Runtime::new(LocalConfig { threads: 2, ..LocalConfig::default() }, Arc::new(NoUdfs));
     let rx = rt.subscribe(1000);
     let (g, out) = tree(10);
-    rt.compute(&g, &[out], &CancelToken::new()).expect("ok");
+    rt.compute(g.clone(), &[out], &CancelToken::new()).expect("ok");
     let ran = rx.try_iter().filter(|e| matches!(e, Event::TaskRan { ok: true, .. })).count();
     assert!(ran >= 19, "saw {ran} task events");
 }

@@ -271,6 +271,7 @@ pub struct Scheduler {
     resource_names: Vec<String>,
     groups: Vec<GroupStats>,
     group_index: FxHashMap<Arc<str>, u32>,
+    last_group: u32,
     generation: u64,
     stimulus: u64,
     transitions: u64,
@@ -291,6 +292,7 @@ impl Scheduler {
             resource_names: Vec::new(),
             groups: Vec::new(),
             group_index: FxHashMap::default(),
+            last_group: 0,
             generation: 0,
             stimulus: 0,
             transitions: 0,
@@ -437,7 +439,14 @@ impl Scheduler {
 
     fn group_of(&mut self, key: &Key) -> u32 {
         let name = key.group();
+        // Consecutive tasks mostly share a group: skip the lookup then.
+        if let Some(g) = self.groups.get(self.last_group as usize)
+            && &*g.name == name
+        {
+            return self.last_group;
+        }
         if let Some(&g) = self.group_index.get(name) {
+            self.last_group = g;
             return g;
         }
         let name: Arc<str> = Arc::from(name);

@@ -300,56 +300,71 @@ impl Scheduler {
         }
     }
 
+    /// Check a submission and return the positions of its new tasks in a
+    /// topological order (first definition of a key wins). Flat vectors,
+    /// not maps of lists: submissions have hundreds of thousands of tasks.
     fn validate_submission(&self, tasks: &[NewTask], wanted: &[Key]) -> Result<Vec<usize>, SchedulerError> {
-        // New tasks (first definition wins), in a topological order.
-        let mut index: FxHashMap<&Key, usize> = FxHashMap::default();
+        let n = tasks.len();
+        let mut index: FxHashMap<&Key, u32> = FxHashMap::default();
+        index.reserve(n);
+        let mut is_new = vec![false; n];
         for (i, t) in tasks.iter().enumerate() {
-            if !self.keys.contains_key(&t.key) {
-                index.entry(&t.key).or_insert(i);
+            if !self.keys.contains_key(&t.key) && !index.contains_key(&t.key) {
+                index.insert(&t.key, i as u32);
+                is_new[i] = true;
             }
         }
-        let mut indegree: FxHashMap<usize, u32> = FxHashMap::default();
-        let mut dependents: FxHashMap<usize, Vec<usize>> = FxHashMap::default();
-        for (&key, &i) in &index {
-            let t = &tasks[i];
-            debug_assert!(&t.key == key);
-            let mut n = 0;
+        let mut indegree = vec![0u32; n];
+        let mut edges: Vec<(u32, u32)> = Vec::new();
+        for (i, t) in tasks.iter().enumerate() {
+            if !is_new[i] {
+                continue;
+            }
             for d in &t.deps {
                 if let Some(&j) = index.get(d) {
-                    if j == i {
+                    if j as usize == i {
                         return Err(SchedulerError::Cycle(t.key.clone()));
                     }
-                    n += 1;
-                    dependents.entry(j).or_default().push(i);
+                    indegree[i] += 1;
+                    edges.push((j, i as u32));
                 } else if !self.keys.contains_key(d) {
                     return Err(SchedulerError::MissingDependency { task: t.key.clone(), dep: d.clone() });
                 }
             }
-            indegree.insert(i, n);
         }
         for k in wanted {
             if !index.contains_key(k) && !self.keys.contains_key(k) {
                 return Err(SchedulerError::UnknownKey(k.clone()));
             }
         }
-        let mut ready: Vec<usize> = indegree.iter().filter(|(_, n)| **n == 0).map(|(i, _)| *i).collect();
-        ready.sort_unstable_by(|a, b| b.cmp(a));
+        // Dependents as compressed rows.
+        let mut start = vec![0u32; n + 1];
+        for &(j, _) in &edges {
+            start[j as usize + 1] += 1;
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut adj = vec![0u32; edges.len()];
+        for &(j, i) in &edges {
+            adj[fill[j as usize] as usize] = i;
+            fill[j as usize] += 1;
+        }
+        let mut ready: Vec<u32> =
+            (0..n as u32).rev().filter(|&i| is_new[i as usize] && indegree[i as usize] == 0).collect();
         let mut order = Vec::with_capacity(index.len());
         while let Some(i) = ready.pop() {
-            order.push(i);
-            if let Some(ds) = dependents.get(&i) {
-                for &j in ds {
-                    if let Some(n) = indegree.get_mut(&j) {
-                        *n -= 1;
-                        if *n == 0 {
-                            ready.push(j);
-                        }
-                    }
+            order.push(i as usize);
+            for &j in &adj[start[i as usize] as usize..start[i as usize + 1] as usize] {
+                indegree[j as usize] -= 1;
+                if indegree[j as usize] == 0 {
+                    ready.push(j);
                 }
             }
         }
         if order.len() < index.len() {
-            let stuck = indegree.iter().filter(|(_, n)| **n > 0).map(|(i, _)| *i).min().unwrap_or(0);
+            let stuck = (0..n).find(|&i| is_new[i] && indegree[i] > 0).unwrap_or(0);
             return Err(SchedulerError::Cycle(tasks[stuck].key.clone()));
         }
         Ok(order)

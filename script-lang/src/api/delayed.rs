@@ -87,7 +87,7 @@ pub fn compute_all(state: &SessionState, values: &[Dynamic]) -> Res<Vec<Dynamic>
     }
     let graph: Graph = materialize(&layers);
     let runtime = state.runtime();
-    let futures = runtime.submit(&graph, &outputs).map_err(engine_error)?;
+    let futures = runtime.submit(graph, &outputs).map_err(engine_error)?;
     let results = gather(&futures, &state.cancel).map_err(engine_error)?;
     drop(futures);
     let mut it = results.iter();

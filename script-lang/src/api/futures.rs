@@ -56,7 +56,7 @@ fn submit_call(state: &SessionState, f: &FnPtr, args: &[Dynamic]) -> Res<RFuture
     let df = DelayedFn::from_fn_ptr(state, f)?;
     let d = call_task(state, &df.func, &df.label, args)?;
     let graph = materialize(std::slice::from_ref(&d.layer));
-    let mut futs = state.runtime().submit(&graph, std::slice::from_ref(&d.key)).map_err(engine_error)?;
+    let mut futs = state.runtime().submit(graph, std::slice::from_ref(&d.key)).map_err(engine_error)?;
     futs.pop().map(RFuture).ok_or_else(|| runtime("submit returned no future"))
 }
 
@@ -81,7 +81,7 @@ fn map_call(state: &SessionState, f: &FnPtr, items: &[Array]) -> Res<Array> {
     for t in tasks {
         graph.insert(t);
     }
-    let futs = state.runtime().submit(&graph, &keys).map_err(engine_error)?;
+    let futs = state.runtime().submit(graph, &keys).map_err(engine_error)?;
     Ok(futs.into_iter().map(|f| Dynamic::from(RFuture(f))).collect())
 }
 
@@ -96,7 +96,7 @@ fn scatter(state: &SessionState, v: &Dynamic) -> Res<Dynamic> {
     let name = brisk_engine::graph::Tokenizer::new().value(&value).name("scatter");
     let key = Key::new(name.as_str());
     let graph = Graph::from_tasks([Task::new(key.clone(), Op::Literal(value), vec![])]);
-    let mut futs = state.runtime().submit(&graph, std::slice::from_ref(&key)).map_err(engine_error)?;
+    let mut futs = state.runtime().submit(graph, std::slice::from_ref(&key)).map_err(engine_error)?;
     futs.pop().map(|f| Dynamic::from(RFuture(f))).ok_or_else(|| runtime("scatter returned no future"))
 }
 
