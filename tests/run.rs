@@ -1,1 +1,233 @@
+//! End-to-end tests of the `brisk` binary: `brisk run`, piped input, exit
+//! codes and the one clear error message with file, line and column. Every
+//! example under `examples/` is run here, so the examples stay true.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn brisk() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_brisk"))
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Write a script to a fresh temporary file and run it.
+fn run_script(name: &str, text: &str) -> (Output, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("brisk-e2e-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(format!("{name}.rhai"));
+    std::fs::write(&path, text).expect("write script");
+    let out = brisk().arg("run").arg(&path).output().expect("run brisk");
+    (out, path)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[track_caller]
+fn assert_no_panic(o: &Output) {
+    let e = stderr(o);
+    assert!(!e.contains("panicked") && !e.contains("RUST_BACKTRACE"), "brisk panicked:\n{e}");
+}
+
+#[test]
+fn every_example_runs() {
+    let mut n = 0;
+    for entry in std::fs::read_dir(repo().join("examples")).expect("examples dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("rhai") {
+            continue;
+        }
+        let out = brisk().arg("run").arg(&path).output().expect("run");
+        assert!(out.status.success(), "{} failed:\n{}{}", path.display(), stdout(&out), stderr(&out));
+        assert_eq!(
+            stderr(&out),
+            "",
+            "{}: no progress bar or noise when stderr is not a terminal",
+            path.display()
+        );
+        n += 1;
+    }
+    assert!(n >= 3, "expected the examples to be found, ran {n}");
+}
+
+#[test]
+fn delayed_results_match_direct_evaluation() {
+    let (out, _) = run_script(
+        "delayed",
+        r#"
+        fn inc(x) { x + 1 }
+        fn add(a, b) { a + b }
+        let xs = [];
+        for i in 0..1000 { xs.push(delayed(inc).call(i)); }
+        let total = delayed(|v| v.reduce(|s, x| s + x, 0)).call(xs);
+        let both = compute(total, xs[10] * 2, #{k: xs[0]});
+        print(to_json(both));
+        "#,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), r#"[500500,22,{"k":1}]"#);
+}
+
+#[test]
+fn sync_and_threads_schedulers_agree() {
+    let script = |sched: &str| {
+        format!(
+            r#"
+            config(#{{scheduler: "{sched}"}});
+            let parts = [];
+            for i in 0..200 {{ parts.push(delayed(|x| x * x).call(i)); }}
+            print(compute(parts).len());
+            print(delayed(|v| v.reduce(|s, x| s + x, 0)).call(parts).compute());
+            let f = map(|x| x + 1, [1, 2, 3]);
+            print(gather(f));
+            "#
+        )
+    };
+    let (a, _) = run_script("threads", &script("threads"));
+    let (b, _) = run_script("sync", &script("sync"));
+    assert!(a.status.success() && b.status.success(), "{}{}", stderr(&a), stderr(&b));
+    assert_eq!(stdout(&a), stdout(&b));
+    assert_eq!(stdout(&a), "1\n2646700\n[2, 3, 4]\n");
+}
+
+#[test]
+fn help_and_version() {
+    let h = brisk().arg("--help").output().expect("help");
+    assert!(h.status.success());
+    assert!(stdout(&h).contains("run") && stdout(&h).contains("Rhai"), "{}", stdout(&h));
+    let v = brisk().arg("--version").output().expect("version");
+    assert!(v.status.success());
+    assert_eq!(stdout(&v).trim(), format!("brisk {}", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn a_syntax_error_names_file_line_and_column() {
+    let (out, path) = run_script("syntax", "let a = 1;\nlet x = ;\n");
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr(&out);
+    assert_eq!(e.lines().count(), 1, "one clear message: {e}");
+    assert!(e.starts_with(&format!("error: {}:2:9: syntax error", path.display())), "{e}");
+    assert_no_panic(&out);
+}
+
+#[test]
+fn a_runtime_error_names_file_line_and_column() {
+    let (out, path) = run_script("runtime", "let x = 1;\nlet y = x.no_such_method();\n");
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr(&out);
+    assert!(
+        e.starts_with(&format!("error: {}:2:11: Function not found: no_such_method", path.display())),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_error_inside_a_task_points_into_the_closure() {
+    let (out, path) = run_script(
+        "task",
+        "fn inc(x) { x + 1 }\nlet bad = delayed(|v| {\n    let z = v / 0;\n    z\n});\nlet ok = delayed(inc).call(1);\nprint(ok.compute());\nbad.call(3).compute();\n",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "2\n", "the other task ran");
+    let e = stderr(&out);
+    let p = path.display();
+    assert!(e.starts_with(&format!("error: {p}:3:15: task lambda-")), "{e}");
+    assert!(e.contains("failed: Division by zero: 3 / 0"), "{e}");
+    assert!(e.trim_end().ends_with(&format!("(waited for at {p}:8:13)")), "{e}");
+}
+
+#[test]
+fn an_error_in_a_dependency_reaches_the_result_that_needs_it() {
+    let script = "let a = delayed(|x| x.missing()).call(1);\nlet b = delayed(|x| x + 1).call(a);\nlet f = submit(|x| x * 2, 21);\nprint(f.result());\nb.compute();\n";
+    // Fused (the default): a and b run as one task, the error keeps a's position.
+    let (out, path) = run_script("dep", script);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "42\n");
+    let e = stderr(&out);
+    assert!(e.starts_with(&format!("error: {}:1:23: task lambda-", path.display())), "{e}");
+    assert!(e.contains("Function not found: missing (i64)"), "{e}");
+    // Unfused: b reports that its dependency failed, still pointing into a.
+    let (out, path) =
+        run_script("dep-unfused", &format!("config(#{{\"optimization.fuse\": false}});\n{script}"));
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr(&out);
+    assert!(e.starts_with(&format!("error: {}:2:23: task lambda-", path.display())), "{e}");
+    assert!(
+        e.contains("failed because dependency lambda-") && e.contains("Function not found: missing"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_and_binary_files_are_clear_errors() {
+    let out = brisk().args(["run", "/nonexistent/x.rhai"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).starts_with("error: cannot read /nonexistent/x.rhai"), "{}", stderr(&out));
+    let dir = std::env::temp_dir().join(format!("brisk-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("garbage.rhai");
+    std::fs::write(&path, [0xff, 0xfe, 0x00, 0x80, 0x41]).expect("write");
+    let out = brisk().arg("run").arg(&path).output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("is not a UTF-8 text file"), "{}", stderr(&out));
+    assert_no_panic(&out);
+}
+
+#[test]
+fn piped_input_runs_without_prompts() {
+    let mut child =
+        brisk().stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"fn inc(x) { x + 1 }\nprint(delayed(inc).call(41).compute());\n")
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "42\n");
+}
+
+/// Bad calls of every kind give one clear error, never a panic or a hang.
+#[test]
+fn bad_input_is_refused_clearly() {
+    let cases: &[(&str, &str)] = &[
+        ("config(#{schedular: \"sync\"})", "unknown option \"schedular\""),
+        ("config(#{num_workers: 0})", "num_workers must be between 1 and 1024, got 0"),
+        ("config(#{scheduler: \"bogus\"})", "unknown scheduler \"bogus\""),
+        ("config(#{\"array.backend\": \"gpu\"})", "no GPU was found"),
+        ("annotate(#{retry: 1}, || 1)", "annotate: unknown option \"retry\""),
+        ("annotate(#{resources: #{GPU: 1}}, || delayed(|x| x).call(1)).compute()", "needs resource GPU=1"),
+        ("delayed(1)", "Function not found: delayed (i64)"),
+        ("gather(5)", ""),
+        ("wait([1, 2])", "wait expects an array of futures, found a i64"),
+        ("as_completed([\"x\"])", "as_completed expects an array of futures"),
+        ("map(|x| x, [1], [1, 2])", "map: arrays have different lengths (1 and 2)"),
+        ("let d = delayed(|x| x).call(1); delayed(|x| x + d).call(2)", "cannot be sent to a worker"),
+        ("let d = delayed(|x| x).call(1); to_json(d)", "Delayed that cannot be sent"),
+        ("let d = delayed(|x| x).call(#{a: 1}); d[1.5]", "indexed by an int or a string"),
+        ("fn f(x) { f(x) } f(1)", "Stack overflow"),
+        ("submit(|x| x.no_such_fn(), 1).result()", "Function not found: no_such_fn"),
+    ];
+    for (i, (script, expected)) in cases.iter().enumerate() {
+        let (out, _) = run_script(&format!("bad{i}"), script);
+        assert_no_panic(&out);
+        let e = stderr(&out);
+        if expected.is_empty() {
+            assert!(out.status.success(), "{script}: {e}");
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(1), "{script} should fail: {e}");
+        assert!(e.contains(expected), "{script}: expected {expected:?} in {e:?}");
+        assert_eq!(e.lines().count(), 1, "{script}: one clear message: {e}");
+    }
+}

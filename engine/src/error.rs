@@ -90,8 +90,12 @@ impl TaskError {
 pub enum EngineError {
     #[error("task {key} failed: {error}")]
     Task { key: Key, error: TaskError },
+    /// The wait was interrupted (Ctrl-C, a kernel interrupt).
     #[error("computation cancelled")]
     Cancelled,
+    /// The future was cancelled with `cancel()` (Dask's `CancelledError`).
+    #[error("future {0} was cancelled")]
+    FutureCancelled(Key),
     #[error("key {0} is not known to the scheduler (it was released or never computed)")]
     UnknownKey(Key),
     #[error("the scheduler has shut down")]

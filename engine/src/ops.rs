@@ -253,7 +253,8 @@ fn builtin(b: Builtin, args: Vec<Value>) -> Result<Value, TaskError> {
                         if *y == 0 {
                             return Err(TaskError::user("integer modulo by zero"));
                         }
-                        x.checked_rem(*y)
+                        // Python's `%`: the result takes the divisor's sign.
+                        x.checked_rem(*y).map(|r| if r != 0 && (r < 0) != (*y < 0) { r + y } else { r })
                     }
                 };
                 Int(r.ok_or_else(|| TaskError::user(format!("integer overflow in {}({x}, {y})", b.name())))?)
@@ -263,12 +264,22 @@ fn builtin(b: Builtin, args: Vec<Value>) -> Result<Value, TaskError> {
                 let (Some(x), Some(y)) = (float(&a), float(&c)) else {
                     return Err(mismatch(&a, &c));
                 };
+                if y == 0.0 && matches!(b, Builtin::Div | Builtin::Rem) {
+                    let what = if b == Builtin::Div { "division" } else { "modulo" };
+                    return Err(TaskError::user(format!(
+                        "{what} by zero ({a} {} {c})",
+                        if b == Builtin::Div { "/" } else { "%" }
+                    )));
+                }
                 Float(match b {
                     Builtin::Add => x + y,
                     Builtin::Sub => x - y,
                     Builtin::Mul => x * y,
                     Builtin::Div => x / y,
-                    _ => x % y,
+                    _ => {
+                        let r = x % y;
+                        if r != 0.0 && (r < 0.0) != (y < 0.0) { r + y } else { r }
+                    }
                 })
             }
         },
@@ -300,6 +311,15 @@ mod tests {
         assert!(err.message.contains("add is not defined for string and int"), "{err}");
         let ovf = run(&add, &[Value::Int(i64::MAX), Value::Int(1)]).expect_err("overflow");
         assert!(ovf.message.contains("overflow"));
+        let rem = call(Builtin::Rem, vec![Arg::Dep(0), Arg::Dep(1)]);
+        assert_eq!(run(&rem, &[Value::Int(-7), Value::Int(3)]).ok(), Some(Value::Int(2)));
+        assert_eq!(run(&rem, &[Value::Int(7), Value::Int(-3)]).ok(), Some(Value::Int(-2)));
+        assert_eq!(run(&rem, &[Value::Float(-7.5), Value::Int(2)]).ok(), Some(Value::Float(0.5)));
+        let zero = run(&div, &[Value::Float(1.0)]).ok();
+        assert_eq!(zero, Some(Value::Float(0.5)));
+        let by_zero = call(Builtin::Div, vec![Arg::Dep(0), Arg::Lit(Value::Int(0))]);
+        let e = run(&by_zero, &[Value::Int(1)]).expect_err("zero");
+        assert!(e.message.starts_with("division by zero"), "{e}");
     }
 
     #[test]

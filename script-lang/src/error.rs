@@ -45,14 +45,25 @@ pub struct TaskFailure {
     pub error: TaskError,
 }
 
-impl fmt::Display for TaskFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl TaskFailure {
+    /// What failed, without where.
+    pub fn summary(&self) -> String {
         match self.error.kind {
             TaskErrorKind::DependencyFailed => {
-                write!(f, "task {} failed because {}", self.key, self.error.message)
+                format!("task {} failed because {}", self.key, self.error.message)
             }
-            _ => write!(f, "task {} failed: {}", self.key, self.error.message),
+            _ => format!("task {} failed: {}", self.key, self.error.message),
         }
+    }
+}
+
+impl fmt::Display for TaskFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.summary())?;
+        if let Some(p) = &self.error.position {
+            write!(f, " (at {p})")?;
+        }
+        Ok(())
     }
 }
 
@@ -132,7 +143,7 @@ impl ScriptError {
             };
             return ScriptError {
                 kind: ErrorKind::Task,
-                message: format!("{f}{call}"),
+                message: format!("{}{call}", f.summary()),
                 origin,
                 line,
                 column,

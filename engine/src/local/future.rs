@@ -2,6 +2,7 @@
 //! the result alive (the scheduler counts it as a "want"); dropping the last
 //! clone releases it, as `distributed.Future`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -92,13 +93,24 @@ pub(crate) struct Inner {
     pub(crate) task: TaskId,
     pub(crate) cell: Arc<Cell>,
     pub(crate) runtime: Weak<Shared>,
+    /// The scheduler's reference is dropped once: by `cancel` or by drop.
+    pub(crate) released: AtomicBool,
+}
+
+impl Inner {
+    fn release_once(&self) {
+        if self.released.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Some(rt) = self.runtime.upgrade() {
+            rt.release(self.task, &self.cell);
+        }
+    }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if let Some(rt) = self.runtime.upgrade() {
-            rt.release(self.task, &self.cell);
-        }
+        self.release_once();
     }
 }
 
@@ -134,18 +146,16 @@ impl Future {
         match self.status() {
             Status::Finished(v) => Ok(v),
             Status::Error(error) => Err(EngineError::Task { key: self.inner.key.clone(), error }),
-            Status::Cancelled => Err(EngineError::Cancelled),
+            Status::Cancelled => Err(EngineError::FutureCancelled(self.inner.key.clone())),
             Status::Pending => Err(EngineError::Invalid("future still pending after wait".into())),
         }
     }
 
-    /// Stop caring about the result: the task is cancelled if nothing else
-    /// needs it, and this future (and its clones) report `cancelled`.
+    /// Stop caring about the result: this future (and its clones) report
+    /// `cancelled`, and the task stops if nothing else needs it.
     pub fn cancel(&self) {
         self.inner.cell.settle(Status::Cancelled);
-        if let Some(rt) = self.inner.runtime.upgrade() {
-            rt.cancel(self);
-        }
+        self.inner.release_once();
     }
 }
 

@@ -302,7 +302,13 @@ impl Shared {
             let cell = Cell::new();
             st.cells.entry(task).or_default().push(Arc::downgrade(&cell));
             futures.push(Future {
-                inner: Arc::new(Inner { key: k.clone(), task, cell, runtime: Arc::downgrade(self) }),
+                inner: Arc::new(Inner {
+                    key: k.clone(),
+                    task,
+                    cell,
+                    runtime: Arc::downgrade(self),
+                    released: AtomicBool::new(false),
+                }),
             });
         }
         self.apply(st);
@@ -341,12 +347,6 @@ impl Shared {
         st.core.release(task, &mut out);
         st.out = out;
         self.apply(st);
-    }
-
-    pub(crate) fn cancel(&self, f: &Future) {
-        // Releasing happens when the last clone of the future is dropped;
-        // cancelling settles it now so waiters return at once.
-        f.inner.cell.settle(Status::Cancelled);
     }
 
     /// Carry out the scheduler's decisions (lock held).

@@ -237,6 +237,29 @@ fn futures_can_be_inputs_of_later_graphs() {
 }
 
 #[test]
+fn cancelling_a_future_stops_its_task_and_reports_cancelled() {
+    let rt = Runtime::new(LocalConfig { threads: 1, ..LocalConfig::default() }, Arc::new(TestUdfs));
+    let f = rt
+        .submit(Graph::from_tasks(vec![udf_task("spin-x", "spin")]), &[Key::new("spin-x")])
+        .expect("submit");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rt.snapshot().busy_threads == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    f[0].cancel();
+    let e = f[0].result(&CancelToken::new()).expect_err("cancelled");
+    assert!(matches!(e, EngineError::FutureCancelled(_)), "{e:?}");
+    assert_eq!(f[0].status(), Status::Cancelled);
+    while rt.snapshot().busy_threads > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(rt.snapshot().busy_threads, 0, "the spinning task was stopped");
+    assert_eq!(rt.tasks_held(), 0);
+    drop(f); // releases nothing twice
+    rt.validate().expect("valid");
+}
+
+#[test]
 fn tasks_needing_a_missing_resource_are_refused_not_hung() {
     let rt = Runtime::new(LocalConfig { threads: 1, ..LocalConfig::default() }, Arc::new(NoUdfs));
     let mut t = lit("g", 1);

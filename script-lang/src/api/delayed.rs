@@ -222,16 +222,14 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_get("key", |d: &mut Delayed| d.key.to_string());
     engine.register_fn("graph_info", |d: &mut Delayed| -> Map {
         let g = materialize(std::slice::from_ref(&d.layer));
+        let mut layers = layer_names(&d.layer);
+        layers.sort_unstable();
+        layers.dedup();
         let mut m = Map::new();
         m.insert("tasks".into(), Dynamic::from_int(g.len() as i64));
-        let nbytes: u64 = g
-            .tasks()
-            .iter()
-            .map(|t| match &t.op {
-                Op::Literal(v) => v.nbytes(),
-                _ => 0,
-            })
-            .sum();
+        m.insert("layers".into(), Dynamic::from_int(layers.len() as i64));
+        // Literal data carried in the graph (shipped with it to workers).
+        let nbytes: u64 = g.tasks().iter().map(|t| literal_bytes(&t.op)).sum();
         m.insert("bytes".into(), Dynamic::from_int(nbytes as i64));
         m
     });
@@ -239,4 +237,35 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("to_debug", |d: &mut Delayed| format!("Delayed('{}')", d.key));
     engine.register_fn("to_string", |d: &mut DelayedFn| format!("Delayed('{}')", d.label));
     engine.register_fn("to_debug", |d: &mut DelayedFn| format!("Delayed('{}')", d.label));
+}
+
+/// Names of every layer reachable from `root`.
+fn layer_names(root: &LayerRef) -> Vec<Arc<str>> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![root];
+    while let Some(l) = stack.pop() {
+        if seen.insert(Arc::as_ptr(l)) {
+            out.push(l.name.clone());
+            stack.extend(l.deps.iter());
+        }
+    }
+    out
+}
+
+fn literal_bytes(op: &Op) -> u64 {
+    use brisk_engine::ops::Arg;
+    fn arg(a: &Arg) -> u64 {
+        match a {
+            Arg::Lit(v) => v.nbytes(),
+            Arg::List(xs) => xs.iter().map(arg).sum(),
+            Arg::Map(xs) => xs.iter().map(|(_, x)| arg(x)).sum(),
+            Arg::Dep(_) => 0,
+        }
+    }
+    match op {
+        Op::Literal(v) => v.nbytes(),
+        Op::Call { args, .. } => args.iter().map(arg).sum(),
+        Op::Fused(steps) => steps.iter().map(|s| literal_bytes(&s.op)).sum(),
+    }
 }

@@ -97,7 +97,10 @@ fn scatter(state: &SessionState, v: &Dynamic) -> Res<Dynamic> {
     let key = Key::new(name.as_str());
     let graph = Graph::from_tasks([Task::new(key.clone(), Op::Literal(value), vec![])]);
     let mut futs = state.runtime().submit(graph, std::slice::from_ref(&key)).map_err(engine_error)?;
-    futs.pop().map(|f| Dynamic::from(RFuture(f))).ok_or_else(|| runtime("scatter returned no future"))
+    let f = futs.pop().ok_or_else(|| runtime("scatter returned no future"))?;
+    // As Dask's: the data is on the cluster when scatter returns.
+    f.result(&state.cancel).map_err(engine_error)?;
+    Ok(Dynamic::from(RFuture(f)))
 }
 
 fn futures_in(v: &Array, what: &str) -> Res<Vec<Future>> {

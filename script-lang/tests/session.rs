@@ -1,0 +1,197 @@
+//! Session-level tests: delayed and futures semantics, errors, cancellation,
+//! and shipping a closure to another process.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use brisk_engine::Value;
+use brisk_engine::local::CancelToken;
+use brisk_engine::ops::{TaskContext, UdfRunner};
+use brisk_script::{ErrorKind, Session};
+
+/// A session whose `print` output is collected.
+fn session() -> (Session, Arc<Mutex<Vec<String>>>) {
+    let s = Session::new();
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let sink = out.clone();
+    s.set_output(Arc::new(move |line: &str| sink.lock().expect("sink").push(line.to_string())));
+    (s, out)
+}
+
+fn eval_ok(s: &mut Session, text: &str) -> rhai::Dynamic {
+    match s.eval(text, "<test>") {
+        Ok(v) => v,
+        Err(e) => panic!("{text}\nfailed: {e}"),
+    }
+}
+
+#[test]
+fn variables_and_functions_live_across_inputs() {
+    let (mut s, _) = session();
+    let _ = eval_ok(&mut s, "fn inc(x) { x + 1 }");
+    let _ = eval_ok(&mut s, "let k = 10;");
+    // A closure defined in a later input calls a function of an earlier one.
+    let v = eval_ok(&mut s, "delayed(|x| inc(x) * k).call(1).compute()");
+    assert_eq!(v.as_int().ok(), Some(20));
+}
+
+#[test]
+fn shared_sub_expressions_run_once() {
+    let (mut s, _) = session();
+    let _ = eval_ok(&mut s, "let x = delayed(|v| v * 2).call(21); let a = x + 1; let b = x - 1;");
+    let v = eval_ok(&mut s, "compute(a, b)");
+    assert_eq!(brisk_script::convert::to_value(&v, "r").ok().map(|v| v.to_json()), Some("[43,41]".into()));
+    let groups = s.state().runtime().snapshot().groups;
+    let lambda = groups.iter().find(|g| &*g.name == "lambda").expect("lambda group");
+    assert_eq!(lambda.total, 1, "x was computed once for both results");
+}
+
+#[test]
+fn the_same_expression_built_twice_has_the_same_key() {
+    let (mut s, _) = session();
+    let _ = eval_ok(&mut s, "fn inc(x) { x + 1 }");
+    let v = eval_ok(
+        &mut s,
+        "delayed(inc).call(1).key == delayed(inc).call(1).key && delayed(inc).call(1).key != delayed(inc).call(2).key",
+    );
+    assert_eq!(v.as_bool().ok(), Some(true));
+}
+
+#[test]
+fn futures_report_status_and_cancel() {
+    let (mut s, out) = session();
+    let _ = eval_ok(
+        &mut s,
+        r#"
+        let f = submit(|x| x + 1, 1);
+        print(f.result());
+        print(f.status);
+        print(f.done());
+        let slow = submit(|x| { let i = 0; while true { i += 1; } i }, 1);
+        slow.cancel();
+        print(slow.status);
+        try { slow.result(); } catch (e) { print(e); }
+        "#,
+    );
+    let lines = out.lock().expect("out").clone();
+    assert_eq!(lines[..3], ["2", "finished", "true"]);
+    assert_eq!(lines[3], "cancelled");
+    assert!(lines[4].starts_with("future lambda-") && lines[4].ends_with("was cancelled"), "{lines:?}");
+    // The spinning task was stopped: the runtime drains.
+    let rt = s.state().runtime();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rt.snapshot().busy_threads > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(rt.snapshot().busy_threads, 0);
+}
+
+#[test]
+fn interrupting_a_compute_keeps_the_session_usable() {
+    let (mut s, _) = session();
+    let cancel: CancelToken = s.cancel_token();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        cancel.cancel();
+    });
+    let t0 = Instant::now();
+    let r = s.eval("delayed(|x| { let i = 0; while true { i += 1; } i }).call(1).compute()", "<test>");
+    stopper.join().expect("join");
+    let e = r.expect_err("interrupted");
+    assert_eq!(e.kind, ErrorKind::Cancelled, "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    let v = eval_ok(&mut s, "delayed(|x| x * 3).call(5).compute()");
+    assert_eq!(v.as_int().ok(), Some(15));
+    let rt = s.state().runtime();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (rt.snapshot().busy_threads > 0 || rt.tasks_held() > 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(rt.tasks_held(), 0, "the interrupted graph was released");
+}
+
+#[test]
+fn an_interrupt_also_stops_a_plain_script_loop() {
+    let (mut s, _) = session();
+    let cancel = s.cancel_token();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        cancel.cancel();
+    });
+    let e = s.eval("let i = 0; while true { i += 1; }", "<test>").expect_err("interrupted");
+    stopper.join().expect("join");
+    assert_eq!(e.kind, ErrorKind::Cancelled);
+    assert_eq!(eval_ok(&mut s, "1 + 1").as_int().ok(), Some(2));
+}
+
+#[test]
+fn retries_end_with_the_error_of_a_deterministic_failure() {
+    let (mut s, _) = session();
+    // Retried twice, failing each time: the compute ends with the error.
+    let e =
+        s.eval("annotate(#{retries: 2}, || delayed(|x| x / 0).call(1)).compute()", "<t>").expect_err("fails");
+    assert_eq!(e.kind, ErrorKind::Task);
+    assert!(e.message.contains("Division by zero"), "{e}");
+}
+
+#[test]
+fn sync_scheduler_runs_futures_when_waited_on() {
+    let (mut s, _) = session();
+    let _ = eval_ok(&mut s, r#"config(#{scheduler: "sync"})"#);
+    let v = eval_ok(
+        &mut s,
+        "let fs = map(|x| x * x, [1, 2, 3]); let t = submit(|v| v.len(), fs); gather(fs) + [t.result()]",
+    );
+    let v = brisk_script::convert::to_value(&v, "r").expect("value");
+    assert_eq!(v.to_json(), "[1,4,9,3]");
+}
+
+/// The shipped form of a closure, written by the parent process.
+const SHIP_ENV: &str = "BRISK_TEST_SHIPPED_UDF";
+
+/// Ship a closure (capturing a value, calling a function from an earlier
+/// input) to a second process, which compiles the chunks itself and runs it.
+#[test]
+fn a_closure_runs_the_same_in_another_process() {
+    let (mut s, _) = session();
+    let _ = eval_ok(&mut s, "fn offset(x) { x + 0.5 }");
+    let _ = eval_ok(&mut s, "let k = 10; let f = |x| offset(x * k);");
+    let f = s.scope().get_value::<rhai::FnPtr>("f").expect("f is a closure");
+    let udf = brisk_script::ship::ship(&f, s.state().code()).expect("ship");
+    let bytes = rmp_serde::to_vec(&udf).expect("encode");
+    let dir = std::env::temp_dir().join(format!("brisk-ship-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("udf.msgpack");
+    std::fs::write(&path, bytes).expect("write");
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "ship_child", "--nocapture", "--test-threads=1"])
+        .env(SHIP_ENV, &path)
+        .output()
+        .expect("child");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("RESULT 40.5"), "{text}");
+}
+
+/// The child side of the test above; does nothing in a normal test run.
+#[test]
+fn ship_child() {
+    let Some(path) = std::env::var_os(SHIP_ENV) else { return };
+    brisk_script::ship::init();
+    let bytes = std::fs::read(path).expect("read");
+    let udf: brisk_engine::ops::Udf = rmp_serde::from_slice(&bytes).expect("decode");
+    let runner = brisk_script::ship::RhaiUdfs::new(brisk_script::api::worker_engine);
+    let key = brisk_engine::Key::new("t");
+    let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ctx = TaskContext { key: &key, cancelled: &cancelled };
+    let v = runner.call(&udf, vec![Value::Int(4)], &ctx).expect("runs");
+    println!("RESULT {v}");
+}
+
+#[test]
+fn closures_that_capture_lazy_values_are_refused_at_submit() {
+    let (mut s, _) = session();
+    let e = s.eval("let d = delayed(|x| x).call(1); submit(|x| x + d, 1)", "<t>").expect_err("refused");
+    assert!(e.message.contains("captured value #1 of closure 'lambda' is a value of type Delayed"), "{e}");
+}
