@@ -231,3 +231,24 @@ fn bad_input_is_refused_clearly() {
         assert_eq!(e.lines().count(), 1, "{script}: one clear message: {e}");
     }
 }
+
+/// On a terminal, a compute longer than a moment draws the progress bar on
+/// stderr (run under a pseudo-terminal made by util-linux `script`).
+#[test]
+fn a_progress_bar_is_drawn_on_a_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: `script` (util-linux) is not installed, no pseudo-terminal to test with");
+        return;
+    }
+    let (_, path) = run_script(
+        "progress",
+        "let parts = [];\nfor i in 0..40 { parts.push(delayed(|x| { let s = 0; for j in 0..60000 { s += j; } s + x }).call(i)); }\nprint(compute(parts).len());\n",
+    );
+    let cmd = format!("{} run {}", env!("CARGO_BIN_EXE_brisk"), path.display());
+    let out = Command::new("script").args(["-qefc", &cmd, "/dev/null"]).output().expect("script");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("40"), "the script ran: {text:?}");
+    assert!(text.contains("tasks |") && text.contains("[#"), "no progress bar drawn: {text:?}");
+    assert!(text.contains("\x1b[2K"), "the bar is cleared at the end: {text:?}");
+}

@@ -9,11 +9,22 @@ use std::sync::Arc;
 use brisk_engine::Value;
 use rhai::{Array, Blob, Dynamic, ImmutableString, Map};
 
+/// How deeply arrays and maps may nest in a value that travels: deeper
+/// values would overflow the stack of whoever walks them.
+pub const MAX_DEPTH: usize = 128;
+
 /// Rhai → engine. `what` names the value in the error ("captured variable k").
 pub fn to_value(d: &Dynamic, what: &str) -> Result<Value, String> {
+    to_value_at(d, what, 0)
+}
+
+fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("{what} nests arrays or maps more than {MAX_DEPTH} levels deep"));
+    }
     if d.is_shared() {
         let inner = d.flatten_clone();
-        return to_value(&inner, what);
+        return to_value_at(&inner, what, depth);
     }
     if d.is_unit() {
         return Ok(Value::Unit);
@@ -36,14 +47,14 @@ pub fn to_value(d: &Dynamic, what: &str) -> Result<Value, String> {
     }
     if d.is_array() {
         let a = d.read_lock::<Array>().ok_or_else(|| format!("{what}: array is locked"))?;
-        let items = a.iter().map(|x| to_value(x, what)).collect::<Result<Vec<_>, _>>()?;
+        let items = a.iter().map(|x| to_value_at(x, what, depth + 1)).collect::<Result<Vec<_>, _>>()?;
         return Ok(Value::list(items));
     }
     if d.is_map() {
         let m = d.read_lock::<Map>().ok_or_else(|| format!("{what}: map is locked"))?;
         let mut out = BTreeMap::new();
         for (k, v) in m.iter() {
-            out.insert(k.to_string(), to_value(v, what)?);
+            out.insert(k.to_string(), to_value_at(v, what, depth + 1)?);
         }
         return Ok(Value::Map(Arc::new(out)));
     }
@@ -92,6 +103,16 @@ mod tests {
         assert_eq!(v.to_json(), r#"{"a":[1,2.5],"s":"x","u":null}"#);
         let back = to_dynamic(&v);
         assert_eq!(to_value(&back, "again").ok(), Some(v));
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        let mut d = Dynamic::from_int(1);
+        for _ in 0..200 {
+            d = Dynamic::from_array(vec![d]);
+        }
+        let e = to_value(&d, "x").expect_err("too deep");
+        assert!(e.contains("more than 128 levels deep"), "{e}");
     }
 
     #[test]

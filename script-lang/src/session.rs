@@ -184,19 +184,7 @@ impl Session {
         let result = self.engine.eval_ast_with_scope::<Dynamic>(&mut self.scope, &self.ast);
         self.ast.clear_statements();
         let code = self.state.code();
-        result.map_err(|e| {
-            ScriptError::runtime(&e, origin, |name| {
-                code.chunks
-                    .iter()
-                    .rev()
-                    .find(|c| {
-                        Engine::new_raw()
-                            .compile(&*c.text)
-                            .is_ok_and(|a| a.iter_functions().any(|f| f.name == name))
-                    })
-                    .map(|c| c.origin.to_string())
-            })
-        })
+        result.map_err(|e| ScriptError::runtime(&e, origin, |name| ship::chunk_defining(&code, name)))
     }
 }
 

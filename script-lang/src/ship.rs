@@ -172,16 +172,19 @@ fn origin_of(e: &EvalAltResult, code: &Code) -> String {
         innermost_fn = Some(name.as_str());
         cur = inner;
     }
-    let Some(name) = innermost_fn else {
-        return code.chunks.last().map(|c| c.origin.to_string()).unwrap_or_default();
-    };
+    innermost_fn
+        .and_then(|name| chunk_defining(code, name))
+        .or_else(|| code.chunks.last().map(|c| c.origin.to_string()))
+        .unwrap_or_default()
+}
+
+/// The origin of the latest chunk that defines a script function `name`.
+/// Compiles chunks again, so it is only for error paths.
+pub fn chunk_defining(code: &Code, name: &str) -> Option<String> {
     let engine = Engine::new_raw();
-    for chunk in code.chunks.iter().rev() {
-        if let Ok(ast) = engine.compile(&*chunk.text)
-            && ast.iter_functions().any(|f| f.name == name)
-        {
-            return chunk.origin.to_string();
-        }
-    }
-    code.chunks.last().map(|c| c.origin.to_string()).unwrap_or_default()
+    code.chunks
+        .iter()
+        .rev()
+        .find(|c| engine.compile(&*c.text).is_ok_and(|ast| ast.iter_functions().any(|f| f.name == name)))
+        .map(|c| c.origin.to_string())
 }

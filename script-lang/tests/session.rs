@@ -195,3 +195,37 @@ fn closures_that_capture_lazy_values_are_refused_at_submit() {
     let e = s.eval("let d = delayed(|x| x).call(1); submit(|x| x + d, 1)", "<t>").expect_err("refused");
     assert!(e.message.contains("captured value #1 of closure 'lambda' is a value of type Delayed"), "{e}");
 }
+
+#[test]
+fn persisted_values_are_reused_not_recomputed() {
+    let (mut s, _) = session();
+    let _ = eval_ok(&mut s, "let x = delayed(|v| v * 2).call(21).persist();");
+    let v = eval_ok(&mut s, "compute(x + 1, x - 1) + [x.compute()]");
+    let v = brisk_script::convert::to_value(&v, "r").expect("value");
+    assert_eq!(v.to_json(), "[43,41,42]");
+    let groups = s.state().runtime().snapshot().groups;
+    let lambda = groups.iter().find(|g| &*g.name == "lambda").expect("lambda group");
+    assert_eq!((lambda.total, lambda.done), (1, 1), "the persisted task ran once");
+    // Dropping the persisted value releases it.
+    let _ = eval_ok(&mut s, "x = ();");
+    assert_eq!(s.state().runtime().tasks_held(), 0);
+}
+
+#[test]
+fn visualize_writes_graphviz_and_refuses_unknown_files() {
+    let (mut s, _) = session();
+    let dir = std::env::temp_dir().join(format!("brisk-viz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("g.dot");
+    let _ = eval_ok(&mut s, "fn inc(x) { x + 1 } let d = delayed(inc).call(delayed(inc).call(1));");
+    let _ = eval_ok(&mut s, &format!("d.visualize({:?})", path.display().to_string()));
+    let dot = std::fs::read_to_string(&path).expect("written");
+    assert!(dot.starts_with("digraph {") && dot.matches("[shape=circle, label=\"inc\"]").count() == 2, "{dot}");
+    let e = s.eval("d.visualize(\"g.txt\")", "<t>").expect_err("bad extension");
+    assert!(e.message.contains("unknown file type \"txt\""), "{e}");
+    let e = s.eval("d.visualize(\"/nonexistent-dir/g.dot\")", "<t>").expect_err("unwritable");
+    assert!(e.message.contains("cannot write /nonexistent-dir/g.dot"), "{e}");
+    let info = eval_ok(&mut s, "d.graph_info()");
+    let info = brisk_script::convert::to_value(&info, "r").expect("value");
+    assert_eq!(info.to_json(), r#"{"bytes":24,"layers":2,"tasks":2}"#);
+}

@@ -8,6 +8,7 @@ mod layer;
 pub mod token;
 
 pub mod cull;
+pub mod dot;
 pub mod fuse;
 pub mod order;
 

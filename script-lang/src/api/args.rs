@@ -50,13 +50,13 @@ impl ArgBuilder {
             self.futures.push(f.0.clone());
             return Ok(self.dep(f.0.key().clone()));
         }
-        if d.is_array() && contains_lazy(d) {
+        if d.is_array() && contains_lazy(d, 0) {
             let a = d.read_lock::<Array>().ok_or("array is locked")?.clone();
             self.token.str("list").u64(a.len() as u64);
             let items = a.iter().map(|x| self.arg(x, what)).collect::<Result<Vec<_>, _>>()?;
             return Ok(Arg::List(items));
         }
-        if d.is_map() && contains_lazy(d) {
+        if d.is_map() && contains_lazy(d, 0) {
             let m = d.read_lock::<Map>().ok_or("map is locked")?.clone();
             self.token.str("map").u64(m.len() as u64);
             let mut items = Vec::with_capacity(m.len());
@@ -72,16 +72,20 @@ impl ArgBuilder {
     }
 }
 
-/// Whether a value holds a lazy value or future anywhere inside.
-fn contains_lazy(d: &Dynamic) -> bool {
+/// Whether a value holds a lazy value or future anywhere inside (not
+/// looking deeper than values may nest, see `convert::MAX_DEPTH`).
+fn contains_lazy(d: &Dynamic, depth: usize) -> bool {
     if d.is::<Delayed>() || d.is::<RFuture>() {
         return true;
     }
+    if depth > crate::convert::MAX_DEPTH {
+        return false;
+    }
     if let Some(a) = d.read_lock::<Array>() {
-        return a.iter().any(contains_lazy);
+        return a.iter().any(|x| contains_lazy(x, depth + 1));
     }
     if let Some(m) = d.read_lock::<Map>() {
-        return m.values().any(contains_lazy);
+        return m.values().any(|x| contains_lazy(x, depth + 1));
     }
     false
 }

@@ -80,7 +80,7 @@ pub fn compute_all(state: &SessionState, values: &[Dynamic]) -> Res<Vec<Dynamic>
     let mut layers = Vec::new();
     let mut outputs = Vec::new();
     for v in values {
-        collect(v, &mut layers, &mut outputs);
+        collect(v, &mut layers, &mut outputs, 0);
     }
     if outputs.is_empty() {
         return Ok(values.to_vec());
@@ -91,31 +91,41 @@ pub fn compute_all(state: &SessionState, values: &[Dynamic]) -> Res<Vec<Dynamic>
     let results = gather(&futures, &state.cancel).map_err(engine_error)?;
     drop(futures);
     let mut it = results.iter();
-    Ok(values.iter().map(|v| replace(v, &mut it)).collect())
+    Ok(values.iter().map(|v| replace(v, &mut it, 0)).collect())
 }
 
-fn collect(v: &Dynamic, layers: &mut Vec<LayerRef>, outputs: &mut Vec<Key>) {
+/// Lazy values inside `v` (arrays and maps are traversed, as Dask does,
+/// down to `convert::MAX_DEPTH`).
+fn collect(v: &Dynamic, layers: &mut Vec<LayerRef>, outputs: &mut Vec<Key>, depth: usize) {
     if let Some((layer, key)) = collection_of(v) {
         layers.push(layer);
         outputs.push(key);
+    } else if depth > crate::convert::MAX_DEPTH {
     } else if let Some(a) = v.read_lock::<Array>() {
-        a.iter().for_each(|x| collect(x, layers, outputs));
+        a.iter().for_each(|x| collect(x, layers, outputs, depth + 1));
     } else if let Some(m) = v.read_lock::<Map>() {
-        m.values().for_each(|x| collect(x, layers, outputs));
+        m.values().for_each(|x| collect(x, layers, outputs, depth + 1));
     }
 }
 
-fn replace<'a>(v: &Dynamic, results: &mut impl Iterator<Item = &'a brisk_engine::Value>) -> Dynamic {
+fn replace<'a>(
+    v: &Dynamic,
+    results: &mut impl Iterator<Item = &'a brisk_engine::Value>,
+    depth: usize,
+) -> Dynamic {
     if collection_of(v).is_some() {
         return results.next().map(to_dynamic).unwrap_or(Dynamic::UNIT);
     }
+    if depth > crate::convert::MAX_DEPTH {
+        return v.clone();
+    }
     if let Some(a) = v.read_lock::<Array>() {
-        return Dynamic::from_array(a.iter().map(|x| replace(x, results)).collect());
+        return Dynamic::from_array(a.iter().map(|x| replace(x, results, depth + 1)).collect());
     }
     if let Some(m) = v.read_lock::<Map>() {
         let mut out = Map::new();
         for (k, x) in m.iter() {
-            out.insert(k.clone(), replace(x, results));
+            out.insert(k.clone(), replace(x, results, depth + 1));
         }
         return Dynamic::from_map(out);
     }
@@ -220,6 +230,12 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         call_task(&st, &Func::Builtin(Builtin::GetItem), "getitem", &[Dynamic::from(x.clone()), i])
     });
     engine.register_get("key", |d: &mut Delayed| d.key.to_string());
+    let st = state.clone();
+    engine.register_fn("persist", move |d: &mut Delayed| persist(&st, d));
+    engine.register_fn("visualize", |d: &mut Delayed, path: &str| -> Res<()> {
+        let graph = materialize(std::slice::from_ref(&d.layer));
+        super::write_graph(&graph, path)
+    });
     engine.register_fn("graph_info", |d: &mut Delayed| -> Map {
         let g = materialize(std::slice::from_ref(&d.layer));
         let mut layers = layer_names(&d.layer);
@@ -268,4 +284,16 @@ fn literal_bytes(op: &Op) -> u64 {
         Op::Call { args, .. } => args.iter().map(arg).sum(),
         Op::Fused(steps) => steps.iter().map(|s| literal_bytes(&s.op)).sum(),
     }
+}
+
+/// `x.persist()`: compute now, keep the result in the runtime's memory, and
+/// return a lazy value backed by it (later graphs read it, nothing reruns).
+fn persist(state: &SessionState, d: &Delayed) -> Res<Delayed> {
+    let graph = materialize(std::slice::from_ref(&d.layer));
+    let mut futures = state.runtime().submit(graph, std::slice::from_ref(&d.key)).map_err(engine_error)?;
+    let future = futures.pop().ok_or_else(|| runtime("persist got no future"))?;
+    // The local scheduler persists synchronously, as Dask's local schedulers do.
+    future.result(&state.cancel).map_err(engine_error)?;
+    let layer = Layer::new(format!("persisted-{}", d.key), Vec::new(), Vec::new());
+    Ok(Delayed { layer, key: d.key.clone(), held: Arc::new(vec![future]) })
 }

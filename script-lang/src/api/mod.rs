@@ -81,3 +81,43 @@ pub fn display(d: &Dynamic) -> String {
     }
     d.to_string()
 }
+
+/// Write a task graph for `visualize`: Graphviz text for `.dot`, and an
+/// image through the `dot` program for `.svg`/`.png` when it is installed.
+pub fn write_graph(graph: &brisk_engine::Graph, path: &str) -> Result<(), Box<rhai::EvalAltResult>> {
+    let text = brisk_engine::graph::dot::to_dot(graph);
+    let ext = std::path::Path::new(path).extension().and_then(|e| e.to_str()).unwrap_or("");
+    match ext {
+        "dot" | "gv" => std::fs::write(path, text)
+            .map_err(|e| crate::error::runtime(format!("visualize: cannot write {path}: {e}"))),
+        "svg" | "png" | "pdf" => {
+            use std::io::Write;
+            let mut child = std::process::Command::new("dot")
+                .arg(format!("-T{ext}"))
+                .arg("-o")
+                .arg(path)
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| {
+                    crate::error::runtime(format!(
+                        "visualize: writing {path} needs Graphviz's `dot` program ({e}); write a .dot file instead"
+                    ))
+                })?;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin
+                    .write_all(text.as_bytes())
+                    .map_err(|e| crate::error::runtime(format!("visualize: dot failed: {e}")))?;
+            }
+            let status =
+                child.wait().map_err(|e| crate::error::runtime(format!("visualize: dot failed: {e}")))?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(crate::error::runtime(format!("visualize: dot could not write {path} ({status})")))
+            }
+        }
+        other => Err(crate::error::runtime(format!(
+            "visualize: unknown file type \"{other}\" for {path} (use .dot, or .svg/.png/.pdf with Graphviz installed)"
+        ))),
+    }
+}
