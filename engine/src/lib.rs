@@ -14,6 +14,9 @@ pub mod ops;
 pub mod scheduler;
 pub mod value;
 
+#[cfg(test)]
+mod testing;
+
 pub use error::{EngineError, SourcePos, TaskError, TaskErrorKind};
 pub use graph::{Graph, Key, Task};
 pub use value::Value;

@@ -220,7 +220,10 @@ fn visualize_writes_graphviz_and_refuses_unknown_files() {
     let _ = eval_ok(&mut s, "fn inc(x) { x + 1 } let d = delayed(inc).call(delayed(inc).call(1));");
     let _ = eval_ok(&mut s, &format!("d.visualize({:?})", path.display().to_string()));
     let dot = std::fs::read_to_string(&path).expect("written");
-    assert!(dot.starts_with("digraph {") && dot.matches("[shape=circle, label=\"inc\"]").count() == 2, "{dot}");
+    assert!(
+        dot.starts_with("digraph {") && dot.matches("[shape=circle, label=\"inc\"]").count() == 2,
+        "{dot}"
+    );
     let e = s.eval("d.visualize(\"g.txt\")", "<t>").expect_err("bad extension");
     assert!(e.message.contains("unknown file type \"txt\""), "{e}");
     let e = s.eval("d.visualize(\"/nonexistent-dir/g.dot\")", "<t>").expect_err("unwritable");

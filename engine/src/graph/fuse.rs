@@ -533,21 +533,7 @@ mod tests {
         assert_eq!(evaluate(&f, &[])[&last], Value::Int(n as i64 - 1));
     }
 
-    /// Deterministic xorshift64*, so random graphs reproduce.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
+    use crate::testing::Rng;
 
     /// A random DAG of `n` tasks whose values stay small: one-dependency
     /// tasks add or take a remainder; wider tasks are pre-fused

@@ -283,21 +283,7 @@ mod tests {
         most
     }
 
-    /// Deterministic xorshift64*, so random graphs reproduce.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
+    use crate::testing::Rng;
 
     /// A random DAG (task i depends only on tasks < i, sometimes on an
     /// external key or on one key twice), in shuffled positions.

@@ -166,7 +166,7 @@ pub(super) struct Sim {
     running: Vec<(WorkerId, TaskId)>,
     pub done: BTreeMap<String, i64>,
     pub erred: BTreeMap<String, String>,
-    rng: u64,
+    rng: crate::testing::Rng,
 }
 
 impl Sim {
@@ -178,15 +178,12 @@ impl Sim {
             running: Vec::new(),
             done: BTreeMap::new(),
             erred: BTreeMap::new(),
-            rng: seed | 1,
+            rng: crate::testing::Rng::new(seed),
         }
     }
 
     pub fn rand(&mut self, n: usize) -> usize {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        (self.rng % n.max(1) as u64) as usize
+        self.rng.below(n)
     }
 
     pub fn submit(&mut self, tasks: &[(String, Vec<String>)], wanted: &[String]) {
