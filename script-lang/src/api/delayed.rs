@@ -186,6 +186,9 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("delayed", move |f: FnPtr| lazy_fn(&st, &f));
     engine.register_fn("delayed", |d: Delayed| d);
+    engine.register_fn("delayed", |x: Dynamic| -> Res<Delayed> {
+        Err(super::wrong_type("delayed", "a function or a lazy value (use delayed_value for data)", &x))
+    });
     let st = state.clone();
     engine.register_fn("delayed_value", move |v: Dynamic| value_task(&st, &v));
     register_call!(engine, state;);

@@ -155,6 +155,16 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     register_submit!(engine, state; a, b, c, d);
     register_submit!(engine, state; a, b, c, d, e);
     register_submit!(engine, state; a, b, c, d, e, g);
+    engine.register_fn("submit", |x: Dynamic| -> Res<RFuture> {
+        Err(super::wrong_type("submit", "a function first", &x))
+    });
+    engine.register_fn("map", |f: Dynamic, _: Dynamic| -> Res<Array> {
+        Err(if f.is::<FnPtr>() {
+            runtime("map expects a function and an array")
+        } else {
+            super::wrong_type("map", "a function first", &f)
+        })
+    });
     let st = state.clone();
     engine.register_fn("map", move |f: FnPtr, a: Array| map_call(&st, &f, &[a]));
     let st = state.clone();

@@ -49,6 +49,17 @@ pub fn worker_engine() -> Engine {
     engine
 }
 
+/// "expected X, got a T (value)" for a wrongly typed argument.
+pub fn wrong_type(function: &str, expected: &str, got: &Dynamic) -> Box<rhai::EvalAltResult> {
+    let shown = display(got);
+    let shown = if shown.chars().count() > 40 {
+        format!("{}…", shown.chars().take(40).collect::<String>())
+    } else {
+        shown
+    };
+    crate::error::runtime(format!("{function} expects {expected}, got {} ({shown})", type_name(got)))
+}
+
 /// The user-facing name of a value's type.
 pub fn type_name(d: &Dynamic) -> String {
     if d.is::<Delayed>() {
