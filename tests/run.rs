@@ -248,13 +248,13 @@ fn a_progress_bar_is_drawn_on_a_terminal() {
     }
     let (_, path) = run_script(
         "progress",
-        "let parts = [];\nfor i in 0..40 { parts.push(delayed(|x| { let s = 0; for j in 0..60000 { s += j; } s + x }).call(i)); }\nprint(compute(parts).len());\n",
+        "let parts = [];\nfor i in 0..40 { parts.push(delayed(|x| { let s = 0; for j in 0..60000 { s += j; } s + x }).call(i)); }\nprint(`n=${compute(parts)[0].len()}`);\n",
     );
     let cmd = format!("{} run {}", env!("CARGO_BIN_EXE_brisk"), path.display());
     let out = Command::new("script").args(["-qefc", &cmd, "/dev/null"]).output().expect("script");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("40"), "the script ran: {text:?}");
+    assert!(text.contains("n=40"), "the script ran: {text:?}");
     assert!(text.contains("tasks |") && text.contains("[#"), "no progress bar drawn: {text:?}");
     assert!(text.contains("\x1b[2K"), "the bar is cleared at the end: {text:?}");
 }

@@ -65,13 +65,13 @@ fn run(ntasks: usize, nworkers: usize, story: usize) -> (f64, u64, f64) {
     while !done {
         for a in actions.drain(..) {
             match a {
-                Action::Run { worker, task, .. } => running.push_back((worker, task)),
+                Action::Run { worker, task, run, .. } => running.push_back((worker, task, run)),
                 Action::Done { .. } => done = true,
                 _ => {}
             }
         }
-        let Some((w, t)) = running.pop_front() else { break };
-        s.task_finished(w, t, 8, 10.0, &mut actions);
+        let Some((w, t, run)) = running.pop_front() else { break };
+        s.task_finished(w, t, run, 8, 10.0, &mut actions);
     }
     let secs = t0.elapsed().as_secs_f64();
     assert!(done, "the graph did not finish");

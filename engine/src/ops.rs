@@ -120,12 +120,16 @@ pub enum StepInput {
 /// What a running task can see of its surroundings.
 pub struct TaskContext<'a> {
     pub key: &'a Key,
+    /// Set when the scheduler cancels this attempt.
     pub cancelled: &'a Arc<AtomicBool>,
+    /// Set when the client that runs this task inline (sync mode) is
+    /// interrupted (Ctrl-C): the task stops, and is not failed.
+    pub interrupt: Option<&'a Arc<AtomicBool>>,
 }
 
 impl TaskContext<'_> {
     pub fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Relaxed)
+        self.cancelled.load(Ordering::Relaxed) || self.interrupt.is_some_and(|i| i.load(Ordering::Relaxed))
     }
 }
 
@@ -174,7 +178,7 @@ pub fn execute(
                     })
                     .collect::<Option<Vec<_>>>()
                     .ok_or_else(|| TaskError::internal("fused step refers to a missing input"))?;
-                let sub = TaskContext { key: &step.key, cancelled: ctx.cancelled };
+                let sub = TaskContext { key: &step.key, cancelled: ctx.cancelled, interrupt: ctx.interrupt };
                 results.push(execute(&step.op, &step_inputs, udfs, &sub)?);
             }
             results.pop().ok_or_else(|| TaskError::internal("empty fused task"))
@@ -293,7 +297,7 @@ mod tests {
     fn run(op: &Op, inputs: &[Value]) -> Result<Value, TaskError> {
         let cancelled = Arc::new(AtomicBool::new(false));
         let key = Key::new("t");
-        execute(op, inputs, &NoUdfs, &TaskContext { key: &key, cancelled: &cancelled })
+        execute(op, inputs, &NoUdfs, &TaskContext { key: &key, cancelled: &cancelled, interrupt: None })
     }
 
     fn call(b: Builtin, args: Vec<Arg>) -> Op {

@@ -76,11 +76,11 @@ thread_local! {
     static ENGINE: RefCell<Option<ThreadEngine>> = const { RefCell::new(None) };
     /// The cancel flag of the task running on this thread, read by the
     /// engine's progress hook so a cancelled closure stops mid-loop.
-    static CURRENT_CANCEL: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
+    static CURRENT_CANCEL: RefCell<Vec<Arc<AtomicBool>>> = const { RefCell::new(Vec::new()) };
 }
 
 fn current_task_cancelled() -> bool {
-    CURRENT_CANCEL.with(|c| c.borrow().as_ref().is_some_and(|f| f.load(Ordering::Relaxed)))
+    CURRENT_CANCEL.with(|c| c.borrow().iter().any(|f| f.load(Ordering::Relaxed)))
 }
 
 /// Compiled code versions kept per thread (a REPL makes one per input).
@@ -106,11 +106,16 @@ impl UdfRunner for RhaiUdfs {
                     ast
                 }
             };
-            CURRENT_CANCEL.with(|c| *c.borrow_mut() = Some(ctx.cancelled.clone()));
+            CURRENT_CANCEL.with(|c| {
+                let mut flags = c.borrow_mut();
+                flags.clear();
+                flags.push(ctx.cancelled.clone());
+                flags.extend(ctx.interrupt.cloned());
+            });
             let mut all: Vec<Dynamic> = udf.curry.iter().map(to_dynamic).collect();
             all.extend(args.iter().map(to_dynamic));
             let result = call_entry(&te.engine, &ast, &udf.entry, all);
-            CURRENT_CANCEL.with(|c| *c.borrow_mut() = None);
+            CURRENT_CANCEL.with(|c| c.borrow_mut().clear());
             match result {
                 Ok(d) => to_value(&d, &format!("the result of '{}'", udf.label)).map_err(TaskError::user),
                 Err(e) => Err(task_error(&e, &udf.code, ctx.is_cancelled())),

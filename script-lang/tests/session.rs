@@ -111,6 +111,24 @@ fn interrupting_a_compute_keeps_the_session_usable() {
 }
 
 #[test]
+fn interrupting_a_sync_compute_stops_the_running_task() {
+    let (mut s, _) = session();
+    let _ = eval_ok(&mut s, r#"config(#{scheduler: "sync"})"#);
+    let cancel: CancelToken = s.cancel_token();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        cancel.cancel();
+    });
+    let t0 = Instant::now();
+    let r = s.eval("delayed(|x| { let i = 0; while true { i += 1; } i }).call(1).compute()", "<test>");
+    stopper.join().expect("join");
+    assert_eq!(r.expect_err("interrupted").kind, ErrorKind::Cancelled);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert_eq!(eval_ok(&mut s, "delayed(|x| x + 1).call(1).compute()").as_int().ok(), Some(2));
+    assert_eq!(s.state().runtime().tasks_held(), 0);
+}
+
+#[test]
 fn an_interrupt_also_stops_a_plain_script_loop() {
     let (mut s, _) = session();
     let cancel = s.cancel_token();
@@ -184,7 +202,7 @@ fn ship_child() {
     let runner = brisk_script::ship::RhaiUdfs::new(brisk_script::api::worker_engine);
     let key = brisk_engine::Key::new("t");
     let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let ctx = TaskContext { key: &key, cancelled: &cancelled };
+    let ctx = TaskContext { key: &key, cancelled: &cancelled, interrupt: None };
     let v = runner.call(&udf, vec![Value::Int(4)], &ctx).expect("runs");
     println!("RESULT {v}");
 }

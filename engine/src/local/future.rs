@@ -208,7 +208,7 @@ impl Iterator for AsCompleted {
             match rt {
                 Some(rt) if rt.is_sync() => {
                     // Nobody else runs tasks in sync mode: run one here.
-                    if let Err(e) = rt.run_one_inline() {
+                    if let Err(e) = rt.run_one_inline(&self.cancel) {
                         return Some(Err(e));
                     }
                 }

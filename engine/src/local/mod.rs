@@ -67,6 +67,11 @@ impl CancelToken {
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
+
+    /// The flag itself, for code that must poll it where a token cannot go.
+    pub fn flag(&self) -> &Arc<AtomicBool> {
+        &self.0
+    }
 }
 
 /// The local runtime. Dropping it stops its threads; futures that outlive
@@ -93,6 +98,7 @@ struct Spec {
 struct Job {
     priority: Priority,
     task: TaskId,
+    run: u32,
     key: Key,
     op: Arc<Op>,
     inputs: Vec<Value>,
@@ -353,24 +359,32 @@ impl Shared {
     fn apply(&self, st: &mut State) {
         while !st.out.is_empty() {
             let actions = std::mem::take(&mut st.out);
-            let mut failures = Vec::new();
+            let mut failures: Vec<(TaskId, u32, TaskError)> = Vec::new();
             for a in actions {
                 match a {
-                    Action::Run { task, priority, .. } => {
+                    Action::Run { task, run, priority, .. } => {
                         let Some(spec) = st.specs.get(&task) else {
-                            failures.push((task, TaskError::internal("no definition for a task to run")));
+                            failures.push((
+                                task,
+                                run,
+                                TaskError::internal("no definition for a task to run"),
+                            ));
                             continue;
                         };
                         let inputs: Option<Vec<Value>> =
                             spec.inputs.iter().map(|i| st.store.get(i).map(|(v, _)| v.clone())).collect();
                         let Some(inputs) = inputs else {
-                            failures.push((task, TaskError::internal("an input of a task is not in memory")));
+                            failures.push((
+                                task,
+                                run,
+                                TaskError::internal("an input of a task is not in memory"),
+                            ));
                             continue;
                         };
                         let cancel = Arc::new(AtomicBool::new(false));
                         st.running.insert(task, cancel.clone());
                         let key = st.core.key(task).cloned().unwrap_or_else(|| Key::new("?"));
-                        st.jobs.push(Job { priority, task, key, op: spec.op.clone(), inputs, cancel });
+                        st.jobs.push(Job { priority, task, run, key, op: spec.op.clone(), inputs, cancel });
                         if st.idle > 0 {
                             self.work.notify_one();
                         }
@@ -412,9 +426,9 @@ impl Shared {
                 }
             }
             let w = st.worker;
-            for (task, e) in failures {
+            for (task, run, e) in failures {
                 let mut out = std::mem::take(&mut st.out);
-                st.core.task_failed(w, task, e, &mut out);
+                st.core.task_failed(w, task, run, e, &mut out);
                 st.out = out;
             }
         }
@@ -438,7 +452,7 @@ impl Shared {
             st.busy += 1;
             drop(st);
             let start = self.started.elapsed();
-            let result = self.run_job(&job);
+            let result = self.run_job(&job, None);
             let stop = self.started.elapsed();
             st = self.lock();
             st.busy -= 1;
@@ -446,8 +460,12 @@ impl Shared {
         }
     }
 
-    fn run_job(&self, job: &Job) -> Result<Value, TaskError> {
-        let ctx = TaskContext { key: &job.key, cancelled: &job.cancel };
+    fn run_job(&self, job: &Job, interrupt: Option<&CancelToken>) -> Result<Value, TaskError> {
+        let ctx = TaskContext {
+            key: &job.key,
+            cancelled: &job.cancel,
+            interrupt: interrupt.map(CancelToken::flag),
+        };
         match catch_unwind(AssertUnwindSafe(|| execute(&job.op, &job.inputs, &*self.udfs, &ctx))) {
             Ok(r) => r,
             Err(panic) => {
@@ -475,6 +493,10 @@ impl Shared {
         }
         let w = st.worker;
         let ok = result.is_ok();
+        if ok && st.core.current_run(job.task) != Some(job.run) {
+            // A cancelled attempt finished late: its result belongs to nobody.
+            return;
+        }
         let mut out = std::mem::take(&mut st.out);
         match result {
             Ok(v) => {
@@ -484,9 +506,9 @@ impl Shared {
                 }
                 st.memory_bytes += n;
                 let micros = (stop - start).as_secs_f64() * 1e6;
-                st.core.task_finished(w, job.task, n, micros, &mut out);
+                st.core.task_finished(w, job.task, job.run, n, micros, &mut out);
             }
-            Err(e) => st.core.task_failed(w, job.task, e, &mut out),
+            Err(e) => st.core.task_failed(w, job.task, job.run, e, &mut out),
         }
         st.out = out;
         self.apply(st);
@@ -504,8 +526,9 @@ impl Shared {
         }
     }
 
-    /// Sync mode: run the next job on this thread.
-    pub(crate) fn run_one_inline(&self) -> Result<(), EngineError> {
+    /// Sync mode: run the next job on this thread. An interrupt of the
+    /// waiting client stops the job and puts it back: the task did not fail.
+    pub(crate) fn run_one_inline(&self, interrupt: &CancelToken) -> Result<(), EngineError> {
         let mut st = self.lock();
         let job = loop {
             match st.jobs.pop() {
@@ -521,10 +544,15 @@ impl Shared {
         st.busy += 1;
         drop(st);
         let start = self.started.elapsed();
-        let result = self.run_job(&job);
+        let result = self.run_job(&job, Some(interrupt));
         let stop = self.started.elapsed();
         let mut st = self.lock();
         st.busy -= 1;
+        let interrupted = interrupt.is_cancelled() && !job.cancel.load(Ordering::Relaxed);
+        if interrupted && matches!(&result, Err(e) if e.kind == crate::TaskErrorKind::Cancelled) {
+            st.jobs.push(job);
+            return Err(EngineError::Cancelled);
+        }
         self.finish(&mut st, job, result, 0, start, stop);
         Ok(())
     }
@@ -539,7 +567,7 @@ impl Shared {
                     return Err(EngineError::Cancelled);
                 }
                 if self.config.sync {
-                    self.run_one_inline()?;
+                    self.run_one_inline(cancel)?;
                 } else if future::wait_cell(cell, Duration::from_millis(50)) != Status::Pending {
                     break;
                 }

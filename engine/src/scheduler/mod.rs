@@ -145,7 +145,9 @@ impl Default for SchedulerConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     /// Run the task on the worker (its inputs are at `Scheduler::who_has`).
-    Run { worker: WorkerId, task: TaskId, priority: Priority },
+    /// `run` numbers the attempt; the worker's report must carry it back, so
+    /// a late report of a cancelled attempt is never taken for a newer one.
+    Run { worker: WorkerId, task: TaskId, run: u32, priority: Priority },
     /// Stop a task on a worker: nobody needs it any more (or it moved).
     Cancel { worker: WorkerId, task: TaskId },
     /// Drop a result from a worker's memory.
@@ -231,6 +233,8 @@ struct TaskRec {
     resources: Vec<(u16, f64)>,
     who_has: Vec<WorkerId>,
     processing_on: Option<WorkerId>,
+    /// The current attempt (Dask's `run_id`), counted on every assignment.
+    run: u32,
     nbytes: u64,
     /// Times a worker died while running this task.
     suspicious: u32,
@@ -336,6 +340,11 @@ impl Scheduler {
 
     pub fn processing_on(&self, t: TaskId) -> Option<WorkerId> {
         self.tasks.get(t.0).and_then(|r| r.processing_on)
+    }
+
+    /// The attempt a report must name to be accepted, while the task runs.
+    pub fn current_run(&self, t: TaskId) -> Option<u32> {
+        self.tasks.get(t.0).filter(|r| r.state == TaskState::Processing).map(|r| r.run)
     }
 
     pub fn wants(&self, t: TaskId) -> u32 {

@@ -81,6 +81,8 @@ impl Scheduler {
     pub(super) fn assign(&mut self, t: TaskId, w: WorkerId, out: &mut Vec<Action>) {
         let r = self.rec_mut(t);
         r.processing_on = Some(w);
+        r.run = r.run.wrapping_add(1);
+        let run = r.run;
         let priority = r.priority;
         let resources = r.resources.clone();
         self.set_state(t, TaskState::Processing);
@@ -91,7 +93,7 @@ impl Scheduler {
             }
         }
         self.update_free(w);
-        out.push(Action::Run { worker: w, task: t, priority });
+        out.push(Action::Run { worker: w, task: t, run, priority });
     }
 
     /// The task no longer runs on `w` (finished, failed, cancelled).

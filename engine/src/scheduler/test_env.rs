@@ -112,14 +112,16 @@ impl TestEnv {
     pub fn finish_bytes(&mut self, key: &str, nbytes: u64) {
         let t = self.id(key);
         let w = self.s.processing_on(t).unwrap_or_else(|| panic!("{key} is not processing"));
-        self.s.task_finished(w, t, nbytes, 100.0, &mut self.out);
+        let run = self.s.current_run(t).unwrap_or_default();
+        self.s.task_finished(w, t, run, nbytes, 100.0, &mut self.out);
         self.check();
     }
 
     pub fn fail(&mut self, key: &str, message: &str) {
         let t = self.id(key);
         let w = self.s.processing_on(t).unwrap_or_else(|| panic!("{key} is not processing"));
-        self.s.task_failed(w, t, TaskError::user(message), &mut self.out);
+        let run = self.s.current_run(t).unwrap_or_default();
+        self.s.task_failed(w, t, run, TaskError::user(message), &mut self.out);
         self.check();
     }
 
@@ -163,7 +165,7 @@ pub(super) struct Sim {
     pub env: TestEnv,
     deps: HashMap<String, Vec<String>>,
     data: HashMap<(WorkerId, TaskId), i64>,
-    running: Vec<(WorkerId, TaskId)>,
+    running: Vec<(WorkerId, TaskId, u32)>,
     pub done: BTreeMap<String, i64>,
     pub erred: BTreeMap<String, String>,
     rng: crate::testing::Rng,
@@ -225,8 +227,8 @@ impl Sim {
         let actions = std::mem::take(&mut self.env.out);
         for a in actions {
             match a {
-                Action::Run { worker, task, .. } => self.running.push((worker, task)),
-                Action::Cancel { worker, task } => self.running.retain(|x| *x != (worker, task)),
+                Action::Run { worker, task, run, .. } => self.running.push((worker, task, run)),
+                Action::Cancel { worker, task } => self.running.retain(|x| (x.0, x.1) != (worker, task)),
                 Action::Free { worker, task } => {
                     self.data.remove(&(worker, task));
                 }
@@ -249,7 +251,7 @@ impl Sim {
             return false;
         }
         let i = self.rand(self.running.len());
-        let (w, t) = self.running.swap_remove(i);
+        let (w, t, run) = self.running.swap_remove(i);
         let mut v = 1;
         for d in self.env.s.dependencies(t).to_vec() {
             let holder = self.env.s.who_has(d).first().copied();
@@ -257,7 +259,7 @@ impl Sim {
             v += value.unwrap_or_else(|| panic!("input {:?} of {:?} is nowhere", d, t));
         }
         self.data.insert((w, t), v);
-        self.env.s.task_finished(w, t, 8, 50.0, &mut self.env.out);
+        self.env.s.task_finished(w, t, run, 8, 50.0, &mut self.env.out);
         self.env.check();
         self.absorb();
         true
@@ -266,7 +268,7 @@ impl Sim {
     pub fn kill(&mut self, name: &str) {
         let w = self.env.ids[name];
         self.data.retain(|(x, _), _| *x != w);
-        self.running.retain(|(x, _)| *x != w);
+        self.running.retain(|(x, _, _)| *x != w);
         self.env.kill(name);
         self.absorb();
     }

@@ -163,10 +163,40 @@ fn stale_reports_change_nothing() {
     e.release("a");
     e.take();
     let mut out = Vec::new();
-    e.s.task_finished(w, a, 8, 1.0, &mut out);
+    e.s.task_finished(w, a, 1, 8, 1.0, &mut out);
     assert_eq!(out, vec![Action::Free { worker: w, task: a }]);
     out.clear();
-    e.s.task_failed(w, a, TaskError::user("late"), &mut out);
+    e.s.task_failed(w, a, 1, TaskError::user("late"), &mut out);
+    assert_eq!(out, vec![Action::Free { worker: w, task: a }], "a late failure frees whatever it left");
+    e.s.validate().expect("valid");
+}
+
+#[test]
+fn a_late_report_of_a_cancelled_attempt_is_not_taken_for_the_new_one() {
+    let mut e = TestEnv::new();
+    let w = e.worker("w1", 1);
+    // `keep` depends on `a`, so `a` stays known (released) after a cancel.
+    e.submit(&[("a", &[]), ("keep", &["a"])], &["keep"]);
+    e.finish("a");
+    e.finish("keep");
+    e.take();
+    let a = e.id("a");
+    let mut out = Vec::new();
+    e.s.want(&Key::new("a"), &mut out).expect("known");
+    let first = e.s.current_run(a).expect("running");
+    e.s.release(a, &mut out);
+    e.s.want(&Key::new("a"), &mut out).expect("known");
+    let second = e.s.current_run(a).expect("running again");
+    assert_ne!(first, second);
+    out.clear();
+    // The cancelled attempt reports late, as a failure and as a result: both ignored.
+    e.s.task_failed(w, a, first, TaskError::cancelled(), &mut out);
+    e.s.task_finished(w, a, first, 8, 1.0, &mut out);
+    assert_eq!(e.s.state(a), Some(TaskState::Processing));
+    assert_eq!(out, vec![Action::Free { worker: w, task: a }, Action::Free { worker: w, task: a }]);
+    out.clear();
+    e.s.task_finished(w, a, second, 8, 1.0, &mut out);
+    assert_eq!(out, vec![Action::Done { task: a }]);
     e.s.validate().expect("valid");
 }
 

@@ -140,6 +140,7 @@ impl Scheduler {
                 resources,
                 who_has: Vec::new(),
                 processing_on: None,
+                run: 0,
                 nbytes: 0,
                 suspicious: 0,
                 counted_done: false,
@@ -202,17 +203,18 @@ impl Scheduler {
         self.after_stimulus(out);
     }
 
-    /// A worker finished a task and holds its result of `nbytes`.
+    /// A worker finished attempt `run` of a task and holds its result of `nbytes`.
     pub fn task_finished(
         &mut self,
         w: WorkerId,
         t: TaskId,
+        run: u32,
         nbytes: u64,
         duration_us: f64,
         out: &mut Vec<Action>,
     ) {
         self.stimulus += 1;
-        if !self.accept_report(w, t, out) {
+        if !self.accept_report(w, t, run, out) {
             return;
         }
         self.unassign(t, w);
@@ -257,9 +259,9 @@ impl Scheduler {
 
     /// A worker reports that a task failed. Retried while it has retries
     /// left; otherwise it and everything waiting on it err.
-    pub fn task_failed(&mut self, w: WorkerId, t: TaskId, error: TaskError, out: &mut Vec<Action>) {
+    pub fn task_failed(&mut self, w: WorkerId, t: TaskId, run: u32, error: TaskError, out: &mut Vec<Action>) {
         self.stimulus += 1;
-        if !self.accept_report(w, t, out) {
+        if !self.accept_report(w, t, run, out) {
             return;
         }
         self.unassign(t, w);
@@ -278,13 +280,13 @@ impl Scheduler {
 
     // ---- internals -------------------------------------------------------
 
-    /// Check that a worker's report is about a task it is running now. A
-    /// stale report (cancelled task, dead worker, duplicate) changes nothing,
-    /// but an unexpected result is freed on the worker.
-    fn accept_report(&mut self, w: WorkerId, t: TaskId, out: &mut Vec<Action>) -> bool {
+    /// Check that a worker's report is about the attempt it is running now.
+    /// A stale report (a cancelled attempt, a dead worker, a duplicate)
+    /// changes nothing, but an unexpected result is freed on the worker.
+    fn accept_report(&mut self, w: WorkerId, t: TaskId, run: u32, out: &mut Vec<Action>) -> bool {
         let worker_live = self.workers.get(w.0).is_some();
         match self.tasks.get(t.0) {
-            Some(r) if r.state == TaskState::Processing && r.processing_on == Some(w) => true,
+            Some(r) if r.state == TaskState::Processing && r.processing_on == Some(w) && r.run == run => true,
             Some(r) => {
                 if worker_live && !r.who_has.contains(&w) {
                     out.push(Action::Free { worker: w, task: t });
