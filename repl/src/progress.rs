@@ -44,7 +44,12 @@ fn draw_loop(state: &SessionState, stop: &AtomicBool) {
         std::thread::sleep(Duration::from_millis(100));
         let snap = state.runtime().snapshot();
         let (done, total) = snap.totals();
-        let pending = total > done;
+        // Pending = tasks that still have to run now (tasks released unrun,
+        // after an error or an interrupt, never count as done).
+        let pending = snap.groups.iter().any(|g| g.waiting + g.queued + g.processing > 0);
+        if burst.is_some_and(|((d0, t0), _)| done < d0 || total < t0) {
+            burst = None; // a new runtime (config changed): start over
+        }
         match (pending, burst) {
             (true, None) => burst = Some(((done, total), Instant::now())),
             (false, Some(_)) => {
@@ -60,8 +65,8 @@ fn draw_loop(state: &SessionState, stop: &AtomicBool) {
         if let Some(((d0, _), since)) = burst
             && since.elapsed() > Duration::from_millis(300)
         {
-            let d = done - d0;
-            let t = total - d0;
+            let d = done.saturating_sub(d0);
+            let t = total.saturating_sub(d0).max(d);
             let _ = write!(err, "\r\x1b[2K{}", line(d, t, since.elapsed(), snap.memory_bytes));
             let _ = err.flush();
             drawn = true;

@@ -215,6 +215,14 @@ fn closures_that_capture_lazy_values_are_refused_at_submit() {
 }
 
 #[test]
+fn scatter_splits_one_level_of_an_array() {
+    let (mut s, _) = session();
+    let v = eval_ok(&mut s, "let fs = scatter([1, [2, 3]]); [fs.len(), fs[0].status, gather(fs)]");
+    let v = brisk_script::convert::to_value(&v, "r").expect("value");
+    assert_eq!(v.to_json(), r#"[2,"finished",[1,[2,3]]]"#);
+}
+
+#[test]
 fn persisted_values_are_reused_not_recomputed() {
     let (mut s, _) = session();
     let _ = eval_ok(&mut s, "let x = delayed(|v| v * 2).call(21).persist();");

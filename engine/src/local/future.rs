@@ -35,9 +35,12 @@ impl Status {
     }
 }
 
+/// Where to announce that a cell settled: `as_completed` gets the position.
+type Waker = (Sender<usize>, usize);
+
 /// The completion slot the runtime fills in.
 pub(crate) struct Cell {
-    state: Mutex<(Status, Vec<Sender<()>>)>,
+    state: Mutex<(Status, Vec<Waker>)>,
     cond: Condvar,
 }
 
@@ -46,7 +49,7 @@ impl Cell {
         Arc::new(Cell { state: Mutex::new((Status::Pending, Vec::new())), cond: Condvar::new() })
     }
 
-    fn lock(&self) -> MutexGuard<'_, (Status, Vec<Sender<()>>)> {
+    fn lock(&self) -> MutexGuard<'_, (Status, Vec<Waker>)> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -57,8 +60,8 @@ impl Cell {
             return;
         }
         g.0 = status;
-        for s in g.1.drain(..) {
-            let _ = s.try_send(());
+        for (s, index) in g.1.drain(..) {
+            let _ = s.try_send(index);
         }
         self.cond.notify_all();
     }
@@ -67,18 +70,18 @@ impl Cell {
         self.lock().0.clone()
     }
 
-    /// Register a wake-up for `as_completed`; returns false if already settled.
-    fn notify_on_settle(&self, tx: Sender<()>) -> bool {
+    /// Send `index` on `tx` once settled (at once if it already is).
+    fn notify_on_settle(&self, tx: Sender<usize>, index: usize) {
         let mut g = self.lock();
         if g.0 != Status::Pending {
-            return false;
+            let _ = tx.try_send(index);
+        } else {
+            g.1.push((tx, index));
         }
-        g.1.push(tx);
-        true
     }
 
     /// Wait up to `timeout` for the cell to settle.
-    fn wait_timeout(&self, timeout: Duration) -> Status {
+    pub(crate) fn wait_timeout(&self, timeout: Duration) -> Status {
         let g = self.lock();
         if g.0 != Status::Pending {
             return g.0.clone();
@@ -141,8 +144,10 @@ impl Future {
 
     /// Block until the result is there (running tasks inline in sync mode).
     pub fn result(&self, cancel: &CancelToken) -> Result<Value, EngineError> {
-        let rt = self.inner.runtime.upgrade().ok_or(EngineError::Shutdown)?;
-        rt.wait_for(std::slice::from_ref(&self.inner.cell), cancel)?;
+        if self.status() == Status::Pending {
+            let rt = self.inner.runtime.upgrade().ok_or(EngineError::Shutdown)?;
+            rt.wait_for(std::slice::from_ref(&self.inner.cell), cancel)?;
+        }
         match self.status() {
             Status::Finished(v) => Ok(v),
             Status::Error(error) => Err(EngineError::Task { key: self.inner.key.clone(), error }),
@@ -159,11 +164,14 @@ impl Future {
     }
 }
 
-/// Wait for all futures to settle (`wait(futs)`).
+/// Wait for all futures to settle (`wait(futs)`). Futures may come from
+/// different runtimes; a future whose runtime is gone cannot settle.
 pub fn wait(futures: &[Future], cancel: &CancelToken) -> Result<(), EngineError> {
-    let Some(rt) = futures.first().and_then(|f| f.inner.runtime.upgrade()) else { return Ok(()) };
-    let cells: Vec<Arc<Cell>> = futures.iter().map(|f| f.inner.cell.clone()).collect();
-    rt.wait_for(&cells, cancel)
+    for f in futures.iter().filter(|f| !f.done()) {
+        let rt = f.inner.runtime.upgrade().ok_or(EngineError::Shutdown)?;
+        rt.wait_for(std::slice::from_ref(&f.inner.cell), cancel)?;
+    }
+    Ok(())
 }
 
 /// Results of all futures, in order (`gather(futs)`); the first error wins.
@@ -175,18 +183,28 @@ pub fn gather(futures: &[Future], cancel: &CancelToken) -> Result<Vec<Value>, En
 /// Futures in the order they finish (`as_completed(futs)`), as an iterator
 /// that blocks for the next one.
 pub struct AsCompleted {
-    pending: Vec<Future>,
-    rx: crossbeam_channel::Receiver<()>,
+    /// Futures not handed out yet, by their position in the input.
+    slots: Vec<Option<Future>>,
+    left: usize,
+    /// Positions of settled futures, in the order they settled.
+    rx: crossbeam_channel::Receiver<usize>,
     cancel: CancelToken,
 }
 
 impl AsCompleted {
     pub fn new(futures: Vec<Future>, cancel: CancelToken) -> AsCompleted {
         let (tx, rx) = crossbeam_channel::unbounded();
-        for f in &futures {
-            f.inner.cell.notify_on_settle(tx.clone());
+        for (i, f) in futures.iter().enumerate() {
+            f.inner.cell.notify_on_settle(tx.clone(), i);
         }
-        AsCompleted { pending: futures, rx, cancel }
+        let left = futures.len();
+        AsCompleted { slots: futures.into_iter().map(Some).collect(), left, rx, cancel }
+    }
+
+    fn take(&mut self, i: usize) -> Option<Future> {
+        let f = self.slots.get_mut(i).and_then(Option::take)?;
+        self.left -= 1;
+        Some(f)
     }
 }
 
@@ -195,17 +213,19 @@ impl Iterator for AsCompleted {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if self.pending.is_empty() {
+            if self.left == 0 {
                 return None;
             }
-            if let Some(i) = self.pending.iter().position(Future::done) {
-                return Some(Ok(self.pending.remove(i)));
+            if let Ok(i) = self.rx.try_recv()
+                && let Some(f) = self.take(i)
+            {
+                return Some(Ok(f));
             }
             if self.cancel.is_cancelled() {
                 return Some(Err(EngineError::Cancelled));
             }
-            let rt = self.pending[0].inner.runtime.upgrade();
-            match rt {
+            let any = self.slots.iter().flatten().next()?;
+            match any.inner.runtime.upgrade() {
                 Some(rt) if rt.is_sync() => {
                     // Nobody else runs tasks in sync mode: run one here.
                     if let Err(e) = rt.run_one_inline(&self.cancel) {
@@ -213,14 +233,14 @@ impl Iterator for AsCompleted {
                     }
                 }
                 Some(_) => {
-                    let _ = self.rx.recv_timeout(Duration::from_millis(50));
+                    if let Ok(i) = self.rx.recv_timeout(Duration::from_millis(50))
+                        && let Some(f) = self.take(i)
+                    {
+                        return Some(Ok(f));
+                    }
                 }
                 None => return Some(Err(EngineError::Shutdown)),
             }
         }
     }
-}
-
-pub(crate) fn wait_cell(cell: &Cell, timeout: Duration) -> Status {
-    cell.wait_timeout(timeout)
 }

@@ -267,7 +267,20 @@ impl Shared {
 
     fn submit(self: &Arc<Self>, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
         let culled = graph::cull::cull(graph, outputs);
-        let optimized = if self.config.fuse { graph::fuse::fuse(culled, outputs) } else { culled };
+        let optimized = if self.config.fuse {
+            // Keys the scheduler already has (running for a future, held)
+            // must stay addressable, or fusion would compute them again.
+            let mut keep = outputs.to_vec();
+            {
+                let st = self.lock();
+                keep.extend(
+                    culled.tasks().iter().filter(|t| st.core.lookup(&t.key).is_some()).map(|t| t.key.clone()),
+                );
+            }
+            graph::fuse::fuse(culled, &keep)
+        } else {
+            culled
+        };
         let order = graph::order::order(&optimized, outputs);
         self.check_resources(&optimized)?;
         let tasks = optimized.into_tasks();
@@ -568,7 +581,7 @@ impl Shared {
                 }
                 if self.config.sync {
                     self.run_one_inline(cancel)?;
-                } else if future::wait_cell(cell, Duration::from_millis(50)) != Status::Pending {
+                } else if cell.wait_timeout(Duration::from_millis(50)) != Status::Pending {
                     break;
                 }
             }

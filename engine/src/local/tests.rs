@@ -132,6 +132,10 @@ impl UdfRunner for TestUdfs {
                 Err(TaskError::cancelled())
             }
             "panic" => panic!("boom in a task"),
+            "sleep" => {
+                std::thread::sleep(Duration::from_millis(300));
+                Ok(args.into_iter().next().unwrap_or_default())
+            }
             _ => Ok(args.into_iter().next().unwrap_or_default()),
         }
     }
@@ -187,6 +191,35 @@ fn a_panicking_task_becomes_a_failed_task() {
         assert!(e.to_string().contains("panicked: boom in a task"), "{e}");
         assert_eq!(futs[1].result(&CancelToken::new()).ok(), Some(Value::Int(1)));
     }
+}
+
+#[test]
+fn as_completed_yields_in_finishing_order() {
+    let rt = Runtime::new(LocalConfig { threads: 2, ..LocalConfig::default() }, Arc::new(TestUdfs));
+    let slow =
+        rt.submit(Graph::from_tasks(vec![udf_task("slow-1", "sleep")]), &[Key::new("slow-1")]).expect("s");
+    let quick =
+        rt.submit(Graph::from_tasks(vec![udf_task("quick-1", "id")]), &[Key::new("quick-1")]).expect("q");
+    let all = vec![slow[0].clone(), quick[0].clone()];
+    let order: Vec<String> =
+        AsCompleted::new(all, CancelToken::new()).map(|f| f.expect("ok").key().to_string()).collect();
+    assert_eq!(order, ["quick-1", "slow-1"]);
+}
+
+#[test]
+fn fusion_never_swallows_a_key_the_scheduler_already_holds() {
+    let rt = Runtime::new(LocalConfig { threads: 1, ..LocalConfig::default() }, Arc::new(NoUdfs));
+    let held =
+        rt.submit(Graph::from_tasks(vec![lit("x-00000000", 20)]), &[Key::new("x-00000000")]).expect("x");
+    held[0].result(&CancelToken::new()).expect("x done");
+    // x -> y is a linear chain that fusion would merge, recomputing x.
+    let g = Graph::from_tasks(vec![lit("x-00000000", 20), call("y-00000000", Builtin::Neg, &["x-00000000"])]);
+    assert_eq!(
+        rt.compute(g, &[Key::new("y-00000000")], &CancelToken::new()).ok(),
+        Some(vec![Value::Int(-20)])
+    );
+    let x = rt.snapshot().groups.into_iter().find(|g| &*g.name == "x").expect("group x");
+    assert_eq!((x.total, x.done), (1, 1), "x ran once");
 }
 
 #[test]

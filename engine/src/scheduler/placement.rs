@@ -106,7 +106,8 @@ impl Scheduler {
             && wr.processing.remove(&t)
         {
             for (id, amount) in resources {
-                wr.available[id as usize] += amount;
+                let i = id as usize;
+                wr.available[i] = (wr.available[i] + amount).min(wr.resources[i]);
             }
         }
         if had_resources {
@@ -115,7 +116,8 @@ impl Scheduler {
         self.update_free(w);
     }
 
-    fn slots(&self, w: WorkerId) -> usize {
+    /// How many tasks a worker takes before root tasks wait in the queue.
+    pub(super) fn slots(&self, w: WorkerId) -> usize {
         self.workers
             .get(w.0)
             .map_or(0, |wr| (f64::from(wr.nthreads) * self.config.worker_saturation).ceil().max(1.0) as usize)
@@ -182,9 +184,10 @@ impl Scheduler {
             let needs = self.rec(t).resources.clone();
             let mut best: Option<(usize, WorkerId)> = None;
             for (id, wr) in self.workers.iter() {
+                // Amounts are fractions (GPU: 0.5); allow for float rounding.
                 let fits = needs
                     .iter()
-                    .all(|(r, amount)| wr.available.get(*r as usize).is_some_and(|a| a >= amount));
+                    .all(|(r, amount)| wr.available.get(*r as usize).is_some_and(|a| *a + 1e-9 >= *amount));
                 if fits && best.is_none_or(|(n, _)| wr.processing.len() < n) {
                     best = Some((wr.processing.len(), WorkerId(id)));
                 }

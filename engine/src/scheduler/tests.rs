@@ -40,6 +40,18 @@ fn equal_keys_submitted_twice_run_once() {
 }
 
 #[test]
+fn a_dependency_listed_several_times_counts_once() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.submit(&[("a", &[]), ("b", &["a", "a", "a"])], &["b"]);
+    e.expect(&["run a on w1"]);
+    e.finish("a");
+    e.expect(&["run b on w1"]);
+    e.finish("b");
+    e.expect(&["done b", "free a on w1"]);
+}
+
+#[test]
 fn already_computed_keys_are_reported_at_once() {
     let mut e = TestEnv::new();
     e.worker("w1", 1);

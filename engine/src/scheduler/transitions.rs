@@ -109,13 +109,12 @@ impl Scheduler {
         let mut added = Vec::with_capacity(order.len());
         for i in order {
             let Some(nt) = slots[i].take() else { continue };
-            let mut deps: Vec<TaskId> = Vec::with_capacity(nt.deps.len());
-            for d in &nt.deps {
-                if let Some(&id) = self.keys.get(d)
-                    && !deps.contains(&id)
-                {
-                    deps.push(id);
-                }
+            let mut deps: Vec<TaskId> = nt.deps.iter().filter_map(|d| self.keys.get(d).copied()).collect();
+            if deps.len() > 1 {
+                // Sort and dedup: linear scans would be quadratic for a task
+                // that reads 100,000 inputs.
+                deps.sort_unstable();
+                deps.dedup();
             }
             let group = self.group_of(&nt.key);
             let (user, retries, resources) = match &nt.annotations {

@@ -112,7 +112,7 @@ impl Scheduler {
                     ));
                 }
             }
-            let free = wr.processing.len() < self.slots_of(w);
+            let free = wr.processing.len() < self.slots(w);
             if free != wr.free_pos.is_some() || wr.free_pos.is_some_and(|p| self.free.get(p) != Some(&w)) {
                 return Err(format!("worker {}: free-set membership is wrong", wr.name));
             }
@@ -126,11 +126,5 @@ impl Scheduler {
             }
         }
         Ok(())
-    }
-
-    fn slots_of(&self, w: WorkerId) -> usize {
-        self.workers
-            .get(w.0)
-            .map_or(0, |wr| (f64::from(wr.nthreads) * self.config.worker_saturation).ceil().max(1.0) as usize)
     }
 }

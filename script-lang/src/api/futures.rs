@@ -31,11 +31,11 @@ pub struct Client {
 pub struct AsCompletedIter(Arc<Mutex<Option<AsCompleted>>>);
 
 impl IntoIterator for AsCompletedIter {
-    type Item = RFuture;
+    type Item = Res<RFuture>;
     type IntoIter = Streaming;
 
-    /// Each step blocks until the next future finishes; a cancelled wait
-    /// (Ctrl-C) ends the loop.
+    /// Each step blocks until the next future finishes; an interrupt or a
+    /// runtime that went away ends the loop with an error.
     fn into_iter(self) -> Streaming {
         Streaming(self.0.lock().ok().and_then(|mut g| g.take()))
     }
@@ -45,10 +45,10 @@ impl IntoIterator for AsCompletedIter {
 pub struct Streaming(Option<AsCompleted>);
 
 impl Iterator for Streaming {
-    type Item = RFuture;
+    type Item = Res<RFuture>;
 
-    fn next(&mut self) -> Option<RFuture> {
-        self.0.as_mut()?.next()?.ok().map(RFuture)
+    fn next(&mut self) -> Option<Res<RFuture>> {
+        Some(self.0.as_mut()?.next()?.map(RFuture).map_err(engine_error))
     }
 }
 
@@ -87,11 +87,15 @@ fn map_call(state: &SessionState, f: &FnPtr, items: &[Array]) -> Res<Array> {
 
 fn scatter(state: &SessionState, v: &Dynamic) -> Res<Dynamic> {
     if let Some(a) = v.read_lock::<Array>() {
-        // Dask scatters each element of a list to its own future.
+        // Dask scatters each element of a list to its own future (one level).
         let items = a.clone();
         drop(a);
-        return items.iter().map(|x| scatter(state, x)).collect::<Res<Array>>().map(Dynamic::from_array);
+        return items.iter().map(|x| scatter_one(state, x)).collect::<Res<Array>>().map(Dynamic::from_array);
     }
+    scatter_one(state, v)
+}
+
+fn scatter_one(state: &SessionState, v: &Dynamic) -> Res<Dynamic> {
     let value = crate::convert::to_value(v, "scatter's argument").map_err(runtime)?;
     let name = brisk_engine::graph::Tokenizer::new().value(&value).name("scatter");
     let key = Key::new(name.as_str());
@@ -113,16 +117,24 @@ fn futures_in(v: &Array, what: &str) -> Res<Vec<Future>> {
         .collect()
 }
 
-fn gather(state: &SessionState, v: Dynamic) -> Res<Dynamic> {
+/// Results of the futures in `v`, which may be a future or an array of them
+/// (nested arrays are gathered too, down to `convert::MAX_DEPTH`).
+fn gather(state: &SessionState, v: Dynamic, depth: usize) -> Res<Dynamic> {
     if let Some(f) = v.read_lock::<RFuture>() {
         return f.0.result(&state.cancel).map(|x| to_dynamic(&x)).map_err(engine_error);
     }
-    if let Some(a) = v.read_lock::<Array>() {
+    if depth <= crate::convert::MAX_DEPTH
+        && let Some(a) = v.read_lock::<Array>()
+    {
         let a = a.clone();
         let futs: Vec<Future> =
             a.iter().filter_map(|x| x.read_lock::<RFuture>().map(|f| f.0.clone())).collect();
         brisk_engine::local::wait(&futs, &state.cancel).map_err(engine_error)?;
-        return a.into_iter().map(|x| gather(state, x)).collect::<Res<Array>>().map(Dynamic::from_array);
+        return a
+            .into_iter()
+            .map(|x| gather(state, x, depth + 1))
+            .collect::<Res<Array>>()
+            .map(Dynamic::from_array);
     }
     Ok(v)
 }
@@ -147,7 +159,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<RFuture>("Future");
     engine.register_type_with_name::<Client>("Client");
     engine.register_type_with_name::<AsCompletedIter>("AsCompleted");
-    engine.register_iterator::<AsCompletedIter>();
+    engine.register_iterator_result::<AsCompletedIter, RFuture>();
     register_submit!(engine, state;);
     register_submit!(engine, state; a);
     register_submit!(engine, state; a, b);
@@ -171,8 +183,8 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("map", move |f: FnPtr, a: Array, b: Array| map_call(&st, &f, &[a, b]));
     engine.register_fn("map", |c: &mut Client, f: FnPtr, a: Array| map_call(&c.state, &f, &[a]));
     let st = state.clone();
-    engine.register_fn("gather", move |v: Dynamic| gather(&st, v));
-    engine.register_fn("gather", |c: &mut Client, v: Dynamic| gather(&c.state, v));
+    engine.register_fn("gather", move |v: Dynamic| gather(&st, v, 0));
+    engine.register_fn("gather", |c: &mut Client, v: Dynamic| gather(&c.state, v, 0));
     let st = state.clone();
     engine.register_fn("scatter", move |v: Dynamic| scatter(&st, &v));
     engine.register_fn("scatter", |c: &mut Client, v: Dynamic| scatter(&c.state, &v));
