@@ -40,8 +40,8 @@ fn tree(leaves: usize) -> (Vec<NewTask>, Key) {
         layer = next;
         level += 1;
     }
-    // Post-order priorities, as `graph::order` gives a tree: leaves of a
-    // subtree before their combine.
+    // Breadth-first priorities (all leaves, then each level): the order
+    // matters little for throughput, only that every task has one.
     for (i, t) in tasks.iter_mut().enumerate() {
         t.order = i as u32;
     }

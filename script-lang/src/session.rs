@@ -3,6 +3,7 @@
 //! REPL, `brisk run` and the Jupyter kernel each own one; none of them
 //! registers functions of its own.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use brisk_engine::graph::Annotations;
@@ -10,7 +11,7 @@ use brisk_engine::local::{CancelToken, LocalConfig, Runtime};
 use brisk_engine::ops::{Code, SourceChunk};
 use rhai::{AST, Dynamic, Engine, Scope};
 
-use crate::api::{self, SessionConfig};
+use crate::api::{self, AnnotationScope, SessionConfig};
 use crate::error::ScriptError;
 use crate::ship::{self, RhaiUdfs};
 
@@ -22,7 +23,11 @@ pub struct SessionState {
     runtime: RwLock<Arc<Runtime>>,
     config: Mutex<SessionConfig>,
     code: Mutex<Arc<Code>>,
-    annotations: Mutex<Vec<Annotations>>,
+    /// For each script function (closures included), a hash of the input
+    /// that defines it: task tokens use it, so a key changes when the
+    /// function is redefined, not whenever anything else is typed.
+    fn_sources: Mutex<HashMap<String, u64>>,
+    annotations: Mutex<Vec<AnnotationScope>>,
     udfs: Arc<RhaiUdfs>,
     output: RwLock<OutputSink>,
     /// Set by Ctrl-C or a kernel interrupt; stops waits and the script.
@@ -61,7 +66,18 @@ impl SessionState {
         lock(&self.code).clone()
     }
 
-    fn push_chunk(&self, origin: &str, text: &str) {
+    /// The hash of the input that defines script function `name`, if any.
+    pub fn fn_source(&self, name: &str) -> Option<u64> {
+        lock(&self.fn_sources).get(name).copied()
+    }
+
+    fn push_chunk(&self, origin: &str, text: &str, ast: &AST) {
+        let hash = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
+        let mut sources = lock(&self.fn_sources);
+        for f in ast.iter_functions() {
+            sources.insert(f.name.to_string(), hash);
+        }
+        drop(sources);
         let mut code = lock(&self.code);
         let mut chunks = code.chunks.clone();
         chunks.push(SourceChunk { origin: origin.into(), text: text.into() });
@@ -71,26 +87,10 @@ impl SessionState {
     /// The annotations in force (innermost `annotate` wins per field).
     pub fn annotations(&self) -> Option<Arc<Annotations>> {
         let stack = lock(&self.annotations);
-        if stack.is_empty() {
-            return None;
-        }
-        let mut a = Annotations::default();
-        for x in stack.iter() {
-            if x.priority != 0 {
-                a.priority = x.priority;
-            }
-            if x.retries != 0 {
-                a.retries = x.retries;
-            }
-            for (name, amount) in &x.resources {
-                a.resources.retain(|(n, _)| n != name);
-                a.resources.push((name.clone(), *amount));
-            }
-        }
-        Some(Arc::new(a))
+        (!stack.is_empty()).then(|| Arc::new(AnnotationScope::merge(&stack)))
     }
 
-    pub(crate) fn push_annotations(&self, a: Annotations) {
+    pub(crate) fn push_annotations(&self, a: AnnotationScope) {
         lock(&self.annotations).push(a);
     }
 
@@ -136,6 +136,7 @@ impl Session {
             runtime: RwLock::new(runtime),
             config: Mutex::new(config),
             code: Mutex::new(Arc::new(Code { id: ship::code_id(&[]), chunks: Vec::new() })),
+            fn_sources: Mutex::new(HashMap::new()),
             annotations: Mutex::new(Vec::new()),
             udfs,
             output: RwLock::new(stdout),
@@ -179,7 +180,7 @@ impl Session {
     pub fn eval(&mut self, text: &str, origin: &str) -> Result<Dynamic, ScriptError> {
         self.state.cancel.reset();
         let ast = self.engine.compile(text).map_err(|e| ScriptError::syntax(&e, origin))?;
-        self.state.push_chunk(origin, text);
+        self.state.push_chunk(origin, text, &ast);
         self.ast += ast;
         let result = self.engine.eval_ast_with_scope::<Dynamic>(&mut self.scope, &self.ast);
         self.ast.clear_statements();

@@ -58,6 +58,18 @@ fn the_same_expression_built_twice_has_the_same_key() {
 }
 
 #[test]
+fn keys_stay_equal_across_inputs_until_the_function_changes() {
+    let (mut s, _) = session();
+    let _ = eval_ok(&mut s, "fn inc(x) { x + 1 }");
+    let _ = eval_ok(&mut s, "let a = delayed(inc).call(1).key;");
+    let _ = eval_ok(&mut s, "let b = delayed(inc).call(1).key;");
+    assert_eq!(eval_ok(&mut s, "a == b").as_bool().ok(), Some(true));
+    let _ = eval_ok(&mut s, "fn inc(x) { x + 2 }");
+    assert_eq!(eval_ok(&mut s, "delayed(inc).call(1).key != a").as_bool().ok(), Some(true));
+    assert_eq!(eval_ok(&mut s, "delayed(inc).call(1).compute()").as_int().ok(), Some(3));
+}
+
+#[test]
 fn futures_report_status_and_cancel() {
     let (mut s, out) = session();
     let _ = eval_ok(

@@ -310,14 +310,17 @@ impl Shared {
             if st.specs.contains_key(&id) {
                 continue;
             }
+            // The scheduler checked every dependency, so all are known; a
+            // task left without a definition fails when run, it cannot hang.
             let inputs: Option<Vec<TaskId>> = t.deps.iter().map(|d| st.core.lookup(d)).collect();
-            let inputs =
-                inputs.ok_or_else(|| EngineError::Invalid(format!("inputs of {} are gone", t.key)))?;
-            st.specs.insert(id, Spec { op: Arc::new(t.op), inputs });
+            if let Some(inputs) = inputs {
+                st.specs.insert(id, Spec { op: Arc::new(t.op), inputs });
+            }
         }
+        // The scheduler checked the outputs too; nothing below can fail, so
+        // no reference it counted for them can leak.
         let mut futures = Vec::with_capacity(outputs.len());
-        for k in outputs {
-            let task = st.core.lookup(k).ok_or_else(|| EngineError::UnknownKey(k.clone()))?;
+        for (k, task) in outputs.iter().filter_map(|k| st.core.lookup(k).map(|t| (k, t))) {
             let cell = Cell::new();
             st.cells.entry(task).or_default().push(Arc::downgrade(&cell));
             futures.push(Future {
@@ -447,21 +450,27 @@ impl Shared {
         }
     }
 
+    /// A worker thread. A panic outside the task itself (a bug in the
+    /// runtime) must not leave waiters hanging: the runtime is shut down and
+    /// every pending result fails with the reason.
     fn worker_loop(self: Arc<Self>, index: usize) {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| self.work_loop(index))) {
+            self.break_down(&format!("a worker thread failed: {}", panic_message(&*panic)));
+        }
+    }
+
+    fn work_loop(&self, index: usize) {
         let mut st = self.lock();
         loop {
             if st.shutdown {
                 return;
             }
-            let Some(job) = st.jobs.pop() else {
+            let Some(job) = pop_job(&mut st) else {
                 st.idle += 1;
                 st = self.work.wait(st).unwrap_or_else(|e| e.into_inner());
                 st.idle -= 1;
                 continue;
             };
-            if job.cancel.load(Ordering::Relaxed) {
-                continue;
-            }
             st.busy += 1;
             drop(st);
             let start = self.started.elapsed();
@@ -470,6 +479,23 @@ impl Shared {
             st = self.lock();
             st.busy -= 1;
             self.finish(&mut st, job, result, index, start, stop);
+        }
+    }
+
+    /// Stop the runtime after an internal failure: no new work, every
+    /// pending future fails with `reason`, every thread wakes up and exits.
+    fn break_down(&self, reason: &str) {
+        let cells: Vec<Arc<Cell>> = {
+            let mut st = self.lock();
+            st.shutdown = true;
+            for flag in st.running.values() {
+                flag.store(true, Ordering::SeqCst);
+            }
+            st.cells.drain().flat_map(|(_, v)| v).filter_map(|w| w.upgrade()).collect()
+        };
+        self.work.notify_all();
+        for c in cells {
+            c.settle(Status::Error(TaskError::internal(reason)));
         }
     }
 
@@ -482,12 +508,7 @@ impl Shared {
         match catch_unwind(AssertUnwindSafe(|| execute(&job.op, &job.inputs, &*self.udfs, &ctx))) {
             Ok(r) => r,
             Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                Err(TaskError::panic(format!("task {} panicked: {msg}", job.key)))
+                Err(TaskError::panic(format!("task {} panicked: {}", job.key, panic_message(&*panic))))
             }
         }
     }
@@ -543,31 +564,33 @@ impl Shared {
     /// waiting client stops the job and puts it back: the task did not fail.
     pub(crate) fn run_one_inline(&self, interrupt: &CancelToken) -> Result<(), EngineError> {
         let mut st = self.lock();
-        let job = loop {
-            match st.jobs.pop() {
-                Some(job) if job.cancel.load(Ordering::Relaxed) => continue,
-                Some(job) => break job,
-                None => {
-                    return Err(EngineError::Invalid(
-                        "nothing left to run, but results are still pending".into(),
-                    ));
-                }
-            }
+        if st.shutdown {
+            return Err(EngineError::Shutdown);
+        }
+        let Some(job) = pop_job(&mut st) else {
+            return Err(EngineError::Invalid("nothing left to run, but results are still pending".into()));
         };
         st.busy += 1;
         drop(st);
         let start = self.started.elapsed();
         let result = self.run_job(&job, Some(interrupt));
         let stop = self.started.elapsed();
-        let mut st = self.lock();
-        st.busy -= 1;
-        let interrupted = interrupt.is_cancelled() && !job.cancel.load(Ordering::Relaxed);
-        if interrupted && matches!(&result, Err(e) if e.kind == crate::TaskErrorKind::Cancelled) {
-            st.jobs.push(job);
-            return Err(EngineError::Cancelled);
-        }
-        self.finish(&mut st, job, result, 0, start, stop);
-        Ok(())
+        let finished = catch_unwind(AssertUnwindSafe(|| {
+            let mut st = self.lock();
+            st.busy -= 1;
+            let interrupted = interrupt.is_cancelled() && !job.cancel.load(Ordering::Relaxed);
+            if interrupted && matches!(&result, Err(e) if e.kind == crate::TaskErrorKind::Cancelled) {
+                st.jobs.push(job);
+                return Err(EngineError::Cancelled);
+            }
+            self.finish(&mut st, job, result, 0, start, stop);
+            Ok(())
+        }));
+        finished.unwrap_or_else(|panic| {
+            let reason = format!("the scheduler failed: {}", panic_message(&*panic));
+            self.break_down(&reason);
+            Err(EngineError::Invalid(reason))
+        })
     }
 
     pub(crate) fn wait_for(&self, cells: &[Arc<Cell>], cancel: &CancelToken) -> Result<(), EngineError> {
@@ -599,6 +622,24 @@ impl Shared {
             transitions: st.core.transition_count(),
         }
     }
+}
+
+/// The next job worth running: jobs whose attempt was cancelled are dropped.
+fn pop_job(st: &mut State) -> Option<Job> {
+    loop {
+        let job = st.jobs.pop()?;
+        if !job.cancel.load(Ordering::Relaxed) {
+            return Some(job);
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 #[cfg(test)]

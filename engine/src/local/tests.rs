@@ -292,6 +292,31 @@ fn cancelling_a_future_stops_its_task_and_reports_cancelled() {
     rt.validate().expect("valid");
 }
 
+/// Fails its first two calls, then returns its argument.
+struct Flaky(std::sync::atomic::AtomicUsize);
+
+impl UdfRunner for Flaky {
+    fn call(&self, _: &Udf, args: Vec<Value>, _: &TaskContext<'_>) -> Result<Value, TaskError> {
+        if self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2 {
+            return Err(TaskError::user("flaky"));
+        }
+        Ok(args.into_iter().next().unwrap_or_default())
+    }
+}
+
+#[test]
+fn retries_rerun_a_failed_task_until_they_run_out() {
+    for (retries, expect_ok, calls) in [(2, true, 3), (1, false, 2)] {
+        let flaky = Arc::new(Flaky(std::sync::atomic::AtomicUsize::new(0)));
+        let rt = Runtime::new(LocalConfig { threads: 1, ..LocalConfig::default() }, flaky.clone());
+        let mut t = udf_task("f-00000000", "flaky");
+        t.annotations = Some(Arc::new(Annotations { retries, ..Annotations::default() }));
+        let r = rt.compute(Graph::from_tasks(vec![t]), &[Key::new("f-00000000")], &CancelToken::new());
+        assert_eq!(r.is_ok(), expect_ok, "retries {retries}: {r:?}");
+        assert_eq!(flaky.0.load(std::sync::atomic::Ordering::SeqCst), calls, "retries {retries}");
+    }
+}
+
 #[test]
 fn tasks_needing_a_missing_resource_are_refused_not_hung() {
     let rt = Runtime::new(LocalConfig { threads: 1, ..LocalConfig::default() }, Arc::new(NoUdfs));

@@ -140,6 +140,18 @@ fn failures_are_retried_then_propagate_to_dependents() {
 }
 
 #[test]
+fn wanting_a_task_whose_input_failed_reports_the_error_once() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.submit(&[("a", &[])], &["a"]);
+    e.take();
+    e.fail("a", "broken");
+    e.expect(&["erred a: broken"]);
+    e.submit(&[("b", &["a"])], &["b"]);
+    e.expect(&["erred b: dependency a failed: broken"]);
+}
+
+#[test]
 fn a_failing_wanted_task_reports_its_own_error() {
     let mut e = TestEnv::new();
     e.worker("w1", 1);

@@ -160,9 +160,7 @@ impl Scheduler {
         }
         for key in wanted {
             if let Some(&t) = self.keys.get(key) {
-                self.rec_mut(t).wants += 1;
-                self.ensure_computed(t, out);
-                self.notify_if_finished(t, out);
+                self.add_want(t, out);
             }
         }
         // Tasks nobody asked for (culled away by the caller, or already
@@ -177,11 +175,22 @@ impl Scheduler {
     pub fn want(&mut self, key: &Key, out: &mut Vec<Action>) -> Result<TaskId, SchedulerError> {
         let t = self.lookup(key).ok_or_else(|| SchedulerError::UnknownKey(key.clone()))?;
         self.stimulus += 1;
-        self.rec_mut(t).wants += 1;
-        self.ensure_computed(t, out);
-        self.notify_if_finished(t, out);
+        self.add_want(t, out);
         self.after_stimulus(out);
         Ok(t)
+    }
+
+    /// One more client reference. A result already there (or an error
+    /// already known) is announced at once; a task that fails while being
+    /// brought back is announced by `fail`, once.
+    fn add_want(&mut self, t: TaskId, out: &mut Vec<Action>) {
+        let r = self.rec_mut(t);
+        r.wants += 1;
+        let settled_before = matches!(r.state, TaskState::Memory | TaskState::Erred);
+        self.ensure_computed(t, out);
+        if settled_before {
+            self.notify_if_finished(t, out);
+        }
     }
 
     /// Drop one client reference. A task nobody needs any more is cancelled

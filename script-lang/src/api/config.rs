@@ -113,17 +113,49 @@ impl SessionConfig {
 }
 
 /// Parse `annotate`'s option map.
-fn annotations(m: &Map) -> Result<Annotations, String> {
-    let mut a = Annotations::default();
+/// Most retries a task may ask for: a deterministic failure retried
+/// without end would look like a hang.
+pub const MAX_RETRIES: i64 = 100;
+
+/// One `annotate` block's options; a field it does not set is inherited
+/// from the enclosing block (so an inner `priority: 0` does override).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AnnotationScope {
+    pub priority: Option<i64>,
+    pub retries: Option<u32>,
+    pub resources: Vec<(String, f64)>,
+}
+
+impl AnnotationScope {
+    /// The annotations in force under a stack of scopes (innermost last).
+    pub fn merge(stack: &[AnnotationScope]) -> Annotations {
+        let mut a = Annotations::default();
+        for s in stack {
+            a.priority = s.priority.unwrap_or(a.priority);
+            a.retries = s.retries.unwrap_or(a.retries);
+            for (name, amount) in &s.resources {
+                a.resources.retain(|(n, _)| n != name);
+                a.resources.push((name.clone(), *amount));
+            }
+        }
+        a
+    }
+}
+
+fn annotations(m: &Map) -> Result<AnnotationScope, String> {
+    let mut a = AnnotationScope::default();
     for (k, v) in m {
         match k.as_str() {
             "priority" => {
-                a.priority = v.as_int().map_err(|t| format!("annotate: priority must be an int, not {t}"))?
+                a.priority =
+                    Some(v.as_int().map_err(|t| format!("annotate: priority must be an int, not {t}"))?)
             }
             "retries" => {
                 let n = v.as_int().map_err(|t| format!("annotate: retries must be an int, not {t}"))?;
-                a.retries =
-                    u32::try_from(n).map_err(|_| format!("annotate: retries must be 0 or more, got {n}"))?;
+                if !(0..=MAX_RETRIES).contains(&n) {
+                    return Err(format!("annotate: retries must be between 0 and {MAX_RETRIES}, got {n}"));
+                }
+                a.retries = Some(n as u32);
             }
             "resources" => {
                 let r = v.read_lock::<Map>().ok_or("annotate: resources must be a map like #{GPU: 1}")?;
@@ -190,13 +222,20 @@ mod tests {
     fn annotations_are_checked() {
         let mut m = Map::new();
         m.insert("retries".into(), Dynamic::from_int(-1));
-        assert!(annotations(&m).expect_err("neg").contains("retries must be 0 or more, got -1"));
+        assert!(annotations(&m).expect_err("neg").contains("retries must be between 0 and 100, got -1"));
+        m.insert("retries".into(), Dynamic::from_int(1_000_000));
+        assert!(annotations(&m).expect_err("huge").contains("got 1000000"));
         let mut r = Map::new();
         r.insert("GPU".into(), Dynamic::from_int(1));
         let mut m = Map::new();
         m.insert("resources".into(), Dynamic::from_map(r));
         m.insert("priority".into(), Dynamic::from_int(5));
-        let a = annotations(&m).expect("ok");
-        assert_eq!((a.priority, a.resources), (5, vec![("GPU".to_string(), 1.0)]));
+        let outer = annotations(&m).expect("ok");
+        assert_eq!((outer.priority, outer.resources.clone()), (Some(5), vec![("GPU".to_string(), 1.0)]));
+        let mut m = Map::new();
+        m.insert("priority".into(), Dynamic::from_int(0));
+        let inner = annotations(&m).expect("ok");
+        let merged = AnnotationScope::merge(&[outer, inner]);
+        assert_eq!((merged.priority, merged.resources.len()), (0, 1), "inner priority 0 overrides");
     }
 }

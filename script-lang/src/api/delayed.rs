@@ -45,7 +45,9 @@ pub fn call_task(state: &SessionState, func: &Func, label: &str, args: &[Dynamic
     b.token.str(label);
     match func {
         Func::Udf(u) => {
-            b.token.str(&u.entry).u64(u.code.id as u64).u64((u.code.id >> 64) as u64);
+            // The function's own source, not the whole session's: the same
+            // call typed in a later input is the same task.
+            b.token.str(&u.entry).u64(state.fn_source(&u.entry).unwrap_or(0));
             for c in &u.curry {
                 b.token.value(c);
             }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use rhai::{Dynamic, Engine};
 
 pub use args::collection_of;
-pub use config::SessionConfig;
+pub use config::{AnnotationScope, SessionConfig};
 pub use delayed::{Delayed, DelayedFn};
 pub use futures::{Client, RFuture};
 
