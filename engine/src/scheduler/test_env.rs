@@ -168,6 +168,11 @@ pub(super) struct Sim {
     running: Vec<(WorkerId, TaskId, u32)>,
     pub done: BTreeMap<String, i64>,
     pub erred: BTreeMap<String, String>,
+    /// Transient failures each task may still suffer (its retries).
+    flaky: HashMap<String, u32>,
+    /// How often each kind of chaos happened, so tests can check it did.
+    pub failures: usize,
+    pub repeats: usize,
     rng: crate::testing::Rng,
 }
 
@@ -180,6 +185,9 @@ impl Sim {
             running: Vec::new(),
             done: BTreeMap::new(),
             erred: BTreeMap::new(),
+            flaky: HashMap::new(),
+            failures: 0,
+            repeats: 0,
             rng: crate::testing::Rng::new(seed),
         }
     }
@@ -189,6 +197,17 @@ impl Sim {
     }
 
     pub fn submit(&mut self, tasks: &[(String, Vec<String>)], wanted: &[String]) {
+        self.submit_with_retries(tasks, wanted, &HashMap::new());
+    }
+
+    /// Submit; tasks named in `retries` get that many retries, and the
+    /// simulation may fail them (transiently) up to that many times.
+    pub fn submit_with_retries(
+        &mut self,
+        tasks: &[(String, Vec<String>)],
+        wanted: &[String],
+        retries: &HashMap<String, u32>,
+    ) {
         for (k, d) in tasks {
             self.deps.insert(k.clone(), d.clone());
         }
@@ -197,8 +216,56 @@ impl Sim {
         let shaped: Vec<(&str, &[&str])> =
             tasks.iter().zip(&refs).map(|((k, _), d)| (k.as_str(), &d[..])).collect();
         let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
-        self.env.submit(&shaped, &wanted);
+        let ann: Vec<(&str, Annotations)> = retries
+            .iter()
+            .map(|(k, n)| (k.as_str(), Annotations { retries: *n, ..Annotations::default() }))
+            .collect();
+        // A task submitted again keeps what is left of its failure budget:
+        // the simulation never fails a task more often than it may retry.
+        for (k, n) in retries {
+            self.flaky.entry(k.clone()).or_insert(*n);
+        }
+        self.env.submit_annotated(&shaped, &wanted, &ann);
         self.absorb();
+    }
+
+    /// Fail one running task transiently (if it still may), else finish it;
+    /// sometimes repeat the report late, as a slow network would.
+    pub fn chaos_step(&mut self) -> bool {
+        if self.running.is_empty() {
+            return false;
+        }
+        let i = self.rand(self.running.len());
+        let (w, t, run) = self.running[i];
+        let key = self.env.keys[&t].clone();
+        let may_fail = self.flaky.get(&key).copied().unwrap_or(0);
+        if may_fail > 0 && self.rand(100) < 40 {
+            self.running.swap_remove(i);
+            self.flaky.insert(key, may_fail - 1);
+            self.failures += 1;
+            self.env.s.task_failed(w, t, run, TaskError::user("transient"), &mut self.env.out);
+            self.env.check();
+            self.absorb();
+            return true;
+        }
+        let repeat = self.rand(100) < 10;
+        let progressed = self.step_at(i);
+        if repeat {
+            self.repeats += 1;
+            self.env.s.task_finished(w, t, run, 8, 50.0, &mut self.env.out);
+            self.env.check();
+            self.absorb();
+        }
+        progressed
+    }
+
+    /// A second client takes a reference to a key and drops it again.
+    pub fn want_and_release(&mut self, key: &str) {
+        let r = self.env.s.want(&Key::new(key), &mut self.env.out);
+        assert!(r.is_ok(), "{key} is referenced, it must be known: {r:?}");
+        self.env.check();
+        self.absorb();
+        self.release(key);
     }
 
     /// The value a task must have: computed directly from the definitions.
@@ -251,6 +318,10 @@ impl Sim {
             return false;
         }
         let i = self.rand(self.running.len());
+        self.step_at(i)
+    }
+
+    fn step_at(&mut self, i: usize) -> bool {
         let (w, t, run) = self.running.swap_remove(i);
         let mut v = 1;
         for d in self.env.s.dependencies(t).to_vec() {

@@ -423,3 +423,77 @@ fn random_runs_with_worker_deaths_give_exact_results() {
         assert_eq!(sim.env.s.ntasks(), 0, "seed {seed}: tasks left after releasing everything");
     }
 }
+
+/// As above, plus transient failures within each task's retries, late
+/// duplicate reports, and clients dropping and retaking references
+/// mid-run: results must still be exact and every invariant hold.
+#[test]
+fn random_runs_with_failures_retries_and_churn_give_exact_results() {
+    let (mut failures, mut repeats) = (0, 0);
+    for seed in 1..=30u64 {
+        let mut sim = Sim::new(seed * 104_729);
+        let nworkers = 1 + sim.rand(3);
+        for i in 0..nworkers {
+            let threads = 1 + sim.rand(3) as u32;
+            sim.add_worker(&format!("w{i}"), threads);
+        }
+        let n = 40 + sim.rand(60);
+        let mut tasks = Vec::new();
+        let mut retries = std::collections::HashMap::new();
+        for i in 0..n {
+            let ndeps = if i == 0 { 0 } else { sim.rand(4).min(i) };
+            let mut deps: Vec<String> = (0..ndeps).map(|_| format!("t{}", sim.rand(i))).collect();
+            deps.sort();
+            deps.dedup();
+            if sim.rand(100) < 30 {
+                retries.insert(format!("t{i}"), 1 + sim.rand(2) as u32);
+            }
+            tasks.push((format!("t{i}"), deps));
+        }
+        let mut wanted: Vec<String> = (0..3).map(|_| format!("t{}", n / 2 + sim.rand(n / 2))).collect();
+        wanted.sort();
+        wanted.dedup();
+        sim.submit_with_retries(&tasks, &wanted, &retries);
+        let mut next_worker = nworkers;
+        let mut alive: Vec<String> = (0..nworkers).map(|i| format!("w{i}")).collect();
+        let mut steps = 0;
+        while sim.running() > 0 || alive.is_empty() {
+            steps += 1;
+            assert!(steps < 100_000, "seed {seed}: no progress");
+            let dice = sim.rand(100);
+            if dice < 2 && !alive.is_empty() {
+                let i = sim.rand(alive.len());
+                let name = alive.swap_remove(i);
+                sim.kill(&name);
+            } else if dice < 4 || alive.is_empty() {
+                let name = format!("w{next_worker}");
+                next_worker += 1;
+                let threads = 1 + sim.rand(2) as u32;
+                sim.add_worker(&name, threads);
+                alive.push(name);
+            } else if dice < 6 {
+                let k = wanted[sim.rand(wanted.len())].clone();
+                sim.want_and_release(&k);
+            } else if dice < 7 {
+                // The client drops its last reference and submits the graph again.
+                let k = wanted[sim.rand(wanted.len())].clone();
+                sim.release(&k);
+                sim.done.remove(&k);
+                sim.submit_with_retries(&tasks, std::slice::from_ref(&k), &retries);
+            } else {
+                sim.chaos_step();
+            }
+        }
+        for k in &wanted {
+            let got = sim.done.get(k).copied();
+            assert_eq!(got, Some(sim.expected(k)), "seed {seed}: {k} (erred: {:?})", sim.erred.get(k));
+        }
+        for k in &wanted {
+            sim.release(k);
+        }
+        assert_eq!(sim.env.s.ntasks(), 0, "seed {seed}: tasks left after releasing everything");
+        failures += sim.failures;
+        repeats += sim.repeats;
+    }
+    assert!(failures > 20 && repeats > 20, "chaos happened: {failures} failures, {repeats} repeats");
+}
