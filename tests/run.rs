@@ -214,7 +214,6 @@ fn bad_input_is_refused_clearly() {
         ("submit(5)", "submit expects a function first, got i64 (5)"),
         ("map(\"inc\", [1])", "map expects a function first, got string (\"inc\")"),
         ("map(|x| x, 5)", "map expects a function and an array"),
-        ("gather(5)", ""),
         ("wait([1, 2])", "wait expects an array of futures, found a i64"),
         ("as_completed([\"x\"])", "as_completed expects an array of futures"),
         ("map(|x| x, [1], [1, 2])", "map: arrays have different lengths (1 and 2)"),

@@ -227,6 +227,14 @@ fn closures_that_capture_lazy_values_are_refused_at_submit() {
 }
 
 #[test]
+fn gather_passes_plain_values_through() {
+    let (mut s, _) = session();
+    let v = eval_ok(&mut s, "[gather(5), gather([1, submit(|x| x, 2)])]");
+    let v = brisk_script::convert::to_value(&v, "r").expect("value");
+    assert_eq!(v.to_json(), "[5,[1,2]]");
+}
+
+#[test]
 fn scatter_splits_one_level_of_an_array() {
     let (mut s, _) = session();
     let v = eval_ok(&mut s, "let fs = scatter([1, [2, 3]]); [fs.len(), fs[0].status, gather(fs)]");

@@ -231,7 +231,6 @@ impl Scheduler {
         r.who_has.push(w);
         r.nbytes = nbytes;
         let group = r.group as usize;
-        let first = !std::mem::replace(&mut r.counted_done, true);
         if let Some(wr) = self.workers.get_mut(w.0) {
             wr.has_what.insert(t);
             wr.held_bytes += nbytes;
@@ -239,9 +238,7 @@ impl Scheduler {
         let g = &mut self.groups[group];
         g.duration_us += duration_us.max(0.0);
         g.finished_runs += 1;
-        if first {
-            g.done += 1;
-        }
+        self.count_done(t);
         self.set_state(t, TaskState::Memory);
         let mut unneeded = Vec::new();
         self.leave_active(t, &mut unneeded);
@@ -515,6 +512,16 @@ impl Scheduler {
         }
     }
 
+    /// Count a task as done in its group's progress, once however often it
+    /// is recomputed.
+    fn count_done(&mut self, t: TaskId) {
+        let r = self.rec_mut(t);
+        if !std::mem::replace(&mut r.counted_done, true) {
+            let group = r.group as usize;
+            self.groups[group].done += 1;
+        }
+    }
+
     /// Fail a task and, transitively, every active task waiting on it.
     pub(super) fn fail(
         &mut self,
@@ -536,12 +543,8 @@ impl Scheduler {
             let r = self.rec_mut(t);
             r.error = Some(error.clone());
             let group = r.group as usize;
-            let first = !std::mem::replace(&mut r.counted_done, true);
-            let g = &mut self.groups[group];
-            g.erred += 1;
-            if first {
-                g.done += 1;
-            }
+            self.groups[group].erred += 1;
+            self.count_done(t);
             self.set_state(t, TaskState::Erred);
             self.leave_active(t, unneeded);
             self.notify_if_finished(t, out);

@@ -216,12 +216,8 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             _ => Dynamic::UNIT,
         }
     });
-    engine.register_fn("to_string", |f: &mut RFuture| {
-        format!("<Future: {}, key: {}>", status_name(&f.0), f.0.key())
-    });
-    engine.register_fn("to_debug", |f: &mut RFuture| {
-        format!("<Future: {}, key: {}>", status_name(&f.0), f.0.key())
-    });
+    engine.register_fn("to_string", |f: &mut RFuture| format!("{:?}", f.0));
+    engine.register_fn("to_debug", |f: &mut RFuture| format!("{:?}", f.0));
 
     let st = state.clone();
     engine.register_fn("client", move || Client { state: st.clone() });

@@ -82,7 +82,7 @@ pub fn display(d: &Dynamic) -> String {
         return format!("Delayed('{}')", x.key);
     }
     if let Some(f) = d.read_lock::<RFuture>() {
-        return format!("<Future: {}, key: {}>", f.0.status().name(), f.0.key());
+        return format!("{:?}", f.0);
     }
     if let Some(f) = d.read_lock::<TaskFailure>() {
         return f.to_string();
