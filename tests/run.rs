@@ -237,6 +237,27 @@ fn bad_input_is_refused_clearly() {
     }
 }
 
+/// SIGINT (Ctrl-C) during a long compute stops it: one clear message, exit
+/// code 130, within moments, not when the tasks would have ended.
+#[test]
+fn ctrl_c_interrupts_a_running_compute() {
+    let (_, path) = run_script("sleepy-setup", "");
+    let script = path.with_file_name("sleepy.rhai");
+    std::fs::write(&script, "let d = delayed(|x| { let i = 0; while true { i += 1; } i });\nprint(\"started\");\ncompute(d.call(1), d.call(2));\n")
+        .expect("write");
+    let child =
+        brisk().arg("run").arg(&script).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let t0 = std::time::Instant::now();
+    let sent = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill");
+    assert!(sent.success());
+    let out = child.wait_with_output().expect("wait");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(10), "took {:?}", t0.elapsed());
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert_eq!(stderr(&out), format!("error: {}: interrupted\n", script.display()));
+    assert_no_panic(&out);
+}
+
 /// On a terminal, a compute longer than a moment draws the progress bar on
 /// stderr (run under a pseudo-terminal made by util-linux `script`).
 #[test]

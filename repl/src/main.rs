@@ -61,11 +61,27 @@ fn run_file(path: &std::path::Path, progress: bool) -> anyhow::Result<ExitCode> 
         )
     })?;
     let mut session = Session::new();
+    interrupt_on_ctrl_c(&session);
     let bar =
         (progress && std::io::stderr().is_terminal()).then(|| progress::Bar::start(session.state().clone()));
     let result = session.eval(&text, &path.display().to_string());
     drop(bar);
     Ok(report(result))
+}
+
+/// Ctrl-C cancels what the session runs (the script and any compute it
+/// waits for, running tasks included); a second Ctrl-C ends the process.
+fn interrupt_on_ctrl_c(session: &Session) {
+    let token = session.cancel_token();
+    let installed = ctrlc::set_handler(move || {
+        if token.is_cancelled() {
+            std::process::exit(130);
+        }
+        token.cancel();
+    });
+    if let Err(e) = installed {
+        eprintln!("warning: Ctrl-C will end brisk at once ({e})");
+    }
 }
 
 /// Print an error once, clearly; the exit code tells what kind it was.
