@@ -245,9 +245,14 @@ fn ctrl_c_interrupts_a_running_compute() {
     let script = path.with_file_name("sleepy.rhai");
     std::fs::write(&script, "let d = delayed(|x| { let i = 0; while true { i += 1; } i });\nprint(\"started\");\ncompute(d.call(1), d.call(2));\n")
         .expect("write");
-    let child =
+    let mut child =
         brisk().arg("run").arg(&script).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    // The handler is installed before the script runs: wait for its first line.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).expect("read");
+    assert_eq!(line, "started\n");
+    std::thread::sleep(std::time::Duration::from_millis(200));
     let t0 = std::time::Instant::now();
     let sent = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill");
     assert!(sent.success());
@@ -268,7 +273,7 @@ fn a_progress_bar_is_drawn_on_a_terminal() {
     }
     let (_, path) = run_script(
         "progress",
-        "let parts = [];\nfor i in 0..40 { parts.push(delayed(|x| { let s = 0; for j in 0..60000 { s += j; } s + x }).call(i)); }\nprint(`n=${compute(parts)[0].len()}`);\n",
+        "let parts = [];\nfor i in 0..40 { parts.push(delayed(|x| { let s = 0; for j in 0..250000 { s += j; } s + x }).call(i)); }\nprint(`n=${compute(parts)[0].len()}`);\n",
     );
     let cmd = format!("{} run {}", env!("CARGO_BIN_EXE_brisk"), path.display());
     let out = Command::new("script").args(["-qefc", &cmd, "/dev/null"]).output().expect("script");
