@@ -154,7 +154,7 @@ impl Scheduler {
     /// End of every stimulus: hand queued work to free workers.
     pub(super) fn after_stimulus(&mut self, out: &mut Vec<Action>) {
         while let Some(&w) = self.free.last() {
-            let Some(Reverse((_, t))) = self.queue.pop() else { break };
+            let Some(Reverse((p, t))) = self.queue.pop() else { break };
             let Some(r) = self.tasks.get(t.0) else { continue };
             if r.state != TaskState::Queued || r.processing_on.is_some() {
                 continue;
@@ -162,7 +162,11 @@ impl Scheduler {
             let target = if r.deps.is_empty() { Some(w) } else { self.decide_worker(t) };
             match target {
                 Some(target) => self.assign(t, target, out),
-                None => break,
+                None => {
+                    // No worker for it now: keep it queued, never drop it.
+                    self.queue.push(Reverse((p, t)));
+                    break;
+                }
             }
         }
         if self.restricted_dirty {

@@ -117,6 +117,18 @@ impl Scheduler {
                 return Err(format!("worker {}: free-set membership is wrong", wr.name));
             }
         }
+        // Every ready task without a worker waits in a queue: none is lost.
+        let waiting_in_queues: rustc_hash::FxHashSet<super::TaskId> = self
+            .queue
+            .iter()
+            .map(|std::cmp::Reverse((_, t))| *t)
+            .chain(self.restricted.iter().copied())
+            .collect();
+        for (id, r) in self.tasks.iter() {
+            if r.state == TaskState::Queued && !waiting_in_queues.contains(&super::TaskId(id)) {
+                return Err(format!("{}: queued but in no queue", r.key));
+            }
+        }
         if !self.free.is_empty() {
             let queued_roots = self.queue.iter().any(|std::cmp::Reverse((_, t))| {
                 self.tasks.get(t.0).is_some_and(|r| r.state == TaskState::Queued && r.processing_on.is_none())
