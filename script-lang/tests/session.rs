@@ -25,6 +25,33 @@ fn eval_ok(s: &mut Session, text: &str) -> rhai::Dynamic {
     }
 }
 
+/// Evaluate `text`, interrupting it after `after` as Ctrl-C would; the
+/// evaluation must end as interrupted within a few seconds.
+fn eval_interrupted_after(s: &mut Session, text: &str, after: Duration) {
+    let cancel: CancelToken = s.cancel_token();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(after);
+        cancel.cancel();
+    });
+    let t0 = Instant::now();
+    let r = s.eval(text, "<test>");
+    stopper.join().expect("join");
+    let e = r.expect_err("interrupted");
+    assert_eq!(e.kind, ErrorKind::Cancelled, "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "took {:?}", t0.elapsed());
+}
+
+/// Wait (up to 5 s) until the runtime has no running task and holds nothing.
+fn wait_until_drained(s: &Session) {
+    let rt = s.state().runtime();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (rt.snapshot().busy_threads > 0 || rt.tasks_held() > 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(rt.snapshot().busy_threads, 0, "a task is still running");
+    assert_eq!(rt.tasks_held(), 0, "the runtime still holds tasks");
+}
+
 #[test]
 fn variables_and_functions_live_across_inputs() {
     let (mut s, _) = session();
@@ -89,68 +116,35 @@ fn futures_report_status_and_cancel() {
     assert_eq!(lines[..3], ["2", "finished", "true"]);
     assert_eq!(lines[3], "cancelled");
     assert!(lines[4].starts_with("future lambda-") && lines[4].ends_with("was cancelled"), "{lines:?}");
-    // The spinning task was stopped: the runtime drains.
-    let rt = s.state().runtime();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while rt.snapshot().busy_threads > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(rt.snapshot().busy_threads, 0);
+    // The spinning task was stopped: once the futures are gone, nothing is left.
+    let _ = eval_ok(&mut s, "f = (); slow = ();");
+    wait_until_drained(&s);
 }
 
 #[test]
 fn interrupting_a_compute_keeps_the_session_usable() {
     let (mut s, _) = session();
-    let cancel: CancelToken = s.cancel_token();
-    let stopper = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(200));
-        cancel.cancel();
-    });
-    let t0 = Instant::now();
-    let r = s.eval("delayed(|x| { let i = 0; while true { i += 1; } i }).call(1).compute()", "<test>");
-    stopper.join().expect("join");
-    let e = r.expect_err("interrupted");
-    assert_eq!(e.kind, ErrorKind::Cancelled, "{e}");
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    let spin = "delayed(|x| { let i = 0; while true { i += 1; } i }).call(1).compute()";
+    eval_interrupted_after(&mut s, spin, Duration::from_millis(200));
     let v = eval_ok(&mut s, "delayed(|x| x * 3).call(5).compute()");
     assert_eq!(v.as_int().ok(), Some(15));
-    let rt = s.state().runtime();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while (rt.snapshot().busy_threads > 0 || rt.tasks_held() > 0) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(rt.tasks_held(), 0, "the interrupted graph was released");
+    wait_until_drained(&s);
 }
 
 #[test]
 fn interrupting_a_sync_compute_stops_the_running_task() {
     let (mut s, _) = session();
     let _ = eval_ok(&mut s, r#"config(#{scheduler: "sync"})"#);
-    let cancel: CancelToken = s.cancel_token();
-    let stopper = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(200));
-        cancel.cancel();
-    });
-    let t0 = Instant::now();
-    let r = s.eval("delayed(|x| { let i = 0; while true { i += 1; } i }).call(1).compute()", "<test>");
-    stopper.join().expect("join");
-    assert_eq!(r.expect_err("interrupted").kind, ErrorKind::Cancelled);
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    let spin = "delayed(|x| { let i = 0; while true { i += 1; } i }).call(1).compute()";
+    eval_interrupted_after(&mut s, spin, Duration::from_millis(200));
     assert_eq!(eval_ok(&mut s, "delayed(|x| x + 1).call(1).compute()").as_int().ok(), Some(2));
-    assert_eq!(s.state().runtime().tasks_held(), 0);
+    wait_until_drained(&s);
 }
 
 #[test]
 fn an_interrupt_also_stops_a_plain_script_loop() {
     let (mut s, _) = session();
-    let cancel = s.cancel_token();
-    let stopper = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(100));
-        cancel.cancel();
-    });
-    let e = s.eval("let i = 0; while true { i += 1; }", "<test>").expect_err("interrupted");
-    stopper.join().expect("join");
-    assert_eq!(e.kind, ErrorKind::Cancelled);
+    eval_interrupted_after(&mut s, "let i = 0; while true { i += 1; }", Duration::from_millis(100));
     assert_eq!(eval_ok(&mut s, "1 + 1").as_int().ok(), Some(2));
 }
 

@@ -170,6 +170,8 @@ pub(super) struct Sim {
     pub erred: BTreeMap<String, String>,
     /// Transient failures each task may still suffer (its retries).
     flaky: HashMap<String, u32>,
+    alive: Vec<String>,
+    next_worker: usize,
     /// How often each kind of chaos happened, so tests can check it did.
     pub failures: usize,
     pub repeats: usize,
@@ -186,6 +188,8 @@ impl Sim {
             done: BTreeMap::new(),
             erred: BTreeMap::new(),
             flaky: HashMap::new(),
+            alive: Vec::new(),
+            next_worker: 0,
             failures: 0,
             repeats: 0,
             rng: crate::testing::Rng::new(seed),
@@ -194,6 +198,51 @@ impl Sim {
 
     pub fn rand(&mut self, n: usize) -> usize {
         self.rng.below(n)
+    }
+
+    /// A random DAG of 40–99 tasks `t0..`, each reading up to 3 earlier ones.
+    pub fn random_graph(&mut self) -> Vec<(String, Vec<String>)> {
+        let n = 40 + self.rand(60);
+        (0..n)
+            .map(|i| {
+                let ndeps = if i == 0 { 0 } else { self.rand(4).min(i) };
+                let mut deps: Vec<String> = (0..ndeps).map(|_| format!("t{}", self.rand(i))).collect();
+                deps.sort();
+                deps.dedup();
+                (format!("t{i}"), deps)
+            })
+            .collect()
+    }
+
+    /// A few distinct keys from the later half of a graph of `n` tasks.
+    pub fn random_outputs(&mut self, n: usize) -> Vec<String> {
+        let mut wanted: Vec<String> = (0..3).map(|_| format!("t{}", n / 2 + self.rand(n / 2))).collect();
+        wanted.sort();
+        wanted.dedup();
+        wanted
+    }
+
+    /// Kill a random live worker, if there is one.
+    pub fn kill_random_worker(&mut self) {
+        if self.alive.is_empty() {
+            return;
+        }
+        let i = self.rand(self.alive.len());
+        let name = self.alive.swap_remove(i);
+        self.kill(&name);
+    }
+
+    /// Start a new worker with 1–`max_threads` threads.
+    pub fn add_random_worker(&mut self, max_threads: usize) {
+        let name = format!("w{}", self.next_worker);
+        self.next_worker += 1;
+        let threads = 1 + self.rand(max_threads) as u32;
+        self.add_worker(&name, threads);
+        self.alive.push(name);
+    }
+
+    pub fn live_workers(&self) -> usize {
+        self.alive.len()
     }
 
     pub fn submit(&mut self, tasks: &[(String, Vec<String>)], wanted: &[String]) {

@@ -370,58 +370,39 @@ fn the_story_records_transitions() {
 fn random_runs_with_worker_deaths_give_exact_results() {
     for seed in 1..=30u64 {
         let mut sim = Sim::new(seed * 7919);
-        let nworkers = 1 + sim.rand(4);
-        for i in 0..nworkers {
-            let threads = 1 + sim.rand(3) as u32;
-            sim.add_worker(&format!("w{i}"), threads);
+        for _ in 0..1 + sim.rand(4) {
+            sim.add_random_worker(3);
         }
-        let n = 40 + sim.rand(60);
-        let mut tasks = Vec::new();
-        for i in 0..n {
-            let ndeps = if i == 0 { 0 } else { sim.rand(4).min(i) };
-            let mut deps: Vec<String> = (0..ndeps).map(|_| format!("t{}", sim.rand(i))).collect();
-            deps.sort();
-            deps.dedup();
-            tasks.push((format!("t{i}"), deps));
-        }
-        let wanted: Vec<String> = (0..3).map(|_| format!("t{}", n / 2 + sim.rand(n / 2))).collect();
+        let tasks = sim.random_graph();
+        let wanted = sim.random_outputs(tasks.len());
         sim.submit(&tasks, &wanted);
-        let mut next_worker = nworkers;
-        let mut alive: Vec<String> = (0..nworkers).map(|i| format!("w{i}")).collect();
         let mut steps = 0;
-        while sim.running() > 0 || alive.is_empty() {
+        while sim.running() > 0 || sim.live_workers() == 0 {
             steps += 1;
             assert!(steps < 100_000, "seed {seed}: no progress");
             let dice = sim.rand(100);
-            if dice < 3 && !alive.is_empty() {
-                let i = sim.rand(alive.len());
-                let name = alive.swap_remove(i);
-                sim.kill(&name);
-            } else if dice < 6 || alive.is_empty() {
-                let name = format!("w{next_worker}");
-                next_worker += 1;
-                let threads = 1 + sim.rand(2) as u32;
-                sim.add_worker(&name, threads);
-                alive.push(name);
+            if dice < 3 && sim.live_workers() > 0 {
+                sim.kill_random_worker();
+            } else if dice < 6 || sim.live_workers() == 0 {
+                sim.add_random_worker(2);
             } else {
                 sim.step();
             }
         }
-        for k in &wanted {
-            let got = sim.done.get(k).copied();
-            assert_eq!(got, Some(sim.expected(k)), "seed {seed}: {k} (erred: {:?})", sim.erred.get(k));
-        }
-        let mut unique = wanted.clone();
-        unique.sort();
-        unique.dedup();
-        for k in &unique {
-            let times = wanted.iter().filter(|x| *x == k).count();
-            for _ in 0..times {
-                sim.release(k);
-            }
-        }
-        assert_eq!(sim.env.s.ntasks(), 0, "seed {seed}: tasks left after releasing everything");
+        check_and_release(&mut sim, &wanted, seed);
     }
+}
+
+/// Every wanted key has its exact value; releasing them all leaves nothing.
+fn check_and_release(sim: &mut Sim, wanted: &[String], seed: u64) {
+    for k in wanted {
+        let got = sim.done.get(k).copied();
+        assert_eq!(got, Some(sim.expected(k)), "seed {seed}: {k} (erred: {:?})", sim.erred.get(k));
+    }
+    for k in wanted {
+        sim.release(k);
+    }
+    assert_eq!(sim.env.s.ntasks(), 0, "seed {seed}: tasks left after releasing everything");
 }
 
 /// As above, plus transient failures within each task's retries, late
@@ -432,45 +413,27 @@ fn random_runs_with_failures_retries_and_churn_give_exact_results() {
     let (mut failures, mut repeats) = (0, 0);
     for seed in 1..=30u64 {
         let mut sim = Sim::new(seed * 104_729);
-        let nworkers = 1 + sim.rand(3);
-        for i in 0..nworkers {
-            let threads = 1 + sim.rand(3) as u32;
-            sim.add_worker(&format!("w{i}"), threads);
+        for _ in 0..1 + sim.rand(3) {
+            sim.add_random_worker(3);
         }
-        let n = 40 + sim.rand(60);
-        let mut tasks = Vec::new();
+        let tasks = sim.random_graph();
         let mut retries = std::collections::HashMap::new();
-        for i in 0..n {
-            let ndeps = if i == 0 { 0 } else { sim.rand(4).min(i) };
-            let mut deps: Vec<String> = (0..ndeps).map(|_| format!("t{}", sim.rand(i))).collect();
-            deps.sort();
-            deps.dedup();
+        for (k, _) in &tasks {
             if sim.rand(100) < 30 {
-                retries.insert(format!("t{i}"), 1 + sim.rand(2) as u32);
+                retries.insert(k.clone(), 1 + sim.rand(2) as u32);
             }
-            tasks.push((format!("t{i}"), deps));
         }
-        let mut wanted: Vec<String> = (0..3).map(|_| format!("t{}", n / 2 + sim.rand(n / 2))).collect();
-        wanted.sort();
-        wanted.dedup();
+        let wanted = sim.random_outputs(tasks.len());
         sim.submit_with_retries(&tasks, &wanted, &retries);
-        let mut next_worker = nworkers;
-        let mut alive: Vec<String> = (0..nworkers).map(|i| format!("w{i}")).collect();
         let mut steps = 0;
-        while sim.running() > 0 || alive.is_empty() {
+        while sim.running() > 0 || sim.live_workers() == 0 {
             steps += 1;
             assert!(steps < 100_000, "seed {seed}: no progress");
             let dice = sim.rand(100);
-            if dice < 2 && !alive.is_empty() {
-                let i = sim.rand(alive.len());
-                let name = alive.swap_remove(i);
-                sim.kill(&name);
-            } else if dice < 4 || alive.is_empty() {
-                let name = format!("w{next_worker}");
-                next_worker += 1;
-                let threads = 1 + sim.rand(2) as u32;
-                sim.add_worker(&name, threads);
-                alive.push(name);
+            if dice < 2 && sim.live_workers() > 0 {
+                sim.kill_random_worker();
+            } else if dice < 4 || sim.live_workers() == 0 {
+                sim.add_random_worker(2);
             } else if dice < 6 {
                 let k = wanted[sim.rand(wanted.len())].clone();
                 sim.want_and_release(&k);
@@ -484,14 +447,7 @@ fn random_runs_with_failures_retries_and_churn_give_exact_results() {
                 sim.chaos_step();
             }
         }
-        for k in &wanted {
-            let got = sim.done.get(k).copied();
-            assert_eq!(got, Some(sim.expected(k)), "seed {seed}: {k} (erred: {:?})", sim.erred.get(k));
-        }
-        for k in &wanted {
-            sim.release(k);
-        }
-        assert_eq!(sim.env.s.ntasks(), 0, "seed {seed}: tasks left after releasing everything");
+        check_and_release(&mut sim, &wanted, seed);
         failures += sim.failures;
         repeats += sim.repeats;
     }
