@@ -283,3 +283,32 @@ fn a_progress_bar_is_drawn_on_a_terminal() {
     assert!(text.contains("tasks |") && text.contains("[#"), "no progress bar drawn: {text:?}");
     assert!(text.contains("\x1b[2K"), "the bar is cleared at the end: {text:?}");
 }
+
+/// The interactive prompt on a real terminal: values print, `:help NAME`
+/// shows the API reference, `:quit` leaves.
+#[test]
+fn the_prompt_answers_on_a_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: `script` (util-linux) is not installed, no pseudo-terminal to test with");
+        return;
+    }
+    let mut child = Command::new("script")
+        .args(["-qec", env!("CARGO_BIN_EXE_brisk"), "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b":help submit\nlet x = 40;\nx + 2\n:quit\n")
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("brisk> submit(f, args...) -> Future"), "{text:?}");
+    assert!(text.contains("Example:"), "{text:?}");
+    assert!(text.contains("brisk> 42"), "{text:?}");
+}

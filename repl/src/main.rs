@@ -69,6 +69,26 @@ fn run_file(path: &std::path::Path, progress: bool) -> anyhow::Result<ExitCode> 
     Ok(report(result))
 }
 
+/// `:help`, `:help NAME`, `:quit`; returns whether to leave.
+fn meta_command(meta: &str) -> bool {
+    let mut words = meta.split_whitespace();
+    match (words.next(), words.next()) {
+        (Some("quit" | "q" | "exit"), _) => return true,
+        (Some("help"), None) => println!(
+            "{}
+
+:help NAME shows one entry; :quit leaves.",
+            brisk_script::api::docs::index()
+        ),
+        (Some("help"), Some(name)) => match brisk_script::api::docs::help(name) {
+            Some(text) => println!("{text}"),
+            None => println!("no help for {name}; :help lists what there is"),
+        },
+        _ => println!("unknown command :{meta} (try :help)"),
+    }
+    false
+}
+
 /// Ctrl-C cancels what the session runs (the script and any compute it
 /// waits for, running tasks included); a second Ctrl-C ends the process.
 fn interrupt_on_ctrl_c(session: &Session) {
@@ -109,7 +129,10 @@ fn repl() -> anyhow::Result<ExitCode> {
         let result = session.eval(&text, "<stdin>");
         return Ok(report(result));
     }
-    println!("brisk {} — Rhai on a lazy task-graph engine. Ctrl-D exits.", env!("CARGO_PKG_VERSION"));
+    println!(
+        "brisk {} — Rhai on a lazy task-graph engine. :help lists the API; Ctrl-D exits.",
+        env!("CARGO_PKG_VERSION")
+    );
     let mut n = 0;
     loop {
         print!("brisk> ");
@@ -119,7 +142,14 @@ fn repl() -> anyhow::Result<ExitCode> {
             println!();
             return Ok(ExitCode::SUCCESS);
         }
-        if line.trim().is_empty() {
+        let input = line.trim();
+        if input.is_empty() {
+            continue;
+        }
+        if let Some(meta) = input.strip_prefix(':') {
+            if meta_command(meta) {
+                return Ok(ExitCode::SUCCESS);
+            }
             continue;
         }
         n += 1;

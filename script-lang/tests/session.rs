@@ -272,3 +272,40 @@ fn visualize_writes_graphviz_and_refuses_unknown_files() {
     let info = brisk_script::convert::to_value(&info, "r").expect("value");
     assert_eq!(info.to_json(), r#"{"bytes":24,"layers":2,"tasks":2}"#);
 }
+
+/// Every example in the API reference runs in a fresh session.
+#[test]
+fn every_documented_example_runs() {
+    for d in brisk_script::api::docs::DOCS {
+        let (mut s, _) = session();
+        if let Err(e) = s.eval(d.example, &format!("<example of {}>", d.name)) {
+            panic!("the example of {} fails: {e}\n{}", d.name, d.example);
+        }
+    }
+}
+
+/// Every function the session registers is in the API reference, and
+/// every entry names something that exists.
+#[test]
+fn every_registered_function_is_documented() {
+    let (s, _) = session();
+    let sigs = s.engine().gen_fn_signatures(false);
+    let mut names: Vec<String> = sigs
+        .iter()
+        .filter_map(|sig| sig.split('(').next())
+        .map(|n| n.trim_start_matches("get$").to_string())
+        .filter(|n| n.chars().next().is_some_and(|c| c.is_ascii_alphabetic()))
+        .filter(|n| {
+            !n.contains('$') && !matches!(n.as_str(), "to_string" | "to_debug" | "delayed_call" | "message")
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    let missing: Vec<&String> =
+        names.iter().filter(|n| brisk_script::api::docs::lookup(n).is_none()).collect();
+    assert!(missing.is_empty(), "registered but not documented: {missing:?}");
+    for d in brisk_script::api::docs::DOCS {
+        assert!(names.iter().any(|n| n == d.name), "documented but not registered: {}", d.name);
+    }
+    assert!(brisk_script::api::docs::help("submit").is_some_and(|h| h.contains("Example:")));
+}

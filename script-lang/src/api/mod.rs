@@ -5,6 +5,7 @@
 mod args;
 mod config;
 mod delayed;
+pub mod docs;
 mod futures;
 
 use std::sync::Arc;
