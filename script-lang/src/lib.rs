@@ -3,6 +3,7 @@
 //! form (`ship`).
 
 pub mod api;
+pub mod complete;
 pub mod convert;
 pub mod error;
 pub mod session;

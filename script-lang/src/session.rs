@@ -175,6 +175,13 @@ impl Session {
         &self.engine
     }
 
+    /// Completion candidates for `line` at byte offset `pos` (REPL Tab,
+    /// Jupyter complete_request).
+    pub fn complete(&self, line: &str, pos: usize) -> crate::complete::Completion {
+        let fns: Vec<String> = self.ast.iter_functions().map(|f| f.name.to_string()).collect();
+        crate::complete::complete(&self.engine, &self.scope, &fns, line, pos)
+    }
+
     /// Evaluate one input (a file, a REPL entry, a notebook cell) as its own
     /// chunk: its functions stay defined, its variables stay in scope.
     pub fn eval(&mut self, text: &str, origin: &str) -> Result<Dynamic, ScriptError> {

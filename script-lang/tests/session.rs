@@ -309,3 +309,25 @@ fn every_registered_function_is_documented() {
     }
     assert!(brisk_script::api::docs::help("submit").is_some_and(|h| h.contains("Example:")));
 }
+
+#[test]
+fn completion_knows_api_variables_methods_and_options() {
+    let (mut s, _) = session();
+    let _ = eval_ok(
+        &mut s,
+        "fn twice(x) { x * 2 } let total = 5; let fut = submit(|x| x, 1); let d = delayed(|x| x).call(1);",
+    );
+    let c = s.complete("tot", 3);
+    assert_eq!((c.start, c.candidates.clone()), (0, vec!["total".to_string()]));
+    assert!(s.complete("twi", 3).candidates.contains(&"twice".to_string()));
+    assert!(s.complete("let x = gat", 11).candidates.contains(&"gather".to_string()));
+    let m = s.complete("fut.re", 6);
+    assert_eq!(m.start, 4);
+    assert!(m.candidates.contains(&"result".to_string()), "{m:?}");
+    let m = s.complete("fut.", 4).candidates;
+    assert!(m.contains(&"status".to_string()) && m.contains(&"cancel".to_string()), "{m:?}");
+    assert!(!m.contains(&"persist".to_string()), "persist is a Delayed method, not a Future one: {m:?}");
+    assert!(s.complete("d.", 2).candidates.contains(&"persist".to_string()));
+    let o = s.complete("config(#{sch", 12);
+    assert_eq!(o.candidates, vec!["scheduler".to_string()]);
+}
