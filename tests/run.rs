@@ -284,31 +284,93 @@ fn a_progress_bar_is_drawn_on_a_terminal() {
     assert!(text.contains("\x1b[2K"), "the bar is cleared at the end: {text:?}");
 }
 
-/// The interactive prompt on a real terminal: values print, `:help NAME`
-/// shows the API reference, `:quit` leaves.
-#[test]
-fn the_prompt_answers_on_a_terminal() {
+/// Drive the REPL on a pseudo-terminal as a person would: each step is
+/// typed once the previous one had time to finish. Returns the screen
+/// output with terminal control sequences removed.
+fn type_into_repl(steps: &[(&str, u64)], history: &Path) -> Option<String> {
     if Command::new("script").arg("--version").output().is_err() {
         eprintln!("skipped: `script` (util-linux) is not installed, no pseudo-terminal to test with");
-        return;
+        return None;
     }
     let mut child = Command::new("script")
         .args(["-qec", env!("CARGO_BIN_EXE_brisk"), "/dev/null"])
+        .env("NO_COLOR", "1")
+        .env("BRISK_HISTORY", history)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("script");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b":help submit\nlet x = 40;\nx + 2\n:quit\n")
-        .expect("write");
+    let mut stdin = child.stdin.take().expect("stdin");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for (keys, wait_ms) in steps {
+        stdin.write_all(keys.as_bytes()).expect("type");
+        stdin.flush().expect("flush");
+        std::thread::sleep(std::time::Duration::from_millis(*wait_ms));
+    }
+    drop(stdin);
     let out = child.wait_with_output().expect("wait");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("brisk> submit(f, args...) -> Future"), "{text:?}");
-    assert!(text.contains("Example:"), "{text:?}");
-    assert!(text.contains("brisk> 42"), "{text:?}");
+    assert!(out.status.success(), "the REPL failed: {}", String::from_utf8_lossy(&out.stdout));
+    Some(strip_terminal_codes(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Remove CSI sequences (`ESC [ ... letter`) and carriage returns.
+fn strip_terminal_codes(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() || d == '~' {
+                        break;
+                    }
+                }
+            }
+        } else if c != '\r' {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The REPL as a person uses it: a multi-line function, Tab completion,
+/// Ctrl-C during a long compute (the session survives), `:help`, an error
+/// with a caret, `:vars`, history saved, `:quit`.
+#[test]
+fn the_repl_works_as_a_person_uses_it() {
+    let dir = std::env::temp_dir().join(format!("brisk-repl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let history = dir.join("history");
+    let _ = std::fs::remove_file(&history);
+    let steps: &[(&str, u64)] = &[
+        ("fn twice(a) {\n", 300),
+        ("  a * 2\n", 300),
+        ("}\n", 300),
+        ("twice(21)\n", 500),
+        ("let total = 40 + 1;\n", 300),
+        ("tot\t", 300),
+        ("\n", 500),
+        ("delayed(|x| { while true {} }).call(1).compute()\n", 1200),
+        ("\x03", 800),
+        ("1 + 2\n", 500),
+        (":help gather\n", 400),
+        ("let y = ;\n", 400),
+        (":vars\n", 400),
+        (":quit\n", 300),
+    ];
+    let Some(screen) = type_into_repl(steps, &history) else { return };
+    let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
+    let has = |s: &str| lines.contains(&s);
+    assert!(has("42"), "the multi-line function ran: {screen}");
+    assert!(has("41"), "Tab completed tot to total: {screen}");
+    assert!(screen.contains("<input 5>: interrupted"), "Ctrl-C interrupted the compute: {screen}");
+    assert!(has("3"), "the session survived the interrupt: {screen}");
+    assert!(screen.contains("gather(futures) -> array"), "{screen}");
+    assert!(screen.contains("error: <input 7>:1:9: syntax error: Unexpected ';'"), "{screen}");
+    assert!(has("          ^"), "a caret under the error: {screen}");
+    assert!(has("total: i64"), "{screen}");
+    let saved = std::fs::read_to_string(&history).expect("history saved");
+    assert!(saved.contains("twice(21)") && saved.contains(":help gather"), "{saved}");
 }

@@ -1,10 +1,12 @@
-//! `brisk`: the one binary. With no arguments it reads a script interactively
-//! (the full rustyline REPL comes with the REPL issue); `brisk run FILE`
-//! runs a script headless on the embedded local scheduler.
+//! `brisk`: the one binary. With no arguments it opens the REPL (or runs
+//! piped stdin as one script); `brisk run FILE` runs a script headless on
+//! the embedded local scheduler.
 
+mod highlight;
+mod interactive;
 mod progress;
 
-use std::io::{BufRead, IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -61,7 +63,7 @@ fn run_file(path: &std::path::Path, progress: bool) -> anyhow::Result<ExitCode> 
         )
     })?;
     let mut session = Session::new();
-    interrupt_on_ctrl_c(&session);
+    interrupt_on_ctrl_c(&session, true);
     let bar =
         (progress && std::io::stderr().is_terminal()).then(|| progress::Bar::start(session.state().clone()));
     let result = session.eval(&text, &path.display().to_string());
@@ -69,32 +71,28 @@ fn run_file(path: &std::path::Path, progress: bool) -> anyhow::Result<ExitCode> 
     Ok(report(result))
 }
 
-/// `:help`, `:help NAME`, `:quit`; returns whether to leave.
-fn meta_command(meta: &str) -> bool {
-    let mut words = meta.split_whitespace();
-    match (words.next(), words.next()) {
-        (Some("quit" | "q" | "exit"), _) => return true,
-        (Some("help"), None) => println!(
-            "{}
-
-:help NAME shows one entry; :quit leaves.",
-            brisk_script::api::docs::index()
-        ),
-        (Some("help"), Some(name)) => match brisk_script::api::docs::help(name) {
-            Some(text) => println!("{text}"),
-            None => println!("no help for {name}; :help lists what there is"),
-        },
-        _ => println!("unknown command :{meta} (try :help)"),
+/// The REPL on a terminal; the whole of stdin as one script when it is
+/// piped (`echo '...' | brisk`), without prompts or colours.
+fn repl() -> anyhow::Result<ExitCode> {
+    let mut session = Session::new();
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        let mut text = String::new();
+        stdin.lock().read_to_string(&mut text).context("cannot read stdin")?;
+        interrupt_on_ctrl_c(&session, true);
+        let result = session.eval(&text, "<stdin>");
+        return Ok(report(result));
     }
-    false
+    interactive::run(session)
 }
 
 /// Ctrl-C cancels what the session runs (the script and any compute it
-/// waits for, running tasks included); a second Ctrl-C ends the process.
-fn interrupt_on_ctrl_c(session: &Session) {
+/// waits for, running tasks included). In `brisk run` a second Ctrl-C ends
+/// the process; the REPL keeps going.
+fn interrupt_on_ctrl_c(session: &Session, second_exits: bool) {
     let token = session.cancel_token();
     let installed = ctrlc::set_handler(move || {
-        if token.is_cancelled() {
+        if second_exits && token.is_cancelled() {
             std::process::exit(130);
         }
         token.cancel();
@@ -114,49 +112,6 @@ fn report(result: Result<rhai::Dynamic, brisk_script::ScriptError>) -> ExitCode 
                 ErrorKind::Cancelled => ExitCode::from(130),
                 _ => ExitCode::FAILURE,
             }
-        }
-    }
-}
-
-/// A minimal interactive loop: one input per line, or the whole of stdin as
-/// one script when it is not a terminal (`echo '...' | brisk`).
-fn repl() -> anyhow::Result<ExitCode> {
-    let mut session = Session::new();
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        let mut text = String::new();
-        stdin.lock().read_to_string(&mut text).context("cannot read stdin")?;
-        let result = session.eval(&text, "<stdin>");
-        return Ok(report(result));
-    }
-    println!(
-        "brisk {} — Rhai on a lazy task-graph engine. :help lists the API; Ctrl-D exits.",
-        env!("CARGO_PKG_VERSION")
-    );
-    let mut n = 0;
-    loop {
-        print!("brisk> ");
-        std::io::stdout().flush().ok();
-        let mut line = String::new();
-        if stdin.lock().read_line(&mut line).context("cannot read stdin")? == 0 {
-            println!();
-            return Ok(ExitCode::SUCCESS);
-        }
-        let input = line.trim();
-        if input.is_empty() {
-            continue;
-        }
-        if let Some(meta) = input.strip_prefix(':') {
-            if meta_command(meta) {
-                return Ok(ExitCode::SUCCESS);
-            }
-            continue;
-        }
-        n += 1;
-        match session.eval(&line, &format!("<input {n}>")) {
-            Ok(v) if !v.is_unit() => println!("{}", brisk_script::api::display(&v)),
-            Ok(_) => {}
-            Err(e) => eprintln!("error: {e}"),
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod api;
 pub mod complete;
 pub mod convert;
 pub mod error;
+pub mod input;
 pub mod session;
 pub mod ship;
 

@@ -1,0 +1,216 @@
+//! The interactive REPL (rustyline): one Session for the whole run,
+//! multi-line input decided by Rhai's parser, Tab completion and `:help`
+//! from the shared script-lang sources, colours, history on disk, meta
+//! commands, Ctrl-C that cancels a compute and keeps the session.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::Instant;
+
+use brisk_script::input::{InputState, input_state};
+use brisk_script::{ScriptError, Session};
+use rustyline::completion::Completer;
+use rustyline::error::ReadlineError;
+use rustyline::highlight::{CmdKind, Highlighter};
+use rustyline::hint::{Hinter, HistoryHinter};
+use rustyline::history::DefaultHistory;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{Context, Editor, Helper};
+
+struct BriskHelper {
+    session: Rc<RefCell<Session>>,
+    hinter: HistoryHinter,
+    colour: bool,
+}
+
+impl Completer for BriskHelper {
+    type Candidate = String;
+
+    fn complete(&self, line: &str, pos: usize, _: &Context<'_>) -> rustyline::Result<(usize, Vec<String>)> {
+        let c = self.session.borrow().complete(line, pos);
+        Ok((c.start, c.candidates))
+    }
+}
+
+impl Hinter for BriskHelper {
+    type Hint = String;
+
+    fn hint(&self, line: &str, pos: usize, ctx: &Context<'_>) -> Option<String> {
+        self.hinter.hint(line, pos, ctx)
+    }
+}
+
+impl Highlighter for BriskHelper {
+    fn highlight<'l>(&self, line: &'l str, _: usize) -> Cow<'l, str> {
+        if self.colour { Cow::Owned(crate::highlight::colour(line)) } else { Cow::Borrowed(line) }
+    }
+
+    fn highlight_hint<'h>(&self, hint: &'h str) -> Cow<'h, str> {
+        if self.colour { Cow::Owned(format!("\x1b[90m{hint}\x1b[0m")) } else { Cow::Borrowed(hint) }
+    }
+
+    fn highlight_char(&self, _: &str, _: usize, _: CmdKind) -> bool {
+        self.colour
+    }
+}
+
+impl Validator for BriskHelper {
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        Ok(match input_state(ctx.input()) {
+            InputState::Incomplete => ValidationResult::Incomplete,
+            _ => ValidationResult::Valid(None),
+        })
+    }
+}
+
+impl Helper for BriskHelper {}
+
+/// Where history lives: `$BRISK_HISTORY`, else the user's data directory.
+fn history_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("BRISK_HISTORY") {
+        return Some(PathBuf::from(p));
+    }
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
+    Some(data.join("brisk").join("history"))
+}
+
+/// Run the REPL until `:quit` or Ctrl-D.
+pub fn run(session: Session) -> anyhow::Result<ExitCode> {
+    crate::interrupt_on_ctrl_c(&session, false);
+    let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let session = Rc::new(RefCell::new(session));
+    let mut rl: Editor<BriskHelper, DefaultHistory> = Editor::new()?;
+    rl.set_helper(Some(BriskHelper { session: session.clone(), hinter: HistoryHinter::new(), colour }));
+    let history = history_path();
+    if let Some(p) = &history {
+        let _ = rl.load_history(p);
+    }
+    println!(
+        "brisk {} — Rhai on a lazy task-graph engine. :help lists the API; Ctrl-D exits.",
+        env!("CARGO_PKG_VERSION")
+    );
+    let mut n = 0;
+    loop {
+        match rl.readline("brisk> ") {
+            Ok(line) => {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let _ = rl.add_history_entry(line.as_str());
+                if let Some(p) = &history {
+                    if let Some(dir) = p.parent() {
+                        let _ = std::fs::create_dir_all(dir);
+                    }
+                    let _ = rl.save_history(p);
+                }
+                if let Some(meta) = line.trim().strip_prefix(':') {
+                    if meta_command(meta, &session, colour) {
+                        break;
+                    }
+                    continue;
+                }
+                n += 1;
+                evaluate(&session, &line, &format!("<input {n}>"), colour);
+            }
+            Err(ReadlineError::Interrupted) => continue,
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Evaluate one input, print its value or its error (with a caret under
+/// the position when it is in this input).
+fn evaluate(session: &Rc<RefCell<Session>>, text: &str, origin: &str, colour: bool) {
+    let bar = std::io::stderr()
+        .is_terminal()
+        .then(|| crate::progress::Bar::start(session.borrow().state().clone()));
+    let result = session.borrow_mut().eval(text, origin);
+    drop(bar);
+    match result {
+        Ok(v) if !v.is_unit() => println!("{}", brisk_script::api::display(&v)),
+        Ok(_) => {}
+        Err(e) => eprintln!("{}", error_block(&e, text, origin, colour)),
+    }
+}
+
+/// `error: …` plus, for an error in this input, the line and a caret.
+pub fn error_block(e: &ScriptError, text: &str, origin: &str, colour: bool) -> String {
+    let head = if colour { format!("\x1b[1;31merror\x1b[0m: {e}") } else { format!("error: {e}") };
+    if e.origin != origin {
+        return head;
+    }
+    let (Some(line), Some(col)) = (e.line, e.column) else { return head };
+    let Some(src) = text.lines().nth(line.saturating_sub(1)) else { return head };
+    let pad: String =
+        src.chars().take(col.saturating_sub(1)).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+    format!("{head}\n  {src}\n  {pad}^")
+}
+
+/// Meta commands; returns whether to leave the REPL.
+fn meta_command(meta: &str, session: &Rc<RefCell<Session>>, colour: bool) -> bool {
+    let (cmd, rest) = meta.split_once(char::is_whitespace).unwrap_or((meta, ""));
+    let rest = rest.trim();
+    match cmd {
+        "quit" | "q" | "exit" => return true,
+        "help" if rest.is_empty() => println!(
+            "{}\n\nmeta commands: :help [NAME]  :vars  :load FILE  :time EXPR  :clear  :dash  :quit",
+            brisk_script::api::docs::index()
+        ),
+        "help" => match brisk_script::api::docs::help(rest) {
+            Some(text) => println!("{text}"),
+            None => println!("no help for {rest}; :help lists what there is"),
+        },
+        "vars" => {
+            let s = session.borrow();
+            let mut vars: Vec<(String, String)> = s
+                .scope()
+                .iter_raw()
+                .map(|(name, _, v)| (name.to_string(), brisk_script::api::type_name(v)))
+                .collect();
+            vars.sort();
+            for (name, ty) in vars {
+                println!("{name}: {ty}");
+            }
+        }
+        "clear" => print!("\x1b[2J\x1b[H"),
+        "load" if !rest.is_empty() => match std::fs::read_to_string(rest) {
+            Ok(text) => evaluate(session, &text, rest, colour),
+            Err(e) => eprintln!("error: cannot read {rest}: {e}"),
+        },
+        "time" if !rest.is_empty() => {
+            let t0 = Instant::now();
+            evaluate(session, rest, "<time>", colour);
+            println!("took {:.3} s", t0.elapsed().as_secs_f64());
+        }
+        "dash" => println!("the live dashboard is not built yet; a progress bar shows during computes"),
+        _ => println!("unknown command :{meta} (try :help)"),
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_in_this_input_get_a_caret() {
+        let e = ScriptError {
+            kind: brisk_script::ErrorKind::Syntax,
+            message: "syntax error: Unexpected ';'".into(),
+            origin: "<input 1>".into(),
+            line: Some(1),
+            column: Some(9),
+        };
+        let block = error_block(&e, "let x = ;", "<input 1>", false);
+        assert_eq!(block, "error: <input 1>:1:9: syntax error: Unexpected ';'\n  let x = ;\n          ^");
+        assert_eq!(error_block(&e, "let x = ;", "<input 2>", false).lines().count(), 1);
+    }
+}
