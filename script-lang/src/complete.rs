@@ -67,9 +67,9 @@ fn normalize_type(t: &str) -> String {
     }
 }
 
-/// Complete `line` at byte offset `pos`.
+/// Complete `line` at byte offset `pos`, given the engine's `signatures`.
 pub fn complete(
-    engine: &Engine,
+    sigs: &[Signature],
     scope: &Scope<'_>,
     script_fns: &[String],
     line: &str,
@@ -91,20 +91,20 @@ pub fn complete(
             .map_or(0, |i| i + 1);
         let receiver = &before[receiver_start..receiver_end];
         let ty = scope.get(receiver).map(value_type);
-        for s in signatures(engine) {
+        for s in sigs {
             let fits = match (&ty, &s.receiver) {
                 (Some(t), Some(r)) => r == t || r == "dynamic",
                 (None, Some(_)) => true,
                 _ => false,
             };
             if fits && s.name.starts_with(prefix) {
-                out.insert(s.name);
+                out.insert(s.name.clone());
             }
         }
     } else if inside_option_map(before) {
         out.extend(OPTION_KEYS.iter().filter(|k| k.starts_with(prefix)).map(|k| k.to_string()));
     } else {
-        out.extend(signatures(engine).into_iter().map(|s| s.name).filter(|n| n.starts_with(prefix)));
+        out.extend(sigs.iter().map(|s| &s.name).filter(|n| n.starts_with(prefix)).cloned());
         out.extend(scope.iter_raw().map(|(n, _, _)| n.to_string()).filter(|n| n.starts_with(prefix)));
         out.extend(script_fns.iter().filter(|n| n.starts_with(prefix) && !n.contains('$')).cloned());
         out.extend(KEYWORDS.iter().filter(|k| k.starts_with(prefix)).map(|k| k.to_string()));

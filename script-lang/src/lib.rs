@@ -5,6 +5,7 @@
 pub mod api;
 pub mod complete;
 pub mod convert;
+pub mod display;
 pub mod error;
 pub mod input;
 pub mod session;

@@ -120,6 +120,7 @@ pub struct Session {
     scope: Scope<'static>,
     ast: AST,
     state: Arc<SessionState>,
+    signatures: std::sync::OnceLock<Vec<crate::complete::Signature>>,
 }
 
 impl Session {
@@ -150,7 +151,13 @@ impl Session {
         engine.on_debug(move |s, _, pos| st.print(&format!("[{pos:?}] {s}")));
         let cancel = state.cancel.clone();
         engine.on_progress(move |_| cancel.is_cancelled().then(|| Dynamic::from("interrupted")));
-        Session { engine, scope: Scope::new(), ast: AST::empty(), state }
+        Session {
+            engine,
+            scope: Scope::new(),
+            ast: AST::empty(),
+            state,
+            signatures: std::sync::OnceLock::new(),
+        }
     }
 
     pub fn state(&self) -> &Arc<SessionState> {
@@ -178,8 +185,10 @@ impl Session {
     /// Completion candidates for `line` at byte offset `pos` (REPL Tab,
     /// Jupyter complete_request).
     pub fn complete(&self, line: &str, pos: usize) -> crate::complete::Completion {
+        // The registered functions never change after construction: list them once.
+        let sigs = self.signatures.get_or_init(|| crate::complete::signatures(&self.engine));
         let fns: Vec<String> = self.ast.iter_functions().map(|f| f.name.to_string()).collect();
-        crate::complete::complete(&self.engine, &self.scope, &fns, line, pos)
+        crate::complete::complete(sigs, &self.scope, &fns, line, pos)
     }
 
     /// Evaluate one input (a file, a REPL entry, a notebook cell) as its own

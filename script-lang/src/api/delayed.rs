@@ -254,8 +254,8 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         m.insert("bytes".into(), Dynamic::from_int(nbytes as i64));
         m
     });
-    engine.register_fn("to_string", |d: &mut Delayed| super::display(&Dynamic::from(d.clone())));
-    engine.register_fn("to_debug", |d: &mut Delayed| super::display(&Dynamic::from(d.clone())));
+    engine.register_fn("to_string", |d: &mut Delayed| super::display_scalar(&Dynamic::from(d.clone())));
+    engine.register_fn("to_debug", |d: &mut Delayed| super::display_scalar(&Dynamic::from(d.clone())));
 }
 
 /// Names of every layer reachable from `root`.

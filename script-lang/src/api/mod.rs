@@ -52,7 +52,7 @@ pub fn worker_engine() -> Engine {
 
 /// "expected X, got a T (value)" for a wrongly typed argument.
 pub fn wrong_type(function: &str, expected: &str, got: &Dynamic) -> Box<rhai::EvalAltResult> {
-    let shown = display(got);
+    let shown = display_scalar(got);
     let shown = if shown.chars().count() > 40 {
         format!("{}…", shown.chars().take(40).collect::<String>())
     } else {
@@ -77,8 +77,13 @@ pub fn type_name(d: &Dynamic) -> String {
     }
 }
 
-/// How a value prints in the REPL and in `brisk run` output.
+/// How a value prints in the REPL: tables for maps and records.
 pub fn display(d: &Dynamic) -> String {
+    crate::display::render(d)
+}
+
+/// How a single value prints (lazy values, futures, failures by name).
+pub fn display_scalar(d: &Dynamic) -> String {
     if let Some(x) = d.read_lock::<Delayed>() {
         return format!("Delayed('{}')", x.key);
     }
