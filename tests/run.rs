@@ -345,20 +345,20 @@ fn the_repl_works_as_a_person_uses_it() {
     let history = dir.join("history");
     let _ = std::fs::remove_file(&history);
     let steps: &[(&str, u64)] = &[
-        ("fn twice(a) {\n", 300),
-        ("  a * 2\n", 300),
-        ("}\n", 300),
-        ("twice(21)\n", 500),
-        ("let total = 40 + 1;\n", 300),
-        ("tot\t", 300),
-        ("\n", 500),
+        ("fn twice(a) {\n", 600),
+        ("  a * 2\n", 600),
+        ("}\n", 600),
+        ("twice(21)\n", 700),
+        ("let total = 40 + 1;\n", 600),
+        ("tot\t", 600),
+        ("\n", 700),
         ("delayed(|x| { while true {} }).call(1).compute()\n", 1200),
         ("\x03", 800),
-        ("1 + 2\n", 500),
-        (":help gather\n", 400),
-        ("let y = ;\n", 400),
-        (":vars\n", 400),
-        (":quit\n", 300),
+        ("1 + 2\n", 700),
+        (":help gather\n", 600),
+        ("let y = ;\n", 600),
+        (":vars\n", 600),
+        (":quit\n", 600),
     ];
     let Some(screen) = type_into_repl(steps, &history) else { return };
     let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
