@@ -75,20 +75,21 @@ pub fn complete(
     line: &str,
     pos: usize,
 ) -> Completion {
-    let pos = pos.min(line.len());
+    let mut pos = pos.min(line.len());
+    while !line.is_char_boundary(pos) {
+        pos -= 1;
+    }
     let before = &line[..pos];
     if let Some(quote) = open_string_start(before) {
         let partial = &before[quote + 1..];
         return Completion { start: quote + 1, candidates: complete_path(partial) };
     }
-    let start = before.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map_or(0, |i| i + 1);
+    let start = word_start(before);
     let prefix = &before[start..];
     let mut out: BTreeSet<String> = BTreeSet::new();
     if before[..start].ends_with('.') {
         let receiver_end = start - 1;
-        let receiver_start = before[..receiver_end]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .map_or(0, |i| i + 1);
+        let receiver_start = word_start(&before[..receiver_end]);
         let receiver = &before[receiver_start..receiver_end];
         let ty = scope.get(receiver).map(value_type);
         for s in sigs {
@@ -110,6 +111,15 @@ pub fn complete(
         out.extend(KEYWORDS.iter().filter(|k| k.starts_with(prefix)).map(|k| k.to_string()));
     }
     Completion { start, candidates: out.into_iter().collect() }
+}
+
+/// Where the identifier that ends `s` starts (a char boundary, also after
+/// non-ASCII text).
+fn word_start(s: &str) -> usize {
+    s.char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_'))
+        .map_or(0, |(i, c)| i + c.len_utf8())
 }
 
 fn value_type(d: &Dynamic) -> String {
@@ -185,6 +195,21 @@ mod tests {
         assert!(inside_option_map("config(#{sch"));
         assert!(!inside_option_map("config(#{a: 1}, x"));
         assert!(!inside_option_map("f([1, 2"));
+    }
+
+    #[test]
+    fn words_start_on_char_boundaries() {
+        assert_eq!(word_start("let é = gat"), 9);
+        assert_eq!(word_start("é"), 2);
+        assert_eq!(word_start("éx"), 2);
+        assert_eq!(word_start("abc"), 0);
+        let c = complete(&[], &Scope::new(), &[], "let é", 6);
+        assert!(c.start == 6 && c.candidates.contains(&"let".to_string()), "after é: {c:?}");
+        let c = complete(&[], &Scope::new(), &[], "let é", 5);
+        assert_eq!(c.start, 4, "inside é the cursor backs off: {c:?}");
+        // A cursor inside a multi-byte character backs off instead of panicking.
+        let c = complete(&[], &Scope::new(), &[], "é", 1);
+        assert_eq!(c.start, 0);
     }
 
     #[test]
