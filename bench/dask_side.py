@@ -23,17 +23,7 @@ import time
 # CPU used by this process tree ("own") and by everything else on the machine
 # ("foreign": /proc/stat busy time minus own) during the timed region, as in
 # shared/bench/dask/run.py.
-_CLK = os.sysconf("SC_CLK_TCK")
-
-
-def _proc_stat():
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]
-        user, nice, system, idle, iowait, irq, softirq, steal = v
-        return (user + nice + system + irq + softirq) / _CLK, steal / _CLK
-    except Exception:
-        return 0.0, 0.0
+from procstat import proc_stat as _proc_stat  # noqa: E402 (beside this script)
 
 
 def _tree_cpu():

@@ -106,18 +106,7 @@ def git_info():
 
 
 # ---------------------------------------------------------------- child processes
-_CLK = os.sysconf("SC_CLK_TCK")
-
-
-def _proc_stat():
-    """(busy seconds, steal seconds) of the whole machine so far."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]
-        user, nice, system, idle, iowait, irq, softirq, steal = v
-        return (user + nice + system + irq + softirq) / _CLK, steal / _CLK
-    except (OSError, ValueError):
-        return 0.0, 0.0
+from procstat import proc_stat as _proc_stat  # noqa: E402 (beside this script)
 
 
 class ChildResult:

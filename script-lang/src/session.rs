@@ -23,10 +23,11 @@ pub struct SessionState {
     runtime: RwLock<Arc<Runtime>>,
     config: Mutex<SessionConfig>,
     code: Mutex<Arc<Code>>,
-    /// For each script function (closures included), a hash of the input
-    /// that defines it: task tokens use it, so a key changes when the
-    /// function is redefined, not whenever anything else is typed.
-    fn_sources: Mutex<HashMap<String, u64>>,
+    /// For each script function (closures included), the input that
+    /// defines it: its hash (task tokens use it, so a key changes when the
+    /// function is redefined, not whenever anything else is typed) and its
+    /// origin (where errors inside the function are placed).
+    fn_sources: Mutex<HashMap<String, (u64, Arc<str>)>>,
     annotations: Mutex<Vec<AnnotationScope>>,
     udfs: Arc<RhaiUdfs>,
     output: RwLock<OutputSink>,
@@ -68,19 +69,25 @@ impl SessionState {
 
     /// The hash of the input that defines script function `name`, if any.
     pub fn fn_source(&self, name: &str) -> Option<u64> {
-        lock(&self.fn_sources).get(name).copied()
+        lock(&self.fn_sources).get(name).map(|(hash, _)| *hash)
+    }
+
+    /// Where script function `name` was defined (a file or `<input N>`).
+    pub fn fn_origin(&self, name: &str) -> Option<String> {
+        lock(&self.fn_sources).get(name).map(|(_, origin)| origin.to_string())
     }
 
     fn push_chunk(&self, origin: &str, text: &str, ast: &AST) {
         let hash = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
+        let origin: Arc<str> = Arc::from(origin);
         let mut sources = lock(&self.fn_sources);
         for f in ast.iter_functions() {
-            sources.insert(f.name.to_string(), hash);
+            sources.insert(f.name.to_string(), (hash, origin.clone()));
         }
         drop(sources);
         let mut code = lock(&self.code);
         let mut chunks = code.chunks.clone();
-        chunks.push(SourceChunk { origin: origin.into(), text: text.into() });
+        chunks.push(SourceChunk { origin, text: text.into() });
         *code = Arc::new(Code { id: ship::code_id(&chunks), chunks });
     }
 
@@ -200,8 +207,7 @@ impl Session {
         self.ast += ast;
         let result = self.engine.eval_ast_with_scope::<Dynamic>(&mut self.scope, &self.ast);
         self.ast.clear_statements();
-        let code = self.state.code();
-        result.map_err(|e| ScriptError::runtime(&e, origin, |name| ship::chunk_defining(&code, name)))
+        result.map_err(|e| ScriptError::runtime(&e, origin, |name| self.state.fn_origin(name)))
     }
 }
 

@@ -185,7 +185,7 @@ fn origin_of(e: &EvalAltResult, code: &Code) -> String {
 
 /// The origin of the latest chunk that defines a script function `name`.
 /// Compiles chunks again, so it is only for error paths.
-pub fn chunk_defining(code: &Code, name: &str) -> Option<String> {
+fn chunk_defining(code: &Code, name: &str) -> Option<String> {
     let engine = Engine::new_raw();
     code.chunks
         .iter()

@@ -331,3 +331,11 @@ fn completion_knows_api_variables_methods_and_options() {
     let o = s.complete("config(#{sch", 12);
     assert_eq!(o.candidates, vec!["scheduler".to_string()]);
 }
+
+#[test]
+fn an_error_inside_a_function_points_into_the_input_that_defines_it() {
+    let (mut s, _) = session();
+    let _ = s.eval("let a = 1;\nfn bad(x) {\n    x.nope()\n}", "<input 1>").expect("defines");
+    let e = s.eval("bad(1)", "<input 2>").expect_err("fails");
+    assert_eq!((e.origin.as_str(), e.line, e.column), ("<input 1>", Some(3), Some(7)), "{e}");
+}

@@ -137,6 +137,7 @@ struct State {
     idle: usize,
     hub: Hub,
     shutdown: bool,
+    /// Actions the scheduler decided and `apply` has not carried out yet.
     out: Vec<Action>,
 }
 
@@ -235,23 +236,11 @@ impl Runtime {
 }
 
 impl Drop for Runtime {
+    /// Stop every thread; whatever is still pending fails, so no waiter hangs.
     fn drop(&mut self) {
-        {
-            let mut st = self.shared.lock();
-            st.shutdown = true;
-            for flag in st.running.values() {
-                flag.store(true, Ordering::SeqCst);
-            }
-        }
-        self.shared.work.notify_all();
+        self.shared.break_down("the runtime shut down");
         for h in self.threads.drain(..) {
             let _ = h.join();
-        }
-        // Settle what is still pending so no waiter hangs.
-        let cells: Vec<Arc<Cell>> =
-            self.shared.lock().cells.drain().flat_map(|(_, v)| v).filter_map(|w| w.upgrade()).collect();
-        for c in cells {
-            c.settle(Status::Error(TaskError::internal("the runtime shut down")));
         }
     }
 }
@@ -299,10 +288,7 @@ impl Shared {
             return Err(EngineError::Shutdown);
         }
         let st = &mut *st;
-        let mut out = std::mem::take(&mut st.out);
-        let submitted = st.core.submit(new, outputs, &mut out);
-        st.out = out;
-        if let Err(e) = submitted {
+        if let Err(e) = st.core.submit(new, outputs, &mut st.out) {
             return Err(EngineError::Invalid(e.to_string()));
         }
         for t in tasks {
@@ -365,9 +351,7 @@ impl Shared {
         if let Some(list) = st.cells.get_mut(&task) {
             list.retain(|w| w.upgrade().is_some_and(|c| !Arc::ptr_eq(&c, cell)));
         }
-        let mut out = std::mem::take(&mut st.out);
-        st.core.release(task, &mut out);
-        st.out = out;
+        st.core.release(task, &mut st.out);
         self.apply(st);
     }
 
@@ -443,9 +427,7 @@ impl Shared {
             }
             let w = st.worker;
             for (task, run, e) in failures {
-                let mut out = std::mem::take(&mut st.out);
-                st.core.task_failed(w, task, run, e, &mut out);
-                st.out = out;
+                st.core.task_failed(w, task, run, e, &mut st.out);
             }
         }
     }
@@ -482,8 +464,9 @@ impl Shared {
         }
     }
 
-    /// Stop the runtime after an internal failure: no new work, every
-    /// pending future fails with `reason`, every thread wakes up and exits.
+    /// Stop the runtime (when it is dropped, or after an internal failure):
+    /// no new work, every pending future fails with `reason`, every thread
+    /// wakes up and exits.
     fn break_down(&self, reason: &str) {
         let cells: Vec<Arc<Cell>> = {
             let mut st = self.lock();
@@ -531,7 +514,6 @@ impl Shared {
             // A cancelled attempt finished late: its result belongs to nobody.
             return;
         }
-        let mut out = std::mem::take(&mut st.out);
         match result {
             Ok(v) => {
                 let n = v.nbytes();
@@ -540,11 +522,10 @@ impl Shared {
                 }
                 st.memory_bytes += n;
                 let micros = (stop - start).as_secs_f64() * 1e6;
-                st.core.task_finished(w, job.task, job.run, n, micros, &mut out);
+                st.core.task_finished(w, job.task, job.run, n, micros, &mut st.out);
             }
-            Err(e) => st.core.task_failed(w, job.task, job.run, e, &mut out),
+            Err(e) => st.core.task_failed(w, job.task, job.run, e, &mut st.out),
         }
-        st.out = out;
         self.apply(st);
         if !st.hub.is_empty() {
             let ev = Event::TaskRan {
