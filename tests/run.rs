@@ -302,16 +302,40 @@ fn type_into_repl(steps: &[(&str, u64)], history: &Path) -> Option<String> {
         .spawn()
         .expect("script");
     let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stdout, &mut bytes);
+        bytes
+    });
     std::thread::sleep(std::time::Duration::from_millis(500));
     for (keys, wait_ms) in steps {
         stdin.write_all(keys.as_bytes()).expect("type");
         stdin.flush().expect("flush");
         std::thread::sleep(std::time::Duration::from_millis(*wait_ms));
     }
+    // Keep the terminal open until brisk has left by itself: closing it
+    // early makes `script` hang up on a REPL that is still shutting down.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().expect("try_wait").is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let exited = child.try_wait().expect("try_wait").is_some();
+    if !exited {
+        let _ = child.kill();
+    }
     drop(stdin);
     let out = child.wait_with_output().expect("wait");
-    assert!(out.status.success(), "the REPL failed: {}", String::from_utf8_lossy(&out.stdout));
-    Some(strip_terminal_codes(&String::from_utf8_lossy(&out.stdout)))
+    let bytes = reader.join().expect("reader");
+    let screen = String::from_utf8_lossy(&bytes);
+    assert!(exited, "the REPL did not exit within 30 s of the last input: {screen}");
+    assert!(
+        out.status.success(),
+        "the REPL failed ({}): {screen}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(strip_terminal_codes(&screen))
 }
 
 /// Remove CSI sequences (`ESC [ ... letter`) and carriage returns.
