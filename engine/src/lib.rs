@@ -6,6 +6,7 @@
 //! (`graph::{cull, fuse, order}`) → `scheduler` state machine → executor
 //! (`local` threads) → result.
 
+pub mod array;
 pub mod diagnostics;
 pub mod error;
 pub mod graph;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use crate::array::ArrayOp;
 use crate::error::TaskError;
 use crate::graph::Key;
 use crate::value::Value;
@@ -29,6 +30,8 @@ pub enum Op {
 pub enum Func {
     Udf(Arc<Udf>),
     Builtin(Builtin),
+    /// An array kernel (`crate::array::ops`).
+    Array(Arc<ArrayOp>),
 }
 
 /// Native functions that need no script engine.
@@ -164,6 +167,7 @@ pub fn execute(
             match func {
                 Func::Udf(udf) => udfs.call(udf, args, ctx),
                 Func::Builtin(b) => builtin(*b, args),
+                Func::Array(op) => Ok(crate::array::ops::execute(op, &args)?),
             }
         }
         Op::Fused(steps) => {

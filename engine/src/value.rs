@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::array::Chunk;
+
 /// A task result or a literal argument.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub enum Value {
@@ -21,6 +23,8 @@ pub enum Value {
     Bytes(Arc<[u8]>),
     List(Arc<Vec<Value>>),
     Map(Arc<BTreeMap<String, Value>>),
+    /// An n-d array: a block of a lazy array, or a computed one.
+    Array(Chunk),
 }
 
 impl Value {
@@ -35,6 +39,7 @@ impl Value {
             Value::Bytes(_) => "bytes",
             Value::List(_) => "array",
             Value::Map(_) => "map",
+            Value::Array(_) => "ndarray",
         }
     }
 
@@ -48,6 +53,7 @@ impl Value {
             Value::Bytes(b) => BASE + b.len() as u64,
             Value::List(items) => BASE + items.iter().map(Value::nbytes).sum::<u64>(),
             Value::Map(m) => BASE + m.iter().map(|(k, v)| k.len() as u64 + v.nbytes()).sum::<u64>(),
+            Value::Array(c) => BASE + c.nbytes(),
         }
     }
 
@@ -105,6 +111,7 @@ impl Value {
                 }
                 out.push(']');
             }
+            Value::Array(c) => out.push_str(&c.to_json()),
             Value::Map(m) => {
                 out.push('{');
                 for (i, (k, v)) in m.iter().enumerate() {
@@ -149,7 +156,7 @@ impl fmt::Display for Value {
             Value::Float(x) => write!(f, "{x:?}"),
             Value::Str(s) => f.write_str(s),
             Value::Bytes(b) => write!(f, "<{} bytes>", b.len()),
-            Value::List(_) | Value::Map(_) => f.write_str(&self.to_json()),
+            Value::List(_) | Value::Map(_) | Value::Array(_) => f.write_str(&self.to_json()),
         }
     }
 }

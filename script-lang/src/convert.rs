@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use brisk_engine::Value;
+use brisk_engine::array::{Chunk, Scalar};
 use rhai::{Array, Blob, Dynamic, ImmutableString, Map};
 
 /// How deeply arrays and maps may nest in a value that travels: deeper
@@ -58,6 +59,9 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, String> {
         }
         return Ok(Value::Map(Arc::new(out)));
     }
+    if let Some(c) = d.read_lock::<Chunk>() {
+        return Ok(Value::Array(c.clone()));
+    }
     if d.is_blob() {
         let b = d.read_lock::<Blob>().ok_or_else(|| format!("{what}: blob is locked"))?;
         return Ok(Value::Bytes(Arc::from(b.as_slice())));
@@ -85,6 +89,14 @@ pub fn to_dynamic(v: &Value) -> Dynamic {
             }
             Dynamic::from_map(out)
         }
+        // A 0-d result is a number, as NumPy scalars act as Python numbers.
+        Value::Array(c) if c.ndim() == 0 => match c.get(&[]) {
+            Some(Scalar::Bool(b)) => Dynamic::from_bool(b),
+            Some(Scalar::Int(i)) => Dynamic::from_int(i),
+            Some(Scalar::Float(f)) => Dynamic::from_float(f),
+            None => Dynamic::UNIT,
+        },
+        Value::Array(c) => Dynamic::from(c.clone()),
     }
 }
 

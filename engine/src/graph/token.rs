@@ -81,6 +81,10 @@ impl Tokenizer {
                     self.value(x);
                 }
             }
+            Value::Array(c) => {
+                self.h.update(&[18]);
+                c.feed_bytes(&mut |b| self.h.update(b));
+            }
             Value::Map(m) => {
                 self.h.update(&[17]);
                 self.u64(m.len() as u64);

@@ -55,6 +55,9 @@ pub fn call_task(state: &SessionState, func: &Func, label: &str, args: &[Dynamic
         Func::Builtin(x) => {
             b.token.str(x.name());
         }
+        Func::Array(op) => {
+            b.token.str(&format!("{op:?}"));
+        }
     }
     let mut built = Vec::with_capacity(args.len());
     for (i, a) in args.iter().enumerate() {

@@ -1,0 +1,46 @@
+//! Errors of array operations. Each message names the shapes, axes or
+//! values involved, as NumPy's do, so the script layer can show it as is.
+
+/// Why an array operation was refused.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ArrayError {
+    /// Shapes that do not fit together (broadcasting, reshapes, products).
+    #[error("{0}")]
+    Shape(String),
+    /// An axis outside the array's dimensions.
+    #[error("axis {axis} is out of bounds for array of dimension {ndim}")]
+    Axis { axis: i64, ndim: usize },
+    /// An operation the element type does not support.
+    #[error("{0}")]
+    DType(String),
+    /// A bad argument value (chunk spec, bins, ranges).
+    #[error("{0}")]
+    Value(String),
+}
+
+impl From<ArrayError> for crate::TaskError {
+    fn from(e: ArrayError) -> Self {
+        crate::TaskError::user(e.to_string())
+    }
+}
+
+/// Normalize a possibly negative axis (`-1` is the last one).
+pub fn norm_axis(axis: i64, ndim: usize) -> Result<usize, ArrayError> {
+    let n = ndim as i64;
+    let a = if axis < 0 { axis + n } else { axis };
+    if a < 0 || a >= n { Err(ArrayError::Axis { axis, ndim }) } else { Ok(a as usize) }
+}
+
+/// Normalize a list of axes: each in range, none repeated, sorted.
+pub fn norm_axes(axes: &[i64], ndim: usize) -> Result<Vec<usize>, ArrayError> {
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        let n = norm_axis(a, ndim)?;
+        if out.contains(&n) {
+            return Err(ArrayError::Value(format!("repeated axis {a} in {axes:?}")));
+        }
+        out.push(n);
+    }
+    out.sort_unstable();
+    Ok(out)
+}

@@ -1,0 +1,18 @@
+//! N-dimensional array chunks and the kernels that work on them: the
+//! per-block half of `dask.array`. The lazy, chunked side lives in
+//! `collections::array`; this module only ever sees one block at a time
+//! (plus reduction partials).
+
+mod chunk;
+pub mod create;
+mod dtype;
+pub mod elementwise;
+mod error;
+pub mod ops;
+pub mod reduce;
+pub mod shape;
+
+pub use chunk::{Chunk, Elem, Nd, fmt_shape};
+pub use dtype::{DType, Scalar};
+pub use error::{ArrayError, norm_axes, norm_axis};
+pub use ops::ArrayOp;

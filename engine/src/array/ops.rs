@@ -1,0 +1,192 @@
+//! The serializable vocabulary of array tasks and how each runs. A task's
+//! arguments arrive as engine `Value`s: array blocks, scalars, and lists of
+//! partials for the reduction steps.
+
+use serde::{Deserialize, Serialize};
+
+use super::chunk::Chunk;
+use super::create::{self, Dist};
+use super::dtype::{DType, Scalar};
+use super::elementwise::{self, BinOp, Operand, UnOp};
+use super::error::ArrayError;
+use super::reduce::{self, BlockPlace, Reduction};
+use super::shape::{self, AxisSlice};
+use crate::value::Value;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ArrayOp {
+    Random {
+        seed: u64,
+        shape: Vec<usize>,
+        dist: Dist,
+        dtype: DType,
+    },
+    Full {
+        shape: Vec<usize>,
+        value: Scalar,
+        dtype: DType,
+    },
+    Arange {
+        start: f64,
+        step: f64,
+        n: usize,
+        dtype: DType,
+    },
+    Linspace {
+        start: f64,
+        stop: f64,
+        total: usize,
+        offset: usize,
+        n: usize,
+        dtype: DType,
+    },
+    Eye {
+        rows: usize,
+        cols: usize,
+        k: i64,
+        dtype: DType,
+    },
+    Binary(BinOp),
+    Unary(UnOp),
+    Where,
+    AsType(DType),
+    /// The chunk step of a reduction: a block into a partial.
+    Partial {
+        red: Reduction,
+        axes: Vec<usize>,
+        place: BlockPlace,
+    },
+    /// Merge partials (arguments in block order) into one.
+    Combine {
+        red: Reduction,
+    },
+    /// Merge partials and finalize the result.
+    Aggregate {
+        red: Reduction,
+        axes: Vec<usize>,
+        keepdims: bool,
+        out: DType,
+    },
+    Transpose(Vec<usize>),
+    Slice(Vec<(AxisSlice, bool)>),
+    /// Join a grid of blocks (arguments in C order) into one.
+    Concat {
+        numblocks: Vec<usize>,
+    },
+}
+
+impl ArrayOp {
+    /// The name of the op's task group, as Dask names its layers.
+    pub fn name(&self) -> String {
+        match self {
+            ArrayOp::Random { dist: Dist::Uniform, .. } => "random_sample".into(),
+            ArrayOp::Random { .. } => "normal".into(),
+            ArrayOp::Full { .. } => "full".into(),
+            ArrayOp::Arange { .. } => "arange".into(),
+            ArrayOp::Linspace { .. } => "linspace".into(),
+            ArrayOp::Eye { .. } => "eye".into(),
+            ArrayOp::Binary(op) => op.name().into(),
+            ArrayOp::Unary(op) => op.name().into(),
+            ArrayOp::Where => "where".into(),
+            ArrayOp::AsType(_) => "astype".into(),
+            ArrayOp::Partial { red, .. } => format!("{}-chunk", red.name()),
+            ArrayOp::Combine { red } => format!("{}-combine", red.name()),
+            ArrayOp::Aggregate { red, .. } => format!("{}-aggregate", red.name()),
+            ArrayOp::Transpose(_) => "transpose".into(),
+            ArrayOp::Slice(_) => "getitem".into(),
+            ArrayOp::Concat { .. } => "finalize".into(),
+        }
+    }
+}
+
+fn chunk_arg(v: &Value) -> Result<&Chunk, ArrayError> {
+    match v {
+        Value::Array(c) => Ok(c),
+        other => Err(ArrayError::Value(format!("expected an array block, got {}", other.type_name()))),
+    }
+}
+
+fn operand(v: &Value) -> Result<Operand<'_>, ArrayError> {
+    Ok(match v {
+        Value::Array(c) => Operand::Chunk(c),
+        Value::Bool(b) => Operand::Scalar(Scalar::Bool(*b)),
+        Value::Int(i) => Operand::Scalar(Scalar::Int(*i)),
+        Value::Float(f) => Operand::Scalar(Scalar::Float(*f)),
+        other => {
+            return Err(ArrayError::Value(format!(
+                "expected an array or a number, got {}",
+                other.type_name()
+            )));
+        }
+    })
+}
+
+fn partial_arg(v: &Value) -> Result<Vec<Chunk>, ArrayError> {
+    match v {
+        Value::List(items) => items.iter().map(|x| chunk_arg(x).cloned()).collect(),
+        other => Err(ArrayError::Value(format!("expected a reduction partial, got {}", other.type_name()))),
+    }
+}
+
+fn partial_value(p: Vec<Chunk>) -> Value {
+    Value::list(p.into_iter().map(Value::Array).collect())
+}
+
+fn merged(red: Reduction, args: &[Value]) -> Result<Vec<Chunk>, ArrayError> {
+    let mut it = args.iter();
+    let mut acc = partial_arg(it.next().ok_or_else(|| ArrayError::Value("no partials to combine".into()))?)?;
+    for v in it {
+        acc = reduce::merge(red, &acc, &partial_arg(v)?)?;
+    }
+    Ok(acc)
+}
+
+fn arity(op: &ArrayOp, args: &[Value], n: usize) -> Result<(), ArrayError> {
+    if args.len() == n {
+        Ok(())
+    } else {
+        Err(ArrayError::Value(format!("{} takes {n} argument(s), got {}", op.name(), args.len())))
+    }
+}
+
+/// Run one array task.
+pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
+    let one = |args: &[Value]| -> Result<Chunk, ArrayError> {
+        arity(op, args, 1)?;
+        chunk_arg(&args[0]).cloned()
+    };
+    Ok(match op {
+        ArrayOp::Random { seed, shape, dist, dtype } => {
+            Value::Array(create::random(*seed, shape, *dist, *dtype))
+        }
+        ArrayOp::Full { shape, value, dtype } => Value::Array(Chunk::full(shape, *value, *dtype)),
+        ArrayOp::Arange { start, step, n, dtype } => Value::Array(create::arange(*start, *step, *n, *dtype)),
+        ArrayOp::Linspace { start, stop, total, offset, n, dtype } => {
+            Value::Array(create::linspace(*start, *stop, *total, *offset, *n, *dtype))
+        }
+        ArrayOp::Eye { rows, cols, k, dtype } => Value::Array(create::eye(*rows, *cols, *k, *dtype)),
+        ArrayOp::Binary(b) => {
+            arity(op, args, 2)?;
+            Value::Array(elementwise::binary(*b, operand(&args[0])?, operand(&args[1])?)?)
+        }
+        ArrayOp::Unary(u) => Value::Array(elementwise::unary(*u, &one(args)?)?),
+        ArrayOp::Where => {
+            arity(op, args, 3)?;
+            Value::Array(elementwise::where_(operand(&args[0])?, operand(&args[1])?, operand(&args[2])?)?)
+        }
+        ArrayOp::AsType(t) => Value::Array(one(args)?.astype(*t)),
+        ArrayOp::Partial { red, axes, place } => {
+            partial_value(reduce::partial(*red, &one(args)?, axes, place)?)
+        }
+        ArrayOp::Combine { red } => partial_value(merged(*red, args)?),
+        ArrayOp::Aggregate { red, axes, keepdims, out } => {
+            Value::Array(reduce::finalize(*red, &merged(*red, args)?, axes, *keepdims, *out)?)
+        }
+        ArrayOp::Transpose(axes) => Value::Array(shape::transpose(&one(args)?, axes)?),
+        ArrayOp::Slice(ranges) => Value::Array(shape::slice(&one(args)?, ranges)?),
+        ArrayOp::Concat { numblocks } => {
+            let blocks = args.iter().map(|v| chunk_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
+            Value::Array(shape::concat_grid(&blocks, numblocks)?)
+        }
+    })
+}

@@ -1,0 +1,136 @@
+//! Kernels that move elements without computing on them: transposes,
+//! slices, concatenation of a grid of blocks.
+
+use ndarray::{Axis, IxDyn, Slice};
+use serde::{Deserialize, Serialize};
+
+use super::chunk::{Chunk, Elem, Nd, fmt_shape};
+use super::error::ArrayError;
+
+/// Permute the axes (a view: nothing is copied).
+pub fn transpose(c: &Chunk, axes: &[usize]) -> Result<Chunk, ArrayError> {
+    let mut seen = vec![false; c.ndim()];
+    if axes.len() != c.ndim() || axes.iter().any(|&a| a >= c.ndim() || std::mem::replace(&mut seen[a], true))
+    {
+        return Err(ArrayError::Value(format!("axes {axes:?} don't match array of dimension {}", c.ndim())));
+    }
+    Ok(crate::each_chunk!(c, a => Elem::wrap(a.clone().permuted_axes(IxDyn(axes)))))
+}
+
+/// A range along one axis of a block, with a step (negative steps count
+/// from the end, as NumPy's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AxisSlice {
+    pub start: usize,
+    pub stop: usize,
+    pub step: i64,
+}
+
+/// Slice every axis (a view); `None` drops the axis (an integer index).
+pub fn slice(c: &Chunk, ranges: &[(AxisSlice, bool)]) -> Result<Chunk, ArrayError> {
+    if ranges.len() != c.ndim() {
+        return Err(ArrayError::Value(format!(
+            "{} slices for an array of dimension {}",
+            ranges.len(),
+            c.ndim()
+        )));
+    }
+    for (d, (r, _)) in ranges.iter().enumerate() {
+        if r.start > r.stop || r.stop > c.shape()[d] || r.step == 0 {
+            return Err(ArrayError::Value(format!(
+                "slice {}..{} out of range for axis {d} of length {}",
+                r.start,
+                r.stop,
+                c.shape()[d]
+            )));
+        }
+    }
+    fn go<T: Elem>(a: &Nd<T>, ranges: &[(AxisSlice, bool)]) -> Chunk {
+        let mut v = a.clone();
+        v.slice_each_axis_inplace(|ax| {
+            let (r, _) = ranges[ax.axis.index()];
+            Slice::new(r.start as isize, Some(r.stop as isize), r.step as isize)
+        });
+        for (d, (_, drop)) in ranges.iter().enumerate().rev() {
+            if *drop {
+                v = v.index_axis_move(Axis(d), 0);
+            }
+        }
+        T::wrap(v)
+    }
+    Ok(crate::each_chunk!(c, a => go(a, ranges)))
+}
+
+/// Join a grid of blocks, given in C order with `numblocks` per axis, into
+/// one chunk (the last step of `compute` on an array).
+pub fn concat_grid(blocks: &[Chunk], numblocks: &[usize]) -> Result<Chunk, ArrayError> {
+    let Some(first) = blocks.first() else {
+        return Err(ArrayError::Value("no blocks to join".into()));
+    };
+    if numblocks.iter().product::<usize>() != blocks.len() {
+        return Err(ArrayError::Value(format!(
+            "{} blocks do not fill a grid of {numblocks:?}",
+            blocks.len()
+        )));
+    }
+    if blocks.len() == 1 {
+        return Ok(first.clone());
+    }
+    let dtype = first.dtype();
+    fn go<T: Elem>(blocks: &[Chunk], numblocks: &[usize]) -> Result<Chunk, ArrayError> {
+        let mut cur: Vec<Nd<T>> = blocks.iter().map(|b| b.cast::<T>()).collect();
+        for ax in (0..numblocks.len()).rev() {
+            let k = numblocks[ax];
+            let mut next = Vec::with_capacity(cur.len() / k.max(1));
+            for group in cur.chunks(k.max(1)) {
+                let views: Vec<_> = group.iter().map(|a| a.view()).collect();
+                let joined = ndarray::concatenate(Axis(ax), &views).map_err(|_| {
+                    ArrayError::Shape(format!(
+                        "blocks of shapes {} cannot be joined along axis {ax}",
+                        group.iter().map(|g| fmt_shape(g.shape())).collect::<Vec<_>>().join(", ")
+                    ))
+                })?;
+                next.push(joined.into_shared());
+            }
+            cur = next;
+        }
+        cur.pop().map(T::wrap).ok_or_else(|| ArrayError::Value("no blocks to join".into()))
+    }
+    match dtype {
+        super::DType::Bool => go::<bool>(blocks, numblocks),
+        super::DType::I64 => go::<i64>(blocks, numblocks),
+        super::DType::F32 => go::<f32>(blocks, numblocks),
+        super::DType::F64 => go::<f64>(blocks, numblocks),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_transpose_and_slice() {
+        let b = |v: Vec<i64>, s: &[usize]| Chunk::from_vec(s, v).expect("block");
+        let grid = [
+            b(vec![1, 2, 4, 5], &[2, 2]),
+            b(vec![3, 6], &[2, 1]),
+            b(vec![7, 8], &[1, 2]),
+            b(vec![9], &[1, 1]),
+        ];
+        let m = concat_grid(&grid, &[2, 2]).expect("grid");
+        assert_eq!(m.to_json(), "[[1,2,3],[4,5,6],[7,8,9]]");
+        let t = transpose(&m, &[1, 0]).expect("t");
+        assert_eq!(t.to_json(), "[[1,4,7],[2,5,8],[3,6,9]]");
+        let s = slice(
+            &m,
+            &[
+                (AxisSlice { start: 0, stop: 3, step: 2 }, false),
+                (AxisSlice { start: 1, stop: 2, step: 1 }, true),
+            ],
+        )
+        .expect("slice");
+        assert_eq!(s.to_json(), "[2,8]");
+        assert!(transpose(&m, &[0, 0]).is_err());
+        assert!(concat_grid(&grid[..3], &[2, 2]).is_err());
+    }
+}
