@@ -73,6 +73,12 @@ pub enum ArrayOp {
     Concat {
         numblocks: Vec<usize>,
     },
+    /// Cut a piece out of each argument and join the pieces, a grid in C
+    /// order: one output block of a rechunk.
+    Rechunk {
+        pieces: Vec<Vec<AxisSlice>>,
+        numblocks: Vec<usize>,
+    },
 }
 
 impl ArrayOp {
@@ -95,6 +101,7 @@ impl ArrayOp {
             ArrayOp::Transpose(_) => "transpose".into(),
             ArrayOp::Slice(_) => "getitem".into(),
             ArrayOp::Concat { .. } => "finalize".into(),
+            ArrayOp::Rechunk { .. } => "rechunk".into(),
         }
     }
 }
@@ -186,6 +193,15 @@ pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
         ArrayOp::Slice(ranges) => Value::Array(shape::slice(&one(args)?, ranges)?),
         ArrayOp::Concat { numblocks } => {
             let blocks = args.iter().map(|v| chunk_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
+            Value::Array(shape::concat_grid(&blocks, numblocks)?)
+        }
+        ArrayOp::Rechunk { pieces, numblocks } => {
+            arity(op, args, pieces.len())?;
+            let mut blocks = Vec::with_capacity(args.len());
+            for (v, ranges) in args.iter().zip(pieces) {
+                let r: Vec<(AxisSlice, bool)> = ranges.iter().map(|&x| (x, false)).collect();
+                blocks.push(shape::slice(chunk_arg(v)?, &r)?);
+            }
             Value::Array(shape::concat_grid(&blocks, numblocks)?)
         }
     })

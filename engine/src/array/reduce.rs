@@ -320,7 +320,12 @@ pub fn merge(red: Reduction, a: &[Chunk], b: &[Chunk]) -> Result<Vec<Chunk>, Arr
                 ib: &Nd<i64>,
             ) -> Result<Vec<Chunk>, ArrayError> {
                 let (va, vb) = (typed::<T>(a)?, typed::<T>(b)?);
-                let take_b = zip2(va, vb, |x, y| better(red, y, x))?.into_shared();
+                // Ties (and two NaNs) keep the first occurrence: the smaller index.
+                let tie = |x: T, y: T| x == y || (x.is_nan() && y.is_nan());
+                let mut take_b = zip2(va, vb, |x, y| better(red, y, x))?;
+                Zip::from(&mut take_b).and(va).and(vb).and(ia).and(ib).for_each(|t, &x, &y, &i, &j| {
+                    *t = *t || (tie(x, y) && j < i);
+                });
                 let v = Zip::from(&take_b).and(va).and(vb).map_collect(|&t, &x, &y| if t { y } else { x });
                 let i = Zip::from(&take_b).and(ia).and(ib).map_collect(|&t, &x, &y| if t { y } else { x });
                 Ok(vec![Chunk::from_array(v), Chunk::from_array(i)])

@@ -1,0 +1,143 @@
+//! Tree reductions (Dask's `reduction` with `split_every`): a partial per
+//! block, then levels that each merge up to `split_every` neighbouring
+//! partials along the reduced axes, then one aggregate per output block.
+//! Memory stays bounded by the tree's width, whatever the array's size.
+
+use std::sync::Arc;
+
+use super::{Array, Ctx, array_task, finish, grid, offsets};
+use crate::array::reduce::{BlockPlace, Reduction};
+use crate::array::{ArrayError, ArrayOp, norm_axes};
+use crate::graph::{Key, Tokenizer};
+use crate::ops::Arg;
+
+/// Dask's default `split_every`: the fan-in of each tree node, shared out
+/// over the reduced axes.
+pub const SPLIT_EVERY: usize = 4;
+
+/// `a.<red>(axis, keepdims)`; `axes = None` reduces every axis.
+pub fn reduction(
+    ctx: &Ctx,
+    a: &Array,
+    red: Reduction,
+    axes: Option<&[i64]>,
+    keepdims: bool,
+    split_every: Option<usize>,
+) -> Result<Array, ArrayError> {
+    let nd = a.ndim();
+    let axes: Vec<usize> = match axes {
+        None => (0..nd).collect(),
+        Some(ax) => norm_axes(ax, nd)?,
+    };
+    if red.is_arg() && axes.len() != 1 && axes.len() != nd {
+        return Err(ArrayError::Value(format!(
+            "{} takes one axis or none, got {} axes",
+            red.name(),
+            axes.len()
+        )));
+    }
+    if matches!(red, Reduction::Min | Reduction::Max | Reduction::ArgMin | Reduction::ArgMax)
+        && axes.iter().any(|&d| a.shape()[d] == 0)
+    {
+        return Err(ArrayError::Value(format!(
+            "zero-size array to reduction operation {} which has no identity",
+            red.name()
+        )));
+    }
+    let split = split_every.unwrap_or(SPLIT_EVERY).max(2);
+    let per_axis = ((split as f64).powf(1.0 / axes.len().max(1) as f64) as usize).max(2);
+    let out_dtype = red.out_dtype(a.dtype);
+
+    let mut t = Tokenizer::new();
+    t.str(red.name()).str(&a.name).str(&format!("{axes:?}/{keepdims}/{split}"));
+    let token = t.finish();
+    let label = red.name();
+
+    // Level 0: one partial per block.
+    let chunk_name: Arc<str> = Arc::from(format!("{label}-chunk-{token}"));
+    let shape = a.shape();
+    let offs: Vec<Vec<usize>> = a.chunks.iter().map(|c| offsets(c)).collect();
+    let mut numblocks = a.numblocks();
+    let mut tasks = Vec::new();
+    for idx in grid(&numblocks) {
+        let place = if red.is_arg() {
+            BlockPlace {
+                offsets: idx.iter().enumerate().map(|(d, &i)| offs[d][i]).collect(),
+                shape: shape.clone(),
+            }
+        } else {
+            BlockPlace::default()
+        };
+        let op = ArrayOp::Partial { red, axes: axes.clone(), place };
+        tasks.push(array_task(ctx, block(&chunk_name, &idx), op, vec![Arg::Dep(0)], vec![a.block_key(&idx)]));
+    }
+    let mut prev = chunk_name;
+    let mut level = 0;
+    // Combine levels while some reduced axis would still need more than
+    // one more merge.
+    loop {
+        let last = axes.iter().all(|&d| numblocks[d] <= per_axis);
+        let next: Vec<usize> = (0..nd)
+            .map(|d| {
+                if axes.contains(&d) {
+                    if last { 1 } else { numblocks[d].div_ceil(per_axis) }
+                } else {
+                    numblocks[d]
+                }
+            })
+            .collect();
+        let name: Arc<str> = if last {
+            Arc::from(format!("{label}-aggregate-{token}"))
+        } else {
+            level += 1;
+            Arc::from(format!("{label}-combine{level}-{token}"))
+        };
+        for idx in grid(&next) {
+            // The inputs of this node: the group of previous blocks it covers.
+            let ranges: Vec<(usize, usize)> = (0..nd)
+                .map(|d| {
+                    if axes.contains(&d) {
+                        let w = if last { numblocks[d] } else { per_axis };
+                        (idx[d] * w, ((idx[d] + 1) * w).min(numblocks[d]))
+                    } else {
+                        (idx[d], idx[d] + 1)
+                    }
+                })
+                .collect();
+            let sub: Vec<usize> = ranges.iter().map(|(s, e)| e - s).collect();
+            let deps: Vec<Key> = grid(&sub)
+                .into_iter()
+                .map(|s| {
+                    let src: Vec<usize> = s.iter().zip(&ranges).map(|(k, (lo, _))| lo + k).collect();
+                    block(&prev, &src)
+                })
+                .collect();
+            let args = (0..deps.len()).map(|i| Arg::Dep(i as u32)).collect();
+            let op = if last {
+                ArrayOp::Aggregate { red, axes: axes.clone(), keepdims, out: out_dtype }
+            } else {
+                ArrayOp::Combine { red }
+            };
+            let out_idx: Vec<usize> = if last && !keepdims {
+                idx.iter().enumerate().filter(|(d, _)| !axes.contains(d)).map(|(_, &i)| i).collect()
+            } else {
+                idx.clone()
+            };
+            tasks.push(array_task(ctx, block(&name, &out_idx), op, args, deps));
+        }
+        numblocks = next;
+        prev = name;
+        if last {
+            break;
+        }
+    }
+    let chunks: Vec<Vec<usize>> = (0..nd)
+        .filter_map(|d| if axes.contains(&d) { keepdims.then(|| vec![1]) } else { Some(a.chunks[d].clone()) })
+        .collect();
+    // All levels live in one layer: they are one operation.
+    Ok(finish(prev.to_string(), tasks, vec![a.layer.clone()], chunks, out_dtype))
+}
+
+fn block(name: &Arc<str>, idx: &[usize]) -> Key {
+    Key::block(name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>())
+}

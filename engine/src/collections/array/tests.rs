@@ -1,0 +1,188 @@
+//! Chunked results against the same kernels on one whole chunk, on both
+//! local schedulers, with chunkings that do not divide the shape.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::array::elementwise::{self, Operand as Local};
+use crate::array::reduce::{self, BlockPlace, Reduction};
+use crate::graph::materialize;
+use crate::local::{CancelToken, LocalConfig, Runtime};
+use crate::ops::NoUdfs;
+
+fn compute(a: &Array) -> Vec<Chunk> {
+    let mut out = Vec::new();
+    for config in [
+        LocalConfig { threads: 3, ..LocalConfig::default() },
+        LocalConfig { sync: true, ..LocalConfig::default() },
+    ] {
+        let rt = Runtime::new(config, Arc::new(NoUdfs));
+        let (layer, key) = finalize(a);
+        let v = rt.compute(materialize(&[layer]), &[key], &CancelToken::new()).expect("compute");
+        match &v[0] {
+            Value::Array(c) => out.push(c.clone()),
+            other => panic!("not an array: {other:?}"),
+        }
+        assert_eq!(rt.tasks_held(), 0);
+    }
+    assert_eq!(out[0], out[1], "threads and sync agree");
+    out
+}
+
+fn one(a: &Array) -> Chunk {
+    compute(a).swap_remove(0)
+}
+
+fn spec(v: &[i64]) -> ChunkSpec {
+    ChunkSpec::PerAxis(v.iter().map(|&s| AxisChunks::Size(s)).collect())
+}
+
+fn close(a: &Chunk, b: &Chunk) {
+    assert_eq!(a.shape(), b.shape());
+    let (x, y) = (a.cast::<f64>(), b.cast::<f64>());
+    for (p, q) in x.iter().zip(y.iter()) {
+        assert!((p - q).abs() <= 1e-9 * (1.0 + q.abs()) || (p.is_nan() && q.is_nan()), "{p} vs {q}");
+    }
+}
+
+fn sample(shape: &[usize]) -> Chunk {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n).map(|i| ((i * 7919) % 101) as f64 / 7.0 - 5.0).collect();
+    Chunk::from_vec(shape, v).expect("sample")
+}
+
+#[test]
+fn random_is_reproducible_by_seed_and_chunks() {
+    let ctx = Ctx::default();
+    let a = random(&ctx, &[7, 5], &spec(&[3, 2]), 42, Dist::Uniform, DType::F64).expect("a");
+    let b = random(&ctx, &[7, 5], &spec(&[3, 2]), 42, Dist::Uniform, DType::F64).expect("b");
+    assert_eq!(a.name, b.name, "same expression, same keys");
+    assert_eq!(one(&a), one(&b));
+    let c = random(&ctx, &[7, 5], &spec(&[3, 2]), 43, Dist::Uniform, DType::F64).expect("c");
+    assert_ne!(one(&a), one(&c));
+    assert_eq!(a.chunks.as_ref(), &vec![vec![3, 3, 1], vec![2, 2, 1]]);
+}
+
+#[test]
+fn elementwise_with_transpose_and_broadcasting_matches_one_chunk() {
+    let ctx = Ctx::default();
+    let whole = sample(&[7, 7]);
+    let x = from_chunk(&ctx, &whole, &spec(&[3])).expect("x");
+    let xt = transpose(&ctx, &x, None).expect("T");
+    let s = binary(&ctx, BinOp::Add, &Operand::Array(x.clone()), &Operand::Array(xt)).expect("add");
+    let s2 = binary(&ctx, BinOp::Mul, &Operand::Array(s), &Operand::Scalar(Scalar::Int(2))).expect("mul");
+    let direct_t = crate::array::shape::transpose(&whole, &[1, 0]).expect("t");
+    let direct = elementwise::binary(BinOp::Add, Local::Chunk(&whole), Local::Chunk(&direct_t)).expect("a");
+    let direct =
+        elementwise::binary(BinOp::Mul, Local::Chunk(&direct), Local::Scalar(Scalar::Int(2))).expect("m");
+    close(&one(&s2), &direct);
+
+    // A row vector against a matrix with other chunks: unify_chunks.
+    let row = from_chunk(&ctx, &sample(&[7]), &spec(&[4])).expect("row");
+    let r = binary(&ctx, BinOp::Sub, &Operand::Array(x), &Operand::Array(row)).expect("sub");
+    assert_eq!(r.chunks.as_ref(), &vec![vec![3, 3, 1], vec![3, 1, 2, 1]]);
+    let direct =
+        elementwise::binary(BinOp::Sub, Local::Chunk(&whole), Local::Chunk(&sample(&[7]))).expect("d");
+    close(&one(&r), &direct);
+}
+
+#[test]
+fn reductions_match_one_chunk_for_every_axis_choice() {
+    let ctx = Ctx::default();
+    let whole = sample(&[9, 10, 3]);
+    let x = from_chunk(&ctx, &whole, &spec(&[2, 3, 2])).expect("x");
+    let reds = [
+        Reduction::Sum,
+        Reduction::Prod,
+        Reduction::Min,
+        Reduction::Max,
+        Reduction::Mean,
+        Reduction::Var { ddof: 0 },
+        Reduction::Std { ddof: 1 },
+        Reduction::Any,
+        Reduction::All,
+    ];
+    let axis_sets: [Option<&[i64]>; 5] = [None, Some(&[0]), Some(&[1, 2]), Some(&[-1]), Some(&[0, 2])];
+    for red in reds {
+        for axes in axis_sets {
+            for keepdims in [false, true] {
+                for split in [Some(2), None] {
+                    let r = reduction(&ctx, &x, red, axes, keepdims, split).expect("reduction");
+                    let norm: Vec<usize> = match axes {
+                        None => vec![0, 1, 2],
+                        Some(a) => crate::array::norm_axes(a, 3).expect("axes"),
+                    };
+                    let p = reduce::partial(red, &whole, &norm, &BlockPlace::default()).expect("p");
+                    let direct =
+                        reduce::finalize(red, &p, &norm, keepdims, red.out_dtype(DType::F64)).expect("f");
+                    let got = one(&r);
+                    assert_eq!(got.dtype(), direct.dtype(), "{red:?} {axes:?}");
+                    assert_eq!(r.shape(), direct.shape(), "{red:?} {axes:?} {keepdims}");
+                    close(&got, &direct);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn arg_reductions_give_global_indices() {
+    let ctx = Ctx::default();
+    let whole = sample(&[9, 10]);
+    let x = from_chunk(&ctx, &whole, &spec(&[4, 3])).expect("x");
+    for red in [Reduction::ArgMin, Reduction::ArgMax] {
+        for axes in [None, Some(&[0i64][..]), Some(&[1i64][..])] {
+            let r = reduction(&ctx, &x, red, axes, false, Some(2)).expect("arg");
+            let norm: Vec<usize> = match axes {
+                None => vec![0, 1],
+                Some(a) => crate::array::norm_axes(a, 2).expect("axes"),
+            };
+            let place = BlockPlace { offsets: vec![0, 0], shape: vec![9, 10] };
+            let p = reduce::partial(red, &whole, &norm, &place).expect("p");
+            let direct = reduce::finalize(red, &p, &norm, false, DType::I64).expect("f");
+            assert_eq!(one(&r), direct, "{red:?} {axes:?}");
+        }
+    }
+    let e = reduction(
+        &ctx,
+        &from_chunk(&ctx, &sample(&[2, 2, 2]), &spec(&[1])).expect("3d"),
+        Reduction::ArgMax,
+        Some(&[0, 1]),
+        false,
+        None,
+    )
+    .expect_err("two axes");
+    assert!(e.to_string().contains("one axis or none"), "{e}");
+}
+
+#[test]
+fn creation_functions() {
+    let ctx = Ctx::default();
+    let a = arange(&ctx, 0.0, 10.0, 3.0, &spec(&[2]), DType::I64).expect("arange");
+    assert_eq!(one(&a).to_json(), "[0,3,6,9]");
+    let l = linspace(&ctx, 0.0, 1.0, 5, &spec(&[2]), DType::F64).expect("linspace");
+    assert_eq!(one(&l).to_json(), "[0.0,0.25,0.5,0.75,1.0]");
+    let e = eye(&ctx, 3, &spec(&[2]), DType::I64).expect("eye");
+    assert_eq!(one(&e).to_json(), "[[1,0,0],[0,1,0],[0,0,1]]");
+    let f = full(&ctx, &[2, 3], &spec(&[1, 2]), Scalar::Float(1.5), DType::F32).expect("full");
+    assert_eq!(one(&f).to_json(), "[[1.5,1.5,1.5],[1.5,1.5,1.5]]");
+    let r = rechunk(&ctx, &from_chunk(&ctx, &sample(&[7, 5]), &spec(&[3, 2])).expect("x"), &spec(&[2, 5]))
+        .expect("re");
+    assert_eq!(one(&r), sample(&[7, 5]));
+    assert!(arange(&ctx, 0.0, 1.0, 0.0, &ChunkSpec::Auto, DType::F64).is_err());
+}
+
+#[test]
+fn bad_shapes_and_axes_are_refused_when_written() {
+    let ctx = Ctx::default();
+    let a = full(&ctx, &[3, 4], &ChunkSpec::Auto, Scalar::Int(1), DType::F64).expect("a");
+    let b = full(&ctx, &[5], &ChunkSpec::Auto, Scalar::Int(1), DType::F64).expect("b");
+    let e = binary(&ctx, BinOp::Add, &Operand::Array(a.clone()), &Operand::Array(b)).expect_err("broadcast");
+    assert_eq!(e.to_string(), "shapes (3, 4) and (5,) cannot be broadcast together");
+    let e = reduction(&ctx, &a, Reduction::Sum, Some(&[2]), false, None).expect_err("axis");
+    assert_eq!(e.to_string(), "axis 2 is out of bounds for array of dimension 2");
+    let e = transpose(&ctx, &a, Some(&[0, 0])).expect_err("transpose");
+    assert!(e.to_string().contains("repeated axis"), "{e}");
+    let e = full(&ctx, &[usize::MAX, 4], &ChunkSpec::Auto, Scalar::Int(1), DType::F64).expect_err("huge");
+    assert!(e.to_string().contains("more elements"), "{e}");
+}
