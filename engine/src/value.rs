@@ -24,7 +24,7 @@ pub enum Value {
     List(Arc<Vec<Value>>),
     Map(Arc<BTreeMap<String, Value>>),
     /// An n-d array: a block of a lazy array, or a computed one.
-    Array(Chunk),
+    Array(Arc<Chunk>),
 }
 
 impl Value {
@@ -55,6 +55,10 @@ impl Value {
             Value::Map(m) => BASE + m.iter().map(|(k, v)| k.len() as u64 + v.nbytes()).sum::<u64>(),
             Value::Array(c) => BASE + c.nbytes(),
         }
+    }
+
+    pub fn array(c: Chunk) -> Value {
+        Value::Array(Arc::new(c))
     }
 
     pub fn list(items: Vec<Value>) -> Value {

@@ -60,7 +60,7 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, String> {
         return Ok(Value::Map(Arc::new(out)));
     }
     if let Some(c) = d.read_lock::<Chunk>() {
-        return Ok(Value::Array(c.clone()));
+        return Ok(Value::array(c.clone()));
     }
     if d.is_blob() {
         let b = d.read_lock::<Blob>().ok_or_else(|| format!("{what}: blob is locked"))?;
@@ -96,7 +96,7 @@ pub fn to_dynamic(v: &Value) -> Dynamic {
             Some(Scalar::Float(f)) => Dynamic::from_float(f),
             None => Dynamic::UNIT,
         },
-        Value::Array(c) => Dynamic::from(c.clone()),
+        Value::Array(c) => Dynamic::from(Chunk::clone(c)),
     }
 }
 

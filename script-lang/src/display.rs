@@ -2,6 +2,7 @@
 //! maps and arrays of maps as tables (comfy-table), long tables elided in
 //! the middle as pandas does; everything else as Rhai prints it.
 
+use brisk_engine::array::{Chunk, Scalar, fmt_shape};
 use comfy_table::{ContentArrangement, Table, presets};
 use rhai::{Array, Dynamic, Map};
 
@@ -11,6 +12,12 @@ const TAIL_ROWS: usize = 5;
 
 /// Text for a value: a table for maps and arrays of maps.
 pub fn render(d: &Dynamic) -> String {
+    if let Some(x) = d.read_lock::<crate::api::LazyArray>() {
+        return crate::api::array_summary(&x);
+    }
+    if let Some(c) = d.read_lock::<Chunk>() {
+        return chunk_table(&c);
+    }
     if let Some(m) = d.read_lock::<Map>()
         && !m.is_empty()
     {
@@ -59,6 +66,130 @@ fn records(rows: &Array) -> String {
         );
     }
     format!("{t}\n{n} rows × {} columns", columns.len())
+}
+
+/// Columns shown on each side of the elision of a wide array.
+const EDGE_COLS: usize = 5;
+
+/// One element as NumPy prints it: six significant digits, scientific
+/// notation for very large or small magnitudes.
+pub fn element(s: Scalar) -> String {
+    match s {
+        Scalar::Float(f) if f.is_nan() => "nan".into(),
+        Scalar::Float(f) if f.is_infinite() => {
+            if f > 0.0 {
+                "inf".into()
+            } else {
+                "-inf".into()
+            }
+        }
+        Scalar::Float(f) if f != 0.0 && (f.abs() >= 1e16 || f.abs() < 1e-4) => format!("{f:.6e}"),
+        Scalar::Float(f) if f == f.trunc() => format!("{f:.1}"),
+        Scalar::Float(f) => {
+            let digits = (6 - (f.abs().log10().floor() as i32) - 1).clamp(0, 15) as usize;
+            let t = format!("{f:.digits$}");
+            let t = t.trim_end_matches('0');
+            if t.ends_with('.') { format!("{t}0") } else { t.to_string() }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Indices to show out of `n`, with `None` where the elision goes.
+fn shown(n: usize, head: usize, tail: usize) -> Vec<Option<usize>> {
+    if n <= head + tail {
+        return (0..n).map(Some).collect();
+    }
+    (0..head).map(Some).chain(std::iter::once(None)).chain((n - tail..n).map(Some)).collect()
+}
+
+/// A computed array as a table: rows × columns for 2-d, one column for
+/// 1-d, one table per leading index (elided) above that.
+pub fn chunk_table(c: &Chunk) -> String {
+    let footer = format!("ndarray {} {}", c.dtype(), fmt_shape(c.shape()));
+    match c.ndim() {
+        0 => c.get(&[]).map(element).unwrap_or_default(),
+        1 => {
+            let mut t = table();
+            t.set_header(vec!["", "value"]);
+            for i in shown(c.shape()[0], HEAD_ROWS, TAIL_ROWS) {
+                match i {
+                    Some(i) => t.add_row(vec![i.to_string(), c.get(&[i]).map(element).unwrap_or_default()]),
+                    None => t.add_row(vec!["…", "…"]),
+                };
+            }
+            format!("{t}\n{footer}")
+        }
+        2 => format!("{}\n{footer}", matrix(c, &[])),
+        _ => {
+            let lead = &c.shape()[..c.ndim() - 2];
+            let mut out = Vec::new();
+            for (k, idx) in brisk_engine::collections::array::grid(lead).into_iter().enumerate() {
+                if k == 3 {
+                    out.push("…".to_string());
+                    break;
+                }
+                let label: Vec<String> =
+                    idx.iter().map(usize::to_string).chain(["…".into(), "…".into()]).collect();
+                out.push(format!("[{}]\n{}", label.join(", ").replace("…", ":"), matrix(c, &idx)));
+            }
+            out.push(footer);
+            out.join("\n")
+        }
+    }
+}
+
+fn matrix(c: &Chunk, lead: &[usize]) -> String {
+    let nd = c.ndim();
+    let (rows, cols) = (c.shape()[nd - 2], c.shape()[nd - 1]);
+    let col_idx = shown(cols, EDGE_COLS, EDGE_COLS);
+    let mut t = table();
+    let mut header = vec![String::new()];
+    header.extend(col_idx.iter().map(|j| j.map(|j| j.to_string()).unwrap_or_else(|| "…".into())));
+    t.set_header(header);
+    for i in shown(rows, HEAD_ROWS, TAIL_ROWS) {
+        let mut row = vec![i.map(|i| i.to_string()).unwrap_or_else(|| "…".into())];
+        for j in &col_idx {
+            row.push(match (i, j) {
+                (Some(i), Some(j)) => {
+                    let mut idx = lead.to_vec();
+                    idx.extend([i, *j]);
+                    c.get(&idx).map(element).unwrap_or_default()
+                }
+                _ => "…".into(),
+            });
+        }
+        t.add_row(row);
+    }
+    t.to_string()
+}
+
+/// A computed array on one line (`to_string`, `print`): its elements as
+/// nested lists when small, else its type and shape.
+pub fn chunk_text(c: &Chunk) -> String {
+    if c.len() > 1000 {
+        return format!("ndarray({}, shape={})", c.dtype(), fmt_shape(c.shape()));
+    }
+    fn go(c: &Chunk, idx: &mut Vec<usize>, out: &mut String) {
+        let d = idx.len();
+        if d == c.ndim() {
+            out.push_str(&c.get(idx).map(element).unwrap_or_default());
+            return;
+        }
+        out.push('[');
+        for i in 0..c.shape()[d] {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            idx.push(i);
+            go(c, idx, out);
+            idx.pop();
+        }
+        out.push(']');
+    }
+    let mut out = String::new();
+    go(c, &mut Vec::new(), &mut out);
+    out
 }
 
 fn table() -> Table {

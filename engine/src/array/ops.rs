@@ -136,7 +136,7 @@ fn partial_arg(v: &Value) -> Result<Vec<Chunk>, ArrayError> {
 }
 
 fn partial_value(p: Vec<Chunk>) -> Value {
-    Value::list(p.into_iter().map(Value::Array).collect())
+    Value::list(p.into_iter().map(Value::array).collect())
 }
 
 fn merged(red: Reduction, args: &[Value]) -> Result<Vec<Chunk>, ArrayError> {
@@ -164,36 +164,36 @@ pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
     };
     Ok(match op {
         ArrayOp::Random { seed, shape, dist, dtype } => {
-            Value::Array(create::random(*seed, shape, *dist, *dtype))
+            Value::array(create::random(*seed, shape, *dist, *dtype))
         }
-        ArrayOp::Full { shape, value, dtype } => Value::Array(Chunk::full(shape, *value, *dtype)),
-        ArrayOp::Arange { start, step, n, dtype } => Value::Array(create::arange(*start, *step, *n, *dtype)),
+        ArrayOp::Full { shape, value, dtype } => Value::array(Chunk::full(shape, *value, *dtype)),
+        ArrayOp::Arange { start, step, n, dtype } => Value::array(create::arange(*start, *step, *n, *dtype)),
         ArrayOp::Linspace { start, stop, total, offset, n, dtype } => {
-            Value::Array(create::linspace(*start, *stop, *total, *offset, *n, *dtype))
+            Value::array(create::linspace(*start, *stop, *total, *offset, *n, *dtype))
         }
-        ArrayOp::Eye { rows, cols, k, dtype } => Value::Array(create::eye(*rows, *cols, *k, *dtype)),
+        ArrayOp::Eye { rows, cols, k, dtype } => Value::array(create::eye(*rows, *cols, *k, *dtype)),
         ArrayOp::Binary(b) => {
             arity(op, args, 2)?;
-            Value::Array(elementwise::binary(*b, operand(&args[0])?, operand(&args[1])?)?)
+            Value::array(elementwise::binary(*b, operand(&args[0])?, operand(&args[1])?)?)
         }
-        ArrayOp::Unary(u) => Value::Array(elementwise::unary(*u, &one(args)?)?),
+        ArrayOp::Unary(u) => Value::array(elementwise::unary(*u, &one(args)?)?),
         ArrayOp::Where => {
             arity(op, args, 3)?;
-            Value::Array(elementwise::where_(operand(&args[0])?, operand(&args[1])?, operand(&args[2])?)?)
+            Value::array(elementwise::where_(operand(&args[0])?, operand(&args[1])?, operand(&args[2])?)?)
         }
-        ArrayOp::AsType(t) => Value::Array(one(args)?.astype(*t)),
+        ArrayOp::AsType(t) => Value::array(one(args)?.astype(*t)),
         ArrayOp::Partial { red, axes, place } => {
             partial_value(reduce::partial(*red, &one(args)?, axes, place)?)
         }
         ArrayOp::Combine { red } => partial_value(merged(*red, args)?),
         ArrayOp::Aggregate { red, axes, keepdims, out } => {
-            Value::Array(reduce::finalize(*red, &merged(*red, args)?, axes, *keepdims, *out)?)
+            Value::array(reduce::finalize(*red, &merged(*red, args)?, axes, *keepdims, *out)?)
         }
-        ArrayOp::Transpose(axes) => Value::Array(shape::transpose(&one(args)?, axes)?),
-        ArrayOp::Slice(ranges) => Value::Array(shape::slice(&one(args)?, ranges)?),
+        ArrayOp::Transpose(axes) => Value::array(shape::transpose(&one(args)?, axes)?),
+        ArrayOp::Slice(ranges) => Value::array(shape::slice(&one(args)?, ranges)?),
         ArrayOp::Concat { numblocks } => {
             let blocks = args.iter().map(|v| chunk_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
-            Value::Array(shape::concat_grid(&blocks, numblocks)?)
+            Value::array(shape::concat_grid(&blocks, numblocks)?)
         }
         ArrayOp::Rechunk { pieces, numblocks } => {
             arity(op, args, pieces.len())?;
@@ -202,7 +202,7 @@ pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
                 let r: Vec<(AxisSlice, bool)> = ranges.iter().map(|&x| (x, false)).collect();
                 blocks.push(shape::slice(chunk_arg(v)?, &r)?);
             }
-            Value::Array(shape::concat_grid(&blocks, numblocks)?)
+            Value::array(shape::concat_grid(&blocks, numblocks)?)
         }
     })
 }

@@ -9,11 +9,14 @@ use brisk_engine::ops::Arg;
 use rhai::{Array, Dynamic, Map};
 use std::collections::HashMap as FxHashMap;
 
-use super::{Delayed, RFuture};
+use super::{Delayed, LazyArray, RFuture};
 use crate::convert::to_value;
 
 /// A lazy value's graph and output key, if `d` is one.
 pub fn collection_of(d: &Dynamic) -> Option<(LayerRef, Key)> {
+    if let Some(x) = d.read_lock::<LazyArray>() {
+        return Some(brisk_engine::collections::array::finalize(&x.a));
+    }
     d.read_lock::<Delayed>().map(|x| (x.layer.clone(), x.key.clone()))
 }
 
@@ -42,6 +45,9 @@ impl ArgBuilder {
         if let Some((layer, key)) = collection_of(d) {
             self.layers.push(layer);
             if let Some(x) = d.read_lock::<Delayed>() {
+                self.futures.extend(x.held.iter().cloned());
+            }
+            if let Some(x) = d.read_lock::<LazyArray>() {
                 self.futures.extend(x.held.iter().cloned());
             }
             return Ok(self.dep(key));
@@ -75,7 +81,7 @@ impl ArgBuilder {
 /// Whether a value holds a lazy value or future anywhere inside (not
 /// looking deeper than values may nest, see `convert::MAX_DEPTH`).
 fn contains_lazy(d: &Dynamic, depth: usize) -> bool {
-    if d.is::<Delayed>() || d.is::<RFuture>() {
+    if d.is::<Delayed>() || d.is::<RFuture>() || d.is::<LazyArray>() {
         return true;
     }
     if depth > crate::convert::MAX_DEPTH {

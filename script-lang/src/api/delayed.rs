@@ -261,6 +261,14 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("to_debug", |d: &mut Delayed| super::display_scalar(&Dynamic::from(d.clone())));
 }
 
+/// How many distinct layers are reachable from `root`.
+pub fn layer_count(root: &LayerRef) -> usize {
+    let mut names = layer_names(root);
+    names.sort_unstable();
+    names.dedup();
+    names.len()
+}
+
 /// Names of every layer reachable from `root`.
 fn layer_names(root: &LayerRef) -> Vec<Arc<str>> {
     let mut out = Vec::new();

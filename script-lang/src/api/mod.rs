@@ -3,6 +3,7 @@
 //! `register_values` adds what tasks may also use on workers.
 
 mod args;
+mod array;
 mod config;
 mod delayed;
 pub mod docs;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use rhai::{Dynamic, Engine};
 
 pub use args::collection_of;
+pub use array::{LazyArray, chunk_from_nested, summary as array_summary, to_nested};
 pub use config::{AnnotationScope, SessionConfig};
 pub use delayed::{Delayed, DelayedFn};
 pub use futures::{Client, RFuture};
@@ -24,6 +26,7 @@ use crate::session::SessionState;
 pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     register_values(engine);
     delayed::register(engine, state);
+    array::register(engine, state);
     futures::register(engine, state);
     config::register(engine, state);
 }
@@ -65,6 +68,10 @@ pub fn wrong_type(function: &str, expected: &str, got: &Dynamic) -> Box<rhai::Ev
 pub fn type_name(d: &Dynamic) -> String {
     if d.is::<Delayed>() {
         "Delayed".into()
+    } else if d.is::<LazyArray>() {
+        "Array".into()
+    } else if d.is::<brisk_engine::array::Chunk>() {
+        "ndarray".into()
     } else if d.is::<RFuture>() {
         "Future".into()
     } else if d.is::<DelayedFn>() {
@@ -86,6 +93,12 @@ pub fn display(d: &Dynamic) -> String {
 pub fn display_scalar(d: &Dynamic) -> String {
     if let Some(x) = d.read_lock::<Delayed>() {
         return format!("Delayed('{}')", x.key);
+    }
+    if let Some(x) = d.read_lock::<LazyArray>() {
+        return array::repr(&x);
+    }
+    if let Some(c) = d.read_lock::<brisk_engine::array::Chunk>() {
+        return crate::display::chunk_text(&c);
     }
     if let Some(f) = d.read_lock::<RFuture>() {
         return format!("{:?}", f.0);

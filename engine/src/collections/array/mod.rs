@@ -293,7 +293,7 @@ pub fn from_chunk(ctx: &Ctx, chunk: &Chunk, spec: &ChunkSpec) -> Result<Array, A
     let shape = chunk.shape().to_vec();
     let chunks = normalize_chunks(spec, &shape, chunk.dtype())?;
     let mut t = Tokenizer::new();
-    t.str("array").value(&Value::Array(chunk.clone()));
+    t.str("array").value(&Value::array(chunk.clone()));
     for c in &chunks {
         c.iter().for_each(|&n| {
             t.u64(n as u64);
@@ -313,7 +313,7 @@ pub fn from_chunk(ctx: &Ctx, chunk: &Chunk, spec: &ChunkSpec) -> Result<Array, A
             .collect();
         let block = crate::array::shape::slice(chunk, &ranges)?;
         let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
-        let mut task = Task::new(key, Op::Literal(Value::Array(block)), vec![]);
+        let mut task = Task::new(key, Op::Literal(Value::array(block)), vec![]);
         task.annotations = ctx.annotations.clone();
         tasks.push(task);
     }

@@ -20,7 +20,7 @@ fn compute(a: &Array) -> Vec<Chunk> {
         let (layer, key) = finalize(a);
         let v = rt.compute(materialize(&[layer]), &[key], &CancelToken::new()).expect("compute");
         match &v[0] {
-            Value::Array(c) => out.push(c.clone()),
+            Value::Array(c) => out.push(Chunk::clone(c)),
             other => panic!("not an array: {other:?}"),
         }
         assert_eq!(rt.tasks_held(), 0);

@@ -1,0 +1,842 @@
+//! `dask.array` in Rhai: the lazy `Array` and the local `ndarray` (a
+//! computed array, or a block inside `map_blocks`). Both answer the same
+//! operators, functions and reductions; on an `Array` they build graph
+//! layers, on an `ndarray` they run at once.
+
+use std::sync::Arc;
+
+use brisk_engine::array::create::Dist;
+use brisk_engine::array::elementwise::{self, BinOp, Operand as Local, UnOp};
+use brisk_engine::array::reduce::{self, BlockPlace, Reduction};
+use brisk_engine::array::{ArrayError, Chunk, DType, Scalar, fmt_shape, norm_axes, norm_axis};
+use brisk_engine::collections::array::{self as arr, Array, AxisChunks, ChunkSpec, Ctx, Operand};
+use brisk_engine::graph::materialize;
+use brisk_engine::local::Future;
+use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
+
+use crate::error::{engine_error, runtime};
+use crate::session::SessionState;
+
+type Res<T> = Result<T, Box<EvalAltResult>>;
+
+/// A lazy array in a script: the engine's array plus the futures it reads
+/// (after `persist`), which stay alive as long as the array does.
+#[derive(Clone)]
+pub struct LazyArray {
+    pub a: Array,
+    pub held: Arc<Vec<Future>>,
+}
+
+impl LazyArray {
+    fn new(a: Array) -> LazyArray {
+        LazyArray { a, held: Arc::new(Vec::new()) }
+    }
+}
+
+fn err(e: ArrayError) -> Box<EvalAltResult> {
+    runtime(e.to_string())
+}
+
+fn ctx(state: &SessionState) -> Ctx {
+    Ctx { annotations: state.annotations() }
+}
+
+/// Keep the futures of every input alive in the result.
+fn with_held(a: Array, inputs: &[&Dynamic]) -> LazyArray {
+    let mut held = Vec::new();
+    for d in inputs {
+        if let Some(x) = d.read_lock::<LazyArray>() {
+            held.extend(x.held.iter().cloned());
+        }
+    }
+    LazyArray { a, held: Arc::new(held) }
+}
+
+// ----- arguments -----
+
+fn int_of(d: &Dynamic, what: &str) -> Res<i64> {
+    d.as_int().map_err(|_| runtime(format!("{what} must be an integer, got {}", super::type_name(d))))
+}
+
+fn float_of(d: &Dynamic, what: &str) -> Res<f64> {
+    if let Ok(i) = d.as_int() {
+        return Ok(i as f64);
+    }
+    d.as_float().map_err(|_| runtime(format!("{what} must be a number, got {}", super::type_name(d))))
+}
+
+/// A shape: an integer or an array of non-negative integers.
+fn shape_arg(d: &Dynamic, what: &str) -> Res<Vec<usize>> {
+    let items: Vec<Dynamic> = match d.read_lock::<RArray>() {
+        Some(a) => a.to_vec(),
+        None => vec![d.clone()],
+    };
+    items
+        .iter()
+        .map(|x| {
+            let n = int_of(x, what)?;
+            usize::try_from(n).map_err(|_| runtime(format!("{what} must not be negative, got {n}")))
+        })
+        .collect()
+}
+
+/// Axes: an integer or an array of integers; `()` means every axis.
+fn axes_arg(d: &Dynamic) -> Res<Option<Vec<i64>>> {
+    if d.is_unit() {
+        return Ok(None);
+    }
+    if let Some(a) = d.read_lock::<RArray>() {
+        return a.iter().map(|x| int_of(x, "axis")).collect::<Res<Vec<_>>>().map(Some);
+    }
+    Ok(Some(vec![int_of(d, "axis")?]))
+}
+
+/// A chunk spec: a number, a shape (with `-1` for a whole axis), explicit
+/// block sizes per axis, or `"auto"`.
+fn chunks_arg(d: &Dynamic) -> Res<ChunkSpec> {
+    if d.is_string() {
+        return match d.clone().into_string().unwrap_or_default().as_str() {
+            "auto" => Ok(ChunkSpec::Auto),
+            other => Err(runtime(format!("chunks must be a number, a shape or \"auto\", got \"{other}\""))),
+        };
+    }
+    let axis = |x: &Dynamic| -> Res<AxisChunks> {
+        if x.is_string() && x.clone().into_string().unwrap_or_default() == "auto" {
+            return Ok(AxisChunks::Auto);
+        }
+        if let Some(v) = x.read_lock::<RArray>() {
+            return Ok(AxisChunks::Sizes(shape_arg(&Dynamic::from_array(v.to_vec()), "a block size")?));
+        }
+        Ok(AxisChunks::Size(int_of(x, "a chunk size")?))
+    };
+    if let Some(a) = d.read_lock::<RArray>() {
+        return Ok(ChunkSpec::PerAxis(a.iter().map(axis).collect::<Res<Vec<_>>>()?));
+    }
+    Ok(ChunkSpec::PerAxis(vec![axis(d)?]))
+}
+
+fn dtype_arg(d: &Dynamic) -> Res<DType> {
+    let s = d.clone().into_string().map_err(|_| runtime("dtype must be a string such as \"f64\""))?;
+    DType::parse(&s)
+        .ok_or_else(|| runtime(format!("unknown dtype \"{s}\" (use \"f64\", \"f32\", \"i64\" or \"bool\")")))
+}
+
+/// Options of a call, checked against the keys it accepts.
+struct Opts(Map);
+
+impl Opts {
+    fn new(m: Option<Map>, function: &str, allowed: &[&str]) -> Res<Opts> {
+        let m = m.unwrap_or_default();
+        for k in m.keys() {
+            if !allowed.contains(&k.as_str()) {
+                return Err(runtime(format!(
+                    "{function} has no option \"{k}\" (options: {})",
+                    allowed.join(", ")
+                )));
+            }
+        }
+        Ok(Opts(m))
+    }
+
+    fn get(&self, k: &str) -> Option<&Dynamic> {
+        self.0.get(k)
+    }
+
+    fn chunks(&self) -> Res<ChunkSpec> {
+        self.get("chunks").map(chunks_arg).unwrap_or(Ok(ChunkSpec::Auto))
+    }
+
+    fn dtype(&self, default: DType) -> Res<DType> {
+        self.get("dtype").map(dtype_arg).unwrap_or(Ok(default))
+    }
+
+    fn float(&self, k: &str, default: f64) -> Res<f64> {
+        self.get(k).map(|d| float_of(d, k)).unwrap_or(Ok(default))
+    }
+
+    fn flag(&self, k: &str) -> Res<bool> {
+        match self.get(k) {
+            None => Ok(false),
+            Some(d) => d.as_bool().map_err(|_| runtime(format!("{k} must be true or false"))),
+        }
+    }
+}
+
+/// A fresh seed when none is given (as NumPy's global state would).
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+fn scalar_of(d: &Dynamic) -> Option<Scalar> {
+    if let Ok(b) = d.as_bool() {
+        return Some(Scalar::Bool(b));
+    }
+    if let Ok(i) = d.as_int() {
+        return Some(Scalar::Int(i));
+    }
+    d.as_float().ok().map(Scalar::Float)
+}
+
+/// Whole-axis chunks: a local array as a one-block lazy array.
+fn whole(c: &Chunk) -> ChunkSpec {
+    ChunkSpec::PerAxis(vec![AxisChunks::Size(-1); c.ndim()])
+}
+
+fn lazy_operand(state: &SessionState, d: &Dynamic, what: &str) -> Res<Operand> {
+    if let Some(x) = d.read_lock::<LazyArray>() {
+        return Ok(Operand::Array(x.a.clone()));
+    }
+    if let Some(c) = d.read_lock::<Chunk>() {
+        return Ok(Operand::Array(arr::from_chunk(&ctx(state), &c, &whole(&c)).map_err(err)?));
+    }
+    scalar_of(d).map(Operand::Scalar).ok_or_else(|| super::wrong_type(what, "an array or a number", d))
+}
+
+enum LocalArg {
+    Chunk(Chunk),
+    Scalar(Scalar),
+}
+
+impl LocalArg {
+    fn of(d: &Dynamic, what: &str) -> Res<LocalArg> {
+        if let Some(c) = d.read_lock::<Chunk>() {
+            return Ok(LocalArg::Chunk(c.clone()));
+        }
+        scalar_of(d).map(LocalArg::Scalar).ok_or_else(|| super::wrong_type(what, "an array or a number", d))
+    }
+
+    fn operand(&self) -> Local<'_> {
+        match self {
+            LocalArg::Chunk(c) => Local::Chunk(c),
+            LocalArg::Scalar(s) => Local::Scalar(*s),
+        }
+    }
+}
+
+/// A local result: 0-d arrays become numbers.
+fn local_result(c: Chunk) -> Dynamic {
+    crate::convert::to_dynamic(&brisk_engine::Value::array(c))
+}
+
+// ----- operations on either kind -----
+
+fn is_lazy(ds: &[&Dynamic]) -> bool {
+    ds.iter().any(|d| d.is::<LazyArray>())
+}
+
+fn binary(state: &SessionState, op: BinOp, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
+    if is_lazy(&[a, b]) {
+        let (x, y) = (lazy_operand(state, a, op.symbol())?, lazy_operand(state, b, op.symbol())?);
+        let r = arr::binary(&ctx(state), op, &x, &y).map_err(err)?;
+        return Ok(Dynamic::from(with_held(r, &[a, b])));
+    }
+    let (x, y) = (LocalArg::of(a, op.symbol())?, LocalArg::of(b, op.symbol())?);
+    Ok(local_result(elementwise::binary(op, x.operand(), y.operand()).map_err(err)?))
+}
+
+fn unary(state: &SessionState, op: UnOp, a: &Dynamic) -> Res<Dynamic> {
+    if let Some(x) = a.read_lock::<LazyArray>() {
+        let r = arr::unary(&ctx(state), op, &x.a).map_err(err)?;
+        return Ok(Dynamic::from(with_held(r, &[a])));
+    }
+    match a.read_lock::<Chunk>() {
+        Some(c) => Ok(local_result(elementwise::unary(op, &c).map_err(err)?)),
+        None => Err(super::wrong_type(op.name(), "an array", a)),
+    }
+}
+
+fn where_(state: &SessionState, c: &Dynamic, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
+    if is_lazy(&[c, a, b]) {
+        let ops = [
+            lazy_operand(state, c, "where")?,
+            lazy_operand(state, a, "where")?,
+            lazy_operand(state, b, "where")?,
+        ];
+        let r = arr::where_(&ctx(state), &ops[0], &ops[1], &ops[2]).map_err(err)?;
+        return Ok(Dynamic::from(with_held(r, &[c, a, b])));
+    }
+    let (k, x, y) = (LocalArg::of(c, "where")?, LocalArg::of(a, "where")?, LocalArg::of(b, "where")?);
+    Ok(local_result(elementwise::where_(k.operand(), x.operand(), y.operand()).map_err(err)?))
+}
+
+fn astype(state: &SessionState, a: &Dynamic, dtype: &str) -> Res<Dynamic> {
+    let t = dtype_arg(&Dynamic::from(dtype.to_string()))?;
+    if let Some(x) = a.read_lock::<LazyArray>() {
+        return Ok(Dynamic::from(with_held(arr::astype(&ctx(state), &x.a, t).map_err(err)?, &[a])));
+    }
+    match a.read_lock::<Chunk>() {
+        Some(c) => Ok(Dynamic::from(c.astype(t))),
+        None => Err(super::wrong_type("astype", "an array", a)),
+    }
+}
+
+/// Options of a reduction: `axis`, `keepdims`, `split_every`, `ddof`.
+fn reduce_call(
+    state: &SessionState,
+    red: Reduction,
+    x: &Dynamic,
+    axis: Option<&Dynamic>,
+    opts: Option<Map>,
+) -> Res<Dynamic> {
+    let (axis, opts) = match axis {
+        Some(d) if d.is_map() => (None, Some(d.clone().cast::<Map>())),
+        other => (other.cloned(), opts),
+    };
+    let o = Opts::new(opts, red.name(), &["axis", "keepdims", "split_every", "ddof"])?;
+    let axis = match (axis, o.get("axis")) {
+        (Some(a), _) => axes_arg(&a)?,
+        (None, Some(a)) => axes_arg(a)?,
+        (None, None) => None,
+    };
+    let keepdims = o.flag("keepdims")?;
+    let ddof = match o.get("ddof") {
+        Some(d) => u32::try_from(int_of(d, "ddof")?)
+            .map_err(|_| runtime("ddof must be a small non-negative integer"))?,
+        None => 0,
+    };
+    let red = match red {
+        Reduction::Var { .. } => Reduction::Var { ddof },
+        Reduction::Std { .. } => Reduction::Std { ddof },
+        r => r,
+    };
+    let split = match o.get("split_every") {
+        Some(d) => Some(
+            usize::try_from(int_of(d, "split_every")?)
+                .map_err(|_| runtime("split_every must be positive"))?,
+        ),
+        None => None,
+    };
+    if let Some(a) = x.read_lock::<LazyArray>() {
+        let r = arr::reduction(&ctx(state), &a.a, red, axis.as_deref(), keepdims, split).map_err(err)?;
+        return Ok(Dynamic::from(with_held(r, &[x])));
+    }
+    let Some(c) = x.read_lock::<Chunk>().map(|c| c.clone()) else {
+        return Err(super::wrong_type(red.name(), "an array", x));
+    };
+    Ok(local_result(local_reduce(red, &c, axis.as_deref(), keepdims).map_err(err)?))
+}
+
+/// A reduction of a local array, through the same kernels as the tree.
+fn local_reduce(
+    red: Reduction,
+    c: &Chunk,
+    axis: Option<&[i64]>,
+    keepdims: bool,
+) -> Result<Chunk, ArrayError> {
+    let nd = c.ndim();
+    let axes = match axis {
+        None => (0..nd).collect(),
+        Some(a) => norm_axes(a, nd)?,
+    };
+    if red.is_arg() && axes.len() != 1 && axes.len() != nd {
+        return Err(ArrayError::Value(format!(
+            "{} takes one axis or none, got {} axes",
+            red.name(),
+            axes.len()
+        )));
+    }
+    let place = BlockPlace { offsets: vec![0; nd], shape: c.shape().to_vec() };
+    let p = reduce::partial(red, c, &axes, &place)?;
+    reduce::finalize(red, &p, &axes, keepdims, red.out_dtype(c.dtype()))
+}
+
+fn transpose(state: &SessionState, x: &Dynamic, axes: Option<Vec<i64>>) -> Res<Dynamic> {
+    if let Some(a) = x.read_lock::<LazyArray>() {
+        let r = arr::transpose(&ctx(state), &a.a, axes.as_deref()).map_err(err)?;
+        return Ok(Dynamic::from(with_held(r, &[x])));
+    }
+    let Some(c) = x.read_lock::<Chunk>().map(|c| c.clone()) else {
+        return Err(super::wrong_type("transpose", "an array", x));
+    };
+    let nd = c.ndim();
+    let perm: Vec<usize> = match axes {
+        None => (0..nd).rev().collect(),
+        Some(a) => a.iter().map(|&i| norm_axis(i, nd)).collect::<Result<_, _>>().map_err(err)?,
+    };
+    Ok(Dynamic::from(brisk_engine::array::shape::transpose(&c, &perm).map_err(err)?))
+}
+
+// ----- creation -----
+
+fn creation_opts(m: Option<Map>, function: &str, extra: &[&str]) -> Res<Opts> {
+    let mut allowed = vec!["chunks", "dtype"];
+    allowed.extend_from_slice(extra);
+    Opts::new(m, function, &allowed)
+}
+
+fn random(state: &SessionState, shape: &Dynamic, m: Option<Map>, normal: bool) -> Res<LazyArray> {
+    let function = if normal { "normal" } else { "random" };
+    let o = creation_opts(m, function, if normal { &["seed", "mean", "std"] } else { &["seed"] })?;
+    let seed = match o.get("seed") {
+        Some(d) => int_of(d, "seed")? as u64,
+        None => random_seed(),
+    };
+    let dist = if normal {
+        Dist::Normal { mean: o.float("mean", 0.0)?, std: o.float("std", 1.0)? }
+    } else {
+        Dist::Uniform
+    };
+    let shape = shape_arg(shape, "shape")?;
+    arr::random(&ctx(state), &shape, &o.chunks()?, seed, dist, o.dtype(DType::F64)?)
+        .map(LazyArray::new)
+        .map_err(err)
+}
+
+fn full(state: &SessionState, shape: &Dynamic, v: Scalar, m: Option<Map>, function: &str) -> Res<LazyArray> {
+    let o = creation_opts(m, function, &[])?;
+    let default = match (function, v) {
+        ("full", Scalar::Int(_)) => DType::I64,
+        ("full", Scalar::Bool(_)) => DType::Bool,
+        _ => DType::F64,
+    };
+    let shape = shape_arg(shape, "shape")?;
+    arr::full(&ctx(state), &shape, &o.chunks()?, v, o.dtype(default)?).map(LazyArray::new).map_err(err)
+}
+
+fn arange(
+    state: &SessionState,
+    start: &Dynamic,
+    stop: &Dynamic,
+    step: &Dynamic,
+    m: Option<Map>,
+) -> Res<LazyArray> {
+    let o = creation_opts(m, "arange", &[])?;
+    let ints = [start, stop, step].iter().all(|d| d.is_int());
+    let dtype = o.dtype(if ints { DType::I64 } else { DType::F64 })?;
+    let (a, b, s) = (float_of(start, "start")?, float_of(stop, "stop")?, float_of(step, "step")?);
+    arr::arange(&ctx(state), a, b, s, &o.chunks()?, dtype).map(LazyArray::new).map_err(err)
+}
+
+fn from_array(state: &SessionState, data: &Dynamic, m: Option<Map>) -> Res<LazyArray> {
+    let o = creation_opts(m, "from_array", &[])?;
+    let c = match data.read_lock::<Chunk>() {
+        Some(c) => c.clone(),
+        None => chunk_from_nested(data)?,
+    };
+    let c = match o.get("dtype") {
+        Some(d) => c.astype(dtype_arg(d)?),
+        None => c,
+    };
+    arr::from_chunk(&ctx(state), &c, &o.chunks()?).map(LazyArray::new).map_err(err)
+}
+
+/// A local array from nested Rhai arrays of numbers (all rows equally
+/// long); the type is the widest element type found.
+pub fn chunk_from_nested(d: &Dynamic) -> Res<Chunk> {
+    let mut shape = Vec::new();
+    let mut cur = d.clone();
+    while let Some(a) = cur.read_lock::<RArray>().map(|a| a.clone()) {
+        shape.push(a.len());
+        if shape.len() > 32 {
+            return Err(runtime("arrays of more than 32 dimensions are not supported"));
+        }
+        match a.first() {
+            Some(x) => cur = x.clone(),
+            None => break,
+        }
+    }
+    let mut flat = Vec::new();
+    flatten(d, &shape, 0, &mut flat)?;
+    let dtype = flat.iter().fold(DType::Bool, |t, s| {
+        DType::promote(
+            t,
+            match s {
+                Scalar::Bool(_) => DType::Bool,
+                Scalar::Int(_) => DType::I64,
+                Scalar::Float(_) => DType::F64,
+            },
+        )
+    });
+    let dtype = if flat.is_empty() { DType::F64 } else { dtype };
+    let res = match dtype {
+        DType::Bool => {
+            Chunk::from_vec(&shape, flat.iter().map(|s| matches!(s, Scalar::Bool(true))).collect())
+        }
+        DType::I64 => Chunk::from_vec(&shape, flat.iter().map(|s| s.as_f64() as i64).collect()),
+        _ => Chunk::from_vec(&shape, flat.iter().map(|s| s.as_f64()).collect()),
+    };
+    res.map_err(err)
+}
+
+fn flatten(d: &Dynamic, shape: &[usize], depth: usize, out: &mut Vec<Scalar>) -> Res<()> {
+    if depth == shape.len() {
+        return match scalar_of(d) {
+            Some(Scalar::Int(i)) => {
+                out.push(Scalar::Int(i));
+                Ok(())
+            }
+            Some(s) => {
+                out.push(s);
+                Ok(())
+            }
+            None => Err(super::wrong_type("from_array", "nested arrays of numbers", d)),
+        };
+    }
+    let Some(a) = d.read_lock::<RArray>() else {
+        return Err(runtime(format!("from_array: ragged nesting, expected an array at depth {depth}")));
+    };
+    if a.len() != shape[depth] {
+        return Err(runtime(format!(
+            "from_array: ragged rows, a row of length {} where {} was expected at depth {depth}",
+            a.len(),
+            shape[depth]
+        )));
+    }
+    for x in a.iter() {
+        flatten(x, shape, depth + 1, out)?;
+    }
+    Ok(())
+}
+
+/// Nested Rhai arrays of a local array's elements.
+pub fn to_nested(c: &Chunk) -> Dynamic {
+    fn go(shape: &[usize], items: &[Scalar], next: &mut usize) -> Dynamic {
+        let Some((&n, rest)) = shape.split_first() else {
+            let s = items.get(*next).copied();
+            *next += 1;
+            return match s {
+                Some(Scalar::Bool(b)) => Dynamic::from_bool(b),
+                Some(Scalar::Int(i)) => Dynamic::from_int(i),
+                Some(Scalar::Float(f)) => Dynamic::from_float(f),
+                None => Dynamic::UNIT,
+            };
+        };
+        Dynamic::from_array((0..n).map(|_| go(rest, items, next)).collect())
+    }
+    go(c.shape(), &c.scalars(), &mut 0)
+}
+
+// ----- persist and summaries -----
+
+fn persist(state: &SessionState, x: &LazyArray) -> Res<LazyArray> {
+    let graph = materialize(std::slice::from_ref(&x.a.layer));
+    let keys: Vec<_> = x.a.block_indices().iter().map(|i| x.a.block_key(i)).collect();
+    let futures = state.runtime().submit(graph, &keys).map_err(engine_error)?;
+    // The local scheduler persists synchronously, as Dask's local schedulers do.
+    brisk_engine::local::gather(&futures, &state.cancel).map_err(engine_error)?;
+    let layer = brisk_engine::graph::Layer::new(x.a.name.clone(), Vec::new(), Vec::new());
+    let a = Array { layer, ..x.a.clone() };
+    let mut held = futures;
+    held.extend(x.held.iter().cloned());
+    Ok(LazyArray { a, held: Arc::new(held) })
+}
+
+fn size_text(bytes: usize) -> String {
+    let units = ["B", "kiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{bytes} B") } else { format!("{v:.2} {}", units[u]) }
+}
+
+/// Dask's one-line repr: `dask.array<name, shape=…, dtype=…, chunksize=…>`.
+pub fn repr(x: &LazyArray) -> String {
+    let a = &x.a;
+    format!(
+        "dask.array<{}, shape={}, dtype={}, chunksize={}, chunktype=ndarray>",
+        brisk_engine::graph::group_of(&a.name),
+        fmt_shape(&a.shape()),
+        a.dtype,
+        fmt_shape(&a.chunksize())
+    )
+}
+
+/// The summary table Dask shows for a lazy array.
+pub fn summary(x: &LazyArray) -> String {
+    let a = &x.a;
+    let graph = materialize(std::slice::from_ref(&a.layer));
+    let layers = super::delayed::layer_count(&a.layer);
+    let block_bytes = a.chunksize().iter().product::<usize>() * a.dtype.itemsize();
+    let mut t = comfy_table::Table::new();
+    t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header(vec!["", "Array", "Chunk"]);
+    t.add_row(vec!["Bytes".to_string(), size_text(a.nbytes()), size_text(block_bytes)]);
+    t.add_row(vec!["Shape".to_string(), fmt_shape(&a.shape()), fmt_shape(&a.chunksize())]);
+    t.add_row(vec![
+        "Dask graph".to_string(),
+        format!("{} chunks in {layers} graph layers", a.nblocks()),
+        format!("{} tasks", graph.len()),
+    ]);
+    t.add_row(vec!["Data type".to_string(), a.dtype.to_string(), "ndarray".to_string()]);
+    format!("{}\n{t}", repr(x))
+}
+
+// ----- registration -----
+
+macro_rules! on_pairs {
+    ($engine:ident, $name:expr, $f:ident; $(($A:ty, $B:ty)),* $(,)?) => {
+        $( {
+            let f = $f.clone();
+            $engine.register_fn($name, move |a: $A, b: $B| -> Res<Dynamic> { f(&Dynamic::from(a), &Dynamic::from(b)) });
+        } )*
+    };
+}
+
+const REDUCTIONS: [(&str, Reduction); 11] = [
+    ("sum", Reduction::Sum),
+    ("prod", Reduction::Prod),
+    ("min", Reduction::Min),
+    ("max", Reduction::Max),
+    ("mean", Reduction::Mean),
+    ("std", Reduction::Std { ddof: 0 }),
+    ("variance", Reduction::Var { ddof: 0 }),
+    ("argmin", Reduction::ArgMin),
+    ("argmax", Reduction::ArgMax),
+    ("any", Reduction::Any),
+    ("all", Reduction::All),
+];
+
+const FUNCTIONS: [(&str, UnOp); 14] = [
+    ("sqrt", UnOp::Sqrt),
+    ("exp", UnOp::Exp),
+    ("log", UnOp::Log),
+    ("log10", UnOp::Log10),
+    ("abs", UnOp::Abs),
+    ("sin", UnOp::Sin),
+    ("cos", UnOp::Cos),
+    ("tan", UnOp::Tan),
+    ("tanh", UnOp::Tanh),
+    ("floor", UnOp::Floor),
+    ("ceil", UnOp::Ceil),
+    ("round", UnOp::Round),
+    ("isnan", UnOp::IsNan),
+    ("isfinite", UnOp::IsFinite),
+];
+
+/// What both kinds of array answer: operators, functions, reductions, properties.
+fn register_common<T: Clone + Send + Sync + 'static>(engine: &mut Engine, state: &Arc<SessionState>) {
+    for (name, red) in REDUCTIONS {
+        let st = state.clone();
+        engine
+            .register_fn(name, move |x: &mut T| reduce_call(&st, red, &Dynamic::from(x.clone()), None, None));
+        let st = state.clone();
+        engine.register_fn(name, move |x: &mut T, axis: Dynamic| {
+            reduce_call(&st, red, &Dynamic::from(x.clone()), Some(&axis), None)
+        });
+        let st = state.clone();
+        engine.register_fn(name, move |x: &mut T, axis: Dynamic, opts: Map| {
+            reduce_call(&st, red, &Dynamic::from(x.clone()), Some(&axis), Some(opts))
+        });
+    }
+    for (name, op) in FUNCTIONS {
+        let st = state.clone();
+        engine.register_fn(name, move |x: &mut T| unary(&st, op, &Dynamic::from(x.clone())));
+    }
+    let st = state.clone();
+    engine.register_fn("-", move |x: T| unary(&st, UnOp::Neg, &Dynamic::from(x)));
+    let st = state.clone();
+    engine.register_fn("!", move |x: T| unary(&st, UnOp::Not, &Dynamic::from(x)));
+    let st = state.clone();
+    engine.register_fn("clip", move |x: &mut T, lo: Dynamic, hi: Dynamic| -> Res<Dynamic> {
+        let x = Dynamic::from(x.clone());
+        let lower = if lo.is_unit() { x } else { binary(&st, BinOp::Maximum, &x, &lo)? };
+        if hi.is_unit() { Ok(lower) } else { binary(&st, BinOp::Minimum, &lower, &hi) }
+    });
+    let st = state.clone();
+    engine.register_fn("astype", move |x: &mut T, dtype: &str| astype(&st, &Dynamic::from(x.clone()), dtype));
+    let st = state.clone();
+    engine.register_fn("transpose", move |x: &mut T| transpose(&st, &Dynamic::from(x.clone()), None));
+    let st = state.clone();
+    engine.register_fn("transpose", move |x: &mut T, axes: RArray| -> Res<Dynamic> {
+        let axes = axes.iter().map(|a| int_of(a, "axis")).collect::<Res<Vec<_>>>()?;
+        transpose(&st, &Dynamic::from(x.clone()), Some(axes))
+    });
+    let st = state.clone();
+    engine.register_get("T", move |x: &mut T| transpose(&st, &Dynamic::from(x.clone()), None));
+    let st = state.clone();
+    engine.register_fn("where", move |c: T, a: Dynamic, b: Dynamic| where_(&st, &Dynamic::from(c), &a, &b));
+}
+
+pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
+    engine.register_type_with_name::<LazyArray>("Array");
+    engine.register_type_with_name::<Chunk>("ndarray");
+    register_common::<LazyArray>(engine, state);
+    register_common::<Chunk>(engine, state);
+
+    let ops: [(&str, BinOp); 17] = [
+        ("+", BinOp::Add),
+        ("-", BinOp::Sub),
+        ("*", BinOp::Mul),
+        ("/", BinOp::Div),
+        ("%", BinOp::Rem),
+        ("**", BinOp::Pow),
+        (">", BinOp::Gt),
+        (">=", BinOp::Ge),
+        ("<", BinOp::Lt),
+        ("<=", BinOp::Le),
+        ("==", BinOp::Eq),
+        ("!=", BinOp::Ne),
+        ("&", BinOp::And),
+        ("|", BinOp::Or),
+        ("maximum", BinOp::Maximum),
+        ("minimum", BinOp::Minimum),
+        ("floor_divide", BinOp::FloorDiv),
+    ];
+    for (sym, op) in ops {
+        let st = state.clone();
+        let f = Arc::new(move |a: &Dynamic, b: &Dynamic| binary(&st, op, a, b));
+        on_pairs!(engine, sym, f;
+            (LazyArray, LazyArray), (LazyArray, i64), (LazyArray, f64), (LazyArray, bool), (LazyArray, Chunk),
+            (i64, LazyArray), (f64, LazyArray), (bool, LazyArray), (Chunk, LazyArray),
+            (Chunk, Chunk), (Chunk, i64), (Chunk, f64), (Chunk, bool), (i64, Chunk), (f64, Chunk), (bool, Chunk),
+        );
+    }
+
+    // Creation.
+    for normal in [false, true] {
+        let name = if normal { "normal" } else { "random" };
+        let st = state.clone();
+        engine.register_fn(name, move |shape: Dynamic| random(&st, &shape, None, normal));
+        let st = state.clone();
+        engine.register_fn(name, move |shape: Dynamic, m: Map| random(&st, &shape, Some(m), normal));
+    }
+    for (name, v) in [("zeros", Scalar::Float(0.0)), ("ones", Scalar::Float(1.0))] {
+        let st = state.clone();
+        engine.register_fn(name, move |shape: Dynamic| full(&st, &shape, v, None, name));
+        let st = state.clone();
+        engine.register_fn(name, move |shape: Dynamic, m: Map| full(&st, &shape, v, Some(m), name));
+    }
+    let st = state.clone();
+    engine.register_fn("full", move |shape: Dynamic, v: Dynamic| -> Res<LazyArray> {
+        let s = scalar_of(&v).ok_or_else(|| super::wrong_type("full", "a number or bool fill value", &v))?;
+        full(&st, &shape, s, None, "full")
+    });
+    let st = state.clone();
+    engine.register_fn("full", move |shape: Dynamic, v: Dynamic, m: Map| -> Res<LazyArray> {
+        let s = scalar_of(&v).ok_or_else(|| super::wrong_type("full", "a number or bool fill value", &v))?;
+        full(&st, &shape, s, Some(m), "full")
+    });
+    let st = state.clone();
+    engine.register_fn("arange", move |stop: Dynamic| {
+        arange(&st, &Dynamic::from_int(0), &stop, &Dynamic::from_int(1), None)
+    });
+    let st = state.clone();
+    engine.register_fn("arange", move |start: Dynamic, stop: Dynamic| {
+        arange(&st, &start, &stop, &Dynamic::from_int(1), None)
+    });
+    let st = state.clone();
+    engine.register_fn("arange", move |stop: Dynamic, m: Map| {
+        arange(&st, &Dynamic::from_int(0), &stop, &Dynamic::from_int(1), Some(m))
+    });
+    let st = state.clone();
+    engine.register_fn("arange", move |start: Dynamic, stop: Dynamic, m: Map| {
+        arange(&st, &start, &stop, &Dynamic::from_int(1), Some(m))
+    });
+    let st = state.clone();
+    engine.register_fn("arange", move |start: Dynamic, stop: Dynamic, step: Dynamic| {
+        arange(&st, &start, &stop, &step, None)
+    });
+    let st = state.clone();
+    engine.register_fn("arange", move |start: Dynamic, stop: Dynamic, step: Dynamic, m: Map| {
+        arange(&st, &start, &stop, &step, Some(m))
+    });
+    let linspace = |st: Arc<SessionState>| {
+        move |a: Dynamic, b: Dynamic, n: Dynamic, m: Option<Map>| -> Res<LazyArray> {
+            let o = creation_opts(m, "linspace", &[])?;
+            let num = usize::try_from(int_of(&n, "num")?)
+                .map_err(|_| runtime("linspace: num must not be negative"))?;
+            arr::linspace(
+                &ctx(&st),
+                float_of(&a, "start")?,
+                float_of(&b, "stop")?,
+                num,
+                &o.chunks()?,
+                o.dtype(DType::F64)?,
+            )
+            .map(LazyArray::new)
+            .map_err(err)
+        }
+    };
+    let f = linspace(state.clone());
+    engine.register_fn("linspace", move |a: Dynamic, b: Dynamic, n: Dynamic| f(a, b, n, None));
+    let f = linspace(state.clone());
+    engine.register_fn("linspace", move |a: Dynamic, b: Dynamic, n: Dynamic, m: Map| f(a, b, n, Some(m)));
+    let eye = |st: Arc<SessionState>| {
+        move |n: Dynamic, m: Option<Map>| -> Res<LazyArray> {
+            let o = creation_opts(m, "eye", &[])?;
+            let n = usize::try_from(int_of(&n, "n")?).map_err(|_| runtime("eye: n must not be negative"))?;
+            arr::eye(&ctx(&st), n, &o.chunks()?, o.dtype(DType::F64)?).map(LazyArray::new).map_err(err)
+        }
+    };
+    let f = eye(state.clone());
+    engine.register_fn("eye", move |n: Dynamic| f(n, None));
+    let f = eye(state.clone());
+    engine.register_fn("eye", move |n: Dynamic, m: Map| f(n, Some(m)));
+    let st = state.clone();
+    engine.register_fn("from_array", move |d: Dynamic| from_array(&st, &d, None));
+    let st = state.clone();
+    engine.register_fn("from_array", move |d: Dynamic, m: Map| from_array(&st, &d, Some(m)));
+
+    // Lazy-only: layout, compute, persist.
+    let st = state.clone();
+    engine.register_fn("rechunk", move |x: &mut LazyArray, chunks: Dynamic| -> Res<LazyArray> {
+        let r = arr::rechunk(&ctx(&st), &x.a, &chunks_arg(&chunks)?).map_err(err)?;
+        Ok(LazyArray { a: r, held: x.held.clone() })
+    });
+    engine.register_get("chunks", |x: &mut LazyArray| -> RArray {
+        x.a.chunks
+            .iter()
+            .map(|c| Dynamic::from_array(c.iter().map(|&n| Dynamic::from_int(n as i64)).collect()))
+            .collect()
+    });
+    engine.register_get("numblocks", |x: &mut LazyArray| ints(&x.a.numblocks()));
+    engine.register_get("shape", |x: &mut LazyArray| ints(&x.a.shape()));
+    engine.register_get("ndim", |x: &mut LazyArray| x.a.ndim() as i64);
+    engine.register_get("size", |x: &mut LazyArray| x.a.size() as i64);
+    engine.register_get("nbytes", |x: &mut LazyArray| x.a.nbytes() as i64);
+    engine.register_get("dtype", |x: &mut LazyArray| x.a.dtype.name().to_string());
+    let st = state.clone();
+    engine.register_fn("compute", move |x: &mut LazyArray| -> Res<Dynamic> {
+        let mut out = super::delayed::compute_all(&st, &[Dynamic::from(x.clone())])?;
+        Ok(out.pop().unwrap_or(Dynamic::UNIT))
+    });
+    let st = state.clone();
+    engine.register_fn("persist", move |x: &mut LazyArray| persist(&st, x));
+    engine.register_fn("visualize", |x: &mut LazyArray, path: &str| -> Res<()> {
+        super::write_graph(&materialize(std::slice::from_ref(&x.a.layer)), path)
+    });
+    engine.register_fn("to_string", |x: &mut LazyArray| repr(x));
+    engine.register_fn("to_debug", |x: &mut LazyArray| repr(x));
+
+    // Local arrays.
+    engine.register_get("shape", |c: &mut Chunk| ints(c.shape()));
+    engine.register_get("ndim", |c: &mut Chunk| c.ndim() as i64);
+    engine.register_get("size", |c: &mut Chunk| c.len() as i64);
+    engine.register_get("nbytes", |c: &mut Chunk| c.nbytes() as i64);
+    engine.register_get("dtype", |c: &mut Chunk| c.dtype().name().to_string());
+    engine.register_fn("to_array", |c: &mut Chunk| to_nested(c));
+    engine.register_fn("to_string", |c: &mut Chunk| crate::display::chunk_text(c));
+    engine.register_fn("to_debug", |c: &mut Chunk| crate::display::chunk_text(c));
+    engine.register_indexer_get(|c: &mut Chunk, i: i64| -> Res<Dynamic> {
+        let n = c.shape().first().copied().ok_or_else(|| runtime("a 0-d array cannot be indexed"))?;
+        let j = if i < 0 { i + n as i64 } else { i };
+        if j < 0 || j >= n as i64 {
+            return Err(runtime(format!("index {i} is out of bounds for axis 0 with size {n}")));
+        }
+        let mut ranges: Vec<_> = c
+            .shape()
+            .iter()
+            .map(|&len| (brisk_engine::array::shape::AxisSlice { start: 0, stop: len, step: 1 }, false))
+            .collect();
+        ranges[0] = (
+            brisk_engine::array::shape::AxisSlice { start: j as usize, stop: j as usize + 1, step: 1 },
+            true,
+        );
+        Ok(local_result(brisk_engine::array::shape::slice(c, &ranges).map_err(err)?))
+    });
+}
+
+fn ints(v: &[usize]) -> RArray {
+    v.iter().map(|&n| Dynamic::from_int(n as i64)).collect()
+}
