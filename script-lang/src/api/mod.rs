@@ -33,10 +33,14 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
 
 /// Functions every engine has, on clients and on workers.
 pub fn register_values(engine: &mut Engine) {
-    engine.register_fn("to_json", |v: Dynamic| -> Result<String, Box<rhai::EvalAltResult>> {
-        let value = crate::convert::to_value(&v, "to_json's argument").map_err(crate::error::runtime)?;
+    fn to_json(v: &Dynamic) -> Result<String, Box<rhai::EvalAltResult>> {
+        let value = crate::convert::to_value(v, "to_json's argument").map_err(crate::error::runtime)?;
         Ok(value.to_json())
-    });
+    }
+    engine.register_fn("to_json", |v: Dynamic| to_json(&v));
+    // Rhai's own `to_json` for maps names custom values by type; this one
+    // writes computed arrays as nested lists.
+    engine.register_fn("to_json", |m: &mut rhai::Map| to_json(&Dynamic::from_map(m.clone())));
     engine.register_type_with_name::<TaskFailure>("TaskFailure");
     engine.register_fn("to_string", |f: &mut TaskFailure| f.to_string());
     engine.register_fn("to_debug", |f: &mut TaskFailure| f.to_string());

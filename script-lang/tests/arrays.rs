@@ -1,0 +1,225 @@
+//! Arrays against NumPy: the same expressions on the same inputs, in brisk
+//! (on both local schedulers, with chunks that do not divide the shapes)
+//! and in NumPy (`tests/reference/numpy_arrays.py`), compared value by
+//! value and dtype by dtype.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use brisk_script::Session;
+
+/// The Python with NumPy: `$BRISK_PYTHON` (set by `.ci/run`), else
+/// `python3`. Without one the test is skipped with a message, except on CI,
+/// where it must run.
+fn python_with_numpy() -> Option<PathBuf> {
+    let py = std::env::var_os("BRISK_PYTHON").map(PathBuf::from).unwrap_or_else(|| "python3".into());
+    let ok = Command::new(&py).args(["-c", "import numpy"]).output().is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(py);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "NumPy is needed for the array tests on CI; .ci/run sets BRISK_PYTHON ({})",
+        py.display()
+    );
+    eprintln!("skipped: no Python with NumPy (set BRISK_PYTHON, see scripts/python-env.sh)");
+    None
+}
+
+const INPUTS: &str = r#"
+let A = random([37, 23], #{chunks: [10, 6], seed: 7});
+let B = random([23], #{chunks: 5, seed: 8});
+let I = arange(-20, 20, 3, #{chunks: 4});
+let S = random([23, 23], #{chunks: 7, seed: 9});
+"#;
+
+const CASES: &str = r#"
+let F = A.astype("f32");
+let cases = #{
+    add: A + B,
+    sub_scalar: 1.5 - A,
+    mul_T: A.T * 2,
+    div: A / (B + 1),
+    pow: A ** 2,
+    "mod": (A * 10) % 3,
+    neg: -A,
+    cmp: A > 0.5,
+    eq: (A * 0) == 0,
+    "and": (A > 0.2) & (A < 0.8),
+    "not": !(A > 0.5),
+    "where": where(A > 0.5, A, -B),
+    maximum: maximum(A, B),
+    sum: A.sum(),
+    sum0: A.sum(0),
+    sum1k: A.sum(1, #{keepdims: true}),
+    mean: A.mean(),
+    mean0: A.mean(0),
+    std: A.std(),
+    std1: A.std(1, #{ddof: 1}),
+    var0: A.variance(0),
+    min1: A.min(1),
+    max: A.max(),
+    argmin: A.argmin(),
+    argmax0: A.argmax(0),
+    argmax1: A.argmax(1),
+    prod0: (A + 0.5).prod(0),
+    any0: (A > 0.9).any(0),
+    all1: (A > 0.05).all(1),
+    sqrt: sqrt(A),
+    exp: exp(A),
+    log: log(A + 1),
+    log10: log10(A + 1),
+    sin: sin(A),
+    tanh: tanh(A),
+    floor: floor(A * 10),
+    ceil: ceil(A * 10),
+    round: round(A * 10 - 5),
+    abs: abs(A - 0.5),
+    isnan: isnan(where(A > 0.5, A, 0.0 / 0.0)),
+    clip: A.clip(0.2, 0.8),
+    int_floordiv: floor_divide(I, 4),
+    int_mod: I % 4,
+    int_div: I / 4,
+    int_mul_float: I * 0.5,
+    int_pow: I ** 2,
+    int_sum: I.sum(),
+    int_mean: I.mean(),
+    int_neg_floordiv: floor_divide(I, -3),
+    astype: (A * 10).astype("i64"),
+    bool_sum: (A > 0.5).sum(0),
+    f32_mul: F * 2.0,
+    f32_sum0: F.sum(0),
+    f32_mean: F.mean(),
+    f32_plus_f64: F + A,
+    f32_plus_int: F + from_array([3]),
+    transpose_sum: (A.T + 1).sum(1),
+    rechunk_sum0: A.rechunk([5, -1]).sum(0),
+    b3_like: ((S + S.T) * 2).mean(0).sum(),
+    broadcast_col: A + from_array(A.compute().to_array().map(|row| [row[0]])),
+    linspace: linspace(0, 1, 11, #{chunks: 4}),
+    arange: arange(-3, 3, 0.5, #{chunks: 5}),
+    eye: eye(5, #{chunks: 2}),
+};
+let r = compute(cases)[0];
+let dtypes = #{};
+for k in r.keys() {
+    let v = r[k];
+    dtypes[k] = switch type_of(v) { "f64" => "f64", "i64" => "i64", "bool" => "bool", _ => v.dtype };
+}
+to_json(#{values: r, dtypes: dtypes})
+"#;
+
+fn eval(s: &mut Session, code: &str) -> String {
+    match s.eval(code, "<arrays test>") {
+        Ok(v) => v.into_string().expect("a string"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Compare two JSON values: numbers to 1e-9 relative (f32 results to 1e-5),
+/// everything else exactly.
+fn same(a: &str, b: &str, tol: f64) -> bool {
+    let parse = |s: &str| -> Vec<String> {
+        s.replace(['[', ']'], " ").split([',', ' ']).filter(|t| !t.is_empty()).map(str::to_string).collect()
+    };
+    let (x, y) = (parse(a), parse(b));
+    if x.len() != y.len() || a.matches('[').count() != b.matches('[').count() {
+        return false;
+    }
+    x.iter().zip(&y).all(|(p, q)| match (p.parse::<f64>(), q.parse::<f64>()) {
+        (Ok(u), Ok(v)) => (u - v).abs() <= tol * (1.0 + v.abs()),
+        _ => p == q,
+    })
+}
+
+/// Split `{"k":v,...}` of the top-level map into (key, raw JSON) pairs.
+fn entries(json: &str) -> Vec<(String, String)> {
+    let body = json.trim().trim_start_matches('{').trim_end_matches('}');
+    let mut out = Vec::new();
+    let (mut depth, mut start, mut in_str) = (0i32, 0usize, false);
+    let bytes = body.as_bytes();
+    for (i, &c) in bytes.iter().enumerate() {
+        match c {
+            b'"' => in_str = !in_str,
+            b'[' | b'{' if !in_str => depth += 1,
+            b']' | b'}' if !in_str => depth -= 1,
+            b',' if !in_str && depth == 0 => {
+                out.push(&body[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&body[start..]);
+    out.iter()
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let (k, v) = e.split_once(':').expect("key: value");
+            (k.trim().trim_matches('"').to_string(), v.trim().to_string())
+        })
+        .collect()
+}
+
+fn section<'a>(json: &'a str, name: &str) -> &'a str {
+    let start = json.find(&format!("\"{name}\":")).expect("section") + name.len() + 3;
+    let mut depth = 0;
+    for (i, c) in json[start..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &json[start..start + i + 1];
+                }
+            }
+            _ => {}
+        }
+    }
+    panic!("unterminated section {name}");
+}
+
+#[test]
+fn arrays_match_numpy_on_both_schedulers() {
+    let Some(py) = python_with_numpy() else { return };
+    let dir = std::env::temp_dir().join(format!("brisk-arrays-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mut s = Session::new();
+    let inputs = eval(
+        &mut s,
+        &format!("{INPUTS}\nto_json(#{{A: A.compute(), B: B.compute(), I: I.compute(), S: S.compute()}})"),
+    );
+    let input_path = dir.join("inputs.json");
+    std::fs::write(&input_path, &inputs).expect("write inputs");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/reference/numpy_arrays.py");
+    let out = Command::new(&py).arg(script).arg(&input_path).output().expect("python");
+    assert!(out.status.success(), "numpy side failed: {}", String::from_utf8_lossy(&out.stderr));
+    let expected = String::from_utf8(out.stdout).expect("utf8");
+    let want_values = entries(section(&expected, "values"));
+    let want_dtypes = entries(section(&expected, "dtypes"));
+    for scheduler in ["threads", "sync"] {
+        let mut s = Session::new();
+        let got = eval(&mut s, &format!("config(#{{scheduler: \"{scheduler}\"}});\n{INPUTS}\n{CASES}"));
+        let got_values: std::collections::HashMap<_, _> =
+            entries(section(&got, "values")).into_iter().collect();
+        let got_dtypes: std::collections::HashMap<_, _> =
+            entries(section(&got, "dtypes")).into_iter().collect();
+        let mut failures = Vec::new();
+        for ((name, want), (_, dtype)) in want_values.iter().zip(&want_dtypes) {
+            let tol = if dtype.contains("f32") { 1e-5 } else { 1e-9 };
+            match got_values.get(name) {
+                Some(v) if same(v, want, tol) => {}
+                Some(v) => failures.push(format!("{name}: brisk {v} vs numpy {want}")),
+                None => failures.push(format!("{name}: missing")),
+            }
+            // A 0-d result is a Rhai number, and Rhai's FLOAT is f64.
+            let scalar_f32 = dtype == "\"f32\"" && !want.starts_with('[');
+            let dtype_ok = got_dtypes.get(name) == Some(dtype)
+                || (scalar_f32 && got_dtypes.get(name).is_some_and(|d| d == "\"f64\""));
+            if !dtype_ok {
+                failures.push(format!("{name}: dtype {:?} vs numpy {dtype}", got_dtypes.get(name)));
+            }
+        }
+        assert!(failures.is_empty(), "{scheduler}: {} mismatches:\n{}", failures.len(), failures.join("\n"));
+        assert_eq!(got_values.len(), want_values.len(), "same cases on both sides");
+    }
+}

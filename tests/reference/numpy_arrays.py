@@ -1,0 +1,103 @@
+"""NumPy's answers for the array tests (script-lang/tests/arrays.rs).
+
+Reads the inputs brisk produced (JSON: {"A": [[...]], "B": [...], "I": [...], "S": [[...]]})
+and prints {"values": {name: result}, "dtypes": {name: dtype}} for the same
+expressions, written here in NumPy. NaN and infinities become null, as brisk's
+to_json writes them.
+"""
+import json
+import sys
+
+import numpy as np
+
+inp = json.load(open(sys.argv[1]))
+A = np.array(inp["A"], dtype=np.float64)
+B = np.array(inp["B"], dtype=np.float64)
+I = np.array(inp["I"], dtype=np.int64)
+S = np.array(inp["S"], dtype=np.float64)
+F = A.astype(np.float32)
+
+cases = {
+    "add": A + B,
+    "sub_scalar": 1.5 - A,
+    "mul_T": A.T * 2,
+    "div": A / (B + 1),
+    "pow": A ** 2,
+    "mod": (A * 10) % 3,
+    "neg": -A,
+    "cmp": A > 0.5,
+    "eq": (A * 0) == 0,
+    "and": (A > 0.2) & (A < 0.8),
+    "not": ~(A > 0.5),
+    "where": np.where(A > 0.5, A, -B),
+    "maximum": np.maximum(A, B),
+    "sum": A.sum(),
+    "sum0": A.sum(0),
+    "sum1k": A.sum(1, keepdims=True),
+    "mean": A.mean(),
+    "mean0": A.mean(0),
+    "std": A.std(),
+    "std1": A.std(1, ddof=1),
+    "var0": A.var(0),
+    "min1": A.min(1),
+    "max": A.max(),
+    "argmin": A.argmin(),
+    "argmax0": A.argmax(0),
+    "argmax1": A.argmax(1),
+    "prod0": (A + 0.5).prod(0),
+    "any0": (A > 0.9).any(0),
+    "all1": (A > 0.05).all(1),
+    "sqrt": np.sqrt(A),
+    "exp": np.exp(A),
+    "log": np.log(A + 1),
+    "log10": np.log10(A + 1),
+    "sin": np.sin(A),
+    "tanh": np.tanh(A),
+    "floor": np.floor(A * 10),
+    "ceil": np.ceil(A * 10),
+    "round": np.round(A * 10 - 5),
+    "abs": np.abs(A - 0.5),
+    "isnan": np.isnan(np.where(A > 0.5, A, np.nan)),
+    "clip": A.clip(0.2, 0.8),
+    "int_floordiv": I // 4,
+    "int_mod": I % 4,
+    "int_div": I / 4,
+    "int_mul_float": I * 0.5,
+    "int_pow": I ** 2,
+    "int_sum": I.sum(),
+    "int_mean": I.mean(),
+    "int_neg_floordiv": I // -3,
+    "astype": (A * 10).astype(np.int64),
+    "bool_sum": (A > 0.5).sum(0),
+    "f32_mul": F * 2.0,
+    "f32_sum0": F.sum(0),
+    "f32_mean": F.mean(),
+    "f32_plus_f64": F + A,
+    "f32_plus_int": F + np.array([3]),
+    "transpose_sum": (A.T + 1).sum(1),
+    "rechunk_sum0": A.sum(0),
+    "b3_like": ((S + S.T) * 2).mean(axis=0).sum(),
+    "broadcast_col": A + A[:, :1],
+    "linspace": np.linspace(0, 1, 11),
+    "arange": np.arange(-3, 3, 0.5),
+    "eye": np.eye(5),
+}
+
+NAMES = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "bool"}
+
+
+def clean(x):
+    if isinstance(x, list):
+        return [clean(v) for v in x]
+    if isinstance(x, float) and not np.isfinite(x):
+        return None
+    return x
+
+
+values = {}
+dtypes = {}
+for name, v in cases.items():
+    v = np.asarray(v)
+    dtypes[name] = NAMES[str(v.dtype)]
+    values[name] = clean(v.tolist())
+print(json.dumps({"values": values, "dtypes": dtypes}))
