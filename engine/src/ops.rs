@@ -171,6 +171,14 @@ pub fn execute(
             }
         }
         Op::Fused(steps) => {
+            let mut one = |step: &Step, step_inputs: &[Value]| {
+                let sub = TaskContext { key: &step.key, cancelled: ctx.cancelled, interrupt: ctx.interrupt };
+                execute(&step.op, step_inputs, udfs, &sub)
+            };
+            // Chains of array arithmetic run as one loop over the blocks.
+            if let Some(r) = crate::array::expr::try_run(steps, inputs, &mut one) {
+                return r;
+            }
             let mut results: Vec<Value> = Vec::with_capacity(steps.len());
             for step in steps {
                 let step_inputs = step

@@ -37,6 +37,12 @@ enum Command {
     },
 }
 
+/// mimalloc keeps freed blocks for reuse: array tasks allocate and free
+/// chunks of tens of MiB, and the system allocator returns those to the
+/// kernel each time, so every new chunk paid for fresh page faults.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     brisk_script::ship::init();
     let cli = Cli::parse();

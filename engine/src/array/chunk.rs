@@ -237,6 +237,12 @@ impl Chunk {
         }
     }
 
+    /// The same elements in their own C-ordered buffer (a view of a bigger
+    /// array would otherwise keep all of it alive).
+    pub fn to_contiguous(&self) -> Chunk {
+        crate::each_chunk!(self, a => Elem::wrap(a.as_standard_layout().into_owned().into_shared()))
+    }
+
     /// The elements as type `T` (shared, not copied, when the chunk already is `T`).
     pub fn cast<T: Elem>(&self) -> Nd<T> {
         if let Some(a) = T::get(self) {

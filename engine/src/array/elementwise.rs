@@ -272,15 +272,33 @@ pub fn binary(op: BinOp, a: Operand<'_>, b: Operand<'_>) -> Result<Chunk, ArrayE
 }
 
 /// Map two arrays of one shape (after broadcasting) into a new array.
-pub fn zip2<A: Copy, B: Copy, R>(
+/// Contiguous operands and scalars take plain loops over slices (which the
+/// compiler vectorizes); 2-d operands of opposite memory orders (`x + x.T`)
+/// are walked in tiles, so both are read from cache.
+pub fn zip2<A: Copy, B: Copy, R: Copy>(
     a: &Nd<A>,
     b: &Nd<B>,
     f: impl Fn(A, B) -> R,
 ) -> Result<ArrayD<R>, ArrayError> {
+    let vec = |shape: &[usize], v: Vec<R>| {
+        ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| ArrayError::Shape(e.to_string()))
+    };
+    if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
+        if a.shape() == b.shape() {
+            return vec(a.shape(), x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect());
+        }
+        if y.len() == 1 && b.ndim() <= a.ndim() {
+            let q = y[0];
+            return vec(a.shape(), x.iter().map(|&p| f(p, q)).collect());
+        }
+        if x.len() == 1 && a.ndim() <= b.ndim() {
+            let p = x[0];
+            return vec(b.shape(), y.iter().map(|&q| f(p, q)).collect());
+        }
+    }
     if a.shape() == b.shape() {
-        if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
-            let v: Vec<R> = x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect();
-            return ArrayD::from_shape_vec(IxDyn(a.shape()), v).map_err(|e| ArrayError::Shape(e.to_string()));
+        if a.ndim() == 2 && a.is_standard_layout() && b.t().is_standard_layout() {
+            return Ok(tiled(a, b, f));
         }
         return Ok(Zip::from(a).and(b).map_collect(|&x, &y| f(x, y)));
     }
@@ -293,6 +311,33 @@ pub fn zip2<A: Copy, B: Copy, R>(
         )));
     };
     Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
+}
+
+/// `f(a, b)` for a C-ordered `a` and an F-ordered `b` of one 2-d shape,
+/// in 64×64 tiles, so the column-major reads of `b` stay in cache.
+fn tiled<A: Copy, B: Copy, R: Copy>(a: &Nd<A>, b: &Nd<B>, f: impl Fn(A, B) -> R) -> ArrayD<R> {
+    const T: usize = 64;
+    let (rows, cols) = (a.shape()[0], a.shape()[1]);
+    let (Some(x), Some(y)) = (a.as_slice_memory_order(), b.as_slice_memory_order()) else {
+        return Zip::from(a).and(b).map_collect(|&p, &q| f(p, q));
+    };
+    if rows * cols == 0 {
+        return Zip::from(a).and(b).map_collect(|&p, &q| f(p, q));
+    }
+    // Filled with the first result, then every element is overwritten.
+    let mut out: Vec<R> = vec![f(x[0], y[0]); rows * cols];
+    for i0 in (0..rows).step_by(T) {
+        for j0 in (0..cols).step_by(T) {
+            for i in i0..(i0 + T).min(rows) {
+                for j in j0..(j0 + T).min(cols) {
+                    // a[i, j] is at i*cols + j; b[i, j] (column-major) at j*rows + i.
+                    out[i * cols + j] = f(x[i * cols + j], y[j * rows + i]);
+                }
+            }
+        }
+    }
+    ArrayD::from_shape_vec(IxDyn(&[rows, cols]), out)
+        .unwrap_or_else(|_| Zip::from(a).and(b).map_collect(|&p, &q| f(p, q)))
 }
 
 fn bool_binary(op: BinOp, a: &Nd<bool>, b: &Nd<bool>) -> Result<Chunk, ArrayError> {
@@ -459,26 +504,28 @@ fn num_binary<T: Num>(op: BinOp, a: &Nd<T>, b: &Nd<T>) -> Result<Chunk, ArrayErr
     if op == BinOp::Pow && T::DTYPE == DType::I64 && b.iter().any(|&e| e < T::zero()) {
         return Err(ArrayError::Value("integers to negative integer powers are not allowed".into()));
     }
-    let arith = |f: fn(T, T) -> T| -> Result<Chunk, ArrayError> { Ok(Chunk::from_array(zip2(a, b, f)?)) };
-    let cmp = |f: fn(&T, &T) -> bool| -> Result<Chunk, ArrayError> {
-        Ok(Chunk::from_array(zip2(a, b, |x, y| f(&x, &y))?))
-    };
+    // Each arm calls `zip2` with its own function, so the loop inlines it.
+    macro_rules! go {
+        ($f:expr) => {
+            Ok(Chunk::from_array(zip2(a, b, $f)?))
+        };
+    }
     match op {
-        BinOp::Add => arith(T::add),
-        BinOp::Sub => arith(T::sub),
-        BinOp::Mul => arith(T::mul),
-        BinOp::Div => arith(T::div),
-        BinOp::FloorDiv => arith(T::floordiv),
-        BinOp::Rem => arith(T::rem),
-        BinOp::Pow => arith(T::pow),
-        BinOp::Maximum => arith(max_nan),
-        BinOp::Minimum => arith(min_nan),
-        BinOp::Gt => cmp(T::gt),
-        BinOp::Ge => cmp(T::ge),
-        BinOp::Lt => cmp(T::lt),
-        BinOp::Le => cmp(T::le),
-        BinOp::Eq => cmp(T::eq),
-        BinOp::Ne => cmp(T::ne),
+        BinOp::Add => go!(T::add),
+        BinOp::Sub => go!(T::sub),
+        BinOp::Mul => go!(T::mul),
+        BinOp::Div => go!(T::div),
+        BinOp::FloorDiv => go!(T::floordiv),
+        BinOp::Rem => go!(T::rem),
+        BinOp::Pow => go!(T::pow),
+        BinOp::Maximum => go!(max_nan::<T>),
+        BinOp::Minimum => go!(min_nan::<T>),
+        BinOp::Gt => go!(|x: T, y: T| x > y),
+        BinOp::Ge => go!(|x: T, y: T| x >= y),
+        BinOp::Lt => go!(|x: T, y: T| x < y),
+        BinOp::Le => go!(|x: T, y: T| x <= y),
+        BinOp::Eq => go!(|x: T, y: T| x == y),
+        BinOp::Ne => go!(|x: T, y: T| x != y),
         BinOp::And | BinOp::Or => {
             let (Some(x), Some(y)) = (as_i64(a), as_i64(b)) else {
                 return Err(ArrayError::DType(format!(

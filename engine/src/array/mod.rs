@@ -8,6 +8,7 @@ pub mod create;
 mod dtype;
 pub mod elementwise;
 mod error;
+pub mod expr;
 pub mod ops;
 pub mod reduce;
 pub mod shape;

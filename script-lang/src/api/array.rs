@@ -806,6 +806,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("visualize", |x: &mut LazyArray, path: &str| -> Res<()> {
         super::write_graph(&materialize(std::slice::from_ref(&x.a.layer)), path)
     });
+    engine.register_fn("graph_info", |x: &mut LazyArray| super::delayed::graph_info(&x.a.layer));
     engine.register_fn("to_string", |x: &mut LazyArray| repr(x));
     engine.register_fn("to_debug", |x: &mut LazyArray| repr(x));
 

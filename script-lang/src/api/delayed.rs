@@ -244,21 +244,21 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         let graph = materialize(std::slice::from_ref(&d.layer));
         super::write_graph(&graph, path)
     });
-    engine.register_fn("graph_info", |d: &mut Delayed| -> Map {
-        let g = materialize(std::slice::from_ref(&d.layer));
-        let mut layers = layer_names(&d.layer);
-        layers.sort_unstable();
-        layers.dedup();
-        let mut m = Map::new();
-        m.insert("tasks".into(), Dynamic::from_int(g.len() as i64));
-        m.insert("layers".into(), Dynamic::from_int(layers.len() as i64));
-        // Literal data carried in the graph (shipped with it to workers).
-        let nbytes: u64 = g.tasks().iter().map(|t| literal_bytes(&t.op)).sum();
-        m.insert("bytes".into(), Dynamic::from_int(nbytes as i64));
-        m
-    });
+    engine.register_fn("graph_info", |d: &mut Delayed| graph_info(&d.layer));
     engine.register_fn("to_string", |d: &mut Delayed| super::display_scalar(&Dynamic::from(d.clone())));
     engine.register_fn("to_debug", |d: &mut Delayed| super::display_scalar(&Dynamic::from(d.clone())));
+}
+
+/// `x.graph_info()`: tasks, layers and literal bytes of the graph behind `root`.
+pub fn graph_info(root: &LayerRef) -> Map {
+    let g = materialize(std::slice::from_ref(root));
+    let mut m = Map::new();
+    m.insert("tasks".into(), Dynamic::from_int(g.len() as i64));
+    m.insert("layers".into(), Dynamic::from_int(layer_count(root) as i64));
+    // Literal data carried in the graph (shipped with it to workers).
+    let nbytes: u64 = g.tasks().iter().map(|t| literal_bytes(&t.op)).sum();
+    m.insert("bytes".into(), Dynamic::from_int(nbytes as i64));
+    m
 }
 
 /// How many distinct layers are reachable from `root`.

@@ -311,7 +311,7 @@ pub fn from_chunk(ctx: &Ctx, chunk: &Chunk, spec: &ChunkSpec) -> Result<Array, A
             .enumerate()
             .map(|(d, &i)| (AxisSlice { start: offs[d][i], stop: offs[d][i] + chunks[d][i], step: 1 }, false))
             .collect();
-        let block = crate::array::shape::slice(chunk, &ranges)?;
+        let block = crate::array::shape::slice(chunk, &ranges)?.to_contiguous();
         let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
         let mut task = Task::new(key, Op::Literal(Value::array(block)), vec![]);
         task.annotations = ctx.annotations.clone();

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::array::elementwise::{self, Operand as Local};
+use crate::array::elementwise::{self, Operand as Local, UnOp};
 use crate::array::reduce::{self, BlockPlace, Reduction};
 use crate::graph::materialize;
 use crate::local::{CancelToken, LocalConfig, Runtime};
@@ -185,4 +185,34 @@ fn bad_shapes_and_axes_are_refused_when_written() {
     assert!(e.to_string().contains("repeated axis"), "{e}");
     let e = full(&ctx, &[usize::MAX, 4], &ChunkSpec::Auto, Scalar::Int(1), DType::F64).expect_err("huge");
     assert!(e.to_string().contains("more elements"), "{e}");
+}
+
+/// Chains of arithmetic ending in a sum or mean run as one fused loop
+/// (`array::expr`); they must give what the step-by-step kernels give.
+#[test]
+fn fused_arithmetic_chains_match_the_kernels() {
+    let ctx = Ctx::default();
+    let whole = sample(&[150, 150]);
+    let x = from_chunk(&ctx, &whole, &spec(&[70])).expect("x");
+    let xt = transpose(&ctx, &x, None).expect("T");
+    let s = binary(&ctx, BinOp::Add, &Operand::Array(x.clone()), &Operand::Array(xt)).expect("add");
+    let e = binary(&ctx, BinOp::Mul, &Operand::Array(s), &Operand::Scalar(Scalar::Float(2.0))).expect("mul");
+    let e = unary(&ctx, UnOp::Sqrt, &unary(&ctx, UnOp::Abs, &e).expect("abs")).expect("sqrt");
+    let t = crate::array::shape::transpose(&whole, &[1, 0]).expect("t");
+    let d = elementwise::binary(BinOp::Add, Local::Chunk(&whole), Local::Chunk(&t)).expect("a");
+    let d = elementwise::binary(BinOp::Mul, Local::Chunk(&d), Local::Scalar(Scalar::Float(2.0))).expect("m");
+    let d = elementwise::unary(UnOp::Sqrt, &elementwise::unary(UnOp::Abs, &d).expect("abs")).expect("sqrt");
+    close(&one(&e), &d);
+    for (red, axes) in [
+        (Reduction::Mean, Some(&[0i64][..])),
+        (Reduction::Sum, Some(&[1i64][..])),
+        (Reduction::Sum, None),
+        (Reduction::Mean, None),
+    ] {
+        let r = reduction(&ctx, &e, red, axes, false, None).expect("reduce");
+        let norm: Vec<usize> =
+            axes.map(|a| crate::array::norm_axes(a, 2).expect("axes")).unwrap_or(vec![0, 1]);
+        let p = reduce::partial(red, &d, &norm, &BlockPlace::default()).expect("p");
+        close(&one(&r), &reduce::finalize(red, &p, &norm, false, DType::F64).expect("f"));
+    }
 }
