@@ -219,10 +219,12 @@ fn eval(expr: &Node, blocks: &[&Nd<f64>], tail: &Tail) -> Option<Value> {
         Tail::Block => {
             let mut out = vec![0.0; rows * cols];
             for_tiles(rows, cols, |i0, ti, j0, tj| {
-                let tile = scratch.eval(expr, &leaves, rows, cols, i0, ti, j0, tj);
+                let at = At { rows, cols, i0, ti, j0, tj };
+                let tile = scratch.eval(expr, &leaves, at);
                 for ii in 0..ti {
-                    out[(i0 + ii) * cols + j0..][..tj].copy_from_slice(&tile[ii * tj..][..tj]);
+                    out[(i0 + ii) * cols + j0..][..tj].copy_from_slice(tile.row(at, ii));
                 }
+                scratch.give(tile);
             });
             let a = ArrayD::from_shape_vec(IxDyn(&shape), out).ok()?;
             Some(Value::array(Chunk::from_array(a)))
@@ -235,10 +237,11 @@ fn eval(expr: &Node, blocks: &[&Nd<f64>], tail: &Tail) -> Option<Value> {
             let mut acc = vec![0.0; if over_cols { 1 } else { cols } * if over_rows { 1 } else { rows }];
             let acc_cols = if over_cols { 1 } else { cols };
             for_tiles(rows, cols, |i0, ti, j0, tj| {
-                let tile = scratch.eval(expr, &leaves, rows, cols, i0, ti, j0, tj);
+                let at = At { rows, cols, i0, ti, j0, tj };
+                let tile = scratch.eval(expr, &leaves, at);
                 for ii in 0..ti {
                     let r = if over_rows { 0 } else { i0 + ii };
-                    let row = &tile[ii * tj..][..tj];
+                    let row = tile.row(at, ii);
                     if over_cols {
                         acc[r] += row.iter().sum::<f64>();
                     } else {
@@ -247,6 +250,7 @@ fn eval(expr: &Node, blocks: &[&Nd<f64>], tail: &Tail) -> Option<Value> {
                         }
                     }
                 }
+                scratch.give(tile);
             });
             let mut out_shape = shape.clone();
             for &a in axes {
@@ -275,7 +279,34 @@ fn for_tiles(rows: usize, cols: usize, mut f: impl FnMut(usize, usize, usize, us
     }
 }
 
-/// Reusable tile buffers, one per expression node depth.
+/// A tile's values: a buffer of `ti × tj` elements, or rows read in place
+/// from a C-ordered leaf (element `(ii, jj)` at `(i0 + ii) * cols + j0 + jj`).
+enum Tile<'a> {
+    Buf(Vec<f64>),
+    Rows(&'a [f64]),
+}
+
+/// Where a tile lies in the block.
+#[derive(Clone, Copy)]
+struct At {
+    rows: usize,
+    cols: usize,
+    i0: usize,
+    ti: usize,
+    j0: usize,
+    tj: usize,
+}
+
+impl Tile<'_> {
+    fn row(&self, at: At, ii: usize) -> &[f64] {
+        match self {
+            Tile::Buf(v) => &v[ii * at.tj..][..at.tj],
+            Tile::Rows(d) => &d[(at.i0 + ii) * at.cols + at.j0..][..at.tj],
+        }
+    }
+}
+
+/// Reusable tile buffers.
 #[derive(Default)]
 struct Scratch {
     free: Vec<Vec<f64>>,
@@ -289,53 +320,44 @@ impl Scratch {
         v
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn eval(
-        &mut self,
-        node: &Node,
-        leaves: &[Leaf<'_>],
-        rows: usize,
-        cols: usize,
-        i0: usize,
-        ti: usize,
-        j0: usize,
-        tj: usize,
-    ) -> Vec<f64> {
+    fn give(&mut self, t: Tile<'_>) {
+        if let Tile::Buf(v) = t {
+            self.free.push(v);
+        }
+    }
+
+    fn eval<'a>(&mut self, node: &Node, leaves: &[Leaf<'a>], at: At) -> Tile<'a> {
+        let At { rows, i0, ti, j0, tj, .. } = at;
         let n = ti * tj;
         match node {
             Node::Const(c) => {
                 let mut v = self.take(n);
                 v.fill(*c);
-                v
+                Tile::Buf(v)
             }
-            Node::Leaf(k) => {
-                let mut v = self.take(n);
-                match &leaves[*k] {
-                    Leaf::Contiguous { data, fortran: true } => {
-                        // Element (i, j) of a column-major block is at j*rows + i.
-                        for jj in 0..tj {
-                            let col = &data[(j0 + jj) * rows + i0..][..ti];
-                            for (ii, &x) in col.iter().enumerate() {
-                                v[ii * tj + jj] = x;
-                            }
+            Node::Leaf(k) => match &leaves[*k] {
+                Leaf::Contiguous { data, fortran: false } => Tile::Rows(data),
+                Leaf::Contiguous { data, fortran: true } => {
+                    let mut v = self.take(n);
+                    // Element (i, j) of a column-major block is at j*rows + i.
+                    for jj in 0..tj {
+                        let col = &data[(j0 + jj) * rows + i0..][..ti];
+                        for (ii, &x) in col.iter().enumerate() {
+                            v[ii * tj + jj] = x;
                         }
                     }
-                    Leaf::Contiguous { data, fortran: false } => {
-                        for ii in 0..ti {
-                            v[ii * tj..][..tj].copy_from_slice(&data[(i0 + ii) * cols + j0..][..tj]);
-                        }
-                    }
-                    Leaf::Strided(a) => {
-                        let tile = a.slice(ndarray::s![i0..i0 + ti, j0..j0 + tj]);
-                        for (x, &y) in v.iter_mut().zip(tile.iter()) {
-                            *x = y;
-                        }
-                    }
+                    Tile::Buf(v)
                 }
-                v
-            }
+                Leaf::Strided(a) => {
+                    let mut v = self.take(n);
+                    let tile = a.slice(ndarray::s![i0..i0 + ti, j0..j0 + tj]);
+                    for (x, &y) in v.iter_mut().zip(tile.iter()) {
+                        *x = y;
+                    }
+                    Tile::Buf(v)
+                }
+            },
             Node::Un(op, a) => {
-                let mut v = self.eval(a, leaves, rows, cols, i0, ti, j0, tj);
                 let f: fn(f64) -> f64 = match op {
                     UnOp::Neg => |x| -x,
                     UnOp::Abs => f64::abs,
@@ -352,15 +374,28 @@ impl Scratch {
                     UnOp::Round => f64::round_ties_even,
                     UnOp::Not | UnOp::IsNan | UnOp::IsFinite => |x| x,
                 };
-                v.iter_mut().for_each(|x| *x = f(*x));
-                v
+                match self.eval(a, leaves, at) {
+                    Tile::Buf(mut v) => {
+                        v.iter_mut().for_each(|x| *x = f(*x));
+                        Tile::Buf(v)
+                    }
+                    rows_in_place => {
+                        let mut v = self.take(n);
+                        for ii in 0..ti {
+                            for (o, &x) in v[ii * tj..][..tj].iter_mut().zip(rows_in_place.row(at, ii)) {
+                                *o = f(x);
+                            }
+                        }
+                        Tile::Buf(v)
+                    }
+                }
             }
             Node::Bin(op, a, b) => {
-                let mut x = self.eval(a, leaves, rows, cols, i0, ti, j0, tj);
-                let y = self.eval(b, leaves, rows, cols, i0, ti, j0, tj);
+                let x = self.eval(a, leaves, at);
+                let y = self.eval(b, leaves, at);
                 macro_rules! apply {
                     ($f:expr) => {
-                        x.iter_mut().zip(&y).for_each(|(p, &q)| *p = $f(*p, q))
+                        self.combine(x, y, at, $f)
                     };
                 }
                 match op {
@@ -373,8 +408,40 @@ impl Scratch {
                     BinOp::Minimum => apply!(min_nan::<f64>),
                     _ => apply!(<f64 as Num>::add),
                 }
-                self.free.push(y);
-                x
+            }
+        }
+    }
+
+    /// `f(x, y)` elementwise, written over one of the operands' buffers when
+    /// there is one.
+    fn combine<'a>(&mut self, x: Tile<'a>, y: Tile<'a>, at: At, f: impl Fn(f64, f64) -> f64) -> Tile<'a> {
+        match (x, y) {
+            (Tile::Buf(mut v), y) => {
+                for ii in 0..at.ti {
+                    for (o, &q) in v[ii * at.tj..][..at.tj].iter_mut().zip(y.row(at, ii)) {
+                        *o = f(*o, q);
+                    }
+                }
+                self.give(y);
+                Tile::Buf(v)
+            }
+            (x, Tile::Buf(mut v)) => {
+                for ii in 0..at.ti {
+                    for (o, &p) in v[ii * at.tj..][..at.tj].iter_mut().zip(x.row(at, ii)) {
+                        *o = f(p, *o);
+                    }
+                }
+                Tile::Buf(v)
+            }
+            (x, y) => {
+                let mut v = self.take(at.ti * at.tj);
+                for ii in 0..at.ti {
+                    let o = &mut v[ii * at.tj..][..at.tj];
+                    for ((o, &p), &q) in o.iter_mut().zip(x.row(at, ii)).zip(y.row(at, ii)) {
+                        *o = f(p, q);
+                    }
+                }
+                Tile::Buf(v)
             }
         }
     }
