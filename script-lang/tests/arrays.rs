@@ -35,6 +35,9 @@ let S = random([23, 23], #{chunks: 7, seed: 9});
 
 const CASES: &str = r#"
 let F = A.astype("f32");
+let Iv = I.compute().to_array();
+let Iw = Iv + [];
+let outer = from_array(Iv.map(|i| Iw.map(|j| i * j)));
 let cases = #{
     add: A + B,
     sub_scalar: 1.5 - A,
@@ -99,6 +102,11 @@ let cases = #{
     linspace: linspace(0, 1, 11, #{chunks: 4}),
     arange: arange(-3, 3, 0.5, #{chunks: 5}),
     eye: eye(5, #{chunks: 2}),
+    matmul_xxt: A @ A.T,
+    matmul_vec: A @ B,
+    dot_square: S.dot(S),
+    matmul_sum: (A.T @ A).sum(),
+    int_matmul: outer @ I,
 };
 let r = compute(cases)[0];
 let dtypes = #{};

@@ -81,6 +81,11 @@ cases = {
     "linspace": np.linspace(0, 1, 11),
     "arange": np.arange(-3, 3, 0.5),
     "eye": np.eye(5),
+    "matmul_xxt": A @ A.T,
+    "matmul_vec": A @ B,
+    "dot_square": S.dot(S),
+    "matmul_sum": (A.T @ A).sum(),
+    "int_matmul": np.outer(I, I) @ I,
 }
 
 NAMES = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "bool"}

@@ -9,6 +9,7 @@ mod dtype;
 pub mod elementwise;
 mod error;
 pub mod expr;
+pub mod linalg;
 pub mod ops;
 pub mod reduce;
 pub mod shape;

@@ -73,6 +73,11 @@ pub enum ArrayOp {
     Concat {
         numblocks: Vec<usize>,
     },
+    /// `Σ_t a_t @ b_t`: the first `nk` arguments are the left blocks along
+    /// the contracted axis, the next `nk` the right ones.
+    Matmul {
+        nk: usize,
+    },
     /// Cut a piece out of each argument and join the pieces, a grid in C
     /// order: one output block of a rechunk.
     Rechunk {
@@ -102,6 +107,7 @@ impl ArrayOp {
             ArrayOp::Slice(_) => "getitem".into(),
             ArrayOp::Concat { .. } => "finalize".into(),
             ArrayOp::Rechunk { .. } => "rechunk".into(),
+            ArrayOp::Matmul { .. } => "matmul".into(),
         }
     }
 }
@@ -194,6 +200,11 @@ pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
         ArrayOp::Concat { numblocks } => {
             let blocks = args.iter().map(|v| chunk_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
             Value::array(shape::concat_grid(&blocks, numblocks)?)
+        }
+        ArrayOp::Matmul { nk } => {
+            arity(op, args, 2 * nk)?;
+            let blocks = args.iter().map(|v| chunk_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
+            Value::array(super::linalg::matmul_sum(&blocks[..*nk], &blocks[*nk..])?)
         }
         ArrayOp::Rechunk { pieces, numblocks } => {
             arity(op, args, pieces.len())?;

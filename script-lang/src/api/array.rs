@@ -242,6 +242,34 @@ fn binary(state: &SessionState, op: BinOp, a: &Dynamic, b: &Dynamic) -> Res<Dyna
     Ok(local_result(elementwise::binary(op, x.operand(), y.operand()).map_err(err)?))
 }
 
+fn matmul(state: &SessionState, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
+    if is_lazy(&[a, b]) {
+        let as_array = |d: &Dynamic| -> Res<Array> {
+            match lazy_operand(state, d, "@")? {
+                Operand::Array(x) => Ok(x),
+                Operand::Scalar(_) => Err(super::wrong_type("@", "an array", d)),
+            }
+        };
+        let r = arr::matmul(&ctx(state), &as_array(a)?, &as_array(b)?).map_err(err)?;
+        return Ok(Dynamic::from(with_held(r, &[a, b])));
+    }
+    let (Some(x), Some(y)) = (a.read_lock::<Chunk>(), b.read_lock::<Chunk>()) else {
+        return Err(super::wrong_type("@", "two arrays", a));
+    };
+    let (sx, sy) = (x.shape(), y.shape());
+    let k = if x.ndim() == 0 { 0 } else { x.ndim() - 1 };
+    if x.ndim() == 0 || y.ndim() == 0 || x.ndim() > 2 || y.ndim() > 2 || sx[k] != sy[0] {
+        return Err(runtime(format!(
+            "matmul: shapes {} and {} are not aligned (1-d and 2-d arrays, inner lengths equal)",
+            fmt_shape(sx),
+            fmt_shape(sy)
+        )));
+    }
+    let r = brisk_engine::array::linalg::matmul_sum(std::slice::from_ref(&x), std::slice::from_ref(&y))
+        .map_err(err)?;
+    Ok(local_result(r))
+}
+
 fn unary(state: &SessionState, op: UnOp, a: &Dynamic) -> Res<Dynamic> {
     if let Some(x) = a.read_lock::<LazyArray>() {
         let r = arr::unary(&ctx(state), op, &x.a).map_err(err)?;
@@ -690,6 +718,18 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             (LazyArray, LazyArray), (LazyArray, i64), (LazyArray, f64), (LazyArray, bool), (LazyArray, Chunk),
             (i64, LazyArray), (f64, LazyArray), (bool, LazyArray), (Chunk, LazyArray),
             (Chunk, Chunk), (Chunk, i64), (Chunk, f64), (Chunk, bool), (i64, Chunk), (f64, Chunk), (bool, Chunk),
+        );
+    }
+
+    // Matrix products: `a @ b` (a custom operator, at `*`'s precedence), `dot`, `matmul`.
+    if let Err(e) = engine.register_custom_operator("@", 180) {
+        eprintln!("warning: the @ operator is unavailable: {e}");
+    }
+    for name in ["@", "dot", "matmul"] {
+        let st = state.clone();
+        let f = Arc::new(move |a: &Dynamic, b: &Dynamic| matmul(&st, a, b));
+        on_pairs!(engine, name, f;
+            (LazyArray, LazyArray), (LazyArray, Chunk), (Chunk, LazyArray), (Chunk, Chunk),
         );
     }
 

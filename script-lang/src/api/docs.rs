@@ -411,6 +411,13 @@ pub const DOCS: &[FnDoc] = &[
         "from_array([1.7, -1.7]).astype(\"i64\").compute()",
     ),
     doc(
+        "dot",
+        "a.dot(b) | a @ b -> Array",
+        "Matrix product of 1-d and 2-d arrays (NumPy's dot and matmul there), one task per output block summing the products along the inner axis.",
+        "let x = from_array([[1.0, 2.0], [3.0, 4.0]], #{chunks: 1});\n(x @ x.T).compute()",
+    ),
+    doc("matmul", "matmul(a, b) -> Array", "The same as `a @ b`.", "matmul(eye(3), arange(3)).compute()"),
+    doc(
         "to_array",
         "v.to_array() -> array",
         "A computed array as nested Rhai arrays.",

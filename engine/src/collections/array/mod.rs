@@ -614,6 +614,80 @@ pub fn transpose(ctx: &Ctx, a: &Array, axes: Option<&[i64]>) -> Result<Array, Ar
     Ok(finish(name, tasks, vec![a.layer.clone()], chunks, a.dtype))
 }
 
+/// `a @ b` for 1-d and 2-d arrays (NumPy's `matmul`/`dot` there): one task
+/// per output block, summing the products of the blocks along the
+/// contracted axis (whose chunks are unified first).
+pub fn matmul(ctx: &Ctx, a: &Array, b: &Array) -> Result<Array, ArrayError> {
+    let (sa, sb) = (a.shape(), b.shape());
+    if !(1..=2).contains(&a.ndim()) || !(1..=2).contains(&b.ndim()) {
+        return Err(ArrayError::Shape(format!(
+            "matmul of shapes {} and {}: only 1-d and 2-d arrays are supported",
+            fmt_shape(&sa),
+            fmt_shape(&sb)
+        )));
+    }
+    let ka = a.ndim() - 1;
+    if sa[ka] != sb[0] {
+        return Err(ArrayError::Shape(format!(
+            "matmul: shapes {} and {} are not aligned: {} (dim {ka}) != {} (dim 0)",
+            fmt_shape(&sa),
+            fmt_shape(&sb),
+            sa[ka],
+            sb[0]
+        )));
+    }
+    let k = refine(&[&a.chunks[ka], &b.chunks[0]]);
+    let mut ca: Vec<Vec<usize>> = a.chunks.to_vec();
+    ca[ka] = k.clone();
+    let mut cb: Vec<Vec<usize>> = b.chunks.to_vec();
+    cb[0] = k.clone();
+    let (a, b) = (rechunk_to(ctx, a, ca)?, rechunk_to(ctx, b, cb)?);
+    let dtype = DType::promote(a.dtype, b.dtype);
+    let mut t = Tokenizer::new();
+    t.str("matmul").str(&a.name).str(&b.name);
+    let name = t.name("matmul");
+    let key_name: Arc<str> = Arc::from(name.as_str());
+    let rows = if a.ndim() == 2 { a.chunks[0].len() } else { 1 };
+    let cols = if b.ndim() == 2 { b.chunks[1].len() } else { 1 };
+    let nk = k.len();
+    let op = Arc::new(ArrayOp::Matmul { nk });
+    let mut tasks = Vec::with_capacity(rows * cols);
+    for i in 0..rows {
+        for j in 0..cols {
+            let mut deps = Vec::with_capacity(2 * nk);
+            for kk in 0..nk {
+                deps.push(if a.ndim() == 2 { a.block_key(&[i, kk]) } else { a.block_key(&[kk]) });
+            }
+            for kk in 0..nk {
+                deps.push(if b.ndim() == 2 { b.block_key(&[kk, j]) } else { b.block_key(&[kk]) });
+            }
+            let mut idx = Vec::new();
+            if a.ndim() == 2 {
+                idx.push(i as u32);
+            }
+            if b.ndim() == 2 {
+                idx.push(j as u32);
+            }
+            let args = (0..deps.len()).map(|x| Arg::Dep(x as u32)).collect();
+            let mut task = Task::new(
+                Key::block(key_name.clone(), &idx),
+                Op::Call { func: Func::Array(op.clone()), args },
+                deps,
+            );
+            task.annotations = ctx.annotations.clone();
+            tasks.push(task);
+        }
+    }
+    let mut chunks = Vec::new();
+    if a.ndim() == 2 {
+        chunks.push(a.chunks[0].clone());
+    }
+    if b.ndim() == 2 {
+        chunks.push(b.chunks[1].clone());
+    }
+    Ok(finish(name, tasks, vec![a.layer.clone(), b.layer.clone()], chunks, dtype))
+}
+
 /// One task joining every block: what `compute` gathers.
 pub fn finalize(a: &Array) -> (LayerRef, Key) {
     let name = format!("finalize-{}", Tokenizer::new().str(&a.name).finish());

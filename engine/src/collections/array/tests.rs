@@ -216,3 +216,24 @@ fn fused_arithmetic_chains_match_the_kernels() {
         close(&one(&r), &reduce::finalize(red, &p, &norm, false, DType::F64).expect("f"));
     }
 }
+
+#[test]
+fn blocked_matmul_matches_one_block() {
+    let ctx = Ctx::default();
+    let (wa, wb) = (sample(&[9, 7]), sample(&[7, 5]));
+    let a = from_chunk(&ctx, &wa, &spec(&[4, 3])).expect("a");
+    let b = from_chunk(&ctx, &wb, &spec(&[2, 2])).expect("b");
+    let direct = crate::array::linalg::matmul_sum(std::slice::from_ref(&wa), std::slice::from_ref(&wb)).expect("direct");
+    close(&one(&matmul(&ctx, &a, &b).expect("mm")), &direct);
+    // x @ x.T, the B4 shape, with transposed blocks.
+    let at = transpose(&ctx, &a, None).expect("T");
+    let wt = crate::array::shape::transpose(&wa, &[1, 0]).expect("t");
+    let direct = crate::array::linalg::matmul_sum(std::slice::from_ref(&wa), &[wt]).expect("xxt");
+    close(&one(&matmul(&ctx, &a, &at).expect("xxt")), &direct);
+    // Vectors on either side.
+    let v = from_chunk(&ctx, &sample(&[7]), &spec(&[3])).expect("v");
+    let mv = crate::array::linalg::matmul_sum(std::slice::from_ref(&wa), &[sample(&[7])]).expect("mv");
+    close(&one(&matmul(&ctx, &a, &v).expect("mv")), &mv);
+    let e = matmul(&ctx, &a, &a).expect_err("mismatch");
+    assert_eq!(e.to_string(), "matmul: shapes (9, 7) and (9, 7) are not aligned: 7 (dim 1) != 9 (dim 0)");
+}
