@@ -31,6 +31,8 @@ let A = random([37, 23], #{chunks: [10, 6], seed: 7});
 let B = random([23], #{chunks: 5, seed: 8});
 let I = arange(-20, 20, 3, #{chunks: 4});
 let S = random([23, 23], #{chunks: 7, seed: 9});
+let T = random([200, 6], #{chunks: [50, -1], seed: 10});
+let y = random([200], #{chunks: 50, seed: 11});
 "#;
 
 const CASES: &str = r#"
@@ -107,6 +109,19 @@ let cases = #{
     dot_square: S.dot(S),
     matmul_sum: (A.T @ A).sum(),
     int_matmul: outer @ I,
+    svd_s: svd(T)[1],
+    svd_s_square: svd(S.rechunk(-1))[1],
+    qr_abs_r: abs(qr(T)[1]),
+    solve: solve(S, S.slice([(), 0]) + 1),
+    lstsq_x: lstsq(T, y)[0],
+    lstsq_res: lstsq(T, y)[1],
+    lstsq_rank: lstsq(T, y)[2],
+    norm: norm(A),
+    norm_vec: norm(B),
+    slice_steps: A.slice([#{start: 1, stop: -1, step: 4}, 5]),
+    slice_cols: A.slice([(), #{start: 3, stop: 17, step: 3}]),
+    slice_neg: A.slice([-5..=-1, -2]),
+    index_row: A[7],
 };
 let r = compute(cases)[0];
 let dtypes = #{};
@@ -194,7 +209,9 @@ fn arrays_match_numpy_on_both_schedulers() {
     let mut s = Session::new();
     let inputs = eval(
         &mut s,
-        &format!("{INPUTS}\nto_json(#{{A: A.compute(), B: B.compute(), I: I.compute(), S: S.compute()}})"),
+        &format!(
+            "{INPUTS}\nto_json(#{{A: A.compute(), B: B.compute(), I: I.compute(), S: S.compute(), T: T.compute(), y: y.compute()}})"
+        ),
     );
     let input_path = dir.join("inputs.json");
     std::fs::write(&input_path, &inputs).expect("write inputs");

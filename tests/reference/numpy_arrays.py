@@ -15,6 +15,8 @@ A = np.array(inp["A"], dtype=np.float64)
 B = np.array(inp["B"], dtype=np.float64)
 I = np.array(inp["I"], dtype=np.int64)
 S = np.array(inp["S"], dtype=np.float64)
+T = np.array(inp["T"], dtype=np.float64)
+y = np.array(inp["y"], dtype=np.float64)
 F = A.astype(np.float32)
 
 cases = {
@@ -86,6 +88,19 @@ cases = {
     "dot_square": S.dot(S),
     "matmul_sum": (A.T @ A).sum(),
     "int_matmul": np.outer(I, I) @ I,
+    "svd_s": np.linalg.svd(T, compute_uv=False),
+    "svd_s_square": np.linalg.svd(S, compute_uv=False),
+    "qr_abs_r": np.abs(np.linalg.qr(T)[1]),
+    "solve": np.linalg.solve(S, S[:, 0] + 1),
+    "lstsq_x": np.linalg.lstsq(T, y, rcond=None)[0],
+    "lstsq_res": np.linalg.lstsq(T, y, rcond=None)[1],
+    "lstsq_rank": np.int64(np.linalg.lstsq(T, y, rcond=None)[2]),
+    "norm": np.linalg.norm(A),
+    "norm_vec": np.linalg.norm(B),
+    "slice_steps": A[1:-1:4, 5],
+    "slice_cols": A[:, 3:17:3],
+    "slice_neg": A[-5:, -2],
+    "index_row": A[7],
 }
 
 NAMES = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "bool"}

@@ -2,7 +2,7 @@
 //! Tasks run one per core already, so faer runs sequentially inside each.
 
 use faer::linalg::matmul::matmul;
-use faer::{Accum, MatMut, MatRef, Par};
+use faer::{Accum, Mat, MatMut, MatRef, Par};
 use ndarray::{ArrayD, Axis, IxDyn};
 
 use super::chunk::{Chunk, Nd, fmt_shape};
@@ -102,6 +102,112 @@ where
     ArrayD::from_shape_vec(IxDyn(&[m, n]), out).map_err(|e| ArrayError::Shape(e.to_string()))
 }
 
+/// A block as a faer matrix of f64 (a copy).
+fn to_mat(c: &Chunk) -> Result<Mat<f64>, ArrayError> {
+    let a = c.cast::<f64>();
+    let (r, k) = match a.shape() {
+        [r, k] => (*r, *k),
+        [n] => (*n, 1),
+        s => return Err(ArrayError::Shape(format!("expected a matrix, got shape {}", fmt_shape(s)))),
+    };
+    let a2 = if a.ndim() == 1 { a.insert_axis(Axis(1)) } else { a };
+    Ok(Mat::from_fn(r, k, |i, j| a2[[i, j]]))
+}
+
+/// A faer matrix as a row-major block of `dtype`.
+fn from_mat(m: MatRef<'_, f64>, dtype: DType) -> Chunk {
+    let (r, c) = (m.nrows(), m.ncols());
+    let mut v = Vec::with_capacity(r * c);
+    for i in 0..r {
+        for j in 0..c {
+            v.push(m[(i, j)]);
+        }
+    }
+    let a = ArrayD::from_shape_vec(IxDyn(&[r, c]), v).unwrap_or_else(|_| ArrayD::zeros(IxDyn(&[r, c])));
+    Chunk::from_array(a).astype(dtype)
+}
+
+fn vector(v: impl Iterator<Item = f64>, dtype: DType) -> Chunk {
+    let v: Vec<f64> = v.collect();
+    let n = v.len();
+    Chunk::from_array(ArrayD::from_shape_vec(IxDyn(&[n]), v).unwrap_or_else(|_| ArrayD::zeros(IxDyn(&[0]))))
+        .astype(dtype)
+}
+
+/// The float type results come in: f32 stays f32, everything else is f64.
+fn float_of(c: &Chunk) -> DType {
+    c.dtype().to_float()
+}
+
+/// Thin QR of one block: `[Q, R]`.
+pub fn qr(c: &Chunk) -> Result<Vec<Chunk>, ArrayError> {
+    let t = float_of(c);
+    let m = to_mat(c)?;
+    let f = m.qr();
+    Ok(vec![from_mat(f.compute_thin_Q().as_ref(), t), from_mat(f.thin_R(), t)])
+}
+
+/// Stack blocks vertically (the R factors of TSQR) into one matrix.
+pub fn vstack(blocks: &[Chunk]) -> Result<Chunk, ArrayError> {
+    crate::array::shape::concat_grid(blocks, &[blocks.len(), 1])
+}
+
+/// Thin SVD of one block: `[U, S, Vᵀ]` with `block = U · diag(S) · Vᵀ`
+/// (the third factor as NumPy and Dask return it).
+pub fn svd(c: &Chunk) -> Result<Vec<Chunk>, ArrayError> {
+    let t = float_of(c);
+    let m = to_mat(c)?;
+    let f = m.thin_svd().map_err(|e| ArrayError::Value(format!("the SVD did not converge ({e:?})")))?;
+    let s = f.S().column_vector();
+    Ok(vec![from_mat(f.U(), t), vector((0..s.nrows()).map(|i| s[i]), t), from_mat(f.V().transpose(), t)])
+}
+
+/// Solve `a x = b` for a square `a` (LU with partial pivoting).
+pub fn solve(a: &Chunk, b: &Chunk) -> Result<Chunk, ArrayError> {
+    use faer::linalg::solvers::Solve;
+    let (n, k) = (a.shape().first().copied().unwrap_or(0), a.shape().get(1).copied().unwrap_or(0));
+    if a.ndim() != 2 || n != k {
+        return Err(ArrayError::Shape(format!(
+            "solve needs a square matrix, got shape {}",
+            fmt_shape(a.shape())
+        )));
+    }
+    if b.shape().first() != Some(&n) || b.ndim() > 2 {
+        return Err(ArrayError::Shape(format!(
+            "solve: shapes {} and {} do not match",
+            fmt_shape(a.shape()),
+            fmt_shape(b.shape())
+        )));
+    }
+    let t = DType::promote(float_of(a), float_of(b));
+    let lu = to_mat(a)?.partial_piv_lu();
+    // A singular matrix shows as a zero pivot in U.
+    let u = lu.U();
+    if (0..n).any(|i| u[(i, i)] == 0.0) {
+        return Err(ArrayError::Value("solve: the matrix is singular".into()));
+    }
+    let x = lu.solve(to_mat(b)?.as_ref());
+    let out = from_mat(x.as_ref(), t);
+    Ok(if b.ndim() == 1 { crate::array::reduce::squeeze(&out, &[1]) } else { out })
+}
+
+/// Solve `r x = b` for an upper-triangular `r` (back substitution).
+pub fn solve_upper(r: &Chunk, b: &Chunk) -> Result<Chunk, ArrayError> {
+    let t = DType::promote(float_of(r), float_of(b));
+    let rm = to_mat(r)?;
+    let mut x = to_mat(b)?;
+    if rm.nrows() != rm.ncols() || rm.nrows() != x.nrows() {
+        return Err(ArrayError::Shape(format!(
+            "triangular solve: shapes {} and {} do not match",
+            fmt_shape(r.shape()),
+            fmt_shape(b.shape())
+        )));
+    }
+    faer::linalg::triangular_solve::solve_upper_triangular_in_place(rm.as_ref(), x.as_mut(), Par::Seq);
+    let out = from_mat(x.as_ref(), t);
+    Ok(if b.ndim() == 1 { crate::array::reduce::squeeze(&out, &[1]) } else { out })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +262,36 @@ mod tests {
         let vv = matmul_sum(std::slice::from_ref(&v), std::slice::from_ref(&v)).expect("vv");
         assert_eq!(vv.ndim(), 0);
         assert!(matmul_sum(std::slice::from_ref(&a), std::slice::from_ref(&a)).is_err());
+    }
+
+    fn close(a: &Chunk, b: &Chunk, tol: f64) {
+        assert_eq!(a.shape(), b.shape());
+        for (x, y) in a.cast::<f64>().iter().zip(b.cast::<f64>().iter()) {
+            assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn factorizations_rebuild_their_input() {
+        let v: Vec<f64> = (0..60).map(|i| ((i * 37) % 23) as f64 / 7.0 - 1.0).collect();
+        let a = Chunk::from_vec(&[12, 5], v).expect("a");
+        let [q, r] = <[Chunk; 2]>::try_from(qr(&a).expect("qr")).expect("two");
+        assert_eq!((q.shape(), r.shape()), (&[12, 5][..], &[5, 5][..]));
+        close(&matmul_sum(&[q], &[r]).expect("qr"), &a, 1e-12);
+        let [u, s, vt] = <[Chunk; 3]>::try_from(svd(&a).expect("svd")).expect("three");
+        let us = crate::array::elementwise::binary(
+            crate::array::elementwise::BinOp::Mul,
+            crate::array::elementwise::Operand::Chunk(&u),
+            crate::array::elementwise::Operand::Chunk(&s),
+        )
+        .expect("u*s");
+        close(&matmul_sum(&[us], &[vt]).expect("usv"), &a, 1e-12);
+        let sq = Chunk::from_vec(&[2, 2], vec![3.0, 1.0, 1.0, 2.0]).expect("sq");
+        let b = Chunk::from_vec(&[2], vec![9.0, 8.0]).expect("b");
+        assert_eq!(solve(&sq, &b).expect("solve").to_json(), "[2.0,3.0]");
+        let sing = Chunk::from_vec(&[2, 2], vec![1.0, 2.0, 2.0, 4.0]).expect("singular");
+        assert!(solve(&sing, &b).expect_err("singular").to_string().contains("singular"));
+        let up = Chunk::from_vec(&[2, 2], vec![2.0, 1.0, 0.0, 4.0]).expect("up");
+        assert_eq!(solve_upper(&up, &b).expect("tri").to_json(), "[3.5,2.0]");
     }
 }

@@ -78,6 +78,27 @@ pub enum ArrayOp {
     Matmul {
         nk: usize,
     },
+    /// The k-th element of a list result (a factor of a decomposition).
+    Item(usize),
+    /// Thin QR of a block: `[Q, R]`.
+    Qr,
+    /// TSQR's second stage: QR of the stacked R factors of the arguments
+    /// (each a `[Q, R]` list): `[Q2, R]`.
+    QrStack,
+    /// TSQR's Q block: `Q_i @ Q2[offset..offset + rows]` from the block's
+    /// `[Q, R]` and the stage-two `[Q2, R]`.
+    QrQ {
+        offset: usize,
+        rows: usize,
+    },
+    /// Thin SVD of a block: `[U, S, Vt]`.
+    Svd,
+    /// `solve(a, b)` on whole blocks.
+    Solve,
+    /// Back substitution with an upper-triangular block.
+    SolveUpper,
+    /// The elementwise sum of the arguments (partial matrix products).
+    AddAll,
     /// Cut a piece out of each argument and join the pieces, a grid in C
     /// order: one output block of a rechunk.
     Rechunk {
@@ -108,6 +129,14 @@ impl ArrayOp {
             ArrayOp::Concat { .. } => "finalize".into(),
             ArrayOp::Rechunk { .. } => "rechunk".into(),
             ArrayOp::Matmul { .. } => "matmul".into(),
+            ArrayOp::Item(_) => "getitem".into(),
+            ArrayOp::Qr => "qr".into(),
+            ArrayOp::QrStack => "qr-stack".into(),
+            ArrayOp::QrQ { .. } => "qr-q".into(),
+            ArrayOp::Svd => "svd".into(),
+            ArrayOp::Solve => "solve".into(),
+            ArrayOp::SolveUpper => "solve-triangular".into(),
+            ArrayOp::AddAll => "sum-partial-products".into(),
         }
     }
 }
@@ -205,6 +234,61 @@ pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
             arity(op, args, 2 * nk)?;
             let blocks = args.iter().map(|v| chunk_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
             Value::array(super::linalg::matmul_sum(&blocks[..*nk], &blocks[*nk..])?)
+        }
+        ArrayOp::Item(k) => match args {
+            [Value::List(items)] => items
+                .get(*k)
+                .cloned()
+                .ok_or_else(|| ArrayError::Value(format!("no item {k} in a list of {}", items.len())))?,
+            _ => return Err(ArrayError::Value("getitem expects one list".into())),
+        },
+        ArrayOp::Qr => Value::list(super::linalg::qr(&one(args)?)?.into_iter().map(Value::array).collect()),
+        ArrayOp::QrStack => {
+            let rs = args
+                .iter()
+                .map(|v| partial_arg(v).map(|p| p.get(1).cloned()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let rs = rs
+                .into_iter()
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| ArrayError::Value("QR parts missing".into()))?;
+            let stacked = super::linalg::vstack(&rs)?;
+            Value::list(super::linalg::qr(&stacked)?.into_iter().map(Value::array).collect())
+        }
+        ArrayOp::QrQ { offset, rows } => {
+            arity(op, args, 2)?;
+            let (block, stage2) = (partial_arg(&args[0])?, partial_arg(&args[1])?);
+            let (Some(q), Some(q2)) = (block.first(), stage2.first()) else {
+                return Err(ArrayError::Value("QR parts missing".into()));
+            };
+            let cols = q2.shape().get(1).copied().unwrap_or(0);
+            let piece = shape::slice(
+                q2,
+                &[
+                    (AxisSlice { start: *offset, stop: offset + rows, step: 1 }, false),
+                    (AxisSlice { start: 0, stop: cols, step: 1 }, false),
+                ],
+            )?;
+            Value::array(super::linalg::matmul_sum(std::slice::from_ref(q), &[piece])?)
+        }
+        ArrayOp::Svd => Value::list(super::linalg::svd(&one(args)?)?.into_iter().map(Value::array).collect()),
+        ArrayOp::Solve => {
+            arity(op, args, 2)?;
+            Value::array(super::linalg::solve(chunk_arg(&args[0])?, chunk_arg(&args[1])?)?)
+        }
+        ArrayOp::SolveUpper => {
+            arity(op, args, 2)?;
+            Value::array(super::linalg::solve_upper(chunk_arg(&args[0])?, chunk_arg(&args[1])?)?)
+        }
+        ArrayOp::AddAll => {
+            let mut it = args.iter();
+            let first =
+                chunk_arg(it.next().ok_or_else(|| ArrayError::Value("nothing to add".into()))?)?.clone();
+            let mut acc = first;
+            for v in it {
+                acc = elementwise::binary(BinOp::Add, Operand::Chunk(&acc), Operand::Chunk(chunk_arg(v)?))?;
+            }
+            Value::array(acc)
         }
         ArrayOp::Rechunk { pieces, numblocks } => {
             arity(op, args, pieces.len())?;

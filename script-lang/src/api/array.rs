@@ -392,6 +392,73 @@ fn transpose(state: &SessionState, x: &Dynamic, axes: Option<Vec<i64>>) -> Res<D
     Ok(Dynamic::from(brisk_engine::array::shape::transpose(&c, &perm).map_err(err)?))
 }
 
+// ----- indexing and linear algebra -----
+
+/// One entry of an index: a range (`0..10`, `2..=5`), an integer, `()` for
+/// a whole axis, or `#{start, stop, step}` for steps.
+fn index_entry(d: &Dynamic) -> Res<arr::Index> {
+    if d.is_unit() {
+        return Ok(arr::Index::Full);
+    }
+    if let Ok(i) = d.as_int() {
+        return Ok(arr::Index::Int(i));
+    }
+    if let Some(r) = d.clone().try_cast::<std::ops::Range<i64>>() {
+        return Ok(arr::Index::Range { start: Some(r.start), stop: Some(r.end), step: 1 });
+    }
+    if let Some(r) = d.clone().try_cast::<std::ops::RangeInclusive<i64>>() {
+        let stop = if *r.end() == -1 { None } else { Some(r.end() + 1) };
+        return Ok(arr::Index::Range { start: Some(*r.start()), stop, step: 1 });
+    }
+    if let Some(m) = d.read_lock::<Map>() {
+        let o = Opts::new(Some(m.clone()), "slice", &["start", "stop", "step"])?;
+        let get = |k: &str| -> Res<Option<i64>> {
+            match o.get(k) {
+                None => Ok(None),
+                Some(v) if v.is_unit() => Ok(None),
+                Some(v) => int_of(v, k).map(Some),
+            }
+        };
+        return Ok(arr::Index::Range {
+            start: get("start")?,
+            stop: get("stop")?,
+            step: get("step")?.unwrap_or(1),
+        });
+    }
+    Err(super::wrong_type("slice", "a range, an integer, () or #{start, stop, step}", d))
+}
+
+fn index_arg(d: &Dynamic) -> Res<Vec<arr::Index>> {
+    match d.read_lock::<RArray>() {
+        Some(a) => a.iter().map(index_entry).collect(),
+        None => Ok(vec![index_entry(d)?]),
+    }
+}
+
+fn slice(state: &SessionState, x: &Dynamic, index: &Dynamic) -> Res<Dynamic> {
+    let idx = index_arg(index)?;
+    if let Some(a) = x.read_lock::<LazyArray>() {
+        let r = arr::slice(&ctx(state), &a.a, &idx).map_err(err)?;
+        return Ok(Dynamic::from(with_held(r, &[x])));
+    }
+    let Some(c) = x.read_lock::<Chunk>().map(|c| c.clone()) else {
+        return Err(super::wrong_type("slice", "an array", x));
+    };
+    let ranges = arr::local_ranges(&idx, c.shape()).map_err(err)?;
+    Ok(local_result(brisk_engine::array::shape::slice(&c, &ranges).map_err(err)?.to_contiguous()))
+}
+
+fn lazy(state: &SessionState, d: &Dynamic, what: &str) -> Res<Array> {
+    match lazy_operand(state, d, what)? {
+        Operand::Array(a) => Ok(a),
+        Operand::Scalar(_) => Err(super::wrong_type(what, "an array", d)),
+    }
+}
+
+fn arrays(parts: Vec<Array>, held: &[&Dynamic]) -> RArray {
+    parts.into_iter().map(|a| Dynamic::from(with_held(a, held))).collect()
+}
+
 // ----- creation -----
 
 fn creation_opts(m: Option<Map>, function: &str, extra: &[&str]) -> Res<Opts> {
@@ -732,6 +799,78 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             (LazyArray, LazyArray), (LazyArray, Chunk), (Chunk, LazyArray), (Chunk, Chunk),
         );
     }
+
+    // Indexing.
+    let st = state.clone();
+    engine.register_fn("slice", move |x: &mut LazyArray, index: Dynamic| {
+        slice(&st, &Dynamic::from(x.clone()), &index)
+    });
+    let st = state.clone();
+    engine.register_fn("slice", move |x: &mut Chunk, index: Dynamic| {
+        slice(&st, &Dynamic::from(x.clone()), &index)
+    });
+    let st = state.clone();
+    engine
+        .register_indexer_get(move |x: &mut LazyArray, i: Dynamic| slice(&st, &Dynamic::from(x.clone()), &i));
+
+    // Linear algebra.
+    let st = state.clone();
+    engine.register_fn("qr", move |x: Dynamic| -> Res<RArray> {
+        let (q, r) = arr::qr(&ctx(&st), &lazy(&st, &x, "qr")?).map_err(err)?;
+        Ok(arrays(vec![q, r], &[&x]))
+    });
+    let st = state.clone();
+    engine.register_fn("svd", move |x: Dynamic| -> Res<RArray> {
+        let (u, s, v) = arr::svd(&ctx(&st), &lazy(&st, &x, "svd")?).map_err(err)?;
+        Ok(arrays(vec![u, s, v], &[&x]))
+    });
+    let compressed = |st: Arc<SessionState>| {
+        move |x: Dynamic, k: i64, m: Option<Map>| -> Res<RArray> {
+            let o = Opts::new(m, "svd_compressed", &["seed", "oversample", "n_power_iter"])?;
+            let seed = match o.get("seed") {
+                Some(d) => int_of(d, "seed")? as u64,
+                None => random_seed(),
+            };
+            let count = |key: &str, default: usize| -> Res<usize> {
+                match o.get(key) {
+                    Some(d) => usize::try_from(int_of(d, key)?)
+                        .map_err(|_| runtime(format!("{key} must not be negative"))),
+                    None => Ok(default),
+                }
+            };
+            let k = usize::try_from(k).map_err(|_| runtime("svd_compressed: k must be positive"))?;
+            let (u, s, v) = arr::svd_compressed(
+                &ctx(&st),
+                &lazy(&st, &x, "svd_compressed")?,
+                k,
+                seed,
+                count("oversample", 10)?,
+                count("n_power_iter", 0)?,
+            )
+            .map_err(err)?;
+            Ok(arrays(vec![u, s, v], &[&x]))
+        }
+    };
+    let f = compressed(state.clone());
+    engine.register_fn("svd_compressed", move |x: Dynamic, k: i64| f(x, k, None));
+    let f = compressed(state.clone());
+    engine.register_fn("svd_compressed", move |x: Dynamic, k: i64, m: Map| f(x, k, Some(m)));
+    let st = state.clone();
+    engine.register_fn("solve", move |a: Dynamic, b: Dynamic| -> Res<Dynamic> {
+        let r = arr::solve(&ctx(&st), &lazy(&st, &a, "solve")?, &lazy(&st, &b, "solve")?).map_err(err)?;
+        Ok(Dynamic::from(with_held(r, &[&a, &b])))
+    });
+    let st = state.clone();
+    engine.register_fn("lstsq", move |a: Dynamic, b: Dynamic| -> Res<RArray> {
+        let (x, res, rank, s) =
+            arr::lstsq(&ctx(&st), &lazy(&st, &a, "lstsq")?, &lazy(&st, &b, "lstsq")?).map_err(err)?;
+        Ok(arrays(vec![x, res, rank, s], &[&a, &b]))
+    });
+    let st = state.clone();
+    engine.register_fn("norm", move |x: Dynamic| -> Res<Dynamic> {
+        let r = arr::norm(&ctx(&st), &lazy(&st, &x, "norm")?).map_err(err)?;
+        Ok(Dynamic::from(with_held(r, &[&x])))
+    });
 
     // Creation.
     for normal in [false, true] {

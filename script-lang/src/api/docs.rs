@@ -418,6 +418,48 @@ pub const DOCS: &[FnDoc] = &[
     ),
     doc("matmul", "matmul(a, b) -> Array", "The same as `a @ b`.", "matmul(eye(3), arange(3)).compute()"),
     doc(
+        "slice",
+        "x.slice([index, ...]) | x[i] -> Array",
+        "Basic indexing: a range (`0..10`, `2..=5`), an integer (drops the axis), `()` for a whole axis, or #{start, stop, step}; negative positions count from the end.",
+        "let x = arange(20, #{chunks: 6});\nx.slice([#{start: 1, stop: -1, step: 4}]).compute()",
+    ),
+    doc(
+        "qr",
+        "qr(x) -> [q, r]",
+        "QR of a tall-and-skinny array (one block along axis 1) by the direct TSQR method, as da.linalg.qr.",
+        "let x = random([1000, 5], #{chunks: [250, 5], seed: 1});\nlet qr_ = qr(x);\nabs(qr_[0] @ qr_[1] - x).max().compute() < 1e-12",
+    ),
+    doc(
+        "svd",
+        "svd(x) -> [u, s, v]",
+        "Singular value decomposition, x = u · diag(s) · v: directly for one block, by TSQR for tall-and-skinny arrays (as da.linalg.svd).",
+        "let x = random([1000, 4], #{chunks: [250, 4], seed: 1});\nsvd(x)[1].compute()",
+    ),
+    doc(
+        "svd_compressed",
+        "svd_compressed(x, k, #{seed, oversample, n_power_iter}) -> [u, s, v]",
+        "The k leading singular triplets by a randomized range finder (Halko et al.), as da.linalg.svd_compressed.",
+        "let x = random([500, 50], #{chunks: [100, 50], seed: 2});\nsvd_compressed(x, 3, #{seed: 1, n_power_iter: 2})[1].compute()",
+    ),
+    doc(
+        "solve",
+        "solve(a, b) -> Array",
+        "Solve a · x = b for a square a (LU with partial pivoting, in one task).",
+        "solve(from_array([[3.0, 1.0], [1.0, 2.0]]), from_array([9.0, 8.0])).compute()",
+    ),
+    doc(
+        "lstsq",
+        "lstsq(a, b) -> [x, residuals, rank, s]",
+        "Least squares by TSQR, as da.linalg.lstsq: x minimises |a · x - b|; s are a's singular values.",
+        "let a = from_array([[1.0, 1.0], [1.0, 2.0], [1.0, 3.0]]);\nlstsq(a, from_array([1.0, 2.0, 2.9]))[0].compute()",
+    ),
+    doc(
+        "norm",
+        "norm(x) -> Array",
+        "The Frobenius norm of a matrix, the 2-norm of a vector (NumPy's default).",
+        "norm(from_array([3.0, 4.0])).compute()",
+    ),
+    doc(
         "to_array",
         "v.to_array() -> array",
         "A computed array as nested Rhai arrays.",

@@ -5,7 +5,9 @@
 //! it runs.
 
 mod chunks;
+mod linalg;
 mod reduction;
+mod slicing;
 
 use std::sync::Arc;
 
@@ -18,7 +20,9 @@ use crate::ops::{Arg, Func, Op};
 use crate::value::Value;
 
 pub use chunks::{AUTO_BYTES, AxisChunks, ChunkSpec, normalize_chunks, regular};
+pub use linalg::{lstsq, norm, qr, solve, svd, svd_compressed};
 pub use reduction::reduction;
+pub use slicing::{Index, local_ranges, slice};
 
 /// A lazy n-d array: the layer holding its blocks' tasks and its metadata.
 #[derive(Clone, Debug)]
@@ -614,6 +618,10 @@ pub fn transpose(ctx: &Ctx, a: &Array, axes: Option<&[i64]>) -> Result<Array, Ar
     Ok(finish(name, tasks, vec![a.layer.clone()], chunks, a.dtype))
 }
 
+/// How many block products one matmul task sums; longer inner axes are
+/// summed from partial products (as a `split_every` for products).
+pub const MATMUL_FANIN: usize = 4;
+
 /// `a @ b` for 1-d and 2-d arrays (NumPy's `matmul`/`dot` there): one task
 /// per output block, summing the products of the blocks along the
 /// contracted axis (whose chunks are unified first).
@@ -650,7 +658,7 @@ pub fn matmul(ctx: &Ctx, a: &Array, b: &Array) -> Result<Array, ArrayError> {
     let rows = if a.ndim() == 2 { a.chunks[0].len() } else { 1 };
     let cols = if b.ndim() == 2 { b.chunks[1].len() } else { 1 };
     let nk = k.len();
-    let op = Arc::new(ArrayOp::Matmul { nk });
+    let partial_name: Arc<str> = Arc::from(t.name("matmul-partial").as_str());
     let mut tasks = Vec::with_capacity(rows * cols);
     for i in 0..rows {
         for j in 0..cols {
@@ -668,14 +676,28 @@ pub fn matmul(ctx: &Ctx, a: &Array, b: &Array) -> Result<Array, ArrayError> {
             if b.ndim() == 2 {
                 idx.push(j as u32);
             }
-            let args = (0..deps.len()).map(|x| Arg::Dep(x as u32)).collect();
-            let mut task = Task::new(
-                Key::block(key_name.clone(), &idx),
-                Op::Call { func: Func::Array(op.clone()), args },
-                deps,
-            );
-            task.annotations = ctx.annotations.clone();
-            tasks.push(task);
+            let key = Key::block(key_name.clone(), &idx);
+            if nk <= MATMUL_FANIN {
+                let args = (0..deps.len()).map(|x| Arg::Dep(x as u32)).collect();
+                tasks.push(array_task(ctx, key, ArrayOp::Matmul { nk }, args, deps));
+                continue;
+            }
+            // A long inner axis: partial products over groups of blocks,
+            // then their sum, so no task holds every block of a row.
+            let mut partials = Vec::new();
+            for (g, lo) in (0..nk).step_by(MATMUL_FANIN).enumerate() {
+                let hi = (lo + MATMUL_FANIN).min(nk);
+                let mut gdeps: Vec<Key> = deps[lo..hi].to_vec();
+                gdeps.extend_from_slice(&deps[nk + lo..nk + hi]);
+                let mut pidx = idx.clone();
+                pidx.push(g as u32);
+                let pkey = Key::block(partial_name.clone(), &pidx);
+                let args = (0..gdeps.len()).map(|x| Arg::Dep(x as u32)).collect();
+                tasks.push(array_task(ctx, pkey.clone(), ArrayOp::Matmul { nk: hi - lo }, args, gdeps));
+                partials.push(pkey);
+            }
+            let args = (0..partials.len()).map(|x| Arg::Dep(x as u32)).collect();
+            tasks.push(array_task(ctx, key, ArrayOp::AddAll, args, partials));
         }
     }
     let mut chunks = Vec::new();

@@ -223,7 +223,8 @@ fn blocked_matmul_matches_one_block() {
     let (wa, wb) = (sample(&[9, 7]), sample(&[7, 5]));
     let a = from_chunk(&ctx, &wa, &spec(&[4, 3])).expect("a");
     let b = from_chunk(&ctx, &wb, &spec(&[2, 2])).expect("b");
-    let direct = crate::array::linalg::matmul_sum(std::slice::from_ref(&wa), std::slice::from_ref(&wb)).expect("direct");
+    let direct = crate::array::linalg::matmul_sum(std::slice::from_ref(&wa), std::slice::from_ref(&wb))
+        .expect("direct");
     close(&one(&matmul(&ctx, &a, &b).expect("mm")), &direct);
     // x @ x.T, the B4 shape, with transposed blocks.
     let at = transpose(&ctx, &a, None).expect("T");
@@ -236,4 +237,90 @@ fn blocked_matmul_matches_one_block() {
     close(&one(&matmul(&ctx, &a, &v).expect("mv")), &mv);
     let e = matmul(&ctx, &a, &a).expect_err("mismatch");
     assert_eq!(e.to_string(), "matmul: shapes (9, 7) and (9, 7) are not aligned: 7 (dim 1) != 9 (dim 0)");
+}
+
+fn mul_cols(u: &Chunk, s: &Chunk) -> Chunk {
+    elementwise::binary(BinOp::Mul, Local::Chunk(u), Local::Chunk(s)).expect("u*s")
+}
+
+#[test]
+fn tsqr_qr_and_svd_rebuild_the_input() {
+    let ctx = Ctx::default();
+    let whole = sample(&[60, 7]);
+    let x = from_chunk(&ctx, &whole, &spec(&[13, -1])).expect("x");
+    let (q, r) = qr(&ctx, &x).expect("qr");
+    let (qv, rv) = (one(&q), one(&r));
+    close(&crate::array::linalg::matmul_sum(std::slice::from_ref(&qv), &[rv]).expect("qr"), &whole);
+    let qtq =
+        crate::array::linalg::matmul_sum(&[crate::array::shape::transpose(&qv, &[1, 0]).expect("t")], &[qv])
+            .expect("qtq");
+    close(&qtq, &crate::array::create::eye(7, 7, 0, DType::F64));
+    let (u, s, vt) = svd(&ctx, &x).expect("svd");
+    let (uv, sv, vtv) = (one(&u), one(&s), one(&vt));
+    close(&crate::array::linalg::matmul_sum(&[mul_cols(&uv, &sv)], &[vtv]).expect("usv"), &whole);
+    let direct = &crate::array::linalg::svd(&whole).expect("direct")[1];
+    close(&sv, direct);
+    // Not tall-and-skinny: a clear error.
+    let wide = from_chunk(&ctx, &whole, &spec(&[13, 3])).expect("wide");
+    assert!(qr(&ctx, &wide).expect_err("blocks").to_string().contains("one block along axis 1"));
+    let short = from_chunk(&ctx, &whole, &spec(&[5, -1])).expect("short");
+    assert!(qr(&ctx, &short).expect_err("short").to_string().contains("at least as tall"));
+}
+
+#[test]
+fn randomized_svd_finds_the_leading_values_of_a_low_rank_matrix() {
+    let ctx = Ctx::default();
+    // Rank 3: outer products of three vectors with weights 9, 4, 1.
+    let (m, n) = (80, 30);
+    let v: Vec<f64> = (0..m * n)
+        .map(|p| {
+            let (i, j) = ((p / n) as f64, (p % n) as f64);
+            9.0 * (i * 0.1).sin() * (j * 0.2).cos()
+                + 4.0 * (i * 0.05).cos() * (j * 0.3).sin()
+                + (i * 0.3).sin() * (j * 0.1).sin()
+        })
+        .collect();
+    let whole = Chunk::from_vec(&[m, n], v).expect("low rank");
+    let x = from_chunk(&ctx, &whole, &spec(&[20, -1])).expect("x");
+    let (_, s, _) = svd_compressed(&ctx, &x, 3, 7, 5, 1).expect("svd_compressed");
+    let direct = &crate::array::linalg::svd(&whole).expect("svd")[1];
+    let first3 = crate::array::shape::slice(
+        direct,
+        &[(crate::array::shape::AxisSlice { start: 0, stop: 3, step: 1 }, false)],
+    )
+    .expect("3");
+    close(&one(&s), &first3);
+}
+
+#[test]
+fn solve_lstsq_norm_and_slices() {
+    let ctx = Ctx::default();
+    let a = Chunk::from_vec(&[3, 3], vec![4.0, 1.0, 0.0, 1.0, 3.0, 1.0, 0.0, 1.0, 2.0]).expect("a");
+    let b = Chunk::from_vec(&[3], vec![1.0, 2.0, 3.0]).expect("b");
+    let la = from_chunk(&ctx, &a, &spec(&[2])).expect("la");
+    let lb = from_chunk(&ctx, &b, &spec(&[2])).expect("lb");
+    let x = one(&solve(&ctx, &la, &lb).expect("solve"));
+    close(&crate::array::linalg::matmul_sum(std::slice::from_ref(&a), std::slice::from_ref(&x)).expect("ax"), &b);
+    // Least squares on an exactly solvable tall system gives the same x.
+    let tall = from_chunk(&ctx, &a, &spec(&[3, -1])).expect("tall");
+    let (lx, res, rank, sv) = lstsq(&ctx, &tall, &lb).expect("lstsq");
+    close(&one(&lx), &x);
+    assert!(one(&res).get(&[0]).expect("res").as_f64() < 1e-20);
+    assert_eq!(one(&rank).get(&[]), Some(Scalar::Int(3)));
+    assert_eq!(one(&sv).shape(), &[3]);
+    let n = one(&norm(&ctx, &la).expect("norm")).get(&[]).expect("n").as_f64();
+    assert!((n - 33.0f64.sqrt()).abs() < 1e-12, "{n}");
+    // Slices across block edges, with steps, integers and negative ends.
+    let whole = sample(&[9, 10]);
+    let s = from_chunk(&ctx, &whole, &spec(&[4, 3])).expect("s");
+    let r = |start, stop, step| Index::Range { start, stop, step };
+    let got = one(&slice(&ctx, &s, &[r(Some(1), Some(-1), 3), Index::Int(-2)]).expect("slice"));
+    let want: Vec<f64> = [1, 4, 7].iter().map(|&i| whole.get(&[i, 8]).expect("e").as_f64()).collect();
+    assert_eq!(got, Chunk::from_vec(&[3], want).expect("want"));
+    let got = one(&slice(&ctx, &s, &[Index::Full, r(None, None, 4)]).expect("cols"));
+    assert_eq!(got.shape(), &[9, 3]);
+    assert_eq!(one(&slice(&ctx, &s, &[r(Some(5), Some(2), 1)]).expect("empty")).shape(), &[0, 10]);
+    let e = slice(&ctx, &s, &[Index::Int(9)]).expect_err("bounds");
+    assert_eq!(e.to_string(), "index 9 is out of bounds for axis 0 with size 9");
+    assert!(slice(&ctx, &s, &[Index::Full, Index::Full, Index::Full]).is_err());
 }

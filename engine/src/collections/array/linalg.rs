@@ -1,0 +1,264 @@
+//! Linear algebra on chunked arrays, as `dask.array.linalg`: QR and SVD of
+//! tall-and-skinny arrays by the direct TSQR method (Benson, Gleich and
+//! Demmel), randomized SVD, solves, least squares and norms.
+
+use std::sync::Arc;
+
+use super::{
+    Array, AxisChunks, ChunkSpec, Ctx, Operand, array_task, binary, finish, matmul, rechunk, reduction, unary,
+};
+use crate::array::create::Dist;
+use crate::array::elementwise::{BinOp, UnOp};
+use crate::array::reduce::Reduction;
+use crate::array::{ArrayError, ArrayOp, DType, Scalar, fmt_shape};
+use crate::graph::{Key, Layer, LayerRef, Tokenizer};
+use crate::ops::Arg;
+
+fn key(name: &Arc<str>, idx: &[u32]) -> Key {
+    Key::block(name.clone(), idx)
+}
+
+/// One block of a single-block result (`[0, 0]`) built on `layer`.
+fn single(name: &Arc<str>, layer: LayerRef, shape: &[usize], dtype: DType) -> Array {
+    Array { layer, name: name.clone(), chunks: Arc::new(shape.iter().map(|&n| vec![n]).collect()), dtype }
+}
+
+/// `qr(x)` → `(q, r)` for a tall-and-skinny 2-d array: one block along
+/// axis 1, each row block at least as tall as the array is wide.
+pub fn qr(ctx: &Ctx, x: &Array) -> Result<(Array, Array), ArrayError> {
+    let shape = x.shape();
+    if x.ndim() != 2 {
+        return Err(ArrayError::Shape(format!("qr needs a 2-d array, got shape {}", fmt_shape(&shape))));
+    }
+    let n = shape[1];
+    if x.chunks[1].len() != 1 {
+        return Err(ArrayError::Value(format!(
+            "qr and svd need one block along axis 1 (tall-and-skinny), but the chunks are {:?}; use x.rechunk([r, -1])",
+            x.chunks[1]
+        )));
+    }
+    if let Some(&short) = x.chunks[0].iter().find(|&&r| r < n) {
+        return Err(ArrayError::Value(format!(
+            "qr and svd need row blocks at least as tall as the array is wide ({n}), but one has {short} rows; use fewer, taller blocks"
+        )));
+    }
+    let dtype = x.dtype.to_float();
+    let mut t = Tokenizer::new();
+    t.str("tsqr").str(&x.name);
+    let tok = t.finish();
+    let blocks: Arc<str> = Arc::from(format!("qr-block-{tok}"));
+    let stage2: Arc<str> = Arc::from(format!("qr-stack-{tok}"));
+    let q_name: Arc<str> = Arc::from(format!("qr-q-{tok}"));
+    let r_name: Arc<str> = Arc::from(format!("qr-r-{tok}"));
+    let nb = x.chunks[0].len();
+    let mut tasks = Vec::new();
+    for i in 0..nb {
+        tasks.push(array_task(
+            ctx,
+            key(&blocks, &[i as u32]),
+            ArrayOp::Qr,
+            vec![Arg::Dep(0)],
+            vec![x.block_key(&[i, 0])],
+        ));
+    }
+    let parts: Vec<Key> = (0..nb).map(|i| key(&blocks, &[i as u32])).collect();
+    tasks.push(array_task(
+        ctx,
+        key(&stage2, &[]),
+        ArrayOp::QrStack,
+        (0..nb).map(|i| Arg::Dep(i as u32)).collect(),
+        parts.clone(),
+    ));
+    let inner = Layer::new(format!("qr-{tok}"), tasks, vec![x.layer.clone()]);
+    // Q: each row block times its slice of stage two's Q.
+    let q_tasks = (0..nb)
+        .map(|i| {
+            array_task(
+                ctx,
+                key(&q_name, &[i as u32, 0]),
+                ArrayOp::QrQ { offset: i * n, rows: n },
+                vec![Arg::Dep(0), Arg::Dep(1)],
+                vec![parts[i].clone(), key(&stage2, &[])],
+            )
+        })
+        .collect();
+    let q =
+        finish(q_name.to_string(), q_tasks, vec![inner.clone()], vec![x.chunks[0].clone(), vec![n]], dtype);
+    let r_task =
+        array_task(ctx, key(&r_name, &[0, 0]), ArrayOp::Item(1), vec![Arg::Dep(0)], vec![key(&stage2, &[])]);
+    let r = finish(r_name.to_string(), vec![r_task], vec![inner], vec![vec![n], vec![n]], dtype);
+    Ok((q, r))
+}
+
+/// The SVD of a single-block array: `(u, s, vt)`.
+fn svd_block(ctx: &Ctx, x: &Array) -> Result<(Array, Array, Array), ArrayError> {
+    let shape = x.shape();
+    let (m, n) = (shape[0], shape[1]);
+    let k = m.min(n);
+    let dtype = x.dtype.to_float();
+    let mut t = Tokenizer::new();
+    t.str("svd").str(&x.name);
+    let tok = t.finish();
+    let f: Arc<str> = Arc::from(format!("svd-{tok}"));
+    let fact = array_task(ctx, key(&f, &[]), ArrayOp::Svd, vec![Arg::Dep(0)], vec![x.block_key(&[0, 0])]);
+    let layer = Layer::new(f.to_string(), vec![fact], vec![x.layer.clone()]);
+    let part = |item: usize, label: &str, idx: &[u32], shape: &[usize]| -> Array {
+        let name: Arc<str> = Arc::from(format!("{label}-{tok}"));
+        let task =
+            array_task(ctx, key(&name, idx), ArrayOp::Item(item), vec![Arg::Dep(0)], vec![key(&f, &[])]);
+        let l = Layer::new(name.to_string(), vec![task], vec![layer.clone()]);
+        single(&name, l, shape, dtype)
+    };
+    Ok((part(0, "svd-u", &[0, 0], &[m, k]), part(1, "svd-s", &[0], &[k]), part(2, "svd-v", &[0, 0], &[k, n])))
+}
+
+/// `svd(x)` → `(u, s, vt)` with `x = u · diag(s) · vt`: directly for a
+/// single block, by TSQR for tall-and-skinny arrays (as `da.linalg.svd`).
+pub fn svd(ctx: &Ctx, x: &Array) -> Result<(Array, Array, Array), ArrayError> {
+    if x.ndim() != 2 {
+        return Err(ArrayError::Shape(format!("svd needs a 2-d array, got shape {}", fmt_shape(&x.shape()))));
+    }
+    if x.nblocks() == 1 {
+        return svd_block(ctx, x);
+    }
+    let (q, r) = qr(ctx, x)?;
+    let (ur, s, vt) = svd_block(ctx, &r)?;
+    Ok((matmul(ctx, &q, &ur)?, s, vt))
+}
+
+/// `svd_compressed(x, k)`: the k leading singular triplets by a randomized
+/// range finder (Halko et al., as `da.linalg.svd_compressed`), with
+/// `oversample` extra columns and `n_power_iter` power iterations.
+pub fn svd_compressed(
+    ctx: &Ctx,
+    x: &Array,
+    k: usize,
+    seed: u64,
+    oversample: usize,
+    n_power_iter: usize,
+) -> Result<(Array, Array, Array), ArrayError> {
+    let shape = x.shape();
+    if x.ndim() != 2 {
+        return Err(ArrayError::Shape(format!(
+            "svd_compressed needs a 2-d array, got shape {}",
+            fmt_shape(&shape)
+        )));
+    }
+    let (m, n) = (shape[0], shape[1]);
+    if k == 0 || k > m.min(n) {
+        return Err(ArrayError::Value(format!(
+            "svd_compressed: k must be between 1 and {}, got {k}",
+            m.min(n)
+        )));
+    }
+    let l = (k + oversample).min(m.min(n));
+    let omega_spec = ChunkSpec::PerAxis(vec![AxisChunks::Sizes(x.chunks[1].to_vec()), AxisChunks::Size(-1)]);
+    let omega =
+        super::random(ctx, &[n, l], &omega_spec, seed, Dist::Normal { mean: 0.0, std: 1.0 }, DType::F64)?;
+    let mut y = matmul(ctx, x, &omega)?;
+    let xt = super::transpose(ctx, x, None)?;
+    for _ in 0..n_power_iter {
+        let (q, _) = qr(ctx, &y)?;
+        y = matmul(ctx, x, &matmul(ctx, &xt, &q)?)?;
+    }
+    let (q, _) = qr(ctx, &y)?;
+    let b = matmul(ctx, &super::transpose(ctx, &q, None)?, x)?;
+    let b = rechunk(ctx, &b, &ChunkSpec::PerAxis(vec![AxisChunks::Size(-1), AxisChunks::Size(-1)]))?;
+    let (ub, s, vt) = svd_block(ctx, &b)?;
+    let u = matmul(ctx, &q, &ub)?;
+    let keep = |a: &Array, idx: &[super::Index]| super::slice(ctx, a, idx);
+    let r = super::Index::Range { start: Some(0), stop: Some(k as i64), step: 1 };
+    Ok((keep(&u, &[super::Index::Full, r])?, keep(&s, &[r])?, keep(&vt, &[r])?))
+}
+
+/// Both operands in single blocks (small systems are solved in one task).
+fn whole(ctx: &Ctx, a: &Array) -> Result<Array, ArrayError> {
+    rechunk(ctx, a, &ChunkSpec::PerAxis(vec![AxisChunks::Size(-1); a.ndim()]))
+}
+
+/// `solve(a, b)` for a square `a`: LU with partial pivoting, in one task.
+pub fn solve(ctx: &Ctx, a: &Array, b: &Array) -> Result<Array, ArrayError> {
+    let (sa, sb) = (a.shape(), b.shape());
+    if a.ndim() != 2 || sa[0] != sa[1] {
+        return Err(ArrayError::Shape(format!("solve needs a square matrix, got shape {}", fmt_shape(&sa))));
+    }
+    if b.ndim() > 2 || sb.first() != Some(&sa[0]) {
+        return Err(ArrayError::Shape(format!(
+            "solve: shapes {} and {} do not match",
+            fmt_shape(&sa),
+            fmt_shape(&sb)
+        )));
+    }
+    let (a, b) = (whole(ctx, a)?, whole(ctx, b)?);
+    two_block_op(ctx, "solve", ArrayOp::Solve, &a, &b, &sb)
+}
+
+fn two_block_op(
+    ctx: &Ctx,
+    label: &str,
+    op: ArrayOp,
+    a: &Array,
+    b: &Array,
+    shape: &[usize],
+) -> Result<Array, ArrayError> {
+    let mut t = Tokenizer::new();
+    t.str(label).str(&a.name).str(&b.name);
+    let name = t.name(label);
+    let zero: Vec<usize> = vec![0; b.ndim()];
+    let idx: Vec<u32> = vec![0; shape.len()];
+    let task = array_task(
+        ctx,
+        Key::block(Arc::from(name.as_str()), &idx),
+        op,
+        vec![Arg::Dep(0), Arg::Dep(1)],
+        vec![a.block_key(&[0, 0]), b.block_key(&zero)],
+    );
+    let dtype = DType::promote(a.dtype.to_float(), b.dtype.to_float());
+    Ok(finish(
+        name,
+        vec![task],
+        vec![a.layer.clone(), b.layer.clone()],
+        shape.iter().map(|&n| vec![n]).collect(),
+        dtype,
+    ))
+}
+
+/// `lstsq(a, b)` → `(x, residuals, rank, s)` as `da.linalg.lstsq`: by TSQR,
+/// `x = R⁻¹ Qᵀ b`; residuals are the squared norms of `a x - b`'s columns,
+/// `s` the singular values of `a` and `rank` how many exceed the cutoff.
+pub fn lstsq(ctx: &Ctx, a: &Array, b: &Array) -> Result<(Array, Array, Array, Array), ArrayError> {
+    let (sa, sb) = (a.shape(), b.shape());
+    if a.ndim() != 2 || b.ndim() > 2 || sb.first() != sa.first() {
+        return Err(ArrayError::Shape(format!(
+            "lstsq: shapes {} and {} do not match",
+            fmt_shape(&sa),
+            fmt_shape(&sb)
+        )));
+    }
+    let (q, r) = qr(ctx, a)?;
+    let qtb = whole(ctx, &matmul(ctx, &super::transpose(ctx, &q, None)?, b)?)?;
+    let out_shape: Vec<usize> = if b.ndim() == 1 { vec![sa[1]] } else { vec![sa[1], sb[1]] };
+    let x = two_block_op(ctx, "lstsq-solve", ArrayOp::SolveUpper, &r, &qtb, &out_shape)?;
+    let ax = matmul(ctx, a, &x)?;
+    let diff = binary(ctx, BinOp::Sub, &Operand::Array(ax), &Operand::Array(b.clone()))?;
+    let sq = binary(ctx, BinOp::Mul, &Operand::Array(diff.clone()), &Operand::Array(diff))?;
+    // A 1-d b gives residuals of shape (1,), as NumPy and Dask do.
+    let residuals = reduction(ctx, &sq, Reduction::Sum, Some(&[0]), b.ndim() == 1, None)?;
+    let (_, s, _) = svd_block(ctx, &r)?;
+    // NumPy's cutoff: rcond = eps * max(M, N), relative to the largest value.
+    let cutoff = f64::EPSILON * sa[0].max(sa[1]) as f64;
+    let smax = reduction(ctx, &s, Reduction::Max, None, false, None)?;
+    let tol = binary(ctx, BinOp::Mul, &Operand::Array(smax), &Operand::Scalar(Scalar::Float(cutoff)))?;
+    let above = binary(ctx, BinOp::Gt, &Operand::Array(s.clone()), &Operand::Array(tol))?;
+    let rank = reduction(ctx, &above, Reduction::Sum, None, false, None)?;
+    Ok((x, residuals, rank, s))
+}
+
+/// `norm(x)`: the Frobenius norm of a matrix, the 2-norm of a vector
+/// (NumPy's default), over every element.
+pub fn norm(ctx: &Ctx, x: &Array) -> Result<Array, ArrayError> {
+    let f = unary(ctx, UnOp::Abs, &super::astype(ctx, x, x.dtype.to_float())?)?;
+    let sq = binary(ctx, BinOp::Mul, &Operand::Array(f.clone()), &Operand::Array(f))?;
+    let total = reduction(ctx, &sq, Reduction::Sum, None, false, None)?;
+    unary(ctx, UnOp::Sqrt, &total)
+}

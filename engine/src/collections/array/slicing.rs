@@ -1,0 +1,137 @@
+//! Basic indexing (`x.slice([0..100, 5, ()])`, `x[i]`): ranges with steps,
+//! integers (which drop their axis) and whole axes. Each output block is a
+//! view of one input block, so slicing never copies or joins blocks.
+
+use std::sync::Arc;
+
+use super::{Array, Ctx, array_task, finish, grid, offsets};
+use crate::array::shape::AxisSlice;
+use crate::array::{ArrayError, ArrayOp};
+use crate::graph::{Key, Tokenizer};
+use crate::ops::Arg;
+
+/// One axis of an index expression.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Index {
+    /// `start..stop` by `step`; `None` ends mean the axis's ends, negative
+    /// positions count from the end (Python's rules).
+    Range { start: Option<i64>, stop: Option<i64>, step: i64 },
+    /// One position: the axis is dropped.
+    Int(i64),
+    /// `()`: the whole axis.
+    Full,
+}
+
+/// For one axis: the input blocks kept, with the range inside each, and
+/// whether the axis is dropped.
+type AxisPlan = (Vec<(usize, AxisSlice)>, bool);
+
+fn plan_axis(ix: Index, chunks: &[usize], axis: usize) -> Result<AxisPlan, ArrayError> {
+    let n: usize = chunks.iter().sum();
+    let offs = offsets(chunks);
+    let ni = n as i64;
+    match ix {
+        Index::Int(i) => {
+            let j = if i < 0 { i + ni } else { i };
+            if j < 0 || j >= ni {
+                return Err(ArrayError::Value(format!(
+                    "index {i} is out of bounds for axis {axis} with size {n}"
+                )));
+            }
+            let j = j as usize;
+            let b = offs.iter().rposition(|&o| o <= j).unwrap_or(0);
+            Ok((vec![(b, AxisSlice { start: j - offs[b], stop: j - offs[b] + 1, step: 1 })], true))
+        }
+        Index::Full => Ok((
+            chunks.iter().enumerate().map(|(b, &c)| (b, AxisSlice { start: 0, stop: c, step: 1 })).collect(),
+            false,
+        )),
+        Index::Range { start, stop, step } => {
+            if step <= 0 {
+                return Err(ArrayError::Value(format!(
+                    "slice step must be positive, got {step} (negative steps are not supported yet)"
+                )));
+            }
+            let clamp = |v: i64| -> usize { (if v < 0 { v + ni } else { v }).clamp(0, ni) as usize };
+            let s = start.map(clamp).unwrap_or(0);
+            let e = stop.map(clamp).unwrap_or(n).max(s);
+            let step = step as usize;
+            let mut kept = Vec::new();
+            for (b, &c) in chunks.iter().enumerate() {
+                let (lo, hi) = (offs[b], offs[b] + c);
+                // The first selected position at or after lo.
+                let first = if s >= lo { s } else { s + (lo - s).div_ceil(step) * step };
+                let end = hi.min(e);
+                if first < end {
+                    kept.push((b, AxisSlice { start: first - lo, stop: end - lo, step: step as i64 }));
+                }
+            }
+            if kept.is_empty() {
+                kept.push((0, AxisSlice { start: 0, stop: 0, step: 1 }));
+            }
+            Ok((kept, false))
+        }
+    }
+}
+
+/// Elements kept by a range inside one block.
+fn count(r: &AxisSlice) -> usize {
+    if r.stop <= r.start { 0 } else { (r.stop - r.start).div_ceil(r.step.max(1) as usize) }
+}
+
+/// `x.slice(index)`: missing trailing entries mean whole axes.
+pub fn slice(ctx: &Ctx, a: &Array, index: &[Index]) -> Result<Array, ArrayError> {
+    let nd = a.ndim();
+    if index.len() > nd {
+        return Err(ArrayError::Value(format!(
+            "too many indices for array: array is {nd}-dimensional, but {} were indexed",
+            index.len()
+        )));
+    }
+    let plans: Vec<AxisPlan> = (0..nd)
+        .map(|d| plan_axis(index.get(d).copied().unwrap_or(Index::Full), &a.chunks[d], d))
+        .collect::<Result<_, _>>()?;
+    let mut t = Tokenizer::new();
+    t.str("getitem").str(&a.name).str(&format!("{index:?}"));
+    let name = t.name("getitem");
+    let key_name: Arc<str> = Arc::from(name.as_str());
+    let sub: Vec<usize> = plans.iter().map(|(k, _)| k.len()).collect();
+    let mut tasks = Vec::new();
+    for idx in grid(&sub) {
+        let src: Vec<usize> = idx.iter().enumerate().map(|(d, &k)| plans[d].0[k].0).collect();
+        let ranges: Vec<(AxisSlice, bool)> =
+            idx.iter().enumerate().map(|(d, &k)| (plans[d].0[k].1, plans[d].1)).collect();
+        let out: Vec<u32> =
+            idx.iter().enumerate().filter(|(d, _)| !plans[*d].1).map(|(_, &k)| k as u32).collect();
+        tasks.push(array_task(
+            ctx,
+            Key::block(key_name.clone(), &out),
+            ArrayOp::Slice(ranges),
+            vec![Arg::Dep(0)],
+            vec![a.block_key(&src)],
+        ));
+    }
+    let chunks: Vec<Vec<usize>> = plans
+        .iter()
+        .filter(|(_, drop)| !drop)
+        .map(|(kept, _)| kept.iter().map(|(_, r)| count(r)).collect())
+        .collect();
+    Ok(finish(name, tasks, vec![a.layer.clone()], chunks, a.dtype))
+}
+
+/// The same index on one in-memory array: the range of each axis.
+pub fn local_ranges(index: &[Index], shape: &[usize]) -> Result<Vec<(AxisSlice, bool)>, ArrayError> {
+    if index.len() > shape.len() {
+        return Err(ArrayError::Value(format!(
+            "too many indices for array: array is {}-dimensional, but {} were indexed",
+            shape.len(),
+            index.len()
+        )));
+    }
+    (0..shape.len())
+        .map(|d| {
+            let (kept, drop) = plan_axis(index.get(d).copied().unwrap_or(Index::Full), &[shape[d]], d)?;
+            Ok((kept.first().map(|k| k.1).unwrap_or(AxisSlice { start: 0, stop: 0, step: 1 }), drop))
+        })
+        .collect()
+}
