@@ -180,6 +180,34 @@ def run_b4(n):
             "shape": [n, n], "chunks": [chunk, chunk], "inner_load": m.fields()}
 
 
+def run_b5(n):
+    """Singular values of random((n, 100), chunks=(n/20, 100)) by
+    da.linalg.svd (TSQR), checked against NumPy's direct SVD (untimed)."""
+    import numpy as np
+    import dask
+    import dask.array as da
+    rows = max(100, n // 20)
+
+    def make_x():
+        return da.random.default_rng(42).random((n, 100), chunks=(rows, 100))
+
+    def make():
+        return da.linalg.svd(make_x())[1]
+
+    tasks = len(make().__dask_graph__())
+    gc.collect()
+    with Meter() as m:
+        t0 = time.perf_counter()
+        (s,) = dask.compute(make(), scheduler="threads")
+        t1 = time.perf_counter()
+    direct = np.linalg.svd(make_x().compute(scheduler="threads"), compute_uv=False)
+    rel = float(np.max(np.abs(s - direct) / np.abs(direct)))
+    return {"seconds": t1 - t0, "tasks": tasks, "result": rel,
+            "max_rel_err_vs_direct": rel, "s0": float(s[0]),
+            "scheduler": "threads", "num_workers": os.cpu_count(),
+            "shape": [n, 100], "chunks": [rows, 100], "inner_load": m.fields()}
+
+
 WORKLOADS = {
     "b1": (run_b1, lambda n: n * (n + 1) // 2),
     "b2-local": (run_b2_local, lambda n: n * (n + 1) // 2),
@@ -187,6 +215,8 @@ WORKLOADS = {
     "b3": (run_b3, lambda n: 2 * n),
     # sum(x @ x.T) = |x^T 1|^2: n columns whose sums are ~n/2 each, so ~n^3/4.
     "b4": (run_b4, lambda n: n ** 3 // 4),
+    # The result is the largest relative error against a direct SVD.
+    "b5": (run_b5, lambda n: 0.0),
 }
 
 
@@ -194,6 +224,8 @@ def correct(workload, result, expected):
     """Exact for the integer workloads; within 20 of 2n for B3's random sum."""
     if workload == "b3":
         return isinstance(result, float) and abs(result - expected) < 20
+    if workload == "b5":
+        return isinstance(result, float) and result < 1e-10
     if workload == "b4":
         return isinstance(result, float) and abs(result - expected) < 0.01 * expected
     return result == expected
