@@ -122,6 +122,8 @@ let cases = #{
     slice_cols: A.slice([(), #{start: 3, stop: 17, step: 3}]),
     slice_neg: A.slice([-5..=-1, -2]),
     index_row: A[7],
+    map_blocks: A.map_blocks(|b| sqrt(b) * 2.0 + 1.0),
+    map_blocks_reduce: A.rechunk([10, -1]).map_blocks(|b| b.max(1), #{drop_axis: 1}),
 };
 let r = compute(cases)[0];
 let dtypes = #{};

@@ -101,6 +101,8 @@ cases = {
     "slice_cols": A[:, 3:17:3],
     "slice_neg": A[-5:, -2],
     "index_row": A[7],
+    "map_blocks": np.sqrt(A) * 2.0 + 1.0,
+    "map_blocks_reduce": A.max(axis=1),
 }
 
 NAMES = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "bool"}

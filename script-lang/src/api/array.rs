@@ -33,6 +33,14 @@ impl LazyArray {
     }
 }
 
+/// The session, where there is one: worker engines have only local arrays.
+type St = Option<Arc<SessionState>>;
+
+fn need(st: &St) -> Res<&SessionState> {
+    st.as_deref()
+        .ok_or_else(|| runtime("lazy arrays cannot be built inside a task; work on the block's ndarray"))
+}
+
 fn err(e: ArrayError) -> Box<EvalAltResult> {
     runtime(e.to_string())
 }
@@ -232,8 +240,9 @@ fn is_lazy(ds: &[&Dynamic]) -> bool {
     ds.iter().any(|d| d.is::<LazyArray>())
 }
 
-fn binary(state: &SessionState, op: BinOp, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
+fn binary(st: &St, op: BinOp, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
     if is_lazy(&[a, b]) {
+        let state = need(st)?;
         let (x, y) = (lazy_operand(state, a, op.symbol())?, lazy_operand(state, b, op.symbol())?);
         let r = arr::binary(&ctx(state), op, &x, &y).map_err(err)?;
         return Ok(Dynamic::from(with_held(r, &[a, b])));
@@ -242,8 +251,9 @@ fn binary(state: &SessionState, op: BinOp, a: &Dynamic, b: &Dynamic) -> Res<Dyna
     Ok(local_result(elementwise::binary(op, x.operand(), y.operand()).map_err(err)?))
 }
 
-fn matmul(state: &SessionState, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
+fn matmul(st: &St, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
     if is_lazy(&[a, b]) {
+        let state = need(st)?;
         let as_array = |d: &Dynamic| -> Res<Array> {
             match lazy_operand(state, d, "@")? {
                 Operand::Array(x) => Ok(x),
@@ -270,8 +280,9 @@ fn matmul(state: &SessionState, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
     Ok(local_result(r))
 }
 
-fn unary(state: &SessionState, op: UnOp, a: &Dynamic) -> Res<Dynamic> {
+fn unary(st: &St, op: UnOp, a: &Dynamic) -> Res<Dynamic> {
     if let Some(x) = a.read_lock::<LazyArray>() {
+        let state = need(st)?;
         let r = arr::unary(&ctx(state), op, &x.a).map_err(err)?;
         return Ok(Dynamic::from(with_held(r, &[a])));
     }
@@ -281,8 +292,9 @@ fn unary(state: &SessionState, op: UnOp, a: &Dynamic) -> Res<Dynamic> {
     }
 }
 
-fn where_(state: &SessionState, c: &Dynamic, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
+fn where_(st: &St, c: &Dynamic, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
     if is_lazy(&[c, a, b]) {
+        let state = need(st)?;
         let ops = [
             lazy_operand(state, c, "where")?,
             lazy_operand(state, a, "where")?,
@@ -295,9 +307,10 @@ fn where_(state: &SessionState, c: &Dynamic, a: &Dynamic, b: &Dynamic) -> Res<Dy
     Ok(local_result(elementwise::where_(k.operand(), x.operand(), y.operand()).map_err(err)?))
 }
 
-fn astype(state: &SessionState, a: &Dynamic, dtype: &str) -> Res<Dynamic> {
+fn astype(st: &St, a: &Dynamic, dtype: &str) -> Res<Dynamic> {
     let t = dtype_arg(&Dynamic::from(dtype.to_string()))?;
     if let Some(x) = a.read_lock::<LazyArray>() {
+        let state = need(st)?;
         return Ok(Dynamic::from(with_held(arr::astype(&ctx(state), &x.a, t).map_err(err)?, &[a])));
     }
     match a.read_lock::<Chunk>() {
@@ -308,7 +321,7 @@ fn astype(state: &SessionState, a: &Dynamic, dtype: &str) -> Res<Dynamic> {
 
 /// Options of a reduction: `axis`, `keepdims`, `split_every`, `ddof`.
 fn reduce_call(
-    state: &SessionState,
+    st: &St,
     red: Reduction,
     x: &Dynamic,
     axis: Option<&Dynamic>,
@@ -343,6 +356,7 @@ fn reduce_call(
         None => None,
     };
     if let Some(a) = x.read_lock::<LazyArray>() {
+        let state = need(st)?;
         let r = arr::reduction(&ctx(state), &a.a, red, axis.as_deref(), keepdims, split).map_err(err)?;
         return Ok(Dynamic::from(with_held(r, &[x])));
     }
@@ -376,8 +390,9 @@ fn local_reduce(
     reduce::finalize(red, &p, &axes, keepdims, red.out_dtype(c.dtype()))
 }
 
-fn transpose(state: &SessionState, x: &Dynamic, axes: Option<Vec<i64>>) -> Res<Dynamic> {
+fn transpose(st: &St, x: &Dynamic, axes: Option<Vec<i64>>) -> Res<Dynamic> {
     if let Some(a) = x.read_lock::<LazyArray>() {
+        let state = need(st)?;
         let r = arr::transpose(&ctx(state), &a.a, axes.as_deref()).map_err(err)?;
         return Ok(Dynamic::from(with_held(r, &[x])));
     }
@@ -435,9 +450,10 @@ fn index_arg(d: &Dynamic) -> Res<Vec<arr::Index>> {
     }
 }
 
-fn slice(state: &SessionState, x: &Dynamic, index: &Dynamic) -> Res<Dynamic> {
+fn slice(st: &St, x: &Dynamic, index: &Dynamic) -> Res<Dynamic> {
     let idx = index_arg(index)?;
     if let Some(a) = x.read_lock::<LazyArray>() {
+        let state = need(st)?;
         let r = arr::slice(&ctx(state), &a.a, &idx).map_err(err)?;
         return Ok(Dynamic::from(with_held(r, &[x])));
     }
@@ -457,6 +473,49 @@ fn lazy(state: &SessionState, d: &Dynamic, what: &str) -> Res<Array> {
 
 fn arrays(parts: Vec<Array>, held: &[&Dynamic]) -> RArray {
     parts.into_iter().map(|a| Dynamic::from(with_held(a, held))).collect()
+}
+
+/// `x.map_blocks(|block| ...)`: the closure runs on every block (an
+/// `ndarray`) on the workers; `#{chunks, dtype}` describe its output when
+/// it differs from the input's.
+fn map_blocks(state: &SessionState, x: &LazyArray, f: &rhai::FnPtr, m: Option<Map>) -> Res<LazyArray> {
+    let o = Opts::new(m, "map_blocks", &["chunks", "dtype", "drop_axis"])?;
+    let drop: Vec<usize> = match o.get("drop_axis") {
+        None => Vec::new(),
+        Some(d) => norm_axes(&axes_arg(d)?.unwrap_or_default(), x.a.ndim()).map_err(err)?,
+    };
+    let udf = crate::ship::ship(f, state.code()).map_err(runtime)?;
+    let mut token = brisk_engine::graph::Tokenizer::new();
+    token.str(&udf.entry).u64(state.fn_source(&udf.entry).unwrap_or(0));
+    for c in &udf.curry {
+        token.value(c);
+    }
+    let chunks = match o.get("chunks") {
+        None => None,
+        Some(d) => {
+            // Explicit sizes per axis, as Dask's `chunks=` for map_blocks.
+            let spec = chunks_arg(d)?;
+            let ChunkSpec::PerAxis(axes) = spec else {
+                return Err(runtime("map_blocks: chunks must give the block sizes of every axis"));
+            };
+            let mut out = Vec::with_capacity(axes.len());
+            for (k, a) in axes.into_iter().enumerate() {
+                out.push(match a {
+                    AxisChunks::Sizes(v) => v,
+                    AxisChunks::Size(n) if n >= 0 => {
+                        vec![n as usize; x.a.numblocks().get(k).copied().unwrap_or(1)]
+                    }
+                    _ => return Err(runtime("map_blocks: chunks must give the block sizes of every axis")),
+                });
+            }
+            Some(out)
+        }
+    };
+    let label = udf.label.clone();
+    let dtype = o.dtype(x.a.dtype)?;
+    let f = arr::BlockFn { func: brisk_engine::ops::Func::Udf(Arc::new(udf)), label, token: token.finish() };
+    let r = arr::map_blocks(&ctx(state), &x.a, &f, chunks, &drop, dtype).map_err(err)?;
+    Ok(LazyArray { a: r, held: x.held.clone() })
 }
 
 // ----- creation -----
@@ -678,6 +737,26 @@ macro_rules! on_pairs {
     };
 }
 
+const BINOPS: [(&str, BinOp); 17] = [
+    ("+", BinOp::Add),
+    ("-", BinOp::Sub),
+    ("*", BinOp::Mul),
+    ("/", BinOp::Div),
+    ("%", BinOp::Rem),
+    ("**", BinOp::Pow),
+    (">", BinOp::Gt),
+    (">=", BinOp::Ge),
+    ("<", BinOp::Lt),
+    ("<=", BinOp::Le),
+    ("==", BinOp::Eq),
+    ("!=", BinOp::Ne),
+    ("&", BinOp::And),
+    ("|", BinOp::Or),
+    ("maximum", BinOp::Maximum),
+    ("minimum", BinOp::Minimum),
+    ("floor_divide", BinOp::FloorDiv),
+];
+
 const REDUCTIONS: [(&str, Reduction); 11] = [
     ("sum", Reduction::Sum),
     ("prod", Reduction::Prod),
@@ -710,7 +789,7 @@ const FUNCTIONS: [(&str, UnOp); 14] = [
 ];
 
 /// What both kinds of array answer: operators, functions, reductions, properties.
-fn register_common<T: Clone + Send + Sync + 'static>(engine: &mut Engine, state: &Arc<SessionState>) {
+fn register_common<T: Clone + Send + Sync + 'static>(engine: &mut Engine, state: &St) {
     for (name, red) in REDUCTIONS {
         let st = state.clone();
         engine
@@ -756,60 +835,38 @@ fn register_common<T: Clone + Send + Sync + 'static>(engine: &mut Engine, state:
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<LazyArray>("Array");
     engine.register_type_with_name::<Chunk>("ndarray");
-    register_common::<LazyArray>(engine, state);
-    register_common::<Chunk>(engine, state);
+    let some: St = Some(state.clone());
+    register_common::<LazyArray>(engine, &some);
 
-    let ops: [(&str, BinOp); 17] = [
-        ("+", BinOp::Add),
-        ("-", BinOp::Sub),
-        ("*", BinOp::Mul),
-        ("/", BinOp::Div),
-        ("%", BinOp::Rem),
-        ("**", BinOp::Pow),
-        (">", BinOp::Gt),
-        (">=", BinOp::Ge),
-        ("<", BinOp::Lt),
-        ("<=", BinOp::Le),
-        ("==", BinOp::Eq),
-        ("!=", BinOp::Ne),
-        ("&", BinOp::And),
-        ("|", BinOp::Or),
-        ("maximum", BinOp::Maximum),
-        ("minimum", BinOp::Minimum),
-        ("floor_divide", BinOp::FloorDiv),
-    ];
-    for (sym, op) in ops {
-        let st = state.clone();
+    register_local_with(engine, &some);
+    for (sym, op) in BINOPS {
+        let st: St = Some(state.clone());
         let f = Arc::new(move |a: &Dynamic, b: &Dynamic| binary(&st, op, a, b));
         on_pairs!(engine, sym, f;
             (LazyArray, LazyArray), (LazyArray, i64), (LazyArray, f64), (LazyArray, bool), (LazyArray, Chunk),
             (i64, LazyArray), (f64, LazyArray), (bool, LazyArray), (Chunk, LazyArray),
-            (Chunk, Chunk), (Chunk, i64), (Chunk, f64), (Chunk, bool), (i64, Chunk), (f64, Chunk), (bool, Chunk),
         );
     }
 
-    // Matrix products: `a @ b` (a custom operator, at `*`'s precedence), `dot`, `matmul`.
-    if let Err(e) = engine.register_custom_operator("@", 180) {
-        eprintln!("warning: the @ operator is unavailable: {e}");
-    }
     for name in ["@", "dot", "matmul"] {
-        let st = state.clone();
+        let st: St = Some(state.clone());
         let f = Arc::new(move |a: &Dynamic, b: &Dynamic| matmul(&st, a, b));
-        on_pairs!(engine, name, f;
-            (LazyArray, LazyArray), (LazyArray, Chunk), (Chunk, LazyArray), (Chunk, Chunk),
-        );
+        on_pairs!(engine, name, f; (LazyArray, LazyArray), (LazyArray, Chunk), (Chunk, LazyArray));
     }
+
+    let st = state.clone();
+    engine.register_fn("map_blocks", move |x: &mut LazyArray, f: rhai::FnPtr| map_blocks(&st, x, &f, None));
+    let st = state.clone();
+    engine.register_fn("map_blocks", move |x: &mut LazyArray, f: rhai::FnPtr, m: Map| {
+        map_blocks(&st, x, &f, Some(m))
+    });
 
     // Indexing.
-    let st = state.clone();
+    let st: St = Some(state.clone());
     engine.register_fn("slice", move |x: &mut LazyArray, index: Dynamic| {
         slice(&st, &Dynamic::from(x.clone()), &index)
     });
-    let st = state.clone();
-    engine.register_fn("slice", move |x: &mut Chunk, index: Dynamic| {
-        slice(&st, &Dynamic::from(x.clone()), &index)
-    });
-    let st = state.clone();
+    let st: St = Some(state.clone());
     engine
         .register_indexer_get(move |x: &mut LazyArray, i: Dynamic| slice(&st, &Dynamic::from(x.clone()), &i));
 
@@ -988,8 +1045,39 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("graph_info", |x: &mut LazyArray| super::delayed::graph_info(&x.a.layer));
     engine.register_fn("to_string", |x: &mut LazyArray| repr(x));
     engine.register_fn("to_debug", |x: &mut LazyArray| repr(x));
+}
 
-    // Local arrays.
+/// Local arrays (`ndarray`) on every engine, a worker's too, so that
+/// `map_blocks` closures can work on their block.
+pub fn register_local(engine: &mut Engine) {
+    register_local_with(engine, &None);
+}
+
+/// The `ndarray` API; with a session, operations that meet a lazy array
+/// build graph layers.
+fn register_local_with(engine: &mut Engine, st: &St) {
+    engine.register_type_with_name::<Chunk>("ndarray");
+    register_common::<Chunk>(engine, st);
+    for (sym, op) in BINOPS {
+        let s2 = st.clone();
+        let f = Arc::new(move |a: &Dynamic, b: &Dynamic| binary(&s2, op, a, b));
+        on_pairs!(engine, sym, f;
+            (Chunk, Chunk), (Chunk, i64), (Chunk, f64), (Chunk, bool), (i64, Chunk), (f64, Chunk), (bool, Chunk),
+        );
+    }
+    // Matrix products: `a @ b` (a custom operator, at `*`'s precedence), `dot`, `matmul`.
+    if let Err(e) = engine.register_custom_operator("@", 180) {
+        eprintln!("warning: the @ operator is unavailable: {e}");
+    }
+    for name in ["@", "dot", "matmul"] {
+        let s2 = st.clone();
+        let f = Arc::new(move |a: &Dynamic, b: &Dynamic| matmul(&s2, a, b));
+        on_pairs!(engine, name, f; (Chunk, Chunk));
+    }
+    let s2 = st.clone();
+    engine.register_fn("slice", move |x: &mut Chunk, index: Dynamic| {
+        slice(&s2, &Dynamic::from(x.clone()), &index)
+    });
     engine.register_get("shape", |c: &mut Chunk| ints(c.shape()));
     engine.register_get("ndim", |c: &mut Chunk| c.ndim() as i64);
     engine.register_get("size", |c: &mut Chunk| c.len() as i64);

@@ -460,6 +460,12 @@ pub const DOCS: &[FnDoc] = &[
         "norm(from_array([3.0, 4.0])).compute()",
     ),
     doc(
+        "map_blocks",
+        "x.map_blocks(|block| ..., #{chunks, dtype, drop_axis}) -> Array",
+        "Run a closure on every block (an ndarray with the same operators, functions and reductions) on the workers. The output has the input's chunks and dtype unless chunks (block sizes per axis), dtype or drop_axis (axes the closure reduces away, each in one block) say otherwise.",
+        "let x = arange(10, #{chunks: 4});\nx.map_blocks(|b| b * b - b.min()).compute()",
+    ),
+    doc(
         "to_array",
         "v.to_array() -> array",
         "A computed array as nested Rhai arrays.",

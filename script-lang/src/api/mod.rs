@@ -41,6 +41,7 @@ pub fn register_values(engine: &mut Engine) {
     // Rhai's own `to_json` for maps names custom values by type; this one
     // writes computed arrays as nested lists.
     engine.register_fn("to_json", |m: &mut rhai::Map| to_json(&Dynamic::from_map(m.clone())));
+    array::register_local(engine);
     engine.register_type_with_name::<TaskFailure>("TaskFailure");
     engine.register_fn("to_string", |f: &mut TaskFailure| f.to_string());
     engine.register_fn("to_debug", |f: &mut TaskFailure| f.to_string());

@@ -710,6 +710,68 @@ pub fn matmul(ctx: &Ctx, a: &Array, b: &Array) -> Result<Array, ArrayError> {
     Ok(finish(name, tasks, vec![a.layer.clone(), b.layer.clone()], chunks, dtype))
 }
 
+/// A function to run on every block.
+#[derive(Clone, Debug)]
+pub struct BlockFn {
+    pub func: Func,
+    /// The function's name, for keys (`lambda` for closures).
+    pub label: String,
+    /// Identifies the function (its source and captured values).
+    pub token: String,
+}
+
+/// `x.map_blocks(f)`: `f` called on every block; the result has `chunks`
+/// (the input's, less `drop_axes`, when `None`) and `dtype`.
+pub fn map_blocks(
+    ctx: &Ctx,
+    a: &Array,
+    f: &BlockFn,
+    chunks: Option<Vec<Vec<usize>>>,
+    drop_axes: &[usize],
+    dtype: DType,
+) -> Result<Array, ArrayError> {
+    for &d in drop_axes {
+        if d >= a.ndim() {
+            return Err(ArrayError::Axis { axis: d as i64, ndim: a.ndim() });
+        }
+        if a.chunks[d].len() != 1 {
+            return Err(ArrayError::Value(format!(
+                "map_blocks: axis {d} is dropped but has {} blocks; rechunk it whole (-1) first",
+                a.chunks[d].len()
+            )));
+        }
+    }
+    let kept: Vec<usize> = (0..a.ndim()).filter(|d| !drop_axes.contains(d)).collect();
+    let chunks = chunks.unwrap_or_else(|| kept.iter().map(|&d| a.chunks[d].clone()).collect());
+    let numblocks: Vec<usize> = chunks.iter().map(Vec::len).collect();
+    let want: Vec<usize> = kept.iter().map(|&d| a.chunks[d].len()).collect();
+    if numblocks != want {
+        return Err(ArrayError::Value(format!(
+            "map_blocks: chunks {chunks:?} give {numblocks:?} blocks, but the input has {want:?}"
+        )));
+    }
+    let mut t = Tokenizer::new();
+    t.str("map_blocks").str(&f.label).str(&f.token).str(&a.name).str(&format!("{chunks:?}/{dtype}"));
+    let name = t.name(&f.label);
+    let key_name: Arc<str> = Arc::from(name.as_str());
+    let tasks = a
+        .block_indices()
+        .into_iter()
+        .map(|idx| {
+            let out: Vec<u32> = kept.iter().map(|&d| idx[d] as u32).collect();
+            let key = Key::block(key_name.clone(), &out);
+            let mut task = Task::new(
+                key,
+                Op::Call { func: f.func.clone(), args: vec![Arg::Dep(0)] },
+                vec![a.block_key(&idx)],
+            );
+            task.annotations = ctx.annotations.clone();
+            task
+        })
+        .collect();
+    Ok(finish(name, tasks, vec![a.layer.clone()], chunks, dtype))
+}
+
 /// One task joining every block: what `compute` gathers.
 pub fn finalize(a: &Array) -> (LayerRef, Key) {
     let name = format!("finalize-{}", Tokenizer::new().str(&a.name).finish());

@@ -300,7 +300,10 @@ fn solve_lstsq_norm_and_slices() {
     let la = from_chunk(&ctx, &a, &spec(&[2])).expect("la");
     let lb = from_chunk(&ctx, &b, &spec(&[2])).expect("lb");
     let x = one(&solve(&ctx, &la, &lb).expect("solve"));
-    close(&crate::array::linalg::matmul_sum(std::slice::from_ref(&a), std::slice::from_ref(&x)).expect("ax"), &b);
+    close(
+        &crate::array::linalg::matmul_sum(std::slice::from_ref(&a), std::slice::from_ref(&x)).expect("ax"),
+        &b,
+    );
     // Least squares on an exactly solvable tall system gives the same x.
     let tall = from_chunk(&ctx, &a, &spec(&[3, -1])).expect("tall");
     let (lx, res, rank, sv) = lstsq(&ctx, &tall, &lb).expect("lstsq");
