@@ -99,6 +99,19 @@ pub enum ArrayOp {
     SolveUpper,
     /// The elementwise sum of the arguments (partial matrix products).
     AddAll,
+    /// A new axis of length 1 at this position (`stack`).
+    ExpandDims(usize),
+    /// The same elements, C order, in another shape.
+    Reshape(Vec<usize>),
+    /// Cumulative sum along an axis, within the block.
+    Cumsum(usize),
+    /// Counts of the block's values in `bins` equal bins over [lo, hi]
+    /// (the last bin closed, as NumPy's).
+    Histogram {
+        bins: usize,
+        lo: f64,
+        hi: f64,
+    },
     /// Cut a piece out of each argument and join the pieces, a grid in C
     /// order: one output block of a rechunk.
     Rechunk {
@@ -137,6 +150,10 @@ impl ArrayOp {
             ArrayOp::Solve => "solve".into(),
             ArrayOp::SolveUpper => "solve-triangular".into(),
             ArrayOp::AddAll => "sum-partial-products".into(),
+            ArrayOp::ExpandDims(_) => "stack".into(),
+            ArrayOp::Reshape(_) => "reshape".into(),
+            ArrayOp::Cumsum(_) => "cumsum".into(),
+            ArrayOp::Histogram { .. } => "histogram".into(),
         }
     }
 }
@@ -290,6 +307,10 @@ pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
             }
             Value::array(acc)
         }
+        ArrayOp::ExpandDims(axis) => Value::array(shape::expand_dims(&one(args)?, *axis)?),
+        ArrayOp::Reshape(to) => Value::array(shape::reshape(&one(args)?, to)?),
+        ArrayOp::Cumsum(axis) => Value::array(reduce::cumsum(&one(args)?, *axis)?),
+        ArrayOp::Histogram { bins, lo, hi } => Value::array(reduce::histogram(&one(args)?, *bins, *lo, *hi)?),
         ArrayOp::Rechunk { pieces, numblocks } => {
             arity(op, args, pieces.len())?;
             let mut blocks = Vec::with_capacity(args.len());

@@ -384,6 +384,49 @@ pub fn squeeze(c: &Chunk, axes: &[usize]) -> Chunk {
     crate::each_chunk!(c, a => go(a, axes))
 }
 
+/// Cumulative sum along `axis` (bools and integers sum as i64).
+pub fn cumsum(c: &Chunk, axis: usize) -> Result<Chunk, ArrayError> {
+    if axis >= c.ndim() {
+        return Err(ArrayError::Axis { axis: axis as i64, ndim: c.ndim() });
+    }
+    fn go<T: Num>(a: &Nd<T>, axis: usize) -> Chunk {
+        let mut out = a.as_standard_layout().into_owned();
+        out.accumulate_axis_inplace(Axis(axis), |&prev, cur| *cur = T::add(prev, *cur));
+        T::wrap(out.into_shared())
+    }
+    Ok(match c.dtype().sum_type() {
+        DType::F32 => go(&c.cast::<f32>(), axis),
+        DType::F64 => go(&c.cast::<f64>(), axis),
+        _ => go(&c.cast::<i64>(), axis),
+    })
+}
+
+/// Counts of values in `bins` equal bins over `[lo, hi]`: each bin is
+/// half-open except the last, values outside and NaN are not counted.
+pub fn histogram(c: &Chunk, bins: usize, lo: f64, hi: f64) -> Result<Chunk, ArrayError> {
+    if bins == 0
+        || lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less)
+        || !lo.is_finite()
+        || !hi.is_finite()
+    {
+        return Err(ArrayError::Value(format!(
+            "histogram needs bins > 0 and a finite range lo < hi, got {bins} bins over [{lo}, {hi}]"
+        )));
+    }
+    let mut counts = vec![0i64; bins];
+    let width = (hi - lo) / bins as f64;
+    for v in c.cast::<f64>().iter() {
+        if !(*v >= lo && *v <= hi) {
+            continue;
+        }
+        let k = (((v - lo) / width) as usize).min(bins - 1);
+        counts[k] += 1;
+    }
+    Ok(Chunk::from_array(
+        ArrayD::from_shape_vec(IxDyn(&[bins]), counts).map_err(|e| ArrayError::Shape(e.to_string()))?,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -104,6 +104,31 @@ pub fn concat_grid(blocks: &[Chunk], numblocks: &[usize]) -> Result<Chunk, Array
     }
 }
 
+/// Insert an axis of length 1 (a view).
+pub fn expand_dims(c: &Chunk, axis: usize) -> Result<Chunk, ArrayError> {
+    if axis > c.ndim() {
+        return Err(ArrayError::Axis { axis: axis as i64, ndim: c.ndim() + 1 });
+    }
+    Ok(crate::each_chunk!(c, a => Elem::wrap(a.clone().insert_axis(Axis(axis)))))
+}
+
+/// The elements in C order, in `shape` (copied when the block is a view).
+pub fn reshape(c: &Chunk, shape: &[usize]) -> Result<Chunk, ArrayError> {
+    if shape.iter().product::<usize>() != c.len() {
+        return Err(ArrayError::Shape(format!(
+            "cannot reshape a block of shape {} into shape {}",
+            fmt_shape(c.shape()),
+            fmt_shape(shape)
+        )));
+    }
+    fn go<T: Elem>(a: &Nd<T>, shape: &[usize]) -> Result<Chunk, ArrayError> {
+        let owned = a.as_standard_layout().into_owned();
+        let r = owned.into_shape_with_order(IxDyn(shape)).map_err(|e| ArrayError::Shape(e.to_string()))?;
+        Ok(T::wrap(r.into_shared()))
+    }
+    crate::each_chunk!(c, a => go(a, shape))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

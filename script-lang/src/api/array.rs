@@ -861,6 +861,66 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         map_blocks(&st, x, &f, Some(m))
     });
 
+    // Joining and reshaping.
+    let join = |st: Arc<SessionState>, stack: bool| {
+        move |xs: RArray, axis: i64| -> Res<LazyArray> {
+            let what = if stack { "stack" } else { "concatenate" };
+            let arrays = xs.iter().map(|d| lazy(&st, d, what)).collect::<Res<Vec<_>>>()?;
+            let r = if stack {
+                arr::stack(&ctx(&st), &arrays, axis)
+            } else {
+                arr::concatenate(&ctx(&st), &arrays, axis)
+            }
+            .map_err(err)?;
+            Ok(with_held(r, &xs.iter().collect::<Vec<_>>()))
+        }
+    };
+    for (name, is_stack) in [("concatenate", false), ("stack", true)] {
+        let f = join(state.clone(), is_stack);
+        engine.register_fn(name, move |xs: RArray| f(xs, 0));
+        let f = join(state.clone(), is_stack);
+        engine.register_fn(name, move |xs: RArray, axis: i64| f(xs, axis));
+    }
+    let st = state.clone();
+    engine.register_fn("reshape", move |x: &mut LazyArray, shape: Dynamic| -> Res<LazyArray> {
+        let items: Vec<Dynamic> = match shape.read_lock::<RArray>() {
+            Some(a) => a.to_vec(),
+            None => vec![shape.clone()],
+        };
+        let dims = items.iter().map(|d| int_of(d, "a dimension")).collect::<Res<Vec<_>>>()?;
+        let r = arr::reshape(&ctx(&st), &x.a, &dims).map_err(err)?;
+        Ok(LazyArray { a: r, held: x.held.clone() })
+    });
+    let st = state.clone();
+    engine.register_fn("cumsum", move |x: &mut LazyArray, axis: i64| -> Res<LazyArray> {
+        let r = arr::cumsum(&ctx(&st), &x.a, axis).map_err(err)?;
+        Ok(LazyArray { a: r, held: x.held.clone() })
+    });
+    let st = state.clone();
+    engine.register_fn("histogram", move |x: Dynamic, m: Map| -> Res<RArray> {
+        let o = Opts::new(Some(m), "histogram", &["bins", "range"])?;
+        let bins = match o.get("bins") {
+            Some(d) => usize::try_from(int_of(d, "bins")?)
+                .map_err(|_| runtime("histogram: bins must be positive"))?,
+            None => 10,
+        };
+        let Some(range) = o.get("range").and_then(|r| r.read_lock::<RArray>().map(|a| a.to_vec())) else {
+            return Err(runtime("histogram needs range: [lo, hi] (as Dask's, to stay lazy)"));
+        };
+        let [lo, hi] = range.as_slice() else {
+            return Err(runtime("histogram: range must be [lo, hi]"));
+        };
+        let (c, e) = arr::histogram(
+            &ctx(&st),
+            &lazy(&st, &x, "histogram")?,
+            bins,
+            float_of(lo, "lo")?,
+            float_of(hi, "hi")?,
+        )
+        .map_err(err)?;
+        Ok(arrays(vec![c, e], &[&x]))
+    });
+
     // Indexing.
     let st: St = Some(state.clone());
     engine.register_fn("slice", move |x: &mut LazyArray, index: Dynamic| {

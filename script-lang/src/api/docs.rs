@@ -466,6 +466,36 @@ pub const DOCS: &[FnDoc] = &[
         "let x = arange(10, #{chunks: 4});\nx.map_blocks(|b| b * b - b.min()).compute()",
     ),
     doc(
+        "concatenate",
+        "concatenate([a, b, ...], axis) -> Array",
+        "Join arrays along an existing axis (0 by default); the other axes must match.",
+        "concatenate([arange(3), arange(2)]).compute()",
+    ),
+    doc(
+        "stack",
+        "stack([a, b, ...], axis) -> Array",
+        "Join arrays of one shape along a new axis (0 by default).",
+        "stack([arange(3), arange(3) * 10], 1).compute()",
+    ),
+    doc(
+        "reshape",
+        "x.reshape(shape) -> Array",
+        "The same elements in C order in another shape (one entry may be -1), also across block edges.",
+        "arange(12, #{chunks: 5}).reshape([3, -1]).compute()",
+    ),
+    doc(
+        "cumsum",
+        "x.cumsum(axis) -> Array",
+        "Cumulative sum along an axis: a scan per block plus the running total of the blocks before it.",
+        "arange(6, #{chunks: 4}).cumsum(0).compute()",
+    ),
+    doc(
+        "histogram",
+        "histogram(x, #{bins, range: [lo, hi]}) -> [counts, edges]",
+        "Counts in equal bins over [lo, hi] (the last bin closed), as np.histogram; the range is required, as in Dask.",
+        "histogram(arange(10), #{bins: 5, range: [0, 10]})[0].compute()",
+    ),
+    doc(
         "to_array",
         "v.to_array() -> array",
         "A computed array as nested Rhai arrays.",

@@ -8,6 +8,7 @@ mod chunks;
 mod linalg;
 mod reduction;
 mod slicing;
+mod structure;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ pub use chunks::{AUTO_BYTES, AxisChunks, ChunkSpec, normalize_chunks, regular};
 pub use linalg::{lstsq, norm, qr, solve, svd, svd_compressed};
 pub use reduction::reduction;
 pub use slicing::{Index, local_ranges, slice};
+pub use structure::{concatenate, cumsum, histogram, reshape, stack};
 
 /// A lazy n-d array: the layer holding its blocks' tasks and its metadata.
 #[derive(Clone, Debug)]
