@@ -260,3 +260,70 @@ fn arrays_match_numpy_on_both_schedulers() {
         assert_eq!(got_values.len(), want_values.len(), "same cases on both sides");
     }
 }
+
+/// `.npy` files both ways: NumPy reads what brisk writes, brisk reads what
+/// NumPy writes (C and Fortran order, several element types).
+#[test]
+fn npy_files_are_shared_with_numpy() {
+    let Some(py) = python_with_numpy() else { return };
+    let dir = std::env::temp_dir().join(format!("brisk-npy-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let d = dir.display();
+    let script = format!(
+        r#"
+import numpy as np
+a = np.arange(35, dtype=np.float64).reshape(7, 5) / 3
+np.save("{d}/c.npy", a)
+np.save("{d}/f.npy", np.asfortranarray(a))
+np.save("{d}/i32.npy", np.arange(10, dtype=np.int32) - 5)
+np.save("{d}/b.npy", np.array([True, False, True]))
+np.save("{d}/f32.npy", a.astype(np.float32))
+"#
+    );
+    let out = Command::new(&py).args(["-c", &script]).output().expect("python");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut s = Session::new();
+    let got = eval(
+        &mut s,
+        &format!(
+            r#"
+let c = from_npy("{d}/c.npy", #{{chunks: [3, 2]}});
+let f = from_npy("{d}/f.npy", #{{chunks: [3, 2]}});
+let i = from_npy("{d}/i32.npy", #{{chunks: 4}});
+let b = from_npy("{d}/b.npy");
+let g = from_npy("{d}/f32.npy", #{{chunks: 2}});
+(c * 3).to_npy("{d}/out.npy");
+(i * 2).to_npy("{d}/out_i.npy");
+to_json(#{{c: c.compute(), f: f.compute(), same: (c == f).all().compute(), i: i.compute(), b: b.compute(),
+          dtypes: [c.dtype, i.dtype, b.dtype, g.dtype], shape: c.shape}})
+"#
+        ),
+    );
+    let a: Vec<String> = (0..35).map(|k| format!("{:?}", k as f64 / 3.0)).collect();
+    assert!(got.contains(&format!("\"c\":[[{}", a[..5].join(","))), "{got}");
+    assert!(got.contains("\"same\":true"), "{got}");
+    assert!(got.contains("\"i\":[-5,-4,-3,-2,-1,0,1,2,3,4]"), "{got}");
+    assert!(got.contains("\"b\":[true,false,true]"), "{got}");
+    assert!(got.contains("\"dtypes\":[\"f64\",\"i64\",\"bool\",\"f32\"]"), "{got}");
+    let check = format!(
+        r#"
+import numpy as np
+a = np.load("{d}/out.npy"); i = np.load("{d}/out_i.npy")
+want = np.arange(35, dtype=np.float64).reshape(7, 5) / 3 * 3
+assert a.dtype == np.float64 and a.shape == (7, 5) and np.allclose(a, want), a
+assert i.dtype == np.int64 and list(i) == [2 * (k - 5) for k in range(10)], i
+print("ok")
+"#
+    );
+    let out = Command::new(&py).args(["-c", &check]).output().expect("python");
+    assert!(
+        out.status.success(),
+        "NumPy could not read brisk's files: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let e = s.eval(&format!("from_npy(\"{d}/nope.npy\")"), "<t>").expect_err("missing");
+    assert!(e.message.contains("cannot read") && e.message.contains("nope.npy"), "{e}");
+    std::fs::write(dir.join("text.npy"), "not numpy").expect("text");
+    let e = s.eval(&format!("from_npy(\"{d}/text.npy\")"), "<t>").expect_err("not npy");
+    assert!(e.message.contains("is not a .npy file"), "{e}");
+}

@@ -10,6 +10,7 @@ pub mod elementwise;
 mod error;
 pub mod expr;
 pub mod linalg;
+pub mod npy;
 pub mod ops;
 pub mod reduce;
 pub mod shape;

@@ -99,6 +99,13 @@ pub enum ArrayOp {
     SolveUpper,
     /// The elementwise sum of the arguments (partial matrix products).
     AddAll,
+    /// Read rows `rows.0..rows.1` of a `.npy` file and cut `ranges` out.
+    NpyRead {
+        path: String,
+        header: super::npy::Header,
+        rows: (usize, usize),
+        ranges: Vec<AxisSlice>,
+    },
     /// A new axis of length 1 at this position (`stack`).
     ExpandDims(usize),
     /// The same elements, C order, in another shape.
@@ -151,6 +158,7 @@ impl ArrayOp {
             ArrayOp::SolveUpper => "solve-triangular".into(),
             ArrayOp::AddAll => "sum-partial-products".into(),
             ArrayOp::ExpandDims(_) => "stack".into(),
+            ArrayOp::NpyRead { .. } => "from-npy".into(),
             ArrayOp::Reshape(_) => "reshape".into(),
             ArrayOp::Cumsum(_) => "cumsum".into(),
             ArrayOp::Histogram { .. } => "histogram".into(),
@@ -306,6 +314,11 @@ pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
                 acc = elementwise::binary(BinOp::Add, Operand::Chunk(&acc), Operand::Chunk(chunk_arg(v)?))?;
             }
             Value::array(acc)
+        }
+        ArrayOp::NpyRead { path, header, rows, ranges } => {
+            let band = super::npy::read_rows(std::path::Path::new(path), header, rows.0, rows.1)?;
+            let r: Vec<(AxisSlice, bool)> = ranges.iter().map(|&x| (x, false)).collect();
+            Value::array(shape::slice(&band, &r)?.to_contiguous())
         }
         ArrayOp::ExpandDims(axis) => Value::array(shape::expand_dims(&one(args)?, *axis)?),
         ArrayOp::Reshape(to) => Value::array(shape::reshape(&one(args)?, to)?),

@@ -861,6 +861,41 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         map_blocks(&st, x, &f, Some(m))
     });
 
+    // Files.
+    let npy = |st: Arc<SessionState>| {
+        move |path: &str, m: Option<Map>| -> Res<LazyArray> {
+            let o = Opts::new(m, "from_npy", &["chunks"])?;
+            arr::from_npy(&ctx(&st), std::path::Path::new(path), &o.chunks()?)
+                .map(LazyArray::new)
+                .map_err(err)
+        }
+    };
+    let f = npy(state.clone());
+    engine.register_fn("from_npy", move |path: &str| f(path, None));
+    let f = npy(state.clone());
+    engine.register_fn("from_npy", move |path: &str, m: Map| f(path, Some(m)));
+    let st = state.clone();
+    engine.register_fn("to_npy", move |x: &mut LazyArray, path: &str| -> Res<()> {
+        let mut out = super::delayed::compute_all(&st, &[Dynamic::from(x.clone())])?;
+        let v = out.pop().unwrap_or(Dynamic::UNIT);
+        let c = match crate::convert::to_value(&v, "the array")? {
+            brisk_engine::Value::Array(c) => Chunk::clone(&c),
+            other => {
+                let s = match other {
+                    brisk_engine::Value::Float(f) => Scalar::Float(f),
+                    brisk_engine::Value::Int(i) => Scalar::Int(i),
+                    brisk_engine::Value::Bool(b) => Scalar::Bool(b),
+                    _ => return Err(runtime("to_npy: the result is not an array")),
+                };
+                Chunk::scalar(s)
+            }
+        };
+        brisk_engine::array::npy::write(std::path::Path::new(path), &c).map_err(err)
+    });
+    engine.register_fn("to_npy", |c: &mut Chunk, path: &str| -> Res<()> {
+        brisk_engine::array::npy::write(std::path::Path::new(path), c).map_err(err)
+    });
+
     // Joining and reshaping.
     let join = |st: Arc<SessionState>, stack: bool| {
         move |xs: RArray, axis: i64| -> Res<LazyArray> {

@@ -496,6 +496,18 @@ pub const DOCS: &[FnDoc] = &[
         "histogram(arange(10), #{bins: 5, range: [0, 10]})[0].compute()",
     ),
     doc(
+        "from_npy",
+        "from_npy(path, #{chunks}) -> Array",
+        "A lazy array over a NumPy .npy file: the header is read at once, each block reads only its own rows.",
+        "arange(10).to_npy(\"/tmp/brisk-doc.npy\");\nfrom_npy(\"/tmp/brisk-doc.npy\", #{chunks: 4}).sum().compute()",
+    ),
+    doc(
+        "to_npy",
+        "x.to_npy(path)",
+        "Compute the array and write it as a .npy file that NumPy reads (C order, little-endian).",
+        "ones([2, 3]).to_npy(\"/tmp/brisk-doc-ones.npy\")",
+    ),
+    doc(
         "to_array",
         "v.to_array() -> array",
         "A computed array as nested Rhai arrays.",

@@ -326,6 +326,62 @@ pub fn from_chunk(ctx: &Ctx, chunk: &Chunk, spec: &ChunkSpec) -> Result<Array, A
     Ok(finish(name, tasks, vec![], chunks, chunk.dtype()))
 }
 
+/// `from_npy(path)`: the header is read now (shape and type known at
+/// once); each block task reads its own rows of the file.
+pub fn from_npy(ctx: &Ctx, path: &std::path::Path, spec: &ChunkSpec) -> Result<Array, ArrayError> {
+    let header = crate::array::npy::read_header(path)?;
+    let dtype = header.stored.dtype();
+    let shape = header.shape.clone();
+    let chunks = normalize_chunks(spec, &shape, dtype)?;
+    // The file's identity in the token: its path, size and modification time.
+    let meta = std::fs::metadata(path)
+        .map_err(|e| ArrayError::Value(format!("cannot read {}: {e}", path.display())))?;
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as u64);
+    let mut t = Tokenizer::new();
+    t.str("from-npy").str(&path.display().to_string()).u64(meta.len()).u64(mtime.unwrap_or(0));
+    for c in &chunks {
+        c.iter().for_each(|&n| {
+            t.u64(n as u64);
+        });
+        t.str("/");
+    }
+    let name = t.name("from-npy");
+    let key_name: Arc<str> = Arc::from(name.as_str());
+    let offs: Vec<Vec<usize>> = chunks.iter().map(|c| offsets(c)).collect();
+    let numblocks: Vec<usize> = chunks.iter().map(Vec::len).collect();
+    let path_text = path.display().to_string();
+    let tasks = grid(&numblocks)
+        .into_iter()
+        .map(|idx| {
+            let (r0, r1) = if shape.is_empty() {
+                (0, 0)
+            } else {
+                (offs[0][idx[0]], offs[0][idx[0]] + chunks[0][idx[0]])
+            };
+            let ranges = idx
+                .iter()
+                .enumerate()
+                .map(|(d, &i)| {
+                    if d == 0 {
+                        AxisSlice { start: 0, stop: r1 - r0, step: 1 }
+                    } else {
+                        AxisSlice { start: offs[d][i], stop: offs[d][i] + chunks[d][i], step: 1 }
+                    }
+                })
+                .collect();
+            let op =
+                ArrayOp::NpyRead { path: path_text.clone(), header: header.clone(), rows: (r0, r1), ranges };
+            let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
+            array_task(ctx, key, op, vec![], vec![])
+        })
+        .collect();
+    Ok(finish(name, tasks, vec![], chunks, dtype))
+}
+
 /// Cut `a` into new blocks. Each output block joins the pieces of the input
 /// blocks it overlaps (Dask's simple rechunk; no intermediate stage).
 pub fn rechunk(ctx: &Ctx, a: &Array, spec: &ChunkSpec) -> Result<Array, ArrayError> {
