@@ -327,3 +327,62 @@ print("ok")
     let e = s.eval(&format!("from_npy(\"{d}/text.npy\")"), "<t>").expect_err("not npy");
     assert!(e.message.contains("is not a .npy file"), "{e}");
 }
+
+/// Bad input of every kind is refused with a message naming the shapes,
+/// values or path, when the expression is written; the session goes on.
+#[test]
+fn bad_array_input_is_refused_clearly() {
+    let mut s = Session::new();
+    let cases: &[(&str, &str)] = &[
+        ("zeros([3, 4]) + zeros([5])", "shapes (3, 4) and (5,) cannot be broadcast together"),
+        ("zeros([3, 4]).sum(2)", "axis 2 is out of bounds for array of dimension 2"),
+        ("zeros([3, 4]).transpose([0, 0])", "repeated axis"),
+        ("ones([3]) & ones([3])", "& is defined for bool and integer arrays, not f64"),
+        ("(ones([3]) > 0) - (ones([3]) > 0)", "boolean subtract"),
+        ("-(ones([3]) > 0)", "boolean negative"),
+        ("zeros([4], #{chunks: 0})", "chunk size 0 for axis 0 must be positive"),
+        ("zeros([4], #{chunks: [2, 2]})", "have 2 entries but the shape (4,) has 1 axes"),
+        ("zeros([4], #{chunks: [[1, 1]]})", "do not add up to its length 4"),
+        ("zeros([4], #{chunks: \"big\"})", "chunks must be a number, a shape or \"auto\""),
+        ("zeros([4], #{dtype: \"complex\"})", "unknown dtype \"complex\""),
+        ("zeros([4], #{chunk: 2})", "zeros has no option \"chunk\""),
+        ("zeros([-1])", "shape must not be negative"),
+        (
+            "zeros([3, 4]) @ zeros([3, 4])",
+            "matmul: shapes (3, 4) and (3, 4) are not aligned: 4 (dim 1) != 3 (dim 0)",
+        ),
+        (
+            "zeros([3, 4]).compute() @ zeros([3, 4]).compute()",
+            "matmul: shapes (3, 4) and (3, 4) are not aligned",
+        ),
+        ("zeros([2, 3, 4]) @ zeros([4])", "only 1-d and 2-d arrays are supported"),
+        ("qr(zeros([10, 4], #{chunks: 2}))", "one block along axis 1"),
+        ("zeros([4]).reshape([3, 2])", "cannot reshape array of size 4 into shape (3, 2)"),
+        ("concatenate([zeros([2, 3]), zeros([2, 4])])", "must match exactly"),
+        ("zeros([4])[7]", "index 7 is out of bounds for axis 0 with size 4"),
+        ("zeros([4]).slice([0, 0])", "too many indices"),
+        ("histogram(zeros([4]), #{bins: 3})", "histogram needs range"),
+        ("arange(0, 10, 0)", "non-zero step"),
+        ("from_array([[1, 2], [3]])", "ragged rows"),
+        ("from_npy(\"/nonexistent/x.npy\")", "cannot read /nonexistent/x.npy"),
+        ("solve(zeros([2, 3]), zeros([2]))", "solve needs a square matrix, got shape (2, 3)"),
+        (
+            "(zeros([2, 2]) > 1).argmax([0, 1], #{keepdims: true}) ; zeros([2,2,2]).argmax([0, 1])",
+            "one axis or none",
+        ),
+        ("zeros([0]).max()", "zero-size array to reduction operation max"),
+        ("arange(4).map_blocks(|b| b, #{drop_axis: 0, chunks: [[1]]})", "map_blocks"),
+    ];
+    for (code, want) in cases {
+        match s.eval(code, "<bad>") {
+            Ok(v) => panic!("{code} was accepted: {v}"),
+            Err(e) => assert!(e.message.contains(want), "{code}: {}", e.message),
+        }
+    }
+    // Errors that only show when the task runs point into the closure.
+    let e = s.eval("arange(4).map_blocks(|b| b.nope()).compute()", "<bad>").expect_err("task");
+    assert!(e.message.contains("nope") && e.line == Some(1), "{e}");
+    // The session is intact.
+    let v = s.eval("(arange(4) * 2).sum().compute()", "<ok>").expect("still works");
+    assert_eq!(v.as_int().ok(), Some(12));
+}
