@@ -132,6 +132,11 @@ let cases = #{
     cumsum1: (A > 0.5).cumsum(1),
     hist_counts: histogram(A, #{bins: 7, range: [0.1, 0.9]})[0],
     hist_edges: histogram(A, #{bins: 7, range: [0.1, 0.9]})[1],
+    "mask": A.mask(A > 0.7),
+    mask_1d: B.mask(B < 0.3) * 2 + 1,
+    mask_sum: A.mask(A > 0.7).sum(),
+    unique: unique(floor(A * 10)),
+    unique_int: unique(I % 5),
     map_blocks: A.map_blocks(|b| sqrt(b) * 2.0 + 1.0),
     map_blocks_reduce: A.rechunk([10, -1]).map_blocks(|b| b.max(1), #{drop_axis: 1}),
 };
@@ -372,6 +377,12 @@ fn bad_array_input_is_refused_clearly() {
         ),
         ("zeros([0]).max()", "zero-size array to reduction operation max"),
         ("arange(4).map_blocks(|b| b, #{drop_axis: 0, chunks: [[1]]})", "map_blocks"),
+        ("let x = arange(10); x.mask(x > 3).slice([0..2])", "chunk sizes, which are unknown"),
+        ("let x = arange(10); x.mask(x > 3) + arange(10)", "chunk sizes, which are unknown"),
+        (
+            "arange(10).mask(arange(9) > 3)",
+            "boolean index of shape (9,) does not match the array's shape (10,)",
+        ),
     ];
     for (code, want) in cases {
         match s.eval(code, "<bad>") {
@@ -382,6 +393,12 @@ fn bad_array_input_is_refused_clearly() {
     // Errors that only show when the task runs point into the closure.
     let e = s.eval("arange(4).map_blocks(|b| b.nope()).compute()", "<bad>").expect_err("task");
     assert!(e.message.contains("nope") && e.line == Some(1), "{e}");
+    // Unknown lengths print as NaN, and come back after compute_chunk_sizes.
+    let shown =
+        s.eval("let x = arange(10, #{chunks: 4}); let m = x.mask(x > 3); `${m}`", "<nan>").expect("repr");
+    assert!(shown.to_string().contains("shape=(nan,)"), "{shown}");
+    let sizes = s.eval("to_json(m.compute_chunk_sizes().chunks)", "<sizes>").expect("sizes");
+    assert_eq!(sizes.to_string(), "[[0,4,2]]");
     // The session is intact.
     let v = s.eval("(arange(4) * 2).sum().compute()", "<ok>").expect("still works");
     assert_eq!(v.as_int().ok(), Some(12));

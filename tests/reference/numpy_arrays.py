@@ -111,6 +111,11 @@ cases = {
     "cumsum1": (A > 0.5).cumsum(1),
     "hist_counts": np.histogram(A, bins=7, range=(0.1, 0.9))[0],
     "hist_edges": np.histogram(A, bins=7, range=(0.1, 0.9))[1],
+    "mask": A[A > 0.7],
+    "mask_1d": B[B < 0.3] * 2 + 1,
+    "mask_sum": A[A > 0.7].sum(),
+    "unique": np.unique(np.floor(A * 10)),
+    "unique_int": np.unique(I % 5),
     "map_blocks": np.sqrt(A) * 2.0 + 1.0,
     "map_blocks_reduce": A.max(axis=1),
 }

@@ -106,6 +106,12 @@ pub enum ArrayOp {
         rows: (usize, usize),
         ranges: Vec<AxisSlice>,
     },
+    /// The elements of the first argument where the second is true (1-d).
+    Mask,
+    /// Sorted distinct elements of all the arguments together (1-d).
+    Unique,
+    /// The block's length along axis 0 (`compute_chunk_sizes`).
+    Len,
     /// A new axis of length 1 at this position (`stack`).
     ExpandDims(usize),
     /// The same elements, C order, in another shape.
@@ -158,6 +164,9 @@ impl ArrayOp {
             ArrayOp::SolveUpper => "solve-triangular".into(),
             ArrayOp::AddAll => "sum-partial-products".into(),
             ArrayOp::ExpandDims(_) => "stack".into(),
+            ArrayOp::Mask => "getitem-mask".into(),
+            ArrayOp::Unique => "unique".into(),
+            ArrayOp::Len => "chunk-size".into(),
             ArrayOp::NpyRead { .. } => "from-npy".into(),
             ArrayOp::Reshape(_) => "reshape".into(),
             ArrayOp::Cumsum(_) => "cumsum".into(),
@@ -320,6 +329,19 @@ pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
             let r: Vec<(AxisSlice, bool)> = ranges.iter().map(|&x| (x, false)).collect();
             Value::array(shape::slice(&band, &r)?.to_contiguous())
         }
+        ArrayOp::Mask => {
+            arity(op, args, 2)?;
+            Value::array(shape::mask(chunk_arg(&args[0])?, chunk_arg(&args[1])?)?)
+        }
+        ArrayOp::Unique => {
+            let blocks = args
+                .iter()
+                .map(|v| chunk_arg(v).map(|c| shape::reshape(c, &[c.len()])))
+                .collect::<Result<Result<Vec<_>, _>, _>>()??;
+            let joined = shape::concat_grid(&blocks, &[blocks.len()])?;
+            Value::array(shape::unique(&joined))
+        }
+        ArrayOp::Len => Value::Int(one(args)?.shape().first().copied().unwrap_or(1) as i64),
         ArrayOp::ExpandDims(axis) => Value::array(shape::expand_dims(&one(args)?, *axis)?),
         ArrayOp::Reshape(to) => Value::array(shape::reshape(&one(args)?, to)?),
         ArrayOp::Cumsum(axis) => Value::array(reduce::cumsum(&one(args)?, *axis)?),

@@ -104,6 +104,60 @@ pub fn concat_grid(blocks: &[Chunk], numblocks: &[usize]) -> Result<Chunk, Array
     }
 }
 
+/// The elements of `x` where `cond` is true, in C order, as a 1-d block.
+pub fn mask(x: &Chunk, cond: &Chunk) -> Result<Chunk, ArrayError> {
+    if x.shape() != cond.shape() {
+        return Err(ArrayError::Shape(format!(
+            "boolean index of shape {} does not match the array's shape {}",
+            fmt_shape(cond.shape()),
+            fmt_shape(x.shape())
+        )));
+    }
+    let keep = cond.cast::<bool>();
+    fn go<T: Elem>(a: &Nd<T>, keep: &Nd<bool>) -> Chunk {
+        let v: Vec<T> = a.iter().zip(keep.iter()).filter(|(_, k)| **k).map(|(x, _)| *x).collect();
+        let n = v.len();
+        T::wrap(
+            ndarray::ArrayD::from_shape_vec(IxDyn(&[n]), v)
+                .unwrap_or_else(|_| {
+                    ndarray::ArrayD::from_elem(
+                        IxDyn(&[0]),
+                        a.iter().next().copied().unwrap_or_else(|| T::from_bool(false)),
+                    )
+                })
+                .into_shared(),
+        )
+    }
+    Ok(crate::each_chunk!(x, a => go(a, &keep)))
+}
+
+/// The sorted distinct elements, as a 1-d block (NaNs last, as one, as
+/// NumPy's `unique`).
+pub fn unique(c: &Chunk) -> Chunk {
+    fn sorted<T: Elem>(a: &Nd<T>, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) -> Chunk {
+        let mut v: Vec<T> = a.iter().copied().collect();
+        v.sort_by(&cmp);
+        v.dedup_by(|x, y| cmp(x, y) == std::cmp::Ordering::Equal);
+        let n = v.len();
+        match ndarray::ArrayD::from_shape_vec(IxDyn(&[n]), v) {
+            Ok(x) => T::wrap(x.into_shared()),
+            Err(_) => T::wrap(a.clone()),
+        }
+    }
+    let nan_last = |x: f64, y: f64| match (x.is_nan(), y.is_nan()) {
+        (true, true) => std::cmp::Ordering::Equal,
+        (true, false) => std::cmp::Ordering::Greater,
+        (false, true) => std::cmp::Ordering::Less,
+        _ => x.total_cmp(&y),
+    };
+    match c {
+        Chunk::Bool(a) => sorted(a, |x, y| x.cmp(y)),
+        Chunk::I64(a) => sorted(a, |x, y| x.cmp(y)),
+        Chunk::F32(a) => sorted(a, |x, y| nan_last(f64::from(*x), f64::from(*y))),
+        Chunk::F64(a) => sorted(a, |x, y| nan_last(*x, *y)),
+    }
+}
+
 /// Insert an axis of length 1 (a view).
 pub fn expand_dims(c: &Chunk, axis: usize) -> Result<Chunk, ArrayError> {
     if axis > c.ndim() {

@@ -683,6 +683,19 @@ fn persist(state: &SessionState, x: &LazyArray) -> Res<LazyArray> {
     Ok(LazyArray { a, held: Arc::new(held) })
 }
 
+/// A shape, with `nan` for a length not known yet.
+fn shape_text(a: &Array, shape: &[usize]) -> String {
+    if !a.unknown {
+        return fmt_shape(shape);
+    }
+    let parts: Vec<String> = shape
+        .iter()
+        .enumerate()
+        .map(|(d, n)| if d == 0 { "nan".to_string() } else { n.to_string() })
+        .collect();
+    if parts.len() == 1 { format!("({},)", parts[0]) } else { format!("({})", parts.join(", ")) }
+}
+
 fn size_text(bytes: usize) -> String {
     let units = ["B", "kiB", "MiB", "GiB", "TiB"];
     let mut v = bytes as f64;
@@ -700,9 +713,9 @@ pub fn repr(x: &LazyArray) -> String {
     format!(
         "dask.array<{}, shape={}, dtype={}, chunksize={}, chunktype=ndarray>",
         brisk_engine::graph::group_of(&a.name),
-        fmt_shape(&a.shape()),
+        shape_text(a, &a.shape()),
         a.dtype,
-        fmt_shape(&a.chunksize())
+        shape_text(a, &a.chunksize())
     )
 }
 
@@ -715,8 +728,9 @@ pub fn summary(x: &LazyArray) -> String {
     let mut t = comfy_table::Table::new();
     t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED);
     t.set_header(vec!["", "Array", "Chunk"]);
-    t.add_row(vec!["Bytes".to_string(), size_text(a.nbytes()), size_text(block_bytes)]);
-    t.add_row(vec!["Shape".to_string(), fmt_shape(&a.shape()), fmt_shape(&a.chunksize())]);
+    let bytes = |n: usize| if a.unknown { "unknown".to_string() } else { size_text(n) };
+    t.add_row(vec!["Bytes".to_string(), bytes(a.nbytes()), bytes(block_bytes)]);
+    t.add_row(vec!["Shape".to_string(), shape_text(a, &a.shape()), shape_text(a, &a.chunksize())]);
     t.add_row(vec![
         "Dask graph".to_string(),
         format!("{} chunks in {layers} graph layers", a.nblocks()),
@@ -894,6 +908,45 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     });
     engine.register_fn("to_npy", |c: &mut Chunk, path: &str| -> Res<()> {
         brisk_engine::array::npy::write(std::path::Path::new(path), c).map_err(err)
+    });
+
+    // Boolean masks and unique values: lengths unknown until computed.
+    let st = state.clone();
+    engine.register_fn("mask", move |x: &mut LazyArray, cond: Dynamic| -> Res<LazyArray> {
+        let c = lazy(&st, &cond, "mask")?;
+        let r = arr::mask(&ctx(&st), &x.a, &c).map_err(err)?;
+        Ok(with_held(r, &[&Dynamic::from(x.clone()), &cond]))
+    });
+    engine.register_fn("mask", |x: &mut Chunk, cond: Chunk| -> Res<Dynamic> {
+        Ok(local_result(brisk_engine::array::shape::mask(x, &cond).map_err(err)?))
+    });
+    let st = state.clone();
+    engine.register_fn("unique", move |x: Dynamic| -> Res<Dynamic> {
+        if let Some(c) = x.read_lock::<Chunk>() {
+            return Ok(Dynamic::from(brisk_engine::array::shape::unique(&c)));
+        }
+        let r = arr::unique(&ctx(&st), &lazy(&st, &x, "unique")?).map_err(err)?;
+        Ok(Dynamic::from(with_held(r, &[&x])))
+    });
+    let st = state.clone();
+    engine.register_fn("compute_chunk_sizes", move |x: &mut LazyArray| -> Res<LazyArray> {
+        if !x.a.unknown {
+            return Ok(x.clone());
+        }
+        let (layer, keys) = arr::chunk_size_tasks(&x.a);
+        let graph = materialize(&[layer]);
+        let futures = st.runtime().submit(graph, &keys).map_err(engine_error)?;
+        let sizes = brisk_engine::local::gather(&futures, &st.cancel).map_err(engine_error)?;
+        let mut chunks = x.a.chunks.to_vec();
+        chunks[0] = sizes
+            .iter()
+            .map(|v| match v {
+                brisk_engine::Value::Int(n) => Ok(*n as usize),
+                other => Err(runtime(format!("a chunk size came back as {}", other.type_name()))),
+            })
+            .collect::<Res<Vec<_>>>()?;
+        let a = Array { chunks: Arc::new(chunks), unknown: false, ..x.a.clone() };
+        Ok(LazyArray { a, held: x.held.clone() })
     });
 
     // Joining and reshaping.
@@ -1122,7 +1175,20 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             .collect()
     });
     engine.register_get("numblocks", |x: &mut LazyArray| ints(&x.a.numblocks()));
-    engine.register_get("shape", |x: &mut LazyArray| ints(&x.a.shape()));
+    engine.register_get("shape", |x: &mut LazyArray| -> RArray {
+        // An unknown length is NaN, as Dask's.
+        x.a.shape()
+            .iter()
+            .enumerate()
+            .map(|(d, &n)| {
+                if d == 0 && x.a.unknown {
+                    Dynamic::from_float(f64::NAN)
+                } else {
+                    Dynamic::from_int(n as i64)
+                }
+            })
+            .collect()
+    });
     engine.register_get("ndim", |x: &mut LazyArray| x.a.ndim() as i64);
     engine.register_get("size", |x: &mut LazyArray| x.a.size() as i64);
     engine.register_get("nbytes", |x: &mut LazyArray| x.a.nbytes() as i64);

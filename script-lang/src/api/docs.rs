@@ -508,6 +508,24 @@ pub const DOCS: &[FnDoc] = &[
         "ones([2, 3]).to_npy(\"/tmp/brisk-doc-ones.npy\")",
     ),
     doc(
+        "mask",
+        "x.mask(cond) -> Array",
+        "The elements where a bool array of the same shape is true, in C order (NumPy's x[cond]); the result's block lengths are unknown until computed.",
+        "let x = arange(10, #{chunks: 3});\nx.mask(x % 3 == 0).compute()",
+    ),
+    doc(
+        "unique",
+        "unique(x) -> Array",
+        "The sorted distinct elements (NaNs last, as one); the length is unknown until computed.",
+        "unique(from_array([3, 1, 3, 2, 1], #{chunks: 2})).compute()",
+    ),
+    doc(
+        "compute_chunk_sizes",
+        "x.compute_chunk_sizes() -> Array",
+        "Compute the block lengths of an array that has unknown ones (after mask or unique), so that slicing, rechunking and the like work again.",
+        "let x = arange(10, #{chunks: 3});\nx.mask(x > 4).compute_chunk_sizes().chunks",
+    ),
+    doc(
         "to_array",
         "v.to_array() -> array",
         "A computed array as nested Rhai arrays.",

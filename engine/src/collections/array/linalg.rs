@@ -20,12 +20,19 @@ fn key(name: &Arc<str>, idx: &[u32]) -> Key {
 
 /// One block of a single-block result (`[0, 0]`) built on `layer`.
 fn single(name: &Arc<str>, layer: LayerRef, shape: &[usize], dtype: DType) -> Array {
-    Array { layer, name: name.clone(), chunks: Arc::new(shape.iter().map(|&n| vec![n]).collect()), dtype }
+    Array {
+        layer,
+        name: name.clone(),
+        chunks: Arc::new(shape.iter().map(|&n| vec![n]).collect()),
+        dtype,
+        unknown: false,
+    }
 }
 
 /// `qr(x)` → `(q, r)` for a tall-and-skinny 2-d array: one block along
 /// axis 1, each row block at least as tall as the array is wide.
 pub fn qr(ctx: &Ctx, x: &Array) -> Result<(Array, Array), ArrayError> {
+    x.known("qr")?;
     let shape = x.shape();
     if x.ndim() != 2 {
         return Err(ArrayError::Shape(format!("qr needs a 2-d array, got shape {}", fmt_shape(&shape))));
@@ -115,6 +122,7 @@ fn svd_block(ctx: &Ctx, x: &Array) -> Result<(Array, Array, Array), ArrayError> 
 /// `svd(x)` → `(u, s, vt)` with `x = u · diag(s) · vt`: directly for a
 /// single block, by TSQR for tall-and-skinny arrays (as `da.linalg.svd`).
 pub fn svd(ctx: &Ctx, x: &Array) -> Result<(Array, Array, Array), ArrayError> {
+    x.known("svd")?;
     if x.ndim() != 2 {
         return Err(ArrayError::Shape(format!("svd needs a 2-d array, got shape {}", fmt_shape(&x.shape()))));
     }
@@ -178,6 +186,8 @@ fn whole(ctx: &Ctx, a: &Array) -> Result<Array, ArrayError> {
 
 /// `solve(a, b)` for a square `a`: LU with partial pivoting, in one task.
 pub fn solve(ctx: &Ctx, a: &Array, b: &Array) -> Result<Array, ArrayError> {
+    a.known("solve")?;
+    b.known("solve")?;
     let (sa, sb) = (a.shape(), b.shape());
     if a.ndim() != 2 || sa[0] != sa[1] {
         return Err(ArrayError::Shape(format!("solve needs a square matrix, got shape {}", fmt_shape(&sa))));

@@ -24,7 +24,7 @@ pub use chunks::{AUTO_BYTES, AxisChunks, ChunkSpec, normalize_chunks, regular};
 pub use linalg::{lstsq, norm, qr, solve, svd, svd_compressed};
 pub use reduction::reduction;
 pub use slicing::{Index, local_ranges, slice};
-pub use structure::{concatenate, cumsum, histogram, reshape, stack};
+pub use structure::{chunk_size_tasks, concatenate, cumsum, histogram, mask, reshape, stack, unique};
 
 /// A lazy n-d array: the layer holding its blocks' tasks and its metadata.
 #[derive(Clone, Debug)]
@@ -35,6 +35,10 @@ pub struct Array {
     /// Block sizes along each axis.
     pub chunks: Arc<Vec<Vec<usize>>>,
     pub dtype: DType,
+    /// The block sizes along axis 0 are not known until computed (after a
+    /// boolean mask or `unique`, Dask's NaN chunks); `chunks[0]` then holds
+    /// zeros, one per block.
+    pub unknown: bool,
 }
 
 /// One side of an elementwise expression.
@@ -51,6 +55,16 @@ pub struct Ctx {
 }
 
 impl Array {
+    /// Refuse `op` on an array whose chunk sizes are unknown, as Dask does.
+    pub fn known(&self, op: &str) -> Result<(), ArrayError> {
+        if self.unknown {
+            return Err(ArrayError::Value(format!(
+                "{op} needs the array's chunk sizes, which are unknown (after a boolean mask or unique); call x.compute_chunk_sizes() first"
+            )));
+        }
+        Ok(())
+    }
+
     pub fn shape(&self) -> Vec<usize> {
         self.chunks.iter().map(|c| c.iter().sum()).collect()
     }
@@ -148,7 +162,13 @@ fn finish(
     dtype: DType,
 ) -> Array {
     let name: Arc<str> = Arc::from(name);
-    Array { layer: Layer::new(name.clone(), tasks, deps), name, chunks: Arc::new(chunks), dtype }
+    Array {
+        layer: Layer::new(name.clone(), tasks, deps),
+        name,
+        chunks: Arc::new(chunks),
+        dtype,
+        unknown: false,
+    }
 }
 
 fn check_shape(shape: &[usize]) -> Result<(), ArrayError> {
@@ -385,6 +405,7 @@ pub fn from_npy(ctx: &Ctx, path: &std::path::Path, spec: &ChunkSpec) -> Result<A
 /// Cut `a` into new blocks. Each output block joins the pieces of the input
 /// blocks it overlaps (Dask's simple rechunk; no intermediate stage).
 pub fn rechunk(ctx: &Ctx, a: &Array, spec: &ChunkSpec) -> Result<Array, ArrayError> {
+    a.known("rechunk")?;
     let shape = a.shape();
     let new = normalize_chunks(spec, &shape, a.dtype)?;
     rechunk_to(ctx, a, new)
@@ -487,6 +508,9 @@ pub fn elementwise(
     let Some(first) = arrays.first() else {
         return Err(ArrayError::Value(format!("{label} needs at least one array")));
     };
+    if arrays.iter().any(|a| a.unknown) {
+        return elementwise_unknown(ctx, label, op, inputs, &arrays, out_dtype);
+    }
     let mut out_shape = first.shape();
     for a in &arrays[1..] {
         out_shape = broadcast_shapes(&out_shape, &a.shape())?;
@@ -577,6 +601,68 @@ pub fn elementwise(
     Ok(finish(name, tasks, layers, out_chunks, out_dtype))
 }
 
+/// Elementwise work on arrays of unknown chunk sizes: allowed block by
+/// block when every array has the same blocks (as `x[m] * 2 + x[m]`).
+fn elementwise_unknown(
+    ctx: &Ctx,
+    label: &str,
+    op: ArrayOp,
+    inputs: &[Operand],
+    arrays: &[&Array],
+    out_dtype: DType,
+) -> Result<Array, ArrayError> {
+    let first = arrays[0];
+    if arrays.iter().any(|a| !a.unknown || a.chunks != first.chunks) {
+        first.known(label)?;
+        arrays.iter().find(|a| a.unknown).map_or(Ok(()), |a| a.known(label))?;
+    }
+    let mut t = Tokenizer::new();
+    t.str(label).str(&format!("{op:?}"));
+    for o in inputs {
+        match o {
+            Operand::Array(a) => t.str(&a.name),
+            Operand::Scalar(s) => t.str(&format!("{s:?}")),
+        };
+    }
+    let name = t.name(label);
+    let key_name: Arc<str> = Arc::from(name.as_str());
+    let op = Arc::new(op);
+    let tasks = first
+        .block_indices()
+        .into_iter()
+        .map(|idx| {
+            let mut deps = Vec::new();
+            let args = inputs
+                .iter()
+                .map(|o| match o {
+                    Operand::Array(a) => {
+                        deps.push(a.block_key(&idx));
+                        Arg::Dep(deps.len() as u32 - 1)
+                    }
+                    Operand::Scalar(s) => Arg::Lit(match *s {
+                        Scalar::Bool(b) => Value::Bool(b),
+                        Scalar::Int(i) => Value::Int(i),
+                        Scalar::Float(f) => Value::Float(f),
+                    }),
+                })
+                .collect();
+            let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
+            let mut task = Task::new(key, Op::Call { func: Func::Array(op.clone()), args }, deps);
+            task.annotations = ctx.annotations.clone();
+            task
+        })
+        .collect();
+    let mut r = finish(
+        name,
+        tasks,
+        arrays.iter().map(|a| a.layer.clone()).collect(),
+        first.chunks.to_vec(),
+        out_dtype,
+    );
+    r.unknown = true;
+    Ok(r)
+}
+
 fn operand_dtype(o: &Operand) -> (Option<DType>, Option<Scalar>) {
     match o {
         Operand::Array(a) => (Some(a.dtype), None),
@@ -629,6 +715,9 @@ pub fn astype(ctx: &Ctx, a: &Array, dtype: DType) -> Result<Array, ArrayError> {
 
 /// `a.transpose(axes)`; no axes reverses them (`a.T`).
 pub fn transpose(ctx: &Ctx, a: &Array, axes: Option<&[i64]>) -> Result<Array, ArrayError> {
+    if a.ndim() > 1 {
+        a.known("transpose")?;
+    }
     let nd = a.ndim();
     let perm: Vec<usize> = match axes {
         None => (0..nd).rev().collect(),
@@ -684,6 +773,8 @@ pub const MATMUL_FANIN: usize = 4;
 /// per output block, summing the products of the blocks along the
 /// contracted axis (whose chunks are unified first).
 pub fn matmul(ctx: &Ctx, a: &Array, b: &Array) -> Result<Array, ArrayError> {
+    a.known("matmul")?;
+    b.known("matmul")?;
     let (sa, sb) = (a.shape(), b.shape());
     if !(1..=2).contains(&a.ndim()) || !(1..=2).contains(&b.ndim()) {
         return Err(ArrayError::Shape(format!(
@@ -800,6 +891,7 @@ pub fn map_blocks(
         }
     }
     let kept: Vec<usize> = (0..a.ndim()).filter(|d| !drop_axes.contains(d)).collect();
+    let chunks_given = chunks.is_some();
     let chunks = chunks.unwrap_or_else(|| kept.iter().map(|&d| a.chunks[d].clone()).collect());
     let numblocks: Vec<usize> = chunks.iter().map(Vec::len).collect();
     let want: Vec<usize> = kept.iter().map(|&d| a.chunks[d].len()).collect();
@@ -827,7 +919,10 @@ pub fn map_blocks(
             task
         })
         .collect();
-    Ok(finish(name, tasks, vec![a.layer.clone()], chunks, dtype))
+    let given = chunks_given;
+    let mut r = finish(name, tasks, vec![a.layer.clone()], chunks, dtype);
+    r.unknown = a.unknown && !given && !drop_axes.contains(&0);
+    Ok(r)
 }
 
 /// One task joining every block: what `compute` gathers.

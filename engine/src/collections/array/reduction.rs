@@ -44,6 +44,9 @@ pub fn reduction(
             red.name()
         )));
     }
+    if red.is_arg() {
+        a.known(red.name())?;
+    }
     let split = split_every.unwrap_or(SPLIT_EVERY).max(2);
     let per_axis = ((split as f64).powf(1.0 / axes.len().max(1) as f64) as usize).max(2);
     let out_dtype = red.out_dtype(a.dtype);
@@ -135,7 +138,9 @@ pub fn reduction(
         .filter_map(|d| if axes.contains(&d) { keepdims.then(|| vec![1]) } else { Some(a.chunks[d].clone()) })
         .collect();
     // All levels live in one layer: they are one operation.
-    Ok(finish(prev.to_string(), tasks, vec![a.layer.clone()], chunks, out_dtype))
+    let mut r = finish(prev.to_string(), tasks, vec![a.layer.clone()], chunks, out_dtype);
+    r.unknown = a.unknown && !axes.contains(&0);
+    Ok(r)
 }
 
 fn block(name: &Arc<str>, idx: &[usize]) -> Key {

@@ -81,6 +81,7 @@ fn count(r: &AxisSlice) -> usize {
 
 /// `x.slice(index)`: missing trailing entries mean whole axes.
 pub fn slice(ctx: &Ctx, a: &Array, index: &[Index]) -> Result<Array, ArrayError> {
+    a.known("slicing")?;
     let nd = a.ndim();
     if index.len() > nd {
         return Err(ArrayError::Value(format!(

@@ -17,6 +17,9 @@ fn block(name: &Arc<str>, idx: &[usize]) -> Key {
 /// `concatenate([a, b, ...], axis)`: the arrays must agree on every other
 /// axis (their blocks there are unified); the result's type is promoted.
 pub fn concatenate(ctx: &Ctx, arrays: &[Array], axis: i64) -> Result<Array, ArrayError> {
+    for a in arrays {
+        a.known("concatenate")?;
+    }
     let Some(first) = arrays.first() else {
         return Err(ArrayError::Value("concatenate needs at least one array".into()));
     };
@@ -131,6 +134,7 @@ fn gcd(a: usize, b: usize) -> usize {
 /// sizes, so every band reshapes on its own; band size follows the input's
 /// block size.
 pub fn reshape(ctx: &Ctx, a: &Array, shape: &[i64]) -> Result<Array, ArrayError> {
+    a.known("reshape")?;
     let old = a.shape();
     let total: usize = old.iter().product();
     let unknown = shape.iter().filter(|&&d| d == -1).count();
@@ -214,6 +218,7 @@ pub fn reshape(ctx: &Ctx, a: &Array, shape: &[i64]) -> Result<Array, ArrayError>
 /// `x.cumsum(axis)`: a scan within each block, then each block adds the
 /// running total of the blocks before it along the axis (a chain).
 pub fn cumsum(ctx: &Ctx, a: &Array, axis: i64) -> Result<Array, ArrayError> {
+    a.known("cumsum")?;
     let ax = norm_axis(axis, a.ndim())?;
     let dtype = a.dtype.sum_type();
     let mut t = Tokenizer::new();
@@ -346,4 +351,90 @@ pub fn histogram(ctx: &Ctx, a: &Array, bins: usize, lo: f64, hi: f64) -> Result<
     let counts = finish(name, tasks, vec![a.layer.clone()], vec![vec![bins]], DType::I64);
     let edges = super::linspace(ctx, lo, hi, bins + 1, &super::ChunkSpec::Auto, DType::F64)?;
     Ok((counts, edges))
+}
+
+/// `x.mask(cond)` (NumPy's `x[cond]`): the elements where `cond` is true,
+/// in C order, as a 1-d array whose block sizes are unknown until computed.
+pub fn mask(ctx: &Ctx, x: &Array, cond: &Array) -> Result<Array, ArrayError> {
+    x.known("mask")?;
+    cond.known("mask")?;
+    if x.shape() != cond.shape() {
+        return Err(ArrayError::Shape(format!(
+            "boolean index of shape {} does not match the array's shape {}",
+            fmt_shape(&cond.shape()),
+            fmt_shape(&x.shape())
+        )));
+    }
+    // Blocks in C order of elements: n-d arrays are flattened first.
+    let (x, cond) = if x.ndim() > 1 {
+        let c = rechunk_to(ctx, cond, x.chunks.to_vec())?;
+        (reshape(ctx, x, &[-1])?, reshape(ctx, &c, &[-1])?)
+    } else {
+        (x.clone(), rechunk_to(ctx, cond, x.chunks.to_vec())?)
+    };
+    let mut t = Tokenizer::new();
+    t.str("mask").str(&x.name).str(&cond.name);
+    let name = t.name("getitem-mask");
+    let key_name: Arc<str> = Arc::from(name.as_str());
+    let tasks = x
+        .block_indices()
+        .into_iter()
+        .map(|idx| {
+            array_task(
+                ctx,
+                block(&key_name, &idx),
+                ArrayOp::Mask,
+                vec![Arg::Dep(0), Arg::Dep(1)],
+                vec![x.block_key(&idx), cond.block_key(&idx)],
+            )
+        })
+        .collect();
+    let mut r =
+        finish(name, tasks, vec![x.layer.clone(), cond.layer.clone()], vec![vec![0; x.nblocks()]], x.dtype);
+    r.unknown = true;
+    Ok(r)
+}
+
+/// `unique(x)`: the sorted distinct elements, one block of unknown size.
+pub fn unique(ctx: &Ctx, x: &Array) -> Result<Array, ArrayError> {
+    let mut t = Tokenizer::new();
+    t.str("unique").str(&x.name);
+    let tok = t.finish();
+    let per: Arc<str> = Arc::from(format!("unique-block-{tok}"));
+    let name = format!("unique-{tok}");
+    let key_name: Arc<str> = Arc::from(name.as_str());
+    let mut tasks = Vec::new();
+    let mut parts = Vec::new();
+    for (k, idx) in x.block_indices().into_iter().enumerate() {
+        let key = block(&per, &[k]);
+        tasks.push(array_task(ctx, key.clone(), ArrayOp::Unique, vec![Arg::Dep(0)], vec![x.block_key(&idx)]));
+        parts.push(key);
+    }
+    let args = (0..parts.len()).map(|i| Arg::Dep(i as u32)).collect();
+    tasks.push(array_task(ctx, block(&key_name, &[0]), ArrayOp::Unique, args, parts));
+    let mut r = finish(name, tasks, vec![x.layer.clone()], vec![vec![0]], x.dtype);
+    r.unknown = true;
+    Ok(r)
+}
+
+/// The tasks that measure each block of an array of unknown chunk sizes,
+/// for `compute_chunk_sizes` (one `Len` task per block, in block order).
+pub fn chunk_size_tasks(x: &Array) -> (crate::graph::LayerRef, Vec<Key>) {
+    let mut t = Tokenizer::new();
+    t.str("chunk-sizes").str(&x.name);
+    let name: Arc<str> = Arc::from(t.name("chunk-size").as_str());
+    let mut tasks = Vec::new();
+    let mut keys = Vec::new();
+    for idx in x.block_indices() {
+        let key = block(&name, &idx);
+        tasks.push(array_task(
+            &Ctx::default(),
+            key.clone(),
+            ArrayOp::Len,
+            vec![Arg::Dep(0)],
+            vec![x.block_key(&idx)],
+        ));
+        keys.push(key);
+    }
+    (crate::graph::Layer::new(name.to_string(), tasks, vec![x.layer.clone()]), keys)
 }
