@@ -403,3 +403,81 @@ fn bad_array_input_is_refused_clearly() {
     let v = s.eval("(arange(4) * 2).sum().compute()", "<ok>").expect("still works");
     assert_eq!(v.as_int().ok(), Some(12));
 }
+
+/// Zarr v3 stores both ways: brisk reads what zarr-python writes (its
+/// default codecs), zarr-python reads what brisk writes.
+#[test]
+fn zarr_stores_are_shared_with_zarr_python() {
+    let Some(py) = python_with_numpy() else { return };
+    if !Command::new(&py).args(["-c", "import zarr"]).output().is_ok_and(|o| o.status.success()) {
+        assert!(std::env::var_os("CI").is_none(), "zarr-python is needed on CI (tests/requirements.txt)");
+        eprintln!("skipped: no zarr-python");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("brisk-zarr-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let d = dir.display();
+    let script = format!(
+        r#"
+import numpy as np, zarr
+a = np.arange(70, dtype=np.float64).reshape(7, 10) / 4
+z = zarr.create_array(store="{d}/py.zarr", shape=a.shape, chunks=(3, 4), dtype="float64")
+z[:] = a
+i = zarr.create_array(store="{d}/pyi.zarr", shape=(9,), chunks=(4,), dtype="int32")
+i[:] = np.arange(9, dtype=np.int32) * 3
+"#
+    );
+    let out = Command::new(&py).args(["-c", &script]).output().expect("python");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut s = Session::new();
+    let got = eval(
+        &mut s,
+        &format!(
+            r#"
+let z = from_zarr("{d}/py.zarr");
+let i = from_zarr("{d}/pyi.zarr");
+(z * 2).to_zarr("{d}/out.zarr");
+random([50, 30], #{{chunks: [20, 7], seed: 3}}).rechunk([15, 9]).to_zarr("{d}/rand.zarr");
+to_json(#{{z: z.compute(), chunks: z.chunks, i: i.compute(), dt: i.dtype, sum: from_zarr("{d}/rand.zarr").sum().compute(),
+          again: random([50, 30], #{{chunks: [20, 7], seed: 3}}).sum().compute()}})
+"#
+        ),
+    );
+    let row0: Vec<String> = (0..10).map(|k| format!("{:?}", k as f64 / 4.0)).collect();
+    assert!(got.contains(&format!("\"z\":[[{}]", row0.join(","))), "{got}");
+    assert!(got.contains("\"chunks\":[[3,3,1],[4,4,2]]"), "{got}");
+    assert!(got.contains("\"i\":[0,3,6,9,12,15,18,21,24]") && got.contains("\"dt\":\"i64\""), "{got}");
+    let sums: Vec<f64> = ["\"sum\":", "\"again\":"]
+        .iter()
+        .map(|k| {
+            let at = got.find(k).expect("key") + k.len();
+            got[at..].split([',', '}']).next().expect("num").parse().expect("float")
+        })
+        .collect();
+    assert!((sums[0] - sums[1]).abs() < 1e-9 * sums[1], "{sums:?}");
+    let check = format!(
+        r#"
+import numpy as np, zarr
+z = zarr.open_array("{d}/out.zarr", mode="r")
+want = np.arange(70, dtype=np.float64).reshape(7, 10) / 4 * 2
+assert z.shape == (7, 10) and z.dtype == np.float64 and np.array_equal(z[:], want), z[:]
+r = zarr.open_array("{d}/rand.zarr", mode="r")
+assert r.shape == (50, 30) and r.chunks == (15, 9), (r.shape, r.chunks)
+print("ok")
+"#
+    );
+    let out = Command::new(&py).args(["-c", &check]).output().expect("python");
+    assert!(
+        out.status.success(),
+        "zarr-python could not read brisk's store: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let e = s.eval(&format!("from_zarr(\"{d}/nothing.zarr\")"), "<t>").expect_err("missing");
+    assert!(e.message.contains("is not a Zarr v3 array"), "{e}");
+    std::fs::create_dir_all(dir.join("plain")).expect("plain");
+    std::fs::write(dir.join("plain/keep.txt"), "x").expect("keep");
+    let e = s.eval(&format!("ones([2]).to_zarr(\"{d}/plain\")"), "<t>").expect_err("not a store");
+    assert!(e.message.contains("is not a Zarr store"), "{e}");
+    assert!(dir.join("plain/keep.txt").exists(), "nothing lost");
+}

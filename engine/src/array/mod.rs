@@ -14,6 +14,7 @@ pub mod npy;
 pub mod ops;
 pub mod reduce;
 pub mod shape;
+pub mod zarr;
 
 pub use chunk::{Chunk, Elem, Nd, fmt_shape};
 pub use dtype::{DType, Scalar};

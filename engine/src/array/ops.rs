@@ -112,6 +112,16 @@ pub enum ArrayOp {
     Unique,
     /// The block's length along axis 0 (`compute_chunk_sizes`).
     Len,
+    /// Read one region of a Zarr store.
+    ZarrRead {
+        path: String,
+        ranges: Vec<(usize, usize)>,
+    },
+    /// Write the argument block at `start` into a Zarr store (gives `()`).
+    ZarrWrite {
+        path: String,
+        start: Vec<usize>,
+    },
     /// A new axis of length 1 at this position (`stack`).
     ExpandDims(usize),
     /// The same elements, C order, in another shape.
@@ -164,6 +174,8 @@ impl ArrayOp {
             ArrayOp::SolveUpper => "solve-triangular".into(),
             ArrayOp::AddAll => "sum-partial-products".into(),
             ArrayOp::ExpandDims(_) => "stack".into(),
+            ArrayOp::ZarrRead { .. } => "from-zarr".into(),
+            ArrayOp::ZarrWrite { .. } => "store-zarr".into(),
             ArrayOp::Mask => "getitem-mask".into(),
             ArrayOp::Unique => "unique".into(),
             ArrayOp::Len => "chunk-size".into(),
@@ -342,6 +354,14 @@ pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
             Value::array(shape::unique(&joined))
         }
         ArrayOp::Len => Value::Int(one(args)?.shape().first().copied().unwrap_or(1) as i64),
+        ArrayOp::ZarrRead { path, ranges } => {
+            let r: Vec<std::ops::Range<usize>> = ranges.iter().map(|&(a, b)| a..b).collect();
+            Value::array(super::zarr::read(std::path::Path::new(path), &r)?)
+        }
+        ArrayOp::ZarrWrite { path, start } => {
+            super::zarr::write(std::path::Path::new(path), start, &one(args)?)?;
+            Value::Unit
+        }
         ArrayOp::ExpandDims(axis) => Value::array(shape::expand_dims(&one(args)?, *axis)?),
         ArrayOp::Reshape(to) => Value::array(shape::reshape(&one(args)?, to)?),
         ArrayOp::Cumsum(axis) => Value::array(reduce::cumsum(&one(args)?, *axis)?),

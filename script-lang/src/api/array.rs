@@ -949,6 +949,27 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         Ok(LazyArray { a, held: x.held.clone() })
     });
 
+    let zarr = |st: Arc<SessionState>| {
+        move |path: &str, m: Option<Map>| -> Res<LazyArray> {
+            let o = Opts::new(m, "from_zarr", &["chunks"])?;
+            let spec = o.get("chunks").map(chunks_arg).transpose()?;
+            arr::from_zarr(&ctx(&st), std::path::Path::new(path), spec.as_ref())
+                .map(LazyArray::new)
+                .map_err(err)
+        }
+    };
+    let f = zarr(state.clone());
+    engine.register_fn("from_zarr", move |path: &str| f(path, None));
+    let f = zarr(state.clone());
+    engine.register_fn("from_zarr", move |path: &str, m: Map| f(path, Some(m)));
+    let st = state.clone();
+    engine.register_fn("to_zarr", move |x: &mut LazyArray, path: &str| -> Res<()> {
+        let (layer, keys) = arr::to_zarr(&ctx(&st), &x.a, std::path::Path::new(path)).map_err(err)?;
+        let futures = st.runtime().submit(materialize(&[layer]), &keys).map_err(engine_error)?;
+        brisk_engine::local::gather(&futures, &st.cancel).map_err(engine_error)?;
+        Ok(())
+    });
+
     // Joining and reshaping.
     let join = |st: Arc<SessionState>, stack: bool| {
         move |xs: RArray, axis: i64| -> Res<LazyArray> {

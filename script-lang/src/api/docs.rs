@@ -526,6 +526,18 @@ pub const DOCS: &[FnDoc] = &[
         "let x = arange(10, #{chunks: 3});\nx.mask(x > 4).compute_chunk_sizes().chunks",
     ),
     doc(
+        "from_zarr",
+        "from_zarr(path, #{chunks}) -> Array",
+        "A lazy array over a Zarr v3 store (as zarr-python writes): the metadata is read at once; blocks follow the store's chunks unless chunks says otherwise, and each reads only its region.",
+        "arange(20, #{chunks: 8}).to_zarr(\"/tmp/brisk-doc.zarr\");\nfrom_zarr(\"/tmp/brisk-doc.zarr\").sum().compute()",
+    ),
+    doc(
+        "to_zarr",
+        "x.to_zarr(path)",
+        "Write the array into a new Zarr v3 store (zstd-compressed chunks of the array's block size), block by block in parallel.",
+        "ones([4, 6], #{chunks: 2}).to_zarr(\"/tmp/brisk-doc-ones.zarr\")",
+    ),
+    doc(
         "to_array",
         "v.to_array() -> array",
         "A computed array as nested Rhai arrays.",

@@ -402,6 +402,85 @@ pub fn from_npy(ctx: &Ctx, path: &std::path::Path, spec: &ChunkSpec) -> Result<A
     Ok(finish(name, tasks, vec![], chunks, dtype))
 }
 
+/// `from_zarr(path)`: a lazy array over a Zarr v3 store; blocks follow the
+/// store's chunks unless `spec` says otherwise.
+pub fn from_zarr(ctx: &Ctx, path: &std::path::Path, spec: Option<&ChunkSpec>) -> Result<Array, ArrayError> {
+    let info = crate::array::zarr::info(path)?;
+    let chunks = match spec {
+        Some(s) => normalize_chunks(s, &info.shape, info.dtype)?,
+        None => info.shape.iter().zip(&info.chunk_shape).map(|(&n, &c)| regular(n, c)).collect(),
+    };
+    let meta = std::fs::metadata(path.join("zarr.json"))
+        .map_err(|e| ArrayError::Value(format!("cannot read {}: {e}", path.display())))?;
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as u64);
+    let mut t = Tokenizer::new();
+    t.str("from-zarr").str(&path.display().to_string()).u64(mtime.unwrap_or(0)).str(&format!("{chunks:?}"));
+    let name = t.name("from-zarr");
+    let key_name: Arc<str> = Arc::from(name.as_str());
+    let offs: Vec<Vec<usize>> = chunks.iter().map(|c| offsets(c)).collect();
+    let numblocks: Vec<usize> = chunks.iter().map(Vec::len).collect();
+    let path_text = path.display().to_string();
+    let tasks = grid(&numblocks)
+        .into_iter()
+        .map(|idx| {
+            let ranges =
+                idx.iter().enumerate().map(|(d, &i)| (offs[d][i], offs[d][i] + chunks[d][i])).collect();
+            let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
+            array_task(ctx, key, ArrayOp::ZarrRead { path: path_text.clone(), ranges }, vec![], vec![])
+        })
+        .collect();
+    Ok(finish(name, tasks, vec![], chunks, info.dtype))
+}
+
+/// `x.to_zarr(path)`: create the store (chunks = the array's block size,
+/// after rechunking irregular blocks) and return the write tasks' layer and
+/// keys, for the caller to run.
+pub fn to_zarr(ctx: &Ctx, a: &Array, path: &std::path::Path) -> Result<(LayerRef, Vec<Key>), ArrayError> {
+    a.known("to_zarr")?;
+    let size = a.chunksize();
+    let shape = a.shape();
+    let regular_now = a
+        .chunks
+        .iter()
+        .zip(&size)
+        .all(|(c, &s)| c.split_last().is_none_or(|(_, init)| init.iter().all(|&n| n == s)));
+    let a = if regular_now {
+        a.clone()
+    } else {
+        rechunk_to(ctx, a, shape.iter().zip(&size).map(|(&n, &s)| regular(n, s)).collect())?
+    };
+    crate::array::zarr::create(path, &shape, &size, a.dtype)?;
+    let name: Arc<str> = Arc::from(
+        Tokenizer::new()
+            .str("to-zarr")
+            .str(&a.name)
+            .str(&path.display().to_string())
+            .name("store-zarr")
+            .as_str(),
+    );
+    let offs: Vec<Vec<usize>> = a.chunks.iter().map(|c| offsets(c)).collect();
+    let path_text = path.display().to_string();
+    let mut tasks = Vec::new();
+    let mut keys = Vec::new();
+    for idx in a.block_indices() {
+        let start = idx.iter().enumerate().map(|(d, &i)| offs[d][i]).collect();
+        let key = Key::block(name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
+        tasks.push(array_task(
+            ctx,
+            key.clone(),
+            ArrayOp::ZarrWrite { path: path_text.clone(), start },
+            vec![Arg::Dep(0)],
+            vec![a.block_key(&idx)],
+        ));
+        keys.push(key);
+    }
+    Ok((Layer::new(name.to_string(), tasks, vec![a.layer.clone()]), keys))
+}
+
 /// Cut `a` into new blocks. Each output block joins the pieces of the input
 /// blocks it overlaps (Dask's simple rechunk; no intermediate stage).
 pub fn rechunk(ctx: &Ctx, a: &Array, spec: &ChunkSpec) -> Result<Array, ArrayError> {
