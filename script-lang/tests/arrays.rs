@@ -137,6 +137,8 @@ let cases = #{
     mask_sum: A.mask(A > 0.7).sum(),
     unique: unique(floor(A * 10)),
     unique_int: unique(I % 5),
+    tensordot_1: tensordot(A.T, A, 1),
+    tensordot_pairs: tensordot(A.reshape([37, 23, 1]) * ones([1, 1, 3]), A, [[0, 1], [0, 1]]),
     map_blocks: A.map_blocks(|b| sqrt(b) * 2.0 + 1.0),
     map_blocks_reduce: A.rechunk([10, -1]).map_blocks(|b| b.max(1), #{drop_axis: 1}),
 };

@@ -116,6 +116,8 @@ cases = {
     "mask_sum": A[A > 0.7].sum(),
     "unique": np.unique(np.floor(A * 10)),
     "unique_int": np.unique(I % 5),
+    "tensordot_1": np.tensordot(A.T, A, 1),
+    "tensordot_pairs": np.tensordot(A.reshape(37, 23, 1) * np.ones((1, 1, 3)), A, [[0, 1], [0, 1]]),
     "map_blocks": np.sqrt(A) * 2.0 + 1.0,
     "map_blocks_reduce": A.max(axis=1),
 }

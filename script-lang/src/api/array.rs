@@ -1092,6 +1092,30 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             arr::lstsq(&ctx(&st), &lazy(&st, &a, "lstsq")?, &lazy(&st, &b, "lstsq")?).map_err(err)?;
         Ok(arrays(vec![x, res, rank, s], &[&a, &b]))
     });
+    let td = |st: Arc<SessionState>| {
+        move |a: Dynamic, b: Dynamic, axes: Dynamic| -> Res<LazyArray> {
+            let (xa, xb) = (lazy(&st, &a, "tensordot")?, lazy(&st, &b, "tensordot")?);
+            let (pa, pb): (Vec<i64>, Vec<i64>) = if let Ok(n) = axes.as_int() {
+                let n = usize::try_from(n).map_err(|_| runtime("tensordot: axes must not be negative"))?;
+                if n > xa.ndim() || n > xb.ndim() {
+                    return Err(runtime(format!("tensordot: cannot contract {n} axes")));
+                }
+                (((xa.ndim() - n)..xa.ndim()).map(|d| d as i64).collect(), (0..n).map(|d| d as i64).collect())
+            } else {
+                let pair = axes.read_lock::<RArray>().map(|v| v.to_vec()).unwrap_or_default();
+                let [l, r] = pair.as_slice() else {
+                    return Err(runtime("tensordot: axes must be an integer or [[axes of a], [axes of b]]"));
+                };
+                (axes_arg(l)?.unwrap_or_default(), axes_arg(r)?.unwrap_or_default())
+            };
+            let r = arr::tensordot(&ctx(&st), &xa, &xb, &pa, &pb).map_err(err)?;
+            Ok(with_held(r, &[&a, &b]))
+        }
+    };
+    let f = td(state.clone());
+    engine.register_fn("tensordot", move |a: Dynamic, b: Dynamic| f(a, b, Dynamic::from_int(2)));
+    let f = td(state.clone());
+    engine.register_fn("tensordot", move |a: Dynamic, b: Dynamic, axes: Dynamic| f(a, b, axes));
     let st = state.clone();
     engine.register_fn("norm", move |x: Dynamic| -> Res<Dynamic> {
         let r = arr::norm(&ctx(&st), &lazy(&st, &x, "norm")?).map_err(err)?;

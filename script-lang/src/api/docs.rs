@@ -538,6 +538,12 @@ pub const DOCS: &[FnDoc] = &[
         "ones([4, 6], #{chunks: 2}).to_zarr(\"/tmp/brisk-doc-ones.zarr\")",
     ),
     doc(
+        "tensordot",
+        "tensordot(a, b, axes) -> Array",
+        "Sum products over paired axes, as np.tensordot: axes is a count (the last of a with the first of b, 2 by default) or [[axes of a], [axes of b]].",
+        "let a = arange(24).reshape([2, 3, 4]);\ntensordot(a, ones([3, 4]), [[1, 2], [0, 1]]).compute()",
+    ),
+    doc(
         "to_array",
         "v.to_array() -> array",
         "A computed array as nested Rhai arrays.",

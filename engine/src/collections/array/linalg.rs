@@ -272,3 +272,53 @@ pub fn norm(ctx: &Ctx, x: &Array) -> Result<Array, ArrayError> {
     let total = reduction(ctx, &sq, Reduction::Sum, None, false, None)?;
     unary(ctx, UnOp::Sqrt, &total)
 }
+
+/// `tensordot(a, b, (axes_a, axes_b))`: sum over the paired axes, as NumPy:
+/// the contracted axes are moved together, both arrays reshaped to
+/// matrices, multiplied blockwise, and the result reshaped back.
+pub fn tensordot(
+    ctx: &Ctx,
+    a: &Array,
+    b: &Array,
+    axes_a: &[i64],
+    axes_b: &[i64],
+) -> Result<Array, ArrayError> {
+    if axes_a.len() != axes_b.len() {
+        return Err(ArrayError::Value(format!(
+            "tensordot: {} axes of the first array paired with {} of the second",
+            axes_a.len(),
+            axes_b.len()
+        )));
+    }
+    let ca = crate::array::norm_axes(axes_a, a.ndim()).and_then(|_| {
+        axes_a.iter().map(|&x| crate::array::norm_axis(x, a.ndim())).collect::<Result<Vec<_>, _>>()
+    })?;
+    let cb = crate::array::norm_axes(axes_b, b.ndim()).and_then(|_| {
+        axes_b.iter().map(|&x| crate::array::norm_axis(x, b.ndim())).collect::<Result<Vec<_>, _>>()
+    })?;
+    let (sa, sb) = (a.shape(), b.shape());
+    for (&x, &y) in ca.iter().zip(&cb) {
+        if sa[x] != sb[y] {
+            return Err(ArrayError::Shape(format!(
+                "tensordot: shape-mismatch for sum: axis {x} of {} has length {} but axis {y} of {} has length {}",
+                fmt_shape(&sa),
+                sa[x],
+                fmt_shape(&sb),
+                sb[y]
+            )));
+        }
+    }
+    let free_a: Vec<usize> = (0..a.ndim()).filter(|d| !ca.contains(d)).collect();
+    let free_b: Vec<usize> = (0..b.ndim()).filter(|d| !cb.contains(d)).collect();
+    let perm_a: Vec<i64> = free_a.iter().chain(&ca).map(|&d| d as i64).collect();
+    let perm_b: Vec<i64> = cb.iter().chain(&free_b).map(|&d| d as i64).collect();
+    let m: usize = free_a.iter().map(|&d| sa[d]).product();
+    let k: usize = ca.iter().map(|&d| sa[d]).product();
+    let n: usize = free_b.iter().map(|&d| sb[d]).product();
+    let a2 = super::reshape(ctx, &super::transpose(ctx, a, Some(&perm_a))?, &[m as i64, k as i64])?;
+    let b2 = super::reshape(ctx, &super::transpose(ctx, b, Some(&perm_b))?, &[k as i64, n as i64])?;
+    let c = matmul(ctx, &a2, &b2)?;
+    let out: Vec<i64> =
+        free_a.iter().map(|&d| sa[d] as i64).chain(free_b.iter().map(|&d| sb[d] as i64)).collect();
+    super::reshape(ctx, &c, &out)
+}

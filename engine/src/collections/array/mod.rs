@@ -21,7 +21,7 @@ use crate::ops::{Arg, Func, Op};
 use crate::value::Value;
 
 pub use chunks::{AUTO_BYTES, AxisChunks, ChunkSpec, normalize_chunks, regular};
-pub use linalg::{lstsq, norm, qr, solve, svd, svd_compressed};
+pub use linalg::{lstsq, norm, qr, solve, svd, svd_compressed, tensordot};
 pub use reduction::reduction;
 pub use slicing::{Index, local_ranges, slice};
 pub use structure::{chunk_size_tasks, concatenate, cumsum, histogram, mask, reshape, stack, unique};
