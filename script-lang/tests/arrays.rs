@@ -370,6 +370,8 @@ fn bad_array_input_is_refused_clearly() {
         ("zeros([4]).slice([0, 0])", "too many indices"),
         ("histogram(zeros([4]), #{bins: 3})", "histogram needs range"),
         ("arange(0, 10, 0)", "non-zero step"),
+        ("arange(0.0, 1e300, 1.0)", "elements"),
+        ("zeros([1000000000, 1000000000], #{chunks: 10})", "more than 10000000; use larger chunks"),
         ("from_array([[1, 2], [3]])", "ragged rows"),
         ("from_npy(\"/nonexistent/x.npy\")", "cannot read /nonexistent/x.npy"),
         ("solve(zeros([2, 3]), zeros([2]))", "solve needs a square matrix, got shape (2, 3)"),

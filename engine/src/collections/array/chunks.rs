@@ -23,6 +23,9 @@ pub enum ChunkSpec {
     PerAxis(Vec<AxisChunks>),
 }
 
+/// The most blocks one array may have.
+pub const MAX_BLOCKS: usize = 10_000_000;
+
 /// The target block size of `"auto"`, Dask's `array.chunk-size` default.
 pub const AUTO_BYTES: usize = 128 * 1024 * 1024;
 
@@ -46,6 +49,24 @@ pub fn normalize_chunks(
         )));
     }
     let auto = auto_sizes(shape, &per_axis, dtype);
+    // Count the blocks before making any: a graph of more than MAX_BLOCKS
+    // tasks is a mistake (a typo in a shape), not a computation.
+    let mut blocks: u128 = 1;
+    for (d, (c, &n)) in per_axis.iter().zip(shape).enumerate() {
+        let per = match c {
+            AxisChunks::Size(s) if *s > 0 => n.div_ceil(*s as usize).max(1),
+            AxisChunks::Auto => n.div_ceil(auto[d].max(1)).max(1),
+            AxisChunks::Sizes(v) => v.len().max(1),
+            _ => 1,
+        };
+        blocks = blocks.saturating_mul(per as u128);
+    }
+    if blocks > MAX_BLOCKS as u128 {
+        return Err(ArrayError::Value(format!(
+            "chunks {per_axis:?} cut shape {} into {blocks} blocks, more than {MAX_BLOCKS}; use larger chunks",
+            fmt_shape(shape)
+        )));
+    }
     let mut out = Vec::with_capacity(shape.len());
     for (d, (c, &n)) in per_axis.iter().zip(shape).enumerate() {
         out.push(match c {

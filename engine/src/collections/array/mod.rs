@@ -270,7 +270,13 @@ pub fn arange(
             "arange({start}, {stop}, {step}) needs finite bounds and a non-zero step"
         )));
     }
-    let n = ((stop - start) / step).ceil().max(0.0) as usize;
+    let count = ((stop - start) / step).ceil().max(0.0);
+    if count > (1u64 << 53) as f64 {
+        return Err(ArrayError::Value(format!(
+            "arange({start}, {stop}, {step}) would have {count:e} elements"
+        )));
+    }
+    let n = count as usize;
     let mut t = Tokenizer::new();
     t.str("arange").u64(start.to_bits()).u64(stop.to_bits()).u64(step.to_bits()).str(dtype.name());
     create(ctx, &mut t, "arange", &[n], spec, dtype, |_, bshape, off| ArrayOp::Arange {
