@@ -485,3 +485,33 @@ print("ok")
     assert!(e.message.contains("is not a Zarr store"), "{e}");
     assert!(dir.join("plain/keep.txt").exists(), "nothing lost");
 }
+
+/// `persist` computes the blocks once and later graphs read them; the
+/// graph of an expression on a persisted array holds only its own tasks.
+#[test]
+fn persisted_arrays_are_reused_and_graphs_can_be_drawn() {
+    let mut s = Session::new();
+    let dir = std::env::temp_dir().join(format!("brisk-arr-viz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let dot = dir.join("g.dot");
+    let code = format!(
+        r#"
+let x = random([300, 300], #{{chunks: 100, seed: 5}});
+let before = graph_info(x + 1).tasks;
+let p = x.persist();
+let after = graph_info(p + 1).tasks;
+let same = (p.sum() == x.sum()).compute();
+(p @ p.T).visualize("{}");
+[before, after, same, p.chunks.len()]
+"#,
+        dot.display()
+    );
+    let v = s.eval(&code, "<persist>").expect("persist");
+    assert_eq!(v.to_string(), "[18, 9, true, 2]", "9 random + 9 add tasks before, only the 9 adds after");
+    let text = std::fs::read_to_string(&dot).expect("dot written");
+    assert!(text.starts_with("digraph") && text.contains("matmul"), "{text}");
+    assert!(
+        !text.contains("[shape=circle, label=\"random_sample"),
+        "persisted blocks are inputs, not tasks: {text}"
+    );
+}
