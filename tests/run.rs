@@ -275,7 +275,7 @@ fn a_progress_bar_is_drawn_on_a_terminal() {
         "progress",
         "let parts = [];\nfor i in 0..40 { parts.push(delayed(|x| { let s = 0; for j in 0..250000 { s += j; } s + x }).call(i)); }\nprint(`n=${compute(parts)[0].len()}`);\n",
     );
-    let cmd = format!("{} run {}", env!("CARGO_BIN_EXE_brisk"), path.display());
+    let cmd = format!("exec {} run {}", env!("CARGO_BIN_EXE_brisk"), path.display());
     let out = Command::new("script").args(["-qefc", &cmd, "/dev/null"]).output().expect("script");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
@@ -292,8 +292,13 @@ fn type_into_repl(steps: &[(&str, u64)], history: &Path) -> Option<String> {
         eprintln!("skipped: `script` (util-linux) is not installed, no pseudo-terminal to test with");
         return None;
     }
+    // `exec`: `script` runs the command through `$SHELL -c`, and a shell
+    // left waiting in between (dash, the default `/bin/sh` of Debian)
+    // catches the Ctrl-C typed below and kills itself with SIGINT once
+    // brisk has exited cleanly, making the exit status 130.
+    let command = format!("exec {}", env!("CARGO_BIN_EXE_brisk"));
     let mut child = Command::new("script")
-        .args(["-qec", env!("CARGO_BIN_EXE_brisk"), "/dev/null"])
+        .args(["-qec", &command, "/dev/null"])
         .env("NO_COLOR", "1")
         .env("BRISK_HISTORY", history)
         .stdin(Stdio::piped())
