@@ -391,7 +391,26 @@ impl Chunk {
         for n in self.shape() {
             f(&(*n as u64).to_le_bytes());
         }
-        f(&self.to_le_bytes());
+        // Through a small buffer: a token of a large chunk must not copy it.
+        let mut buf = Vec::with_capacity(8192);
+        macro_rules! stream {
+            ($a:expr, $bytes:expr) => {
+                for x in $a.iter() {
+                    buf.extend_from_slice(&$bytes(x));
+                    if buf.len() >= 8184 {
+                        f(&buf);
+                        buf.clear();
+                    }
+                }
+            };
+        }
+        match self {
+            Chunk::Bool(a) => stream!(a, |&b: &bool| [u8::from(b)]),
+            Chunk::I64(a) => stream!(a, |x: &i64| x.to_le_bytes()),
+            Chunk::F32(a) => stream!(a, |x: &f32| x.to_le_bytes()),
+            Chunk::F64(a) => stream!(a, |x: &f64| x.to_le_bytes()),
+        }
+        f(&buf);
     }
 }
 

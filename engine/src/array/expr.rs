@@ -15,7 +15,7 @@ use ndarray::{ArrayD, IxDyn};
 
 use super::chunk::{Chunk, Nd};
 use super::dtype::Scalar;
-use super::elementwise::{BinOp, Num, UnOp, max_nan, min_nan};
+use super::elementwise::{BinOp, UnOp, max_nan, min_nan};
 use super::ops::ArrayOp;
 use super::reduce::Reduction;
 use crate::ops::{Arg, Func, Op, Step, StepInput};
@@ -406,7 +406,8 @@ impl Scratch {
                     BinOp::Pow => apply!(f64::powf),
                     BinOp::Maximum => apply!(max_nan::<f64>),
                     BinOp::Minimum => apply!(min_nan::<f64>),
-                    _ => apply!(<f64 as Num>::add),
+                    // `fusable_bin` admits no other operator into a fused chain.
+                    _ => unreachable!("{op:?} is never fused"),
                 }
             }
         }

@@ -88,7 +88,7 @@ pub fn read_header(path: &Path) -> Result<Header, ArrayError> {
     let need = header.shape.iter().try_fold(stored.size as u64, |acc, &n| acc.checked_mul(n as u64));
     let have = f.metadata().map_err(|e| io(path, e))?.len();
     match need {
-        Some(n) if have >= header.data_offset + n => Ok(header),
+        Some(n) if header.data_offset.checked_add(n).is_some_and(|end| have >= end) => Ok(header),
         _ => Err(bad(
             path,
             format!(

@@ -404,15 +404,7 @@ pub fn cumsum(c: &Chunk, axis: usize) -> Result<Chunk, ArrayError> {
 /// Counts of values in `bins` equal bins over `[lo, hi]`: each bin is
 /// half-open except the last, values outside and NaN are not counted.
 pub fn histogram(c: &Chunk, bins: usize, lo: f64, hi: f64) -> Result<Chunk, ArrayError> {
-    if bins == 0
-        || lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less)
-        || !lo.is_finite()
-        || !hi.is_finite()
-    {
-        return Err(ArrayError::Value(format!(
-            "histogram needs bins > 0 and a finite range lo < hi, got {bins} bins over [{lo}, {hi}]"
-        )));
-    }
+    check_histogram(bins, lo, hi)?;
     let mut counts = vec![0i64; bins];
     let width = (hi - lo) / bins as f64;
     for v in c.cast::<f64>().iter() {
@@ -425,6 +417,20 @@ pub fn histogram(c: &Chunk, bins: usize, lo: f64, hi: f64) -> Result<Chunk, Arra
     Ok(Chunk::from_array(
         ArrayD::from_shape_vec(IxDyn(&[bins]), counts).map_err(|e| ArrayError::Shape(e.to_string()))?,
     ))
+}
+
+/// The arguments `histogram` accepts: some bins over a finite range.
+pub fn check_histogram(bins: usize, lo: f64, hi: f64) -> Result<(), ArrayError> {
+    if bins == 0
+        || lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less)
+        || !lo.is_finite()
+        || !hi.is_finite()
+    {
+        return Err(ArrayError::Value(format!(
+            "histogram needs bins > 0 and a finite range lo < hi, got {bins} bins over [{lo}, {hi}]"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use super::{
-    Array, AxisChunks, ChunkSpec, Ctx, Operand, array_task, binary, finish, matmul, rechunk, reduction, unary,
+    Array, AxisChunks, ChunkSpec, Ctx, Operand, array_task, binary, block, finish, matmul, rechunk,
+    reduction, unary,
 };
 use crate::array::create::Dist;
 use crate::array::elementwise::{BinOp, UnOp};
@@ -13,10 +14,6 @@ use crate::array::reduce::Reduction;
 use crate::array::{ArrayError, ArrayOp, DType, Scalar, fmt_shape};
 use crate::graph::{Key, Layer, LayerRef, Tokenizer};
 use crate::ops::Arg;
-
-fn key(name: &Arc<str>, idx: &[u32]) -> Key {
-    Key::block(name.clone(), idx)
-}
 
 /// One block of a single-block result (`[0, 0]`) built on `layer`.
 fn single(name: &Arc<str>, layer: LayerRef, shape: &[usize], dtype: DType) -> Array {
@@ -62,16 +59,16 @@ pub fn qr(ctx: &Ctx, x: &Array) -> Result<(Array, Array), ArrayError> {
     for i in 0..nb {
         tasks.push(array_task(
             ctx,
-            key(&blocks, &[i as u32]),
+            block(&blocks, &[i]),
             ArrayOp::Qr,
             vec![Arg::Dep(0)],
             vec![x.block_key(&[i, 0])],
         ));
     }
-    let parts: Vec<Key> = (0..nb).map(|i| key(&blocks, &[i as u32])).collect();
+    let parts: Vec<Key> = (0..nb).map(|i| block(&blocks, &[i])).collect();
     tasks.push(array_task(
         ctx,
-        key(&stage2, &[]),
+        block(&stage2, &[]),
         ArrayOp::QrStack,
         (0..nb).map(|i| Arg::Dep(i as u32)).collect(),
         parts.clone(),
@@ -82,17 +79,22 @@ pub fn qr(ctx: &Ctx, x: &Array) -> Result<(Array, Array), ArrayError> {
         .map(|i| {
             array_task(
                 ctx,
-                key(&q_name, &[i as u32, 0]),
+                block(&q_name, &[i, 0]),
                 ArrayOp::QrQ { offset: i * n, rows: n },
                 vec![Arg::Dep(0), Arg::Dep(1)],
-                vec![parts[i].clone(), key(&stage2, &[])],
+                vec![parts[i].clone(), block(&stage2, &[])],
             )
         })
         .collect();
     let q =
         finish(q_name.to_string(), q_tasks, vec![inner.clone()], vec![x.chunks[0].clone(), vec![n]], dtype);
-    let r_task =
-        array_task(ctx, key(&r_name, &[0, 0]), ArrayOp::Item(1), vec![Arg::Dep(0)], vec![key(&stage2, &[])]);
+    let r_task = array_task(
+        ctx,
+        block(&r_name, &[0, 0]),
+        ArrayOp::Item(1),
+        vec![Arg::Dep(0)],
+        vec![block(&stage2, &[])],
+    );
     let r = finish(r_name.to_string(), vec![r_task], vec![inner], vec![vec![n], vec![n]], dtype);
     Ok((q, r))
 }
@@ -107,12 +109,12 @@ fn svd_block(ctx: &Ctx, x: &Array) -> Result<(Array, Array, Array), ArrayError> 
     t.str("svd").str(&x.name);
     let tok = t.finish();
     let f: Arc<str> = Arc::from(format!("svd-{tok}"));
-    let fact = array_task(ctx, key(&f, &[]), ArrayOp::Svd, vec![Arg::Dep(0)], vec![x.block_key(&[0, 0])]);
+    let fact = array_task(ctx, block(&f, &[]), ArrayOp::Svd, vec![Arg::Dep(0)], vec![x.block_key(&[0, 0])]);
     let layer = Layer::new(f.to_string(), vec![fact], vec![x.layer.clone()]);
-    let part = |item: usize, label: &str, idx: &[u32], shape: &[usize]| -> Array {
+    let part = |item: usize, label: &str, idx: &[usize], shape: &[usize]| -> Array {
         let name: Arc<str> = Arc::from(format!("{label}-{tok}"));
         let task =
-            array_task(ctx, key(&name, idx), ArrayOp::Item(item), vec![Arg::Dep(0)], vec![key(&f, &[])]);
+            array_task(ctx, block(&name, idx), ArrayOp::Item(item), vec![Arg::Dep(0)], vec![block(&f, &[])]);
         let l = Layer::new(name.to_string(), vec![task], vec![layer.clone()]);
         single(&name, l, shape, dtype)
     };

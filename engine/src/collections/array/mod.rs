@@ -95,8 +95,7 @@ impl Array {
     }
 
     pub fn block_key(&self, index: &[usize]) -> Key {
-        let idx: Vec<u32> = index.iter().map(|&i| i as u32).collect();
-        Key::block(self.name.clone(), &idx)
+        block(&self.name, index)
     }
 
     /// Every block index, in C order.
@@ -148,6 +147,22 @@ pub fn offsets(chunks: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// The key of block `idx` of the layer named `name`.
+fn block(name: &Arc<str>, idx: &[usize]) -> Key {
+    Key::block(name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>())
+}
+
+/// Feed a chunking to a token: equal expressions cut differently get
+/// different keys.
+fn token_chunks(t: &mut Tokenizer, chunks: &[Vec<usize>]) {
+    for c in chunks {
+        t.u64(c.len() as u64);
+        for &n in c {
+            t.u64(n as u64);
+        }
+    }
+}
+
 fn array_task(ctx: &Ctx, key: Key, op: ArrayOp, args: Vec<Arg>, deps: Vec<Key>) -> Task {
     let mut t = Task::new(key, Op::Call { func: Func::Array(Arc::new(op)), args }, deps);
     t.annotations = ctx.annotations.clone();
@@ -193,12 +208,7 @@ fn create(
 ) -> Result<Array, ArrayError> {
     check_shape(shape)?;
     let chunks = normalize_chunks(spec, shape, dtype)?;
-    for c in &chunks {
-        token.u64(c.len() as u64);
-        c.iter().for_each(|&n| {
-            token.u64(n as u64);
-        });
-    }
+    token_chunks(token, &chunks);
     let name = token.name(label);
     let key_name: Arc<str> = Arc::from(name.as_str());
     let offs: Vec<Vec<usize>> = chunks.iter().map(|c| offsets(c)).collect();
@@ -209,7 +219,7 @@ fn create(
             let bshape = idx.iter().enumerate().map(|(d, &i)| chunks[d][i]).collect();
             let boff = idx.iter().enumerate().map(|(d, &i)| offs[d][i]).collect();
             let op = make(&idx, bshape, boff);
-            let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
+            let key = block(&key_name, &idx);
             array_task(ctx, key, op, vec![], vec![])
         })
         .collect();
@@ -326,12 +336,7 @@ pub fn from_chunk(ctx: &Ctx, chunk: &Chunk, spec: &ChunkSpec) -> Result<Array, A
     let chunks = normalize_chunks(spec, &shape, chunk.dtype())?;
     let mut t = Tokenizer::new();
     t.str("array").value(&Value::array(chunk.clone()));
-    for c in &chunks {
-        c.iter().for_each(|&n| {
-            t.u64(n as u64);
-        });
-        t.str("/");
-    }
+    token_chunks(&mut t, &chunks);
     let name = t.name("array");
     let key_name: Arc<str> = Arc::from(name.as_str());
     let offs: Vec<Vec<usize>> = chunks.iter().map(|c| offsets(c)).collect();
@@ -343,9 +348,9 @@ pub fn from_chunk(ctx: &Ctx, chunk: &Chunk, spec: &ChunkSpec) -> Result<Array, A
             .enumerate()
             .map(|(d, &i)| (AxisSlice { start: offs[d][i], stop: offs[d][i] + chunks[d][i], step: 1 }, false))
             .collect();
-        let block = crate::array::shape::slice(chunk, &ranges)?.to_contiguous();
-        let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
-        let mut task = Task::new(key, Op::Literal(Value::array(block)), vec![]);
+        let piece = crate::array::shape::slice(chunk, &ranges)?.to_contiguous();
+        let key = block(&key_name, &idx);
+        let mut task = Task::new(key, Op::Literal(Value::array(piece)), vec![]);
         task.annotations = ctx.annotations.clone();
         tasks.push(task);
     }
@@ -369,12 +374,7 @@ pub fn from_npy(ctx: &Ctx, path: &std::path::Path, spec: &ChunkSpec) -> Result<A
         .map(|d| d.as_nanos() as u64);
     let mut t = Tokenizer::new();
     t.str("from-npy").str(&path.display().to_string()).u64(meta.len()).u64(mtime.unwrap_or(0));
-    for c in &chunks {
-        c.iter().for_each(|&n| {
-            t.u64(n as u64);
-        });
-        t.str("/");
-    }
+    token_chunks(&mut t, &chunks);
     let name = t.name("from-npy");
     let key_name: Arc<str> = Arc::from(name.as_str());
     let offs: Vec<Vec<usize>> = chunks.iter().map(|c| offsets(c)).collect();
@@ -401,7 +401,7 @@ pub fn from_npy(ctx: &Ctx, path: &std::path::Path, spec: &ChunkSpec) -> Result<A
                 .collect();
             let op =
                 ArrayOp::NpyRead { path: path_text.clone(), header: header.clone(), rows: (r0, r1), ranges };
-            let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
+            let key = block(&key_name, &idx);
             array_task(ctx, key, op, vec![], vec![])
         })
         .collect();
@@ -414,7 +414,12 @@ pub fn from_zarr(ctx: &Ctx, path: &std::path::Path, spec: Option<&ChunkSpec>) ->
     let info = crate::array::zarr::info(path)?;
     let chunks = match spec {
         Some(s) => normalize_chunks(s, &info.shape, info.dtype)?,
-        None => info.shape.iter().zip(&info.chunk_shape).map(|(&n, &c)| regular(n, c)).collect(),
+        // The store's own chunking, checked like any other spec (a store
+        // of tiny chunks would otherwise make a graph of billions of tasks).
+        None => {
+            let sizes = info.chunk_shape.iter().map(|&c| AxisChunks::Size(c.max(1) as i64)).collect();
+            normalize_chunks(&ChunkSpec::PerAxis(sizes), &info.shape, info.dtype)?
+        }
     };
     let meta = std::fs::metadata(path.join("zarr.json"))
         .map_err(|e| ArrayError::Value(format!("cannot read {}: {e}", path.display())))?;
@@ -435,7 +440,7 @@ pub fn from_zarr(ctx: &Ctx, path: &std::path::Path, spec: Option<&ChunkSpec>) ->
         .map(|idx| {
             let ranges =
                 idx.iter().enumerate().map(|(d, &i)| (offs[d][i], offs[d][i] + chunks[d][i])).collect();
-            let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
+            let key = block(&key_name, &idx);
             array_task(ctx, key, ArrayOp::ZarrRead { path: path_text.clone(), ranges }, vec![], vec![])
         })
         .collect();
@@ -474,7 +479,7 @@ pub fn to_zarr(ctx: &Ctx, a: &Array, path: &std::path::Path) -> Result<(LayerRef
     let mut keys = Vec::new();
     for idx in a.block_indices() {
         let start = idx.iter().enumerate().map(|(d, &i)| offs[d][i]).collect();
-        let key = Key::block(name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
+        let key = block(&name, &idx);
         tasks.push(array_task(
             ctx,
             key.clone(),
@@ -502,12 +507,7 @@ fn rechunk_to(ctx: &Ctx, a: &Array, new: Vec<Vec<usize>>) -> Result<Array, Array
     }
     let mut t = Tokenizer::new();
     t.str("rechunk").str(&a.name);
-    for c in &new {
-        c.iter().for_each(|&n| {
-            t.u64(n as u64);
-        });
-        t.str("/");
-    }
+    token_chunks(&mut t, &new);
     let name = t.name("rechunk");
     let key_name: Arc<str> = Arc::from(name.as_str());
     let old_off: Vec<Vec<usize>> = a.chunks.iter().map(|c| offsets(c)).collect();
@@ -547,7 +547,7 @@ fn rechunk_to(ctx: &Ctx, a: &Array, new: Vec<Vec<usize>>) -> Result<Array, Array
             deps.push(a.block_key(&old));
         }
         let args = (0..deps.len()).map(|i| Arg::Dep(i as u32)).collect();
-        let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
+        let key = block(&key_name, &idx);
         tasks.push(array_task(ctx, key, ArrayOp::Rechunk { pieces, numblocks: sub }, args, deps));
     }
     Ok(finish(name, tasks, vec![a.layer.clone()], new, a.dtype))
@@ -671,7 +671,7 @@ pub fn elementwise(
                 }),
             });
         }
-        let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
+        let key = block(&key_name, &idx);
         let mut task = Task::new(key, Op::Call { func: Func::Array(op.clone()), args }, deps);
         task.annotations = ctx.annotations.clone();
         tasks.push(task);
@@ -731,7 +731,7 @@ fn elementwise_unknown(
                     }),
                 })
                 .collect();
-            let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
+            let key = block(&key_name, &idx);
             let mut task = Task::new(key, Op::Call { func: Func::Array(op.clone()), args }, deps);
             task.annotations = ctx.annotations.clone();
             task
@@ -837,7 +837,7 @@ pub fn transpose(ctx: &Ctx, a: &Array, axes: Option<&[i64]>) -> Result<Array, Ar
             for (i, &p) in perm.iter().enumerate() {
                 src[p] = idx[i];
             }
-            let key = Key::block(key_name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>());
+            let key = block(&key_name, &idx);
             let mut task = Task::new(
                 key,
                 Op::Call { func: Func::Array(op.clone()), args: vec![Arg::Dep(0)] },

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{Array, Ctx, array_task, finish, grid, offsets};
+use super::{Array, Ctx, array_task, block, finish, grid, offsets};
 use crate::array::reduce::{BlockPlace, Reduction};
 use crate::array::{ArrayError, ArrayOp, norm_axes};
 use crate::graph::{Key, Tokenizer};
@@ -141,8 +141,4 @@ pub fn reduction(
     let mut r = finish(prev.to_string(), tasks, vec![a.layer.clone()], chunks, out_dtype);
     r.unknown = a.unknown && !axes.contains(&0);
     Ok(r)
-}
-
-fn block(name: &Arc<str>, idx: &[usize]) -> Key {
-    Key::block(name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>())
 }

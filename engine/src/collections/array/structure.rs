@@ -3,16 +3,12 @@
 
 use std::sync::Arc;
 
-use super::{Array, Ctx, array_task, finish, grid, rechunk_to, refine};
+use super::{Array, Ctx, array_task, block, finish, grid, rechunk_to, refine};
 use crate::array::elementwise::BinOp;
 use crate::array::shape::AxisSlice;
 use crate::array::{ArrayError, ArrayOp, DType, fmt_shape, norm_axis};
 use crate::graph::{Key, Tokenizer};
 use crate::ops::Arg;
-
-fn block(name: &Arc<str>, idx: &[usize]) -> Key {
-    Key::block(name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>())
-}
 
 /// `concatenate([a, b, ...], axis)`: the arrays must agree on every other
 /// axis (their blocks there are unified); the result's type is promoted.
@@ -303,15 +299,7 @@ pub fn cumsum(ctx: &Ctx, a: &Array, axis: i64) -> Result<Array, ArrayError> {
 /// `histogram(x, bins, range)` → `(counts, edges)`: counts per block,
 /// summed; the edges as `linspace(lo, hi, bins + 1)`.
 pub fn histogram(ctx: &Ctx, a: &Array, bins: usize, lo: f64, hi: f64) -> Result<(Array, Array), ArrayError> {
-    if bins == 0
-        || lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less)
-        || !lo.is_finite()
-        || !hi.is_finite()
-    {
-        return Err(ArrayError::Value(format!(
-            "histogram needs bins > 0 and a finite range lo < hi, got {bins} bins over [{lo}, {hi}]"
-        )));
-    }
+    crate::array::reduce::check_histogram(bins, lo, hi)?;
     let mut t = Tokenizer::new();
     t.str("histogram").str(&a.name).u64(bins as u64).u64(lo.to_bits()).u64(hi.to_bits());
     let tok = t.finish();
