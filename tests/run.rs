@@ -263,10 +263,11 @@ fn ctrl_c_interrupts_a_running_compute() {
     assert_no_panic(&out);
 }
 
-/// On a terminal, a compute longer than a moment draws the progress bar on
-/// stderr (run under a pseudo-terminal made by util-linux `script`).
+/// On a terminal, a compute longer than half a second draws the live panel
+/// on stderr (run under a pseudo-terminal made by util-linux `script`),
+/// and leaves a one-line summary when it ends.
 #[test]
-fn a_progress_bar_is_drawn_on_a_terminal() {
+fn the_live_panel_is_drawn_on_a_terminal() {
     if Command::new("script").arg("--version").output().is_err() {
         eprintln!("skipped: `script` (util-linux) is not installed, no pseudo-terminal to test with");
         return;
@@ -275,13 +276,27 @@ fn a_progress_bar_is_drawn_on_a_terminal() {
         "progress",
         "let parts = [];\nfor i in 0..40 { parts.push(delayed(|x| { let s = 0; for j in 0..250000 { s += j; } s + x }).call(i)); }\nprint(`n=${compute(parts)[0].len()}`);\n",
     );
-    let cmd = format!("exec {} run {}", env!("CARGO_BIN_EXE_brisk"), path.display());
+    let cmd = format!("stty cols 100 rows 30; exec {} run {}", env!("CARGO_BIN_EXE_brisk"), path.display());
     let out = Command::new("script").args(["-qefc", &cmd, "/dev/null"]).output().expect("script");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let raw = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{raw}");
+    let text = strip_terminal_codes(&raw);
     assert!(text.contains("n=40"), "the script ran: {text:?}");
-    assert!(text.contains("tasks |") && text.contains("[#"), "no progress bar drawn: {text:?}");
-    assert!(text.contains("\x1b[2K"), "the bar is cleared at the end: {text:?}");
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines.iter().any(|l| l.starts_with("worker") && l.contains("threads") && l.contains("GPU"));
+    assert!(header, "the worker table was drawn: {text}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("local ") && l.contains('%')),
+        "a row for the local worker: {text}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("lambda ") && l.contains("/40")),
+        "a bar for the group: {text}"
+    );
+    assert!(text.contains("tasks/s |"), "a status line: {text}");
+    assert!(raw.contains("\x1b[J"), "the panel is cleared: {raw:?}");
+    let last = lines.iter().rev().find(|l| !l.trim().is_empty()).expect("output");
+    assert!(last.starts_with("40/40 tasks in ") && last.contains("peak memory"), "a summary is left: {text}");
 }
 
 /// Drive the REPL on a pseudo-terminal as a person would: each step is
@@ -296,7 +311,7 @@ fn type_into_repl(steps: &[(&str, u64)], history: &Path) -> Option<String> {
     // left waiting in between (dash, the default `/bin/sh` of Debian)
     // catches the Ctrl-C typed below and kills itself with SIGINT once
     // brisk has exited cleanly, making the exit status 130.
-    let command = format!("exec {}", env!("CARGO_BIN_EXE_brisk"));
+    let command = format!("stty cols 100 rows 30; exec {}", env!("CARGO_BIN_EXE_brisk"));
     let mut child = Command::new("script")
         .args(["-qec", &command, "/dev/null"])
         .env("NO_COLOR", "1")
@@ -343,7 +358,9 @@ fn type_into_repl(steps: &[(&str, u64)], history: &Path) -> Option<String> {
     Some(strip_terminal_codes(&screen))
 }
 
-/// Remove CSI sequences (`ESC [ ... letter`) and carriage returns.
+/// Remove CSI sequences (`ESC [ ... letter`) and carriage returns. Moving
+/// the cursor up (a redrawn panel) and leaving the alternate screen (the
+/// full-screen dashboard) start a new line, so what follows reads apart.
 fn strip_terminal_codes(s: &str) -> String {
     let mut out = String::new();
     let mut chars = s.chars().peekable();
@@ -351,10 +368,15 @@ fn strip_terminal_codes(s: &str) -> String {
         if c == '\x1b' {
             if chars.peek() == Some(&'[') {
                 chars.next();
+                let mut params = String::new();
                 for d in chars.by_ref() {
                     if d.is_ascii_alphabetic() || d == '~' {
+                        if d == 'A' || (d == 'l' && params == "?1049") {
+                            out.push('\n');
+                        }
                         break;
                     }
+                    params.push(d);
                 }
             }
         } else if c != '\r' {
@@ -395,6 +417,11 @@ fn the_repl_works_as_a_person_uses_it() {
     assert!(has("42"), "the multi-line function ran: {screen}");
     assert!(has("41"), "Tab completed tot to total: {screen}");
     assert!(screen.contains("<input 5>: interrupted"), "Ctrl-C interrupted the compute: {screen}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("worker") && l.contains("memory")),
+        "the panel showed: {screen}"
+    );
+    assert!(screen.contains("0/1 tasks in "), "the panel left a summary: {screen}");
     assert!(has("3"), "the session survived the interrupt: {screen}");
     assert!(screen.contains("gather(futures) -> array"), "{screen}");
     assert!(screen.contains("error: <input 7>:1:9: syntax error: Unexpected ';'"), "{screen}");
@@ -402,4 +429,29 @@ fn the_repl_works_as_a_person_uses_it() {
     assert!(has("total: i64"), "{screen}");
     let saved = std::fs::read_to_string(&history).expect("history saved");
     assert!(saved.contains("twice(21)") && saved.contains(":help gather"), "{saved}");
+}
+
+/// `:dash` opens the full-screen dashboard; `q` returns to the prompt with
+/// the session intact; `:dash EXPR` runs EXPR while the screen shows.
+#[test]
+fn the_full_screen_dashboard_opens_and_closes() {
+    let dir = std::env::temp_dir().join(format!("brisk-dash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let steps: &[(&str, u64)] = &[
+        ("let f = submit(|x| { let i = 0; while i < 200000 { i += 1; } i + x }, 1);\n", 400),
+        (":dash\n", 1500),
+        ("q", 800),
+        ("f.result()\n", 800),
+        (":dash delayed(|x| x * 2).call(21).compute()\n", 1500),
+        ("q", 800),
+        (":quit\n", 600),
+    ];
+    let Some(screen) = type_into_repl(steps, &dir.join("history")) else { return };
+    // The full screen is drawn by cursor moves, blanks skipped: look for words.
+    for needle in ["Workers", "Progress", "stream", "Memory", "prompt", "GPU", "lambda"] {
+        assert!(screen.contains(needle), "{needle:?} not on the screen: {screen}");
+    }
+    let lines: Vec<&str> = screen.lines().map(str::trim).collect();
+    assert!(lines.contains(&"200001"), "the future's result after leaving: {screen}");
+    assert!(lines.contains(&"42"), "the expression run under :dash printed its value: {screen}");
 }

@@ -83,7 +83,8 @@ fn history_path() -> Option<PathBuf> {
 /// Run the REPL until `:quit` or Ctrl-D.
 pub fn run(session: Session) -> anyhow::Result<ExitCode> {
     crate::interrupt_on_ctrl_c(&session, false);
-    let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    session.set_output(std::sync::Arc::new(crate::dash::inline::print_line));
+    let colour = crate::colour_on(&std::io::stdout());
     let session = Rc::new(RefCell::new(session));
     let mut rl: Editor<BriskHelper, DefaultHistory> = Editor::new()?;
     rl.set_helper(Some(BriskHelper { session: session.clone(), hinter: HistoryHinter::new(), colour }));
@@ -131,9 +132,13 @@ pub fn run(session: Session) -> anyhow::Result<ExitCode> {
 fn evaluate(session: &Rc<RefCell<Session>>, text: &str, origin: &str, colour: bool) {
     let bar = std::io::stderr()
         .is_terminal()
-        .then(|| crate::progress::Bar::start(session.borrow().state().clone()));
+        .then(|| crate::dash::inline::Panel::start(session.borrow().state().clone(), colour));
     let result = session.borrow_mut().eval(text, origin);
     drop(bar);
+    print_result(result, text, origin, colour);
+}
+
+fn print_result(result: Result<rhai::Dynamic, ScriptError>, text: &str, origin: &str, colour: bool) {
     match result {
         Ok(v) if !v.is_unit() => println!("{}", brisk_script::api::display(&v)),
         Ok(_) => {}
@@ -190,7 +195,18 @@ fn meta_command(meta: &str, session: &Rc<RefCell<Session>>, colour: bool) -> boo
             evaluate(session, rest, "<time>", colour);
             println!("took {:.3} s", t0.elapsed().as_secs_f64());
         }
-        "dash" => println!("the live dashboard is not built yet; a progress bar shows during computes"),
+        "dash" => {
+            let (state, cancel) = {
+                let s = session.borrow();
+                (s.state().clone(), s.cancel_token())
+            };
+            let work = || (!rest.is_empty()).then(|| session.borrow_mut().eval(rest, "<dash>"));
+            match crate::dash::full::show(state, cancel, colour, work) {
+                Ok(Some(result)) => print_result(result, rest, "<dash>", colour),
+                Ok(None) => {}
+                Err(e) => eprintln!("error: the dashboard cannot use this terminal: {e}"),
+            }
+        }
         _ => println!("unknown command :{meta} (try :help)"),
     }
     false

@@ -2,9 +2,9 @@
 //! piped stdin as one script); `brisk run FILE` runs a script headless on
 //! the embedded local scheduler.
 
+mod dash;
 mod highlight;
 mod interactive;
-mod progress;
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -31,7 +31,7 @@ enum Command {
     Run {
         /// The script to run (`.rhai`).
         file: PathBuf,
-        /// Never draw the progress bar, even on a terminal.
+        /// Never draw the live panel, even on a terminal.
         #[arg(long)]
         no_progress: bool,
     },
@@ -69,9 +69,10 @@ fn run_file(path: &std::path::Path, progress: bool) -> anyhow::Result<ExitCode> 
         )
     })?;
     let mut session = Session::new();
+    session.set_output(std::sync::Arc::new(dash::inline::print_line));
     interrupt_on_ctrl_c(&session, true);
-    let bar =
-        (progress && std::io::stderr().is_terminal()).then(|| progress::Bar::start(session.state().clone()));
+    let bar = (progress && std::io::stderr().is_terminal())
+        .then(|| dash::inline::Panel::start(session.state().clone(), colour_on(&std::io::stderr())));
     let result = session.eval(&text, &path.display().to_string());
     drop(bar);
     Ok(report(result))
@@ -106,6 +107,11 @@ fn interrupt_on_ctrl_c(session: &Session, second_exits: bool) {
     if let Err(e) = installed {
         eprintln!("warning: Ctrl-C will end brisk at once ({e})");
     }
+}
+
+/// Colours on a terminal, unless `NO_COLOR` is set (no-color.org).
+pub fn colour_on(stream: &impl IsTerminal) -> bool {
+    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
 /// Print an error once, clearly; the exit code tells what kind it was.
