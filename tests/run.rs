@@ -431,8 +431,9 @@ fn the_repl_works_as_a_person_uses_it() {
     assert!(saved.contains("twice(21)") && saved.contains(":help gather"), "{saved}");
 }
 
-/// `:dash` opens the full-screen dashboard; `q` returns to the prompt with
-/// the session intact; `:dash EXPR` runs EXPR while the screen shows.
+/// `:dash` opens the full-screen dashboard; `q` or Esc returns to the prompt
+/// with the session intact; `:dash EXPR` runs EXPR while the screen shows,
+/// and its error is reported once the screen is left; Ctrl-D exits.
 #[test]
 fn the_full_screen_dashboard_opens_and_closes() {
     let dir = std::env::temp_dir().join(format!("brisk-dash-{}", std::process::id()));
@@ -444,7 +445,11 @@ fn the_full_screen_dashboard_opens_and_closes() {
         ("f.result()\n", 800),
         (":dash delayed(|x| x * 2).call(21).compute()\n", 1500),
         ("q", 800),
-        (":quit\n", 600),
+        (":dash no_such_name + 1\n", 1200),
+        ("\x1b", 800),
+        ("40 + 2 + 100\n", 700),
+        // Ctrl-D at an empty prompt leaves.
+        ("\x04", 600),
     ];
     let Some(screen) = type_into_repl(steps, &dir.join("history")) else { return };
     // The full screen is drawn by cursor moves, blanks skipped: look for words.
@@ -454,4 +459,6 @@ fn the_full_screen_dashboard_opens_and_closes() {
     let lines: Vec<&str> = screen.lines().map(str::trim).collect();
     assert!(lines.contains(&"200001"), "the future's result after leaving: {screen}");
     assert!(lines.contains(&"42"), "the expression run under :dash printed its value: {screen}");
+    assert!(screen.contains("error: <dash>:1:1: Variable not found: no_such_name"), "{screen}");
+    assert!(lines.contains(&"142"), "the terminal and session work after an error: {screen}");
 }

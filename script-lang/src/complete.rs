@@ -14,9 +14,30 @@ pub struct Completion {
     pub candidates: Vec<String>,
 }
 
-/// Keys of the option maps the API takes (config, annotate).
-const OPTION_KEYS: &[&str] =
-    &["scheduler", "num_workers", "array.backend", "optimization.fuse", "priority", "retries", "resources"];
+/// Keys of the option maps the API takes (config, annotate, arrays).
+const OPTION_KEYS: &[&str] = &[
+    "scheduler",
+    "num_workers",
+    "array.backend",
+    "optimization.fuse",
+    "priority",
+    "retries",
+    "resources",
+    "chunks",
+    "dtype",
+    "seed",
+    "mean",
+    "std",
+    "axis",
+    "keepdims",
+    "split_every",
+    "ddof",
+    "drop_axis",
+    "bins",
+    "range",
+    "oversample",
+    "n_power_iter",
+];
 
 const KEYWORDS: &[&str] = &[
     "let", "const", "fn", "if", "else", "for", "in", "while", "loop", "do", "until", "break", "continue",
