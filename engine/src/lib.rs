@@ -7,6 +7,7 @@
 //! (`local` threads) → result.
 
 pub mod array;
+pub mod bag;
 pub mod collections;
 pub mod diagnostics;
 pub mod error;

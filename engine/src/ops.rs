@@ -32,6 +32,8 @@ pub enum Func {
     Builtin(Builtin),
     /// An array kernel (`crate::array::ops`).
     Array(Arc<ArrayOp>),
+    /// A bag kernel (`crate::bag`), which may call closures per record.
+    Bag(Arc<crate::bag::BagOp>),
 }
 
 /// Native functions that need no script engine.
@@ -139,6 +141,18 @@ impl TaskContext<'_> {
 /// Runs shipped closures. Implemented by the script layer.
 pub trait UdfRunner: Send + Sync {
     fn call(&self, udf: &Udf, args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, TaskError>;
+
+    /// `udf(x)` for each item (bag `map`, `filter`, keys): a runner can look
+    /// the closure up once for all of them. An error comes with the index
+    /// of the item that caused it.
+    fn call_each(
+        &self,
+        udf: &Udf,
+        items: Vec<Value>,
+        ctx: &TaskContext<'_>,
+    ) -> Result<Vec<Value>, (usize, TaskError)> {
+        items.into_iter().enumerate().map(|(i, x)| self.call(udf, vec![x], ctx).map_err(|e| (i, e))).collect()
+    }
 }
 
 /// A runner for graphs without closures (tests, the scheduler benchmark).
@@ -168,6 +182,7 @@ pub fn execute(
                 Func::Udf(udf) => udfs.call(udf, args, ctx),
                 Func::Builtin(b) => builtin(*b, args),
                 Func::Array(op) => Ok(crate::array::ops::execute(op, &args)?),
+                Func::Bag(op) => crate::bag::execute(op, &args, udfs, ctx),
             }
         }
         Op::Fused(steps) => {

@@ -86,8 +86,15 @@ fn current_task_cancelled() -> bool {
 /// Compiled code versions kept per thread (a REPL makes one per input).
 const CACHE_VERSIONS: usize = 8;
 
-impl UdfRunner for RhaiUdfs {
-    fn call(&self, udf: &Udf, args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, TaskError> {
+impl RhaiUdfs {
+    /// Run `body` with this thread's engine, `udf`'s compiled code and the
+    /// task's cancel flags in place.
+    fn with_code<T>(
+        &self,
+        udf: &Udf,
+        ctx: &TaskContext<'_>,
+        body: impl FnOnce(&Engine, &AST) -> Result<T, TaskError>,
+    ) -> Result<T, TaskError> {
         ENGINE.with(|cell| {
             let mut slot = cell.borrow_mut();
             let te = slot.get_or_insert_with(|| {
@@ -112,15 +119,58 @@ impl UdfRunner for RhaiUdfs {
                 flags.push(ctx.cancelled.clone());
                 flags.extend(ctx.interrupt.cloned());
             });
+            let result = body(&te.engine, &ast);
+            CURRENT_CANCEL.with(|c| c.borrow_mut().clear());
+            result
+        })
+    }
+}
+
+impl UdfRunner for RhaiUdfs {
+    fn call(&self, udf: &Udf, args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, TaskError> {
+        self.with_code(udf, ctx, |engine, ast| {
             let mut all: Vec<Dynamic> = udf.curry.iter().map(to_dynamic).collect();
             all.extend(args.iter().map(to_dynamic));
-            let result = call_entry(&te.engine, &ast, &udf.entry, all);
-            CURRENT_CANCEL.with(|c| c.borrow_mut().clear());
-            match result {
+            match call_entry(engine, ast, &udf.entry, all) {
                 Ok(d) => to_value(&d, &format!("the result of '{}'", udf.label)).map_err(TaskError::user),
                 Err(e) => Err(task_error(&e, &udf.code, ctx.is_cancelled())),
             }
         })
+    }
+
+    /// One lookup of the engine and the code for a whole partition; the
+    /// captured values are converted once.
+    fn call_each(
+        &self,
+        udf: &Udf,
+        items: Vec<Value>,
+        ctx: &TaskContext<'_>,
+    ) -> Result<Vec<Value>, (usize, TaskError)> {
+        let mut failed = 0;
+        let out = self.with_code(udf, ctx, |engine, ast| {
+            let curry: Vec<Dynamic> = udf.curry.iter().map(to_dynamic).collect();
+            let is_script = ast.iter_functions().any(|f| f.name == udf.entry && f.params.len() == curry.len() + 1);
+            let what = format!("the result of '{}'", udf.label);
+            let mut scope = Scope::new();
+            let mut out = Vec::with_capacity(items.len());
+            for (i, x) in items.iter().enumerate() {
+                failed = i;
+                let mut args = curry.clone();
+                args.push(to_dynamic(x));
+                let r = if is_script {
+                    let options = CallFnOptions::new().eval_ast(false).rewind_scope(true);
+                    engine.call_fn_with_options::<Dynamic>(options, &mut scope, ast, &udf.entry, args)
+                } else {
+                    call_entry(engine, ast, &udf.entry, args)
+                };
+                match r {
+                    Ok(d) => out.push(to_value(&d, &what).map_err(TaskError::user)?),
+                    Err(e) => return Err(task_error(&e, &udf.code, ctx.is_cancelled())),
+                }
+            }
+            Ok(out)
+        });
+        out.map_err(|e| (failed, e))
     }
 }
 

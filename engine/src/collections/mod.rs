@@ -3,3 +3,4 @@
 //! (`crate::array` for arrays).
 
 pub mod array;
+pub mod bag;

@@ -17,6 +17,9 @@ pub fn collection_of(d: &Dynamic) -> Option<(LayerRef, Key)> {
     if let Some(x) = d.read_lock::<LazyArray>() {
         return Some(brisk_engine::collections::array::finalize(&x.a));
     }
+    if let Some(b) = d.read_lock::<super::LazyBag>() {
+        return Some(brisk_engine::collections::bag::finalize(&b.b));
+    }
     d.read_lock::<Delayed>().map(|x| (x.layer.clone(), x.key.clone()))
 }
 

@@ -58,6 +58,9 @@ pub fn call_task(state: &SessionState, func: &Func, label: &str, args: &[Dynamic
         Func::Array(op) => {
             b.token.str(&format!("{op:?}"));
         }
+        Func::Bag(op) => {
+            b.token.str(&format!("{op:?}"));
+        }
     }
     let mut built = Vec::with_capacity(args.len());
     for (i, a) in args.iter().enumerate() {

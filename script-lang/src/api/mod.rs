@@ -4,6 +4,7 @@
 
 mod args;
 mod array;
+mod bag;
 mod config;
 mod delayed;
 pub mod docs;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use rhai::{Dynamic, Engine};
 
 pub use args::collection_of;
+pub use bag::LazyBag;
 pub use array::{LazyArray, chunk_from_nested, summary as array_summary, to_nested};
 pub use config::{AnnotationScope, SessionConfig};
 pub use delayed::{Delayed, DelayedFn};
@@ -27,6 +29,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     register_values(engine);
     delayed::register(engine, state);
     array::register(engine, state);
+    bag::register(engine, state);
     futures::register(engine, state);
     config::register(engine, state);
 }
@@ -75,6 +78,8 @@ pub fn type_name(d: &Dynamic) -> String {
         "Delayed".into()
     } else if d.is::<LazyArray>() {
         "Array".into()
+    } else if d.is::<LazyBag>() {
+        "Bag".into()
     } else if d.is::<brisk_engine::array::Chunk>() {
         "ndarray".into()
     } else if d.is::<RFuture>() {
@@ -101,6 +106,9 @@ pub fn display_scalar(d: &Dynamic) -> String {
     }
     if let Some(x) = d.read_lock::<LazyArray>() {
         return array::repr(&x);
+    }
+    if let Some(x) = d.read_lock::<LazyBag>() {
+        return bag::repr(&x);
     }
     if let Some(c) = d.read_lock::<brisk_engine::array::Chunk>() {
         return crate::display::chunk_text(&c);

@@ -1,0 +1,321 @@
+//! The lazy `Bag` (Dask's `dask.bag`): partitions of records, each coming
+//! from a task or from a block of a text file, plus the record-wise stages
+//! still to apply. Stages are not tasks: they run inside whatever task next
+//! needs the partition (Dask fuses its bag chains the same way), so
+//! `read_text(...).str_split().flatten().frequencies()` is one task per
+//! block and a small tree.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::array::Ctx;
+use crate::bag::{Agg, BagOp, Sink, Source, Stage};
+use crate::graph::{Key, Layer, LayerRef, Tokenizer};
+use crate::ops::{Arg, Func, Op, Udf};
+use crate::value::Value;
+use crate::Task;
+
+/// Partials merged per combine task (Dask's bag `split_every` default).
+pub const SPLIT_EVERY: usize = 8;
+
+/// Where one partition's records come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Part {
+    /// A task's result (a list of records).
+    Key(Key),
+    /// Lines of a block of a text file.
+    Text { path: Arc<str>, start: u64, end: u64 },
+}
+
+#[derive(Clone, Debug)]
+pub struct Bag {
+    pub parts: Arc<Vec<Part>>,
+    /// The layers holding the tasks of `Part::Key` partitions.
+    pub deps: Vec<LayerRef>,
+    pub stages: Arc<Vec<Stage>>,
+    /// Identity of the records: sources and stages.
+    pub token: String,
+    /// What made the bag, for its summary (`"map"`, `"read_text"`).
+    pub label: &'static str,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BagError {
+    #[error("{0}")]
+    Value(String),
+    #[error("cannot read {path}: {error}")]
+    Io { path: String, error: std::io::Error },
+}
+
+fn task(ctx: &Ctx, key: Key, op: BagOp, args: Vec<Arg>, deps: Vec<Key>) -> Task {
+    let mut t = Task::new(key, Op::Call { func: Func::Bag(Arc::new(op)), args }, deps);
+    t.annotations = ctx.annotations.clone();
+    t
+}
+
+fn block(name: &Arc<str>, i: usize) -> Key {
+    Key::block(name.clone(), &[i as u32])
+}
+
+impl Bag {
+    pub fn npartitions(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// The same partitions with one more stage; `token` identifies the
+    /// stage's arguments (a closure's source and captures).
+    pub fn with_stage(&self, stage: Stage, token: &str) -> Bag {
+        let mut stages = self.stages.as_ref().clone();
+        let label = stage.name();
+        stages.push(stage);
+        Bag {
+            parts: self.parts.clone(),
+            deps: self.deps.clone(),
+            stages: Arc::new(stages),
+            token: Tokenizer::new().str(&self.token).str(label).str(token).finish(),
+            label,
+        }
+    }
+
+    /// A bag of the given partition keys, held by `layer`.
+    fn of_keys(layer: LayerRef, keys: Vec<Key>, label: &'static str) -> Bag {
+        let token = {
+            let mut t = Tokenizer::new();
+            keys.iter().for_each(|k| {
+                t.key(k);
+            });
+            t.finish()
+        };
+        Bag {
+            parts: Arc::new(keys.into_iter().map(Part::Key).collect()),
+            deps: vec![layer],
+            stages: Arc::new(Vec::new()),
+            token,
+            label,
+        }
+    }
+
+    /// One `Run` task per partition feeding `sink`, in a layer named
+    /// `prefix-<token>`.
+    fn run_layer(&self, ctx: &Ctx, prefix: &str, sink: Sink, extra: &str) -> (LayerRef, Vec<Key>) {
+        let name: Arc<str> = Arc::from(Tokenizer::new().str(&self.token).str(prefix).str(extra).name(prefix));
+        let mut tasks = Vec::with_capacity(self.parts.len());
+        let mut keys = Vec::with_capacity(self.parts.len());
+        for (i, p) in self.parts.iter().enumerate() {
+            let key = block(&name, i);
+            let (source, args, deps) = match p {
+                Part::Key(k) => (Source::Dep, vec![Arg::Dep(0)], vec![k.clone()]),
+                Part::Text { path, start, end } => {
+                    (Source::Text { path: path.clone(), start: *start, end: *end }, vec![], vec![])
+                }
+            };
+            let op = BagOp::Run { source, stages: self.stages.as_ref().clone(), sink: sink.clone() };
+            tasks.push(task(ctx, key.clone(), op, args, deps));
+            keys.push(key);
+        }
+        (Layer::new(name, tasks, self.deps.clone()), keys)
+    }
+
+    /// The partitions as tasks whose results are lists of records.
+    pub fn partitions(&self, ctx: &Ctx) -> (LayerRef, Vec<Key>) {
+        if self.stages.is_empty() && self.deps.len() == 1 && self.parts.iter().all(|p| matches!(p, Part::Key(_))) {
+            let keys = self.parts.iter().filter_map(|p| if let Part::Key(k) = p { Some(k.clone()) } else { None });
+            return (self.deps[0].clone(), keys.collect());
+        }
+        self.run_layer(ctx, self.label, Sink::Records, "")
+    }
+}
+
+/// Dask's partitioning of a sequence: `npartitions` parts, or about 100
+/// (one record each for 100 records or fewer).
+pub fn from_sequence(ctx: &Ctx, records: Vec<Value>, npartitions: Option<usize>) -> Result<Bag, BagError> {
+    let n = records.len();
+    let size = match npartitions {
+        Some(0) => return Err(BagError::Value("from_sequence: npartitions must be at least 1".into())),
+        Some(p) if n <= 100 => n.div_ceil(p).max(1),
+        Some(p) => (n / p).max(1),
+        None if n <= 100 => 1,
+        None => ((n as f64).sqrt() / 10.0).ceil().max(1.0) as usize,
+    };
+    let mut t = Tokenizer::new();
+    t.str("from_sequence").u64(size as u64);
+    records.iter().for_each(|r| {
+        t.value(r);
+    });
+    let name: Arc<str> = Arc::from(t.name("from_sequence"));
+    let chunks: Vec<&[Value]> = if n == 0 { vec![&[]] } else { records.chunks(size).collect() };
+    let mut tasks = Vec::new();
+    let mut keys = Vec::new();
+    for (i, c) in chunks.into_iter().enumerate() {
+        let key = block(&name, i);
+        let mut task = Task::new(key.clone(), Op::Literal(Value::list(c.to_vec())), vec![]);
+        task.annotations = ctx.annotations.clone();
+        tasks.push(task);
+        keys.push(key);
+    }
+    let layer = Layer::new(name, tasks, vec![]);
+    Ok(Bag::of_keys(layer, keys, "from_sequence"))
+}
+
+/// Lines of text files: one partition per file, or per `blocksize` bytes
+/// cut at line ends.
+pub fn read_text(paths: &[std::path::PathBuf], blocksize: Option<u64>) -> Result<Bag, BagError> {
+    if paths.is_empty() {
+        return Err(BagError::Value("read_text: no files matched".into()));
+    }
+    if blocksize == Some(0) {
+        return Err(BagError::Value("read_text: blocksize must be at least 1 byte".into()));
+    }
+    let mut t = Tokenizer::new();
+    t.str("read_text").u64(blocksize.unwrap_or(0));
+    let mut parts = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|error| BagError::Io { path: p.display().to_string(), error })?;
+        if meta.is_dir() {
+            return Err(BagError::Value(format!("read_text: {} is a directory", p.display())));
+        }
+        let mtime = meta.modified().ok().and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok());
+        t.str(&p.display().to_string()).u64(meta.len()).u64(mtime.map_or(0, |d| d.as_nanos() as u64));
+        let path: Arc<str> = Arc::from(p.display().to_string());
+        for (start, end) in crate::bag::text::blocks(meta.len(), blocksize) {
+            parts.push(Part::Text { path: path.clone(), start, end });
+        }
+    }
+    Ok(Bag { parts: Arc::new(parts), deps: vec![], stages: Arc::new(vec![]), token: t.finish(), label: "read_text" })
+}
+
+/// An aggregate as a tree: a partial per partition, combines of
+/// `SPLIT_EVERY`, and a finish task. Returns the layer and the final key.
+pub fn aggregate(ctx: &Ctx, bag: &Bag, agg: Agg, token: &str) -> (LayerRef, Key) {
+    let label = agg.name();
+    let (part_layer, mut level) = bag.run_layer(ctx, label, Sink::Partial(agg.clone()), token);
+    let tok = Tokenizer::new().str(&part_layer.name).finish();
+    let mut layers = vec![part_layer];
+    let mut depth = 0;
+    // At least one combine, so a `reduction`'s aggregate always runs.
+    while level.len() > 1 || depth == 0 {
+        depth += 1;
+        let name: Arc<str> = Arc::from(format!("{label}-combine{depth}-{tok}"));
+        let mut tasks = Vec::new();
+        let mut next = Vec::new();
+        for (g, group) in level.chunks(SPLIT_EVERY).enumerate() {
+            let key = block(&name, g);
+            let args = (0..group.len()).map(|i| Arg::Dep(i as u32)).collect();
+            tasks.push(task(ctx, key.clone(), BagOp::Combine(agg.clone()), args, group.to_vec()));
+            next.push(key);
+        }
+        let prev = layers.last().cloned().into_iter().collect();
+        layers.push(Layer::new(name, tasks, prev));
+        level = next;
+    }
+    let name = format!("{label}-{tok}");
+    let key = Key::new(name.as_str());
+    let last = layers.pop().into_iter().collect();
+    let finish = task(ctx, key.clone(), BagOp::Finish(agg), vec![Arg::Dep(0)], level);
+    (Layer::new(name, vec![finish], last), key)
+}
+
+/// An aggregate whose result is records (`frequencies`, `topk`, …), as a
+/// one-partition bag.
+pub fn aggregate_bag(ctx: &Ctx, bag: &Bag, agg: Agg, token: &str) -> Bag {
+    let label = agg.name();
+    let (layer, key) = aggregate(ctx, bag, agg, token);
+    Bag::of_keys(layer, vec![key], label)
+}
+
+/// `groupby(key)`: a hash shuffle into as many partitions as the bag has;
+/// each output record is `[key, [records…]]`.
+pub fn groupby(ctx: &Ctx, bag: &Bag, key: Arc<Udf>, token: &str) -> Bag {
+    let (layer, parts) = bag.partitions(ctx);
+    let n = parts.len();
+    let tok = Tokenizer::new().str(&bag.token).str("groupby").str(token).finish();
+    let split_name: Arc<str> = Arc::from(format!("shuffle-split-{tok}"));
+    let split_tasks: Vec<Task> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let op = BagOp::Split { key: key.clone(), parts: n as u32 };
+            task(ctx, block(&split_name, i), op, vec![Arg::Dep(0)], vec![k.clone()])
+        })
+        .collect();
+    let splits: Vec<Key> = split_tasks.iter().map(|t| t.key.clone()).collect();
+    let split_layer = Layer::new(split_name, split_tasks, vec![layer]);
+    let group_name: Arc<str> = Arc::from(format!("groupby-{tok}"));
+    let args: Vec<Arg> = (0..n).map(|i| Arg::Dep(i as u32)).collect();
+    let keys: Vec<Key> = (0..n).map(|j| block(&group_name, j)).collect();
+    let tasks = keys
+        .iter()
+        .enumerate()
+        .map(|(j, k)| {
+            let op = BagOp::Group { key: key.clone(), part: j as u32 };
+            task(ctx, k.clone(), op, args.clone(), splits.clone())
+        })
+        .collect();
+    Bag::of_keys(Layer::new(group_name, tasks, vec![split_layer]), keys, "groupby")
+}
+
+/// All records in one list (what `compute` returns).
+pub fn finalize(bag: &Bag) -> (LayerRef, Key) {
+    let (layer, parts) = bag.partitions(&Ctx::default());
+    let name = format!("finalize-{}", Tokenizer::new().str(&bag.token).str(&layer.name).finish());
+    let key = Key::new(name.as_str());
+    let args = (0..parts.len()).map(|i| Arg::Dep(i as u32)).collect();
+    let t = task(&Ctx::default(), key.clone(), BagOp::Concat, args, parts);
+    (Layer::new(name, vec![t], vec![layer]), key)
+}
+
+/// `to_textfiles(dir)`: `dir/0.part`, `dir/1.part`, … (made if missing).
+/// Returns the layer and one key per file; each result is the file's path.
+pub fn to_textfiles(ctx: &Ctx, bag: &Bag, dir: &Path) -> Result<(LayerRef, Vec<Key>), BagError> {
+    std::fs::create_dir_all(dir).map_err(|error| BagError::Io { path: dir.display().to_string(), error })?;
+    let (layer, parts) = bag.partitions(ctx);
+    let tok = Tokenizer::new().str(&layer.name).str(&dir.display().to_string()).finish();
+    let name: Arc<str> = Arc::from(format!("to-textfiles-{tok}"));
+    let mut tasks = Vec::new();
+    let mut keys = Vec::new();
+    for (i, k) in parts.iter().enumerate() {
+        let key = block(&name, i);
+        let path: Arc<str> = Arc::from(dir.join(format!("{i}.part")).display().to_string());
+        tasks.push(task(ctx, key.clone(), BagOp::WriteText { path }, vec![Arg::Dep(0)], vec![k.clone()]));
+        keys.push(key);
+    }
+    Ok((Layer::new(name, tasks, vec![layer]), keys))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequences_are_cut_as_dask_cuts_them() {
+        let ctx = Ctx::default();
+        let seq = |n: i64| (0..n).map(Value::Int).collect::<Vec<_>>();
+        assert_eq!(from_sequence(&ctx, seq(10), None).expect("bag").npartitions(), 10);
+        assert_eq!(from_sequence(&ctx, seq(10), Some(3)).expect("bag").npartitions(), 3);
+        assert_eq!(from_sequence(&ctx, seq(1000), None).expect("bag").npartitions(), 250);
+        assert_eq!(from_sequence(&ctx, seq(1000), Some(7)).expect("bag").npartitions(), 8);
+        assert_eq!(from_sequence(&ctx, vec![], None).expect("bag").npartitions(), 1);
+        assert!(from_sequence(&ctx, seq(3), Some(0)).is_err());
+    }
+
+    #[test]
+    fn stages_join_the_next_task_and_change_the_token() {
+        let ctx = Ctx::default();
+        let b = from_sequence(&ctx, vec![Value::str("a b")], None).expect("bag");
+        let s = b.with_stage(Stage::StrSplit(None), "");
+        assert_ne!(b.token, s.token);
+        assert_eq!(s.with_stage(Stage::Flatten, "").token, s.with_stage(Stage::Flatten, "").token);
+        let (layer, keys) = s.partitions(&ctx);
+        assert_eq!((layer.tasks.len(), keys.len()), (1, 1));
+        let (l, k) = aggregate(&ctx, &s, Agg::Count, "");
+        assert_eq!(k.name(), l.name.as_ref());
+        // The partial layer, one combine, the finish.
+        let mut depth = 0;
+        let mut cur = Some(l);
+        while let Some(x) = cur {
+            depth += 1;
+            cur = x.deps.first().cloned();
+        }
+        assert_eq!(depth, 4, "finish → combine → partials → from_sequence");
+    }
+}

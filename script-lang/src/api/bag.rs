@@ -1,0 +1,318 @@
+//! Bags in Rhai (`dask.bag`): `from_sequence`, `read_text`, the record-wise
+//! transforms (closures shipped to the workers, or native string stages
+//! that never call back into Rhai), aggregates (lazy values, as Dask's
+//! `Item`), and `groupby` through a hash shuffle.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use brisk_engine::bag::agg::KeyBy;
+use brisk_engine::bag::{Agg, Stage};
+use brisk_engine::collections::array::Ctx;
+use brisk_engine::collections::bag::{self as cb, Bag, BagError};
+use brisk_engine::graph::{Tokenizer, materialize};
+use brisk_engine::ops::Udf;
+use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, FnPtr, Map};
+
+use super::Delayed;
+use crate::convert::{to_dynamic, to_value};
+use crate::error::{engine_error, runtime};
+use crate::session::SessionState;
+
+type Res<T> = Result<T, Box<EvalAltResult>>;
+
+/// A lazy bag in Rhai (type name "Bag").
+#[derive(Clone)]
+pub struct LazyBag {
+    pub b: Bag,
+}
+
+fn err(e: BagError) -> Box<EvalAltResult> {
+    runtime(e.to_string())
+}
+
+fn ctx(state: &SessionState) -> Ctx {
+    Ctx { annotations: state.annotations() }
+}
+
+/// A closure in shipped form and the token that identifies it (its own
+/// source and captures, not the whole session's).
+fn closure(state: &SessionState, f: &FnPtr) -> Res<(Arc<Udf>, String)> {
+    let udf = crate::ship::ship(f, state.code()).map_err(runtime)?;
+    let mut t = Tokenizer::new();
+    t.str(&udf.entry).u64(state.fn_source(&udf.entry).unwrap_or(0));
+    udf.curry.iter().for_each(|c| {
+        t.value(c);
+    });
+    Ok((Arc::new(udf), t.finish()))
+}
+
+fn options(m: Option<Map>, function: &str, allowed: &[&str]) -> Res<Map> {
+    let m = m.unwrap_or_default();
+    if let Some(k) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(runtime(format!("{function} has no option \"{k}\" (options: {})", allowed.join(", "))));
+    }
+    Ok(m)
+}
+
+fn positive(d: &Dynamic, what: &str) -> Res<u64> {
+    match d.as_int() {
+        Ok(n) if n > 0 => Ok(n as u64),
+        _ => Err(runtime(format!("{what} must be a positive integer, got {d}"))),
+    }
+}
+
+/// `"10MB"`, `"64 KiB"`, or a number of bytes (Dask's `parse_bytes`).
+fn bytes_arg(d: &Dynamic, what: &str) -> Res<u64> {
+    if d.is_int() {
+        return positive(d, what);
+    }
+    let Ok(s) = d.clone().into_string() else {
+        return Err(runtime(format!("{what} must be a number of bytes or a size like \"64MB\", got {d}")));
+    };
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1048576.0,
+        "gib" => 1073741824.0,
+        _ => return Err(runtime(format!("{what}: unknown unit in \"{s}\" (B, kB, MB, GB, KiB, MiB, GiB)"))),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v * scale >= 1.0 => Ok((v * scale) as u64),
+        _ => Err(runtime(format!("{what} must be a positive size, got \"{s}\""))),
+    }
+}
+
+fn from_sequence(state: &SessionState, seq: RArray, m: Option<Map>) -> Res<LazyBag> {
+    let m = options(m, "from_sequence", &["npartitions"])?;
+    let n = m.get("npartitions").map(|d| positive(d, "from_sequence: npartitions")).transpose()?;
+    let records = seq
+        .iter()
+        .enumerate()
+        .map(|(i, d)| to_value(d, &format!("record {i} of from_sequence")))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(runtime)?;
+    Ok(LazyBag { b: cb::from_sequence(&ctx(state), records, n.map(|n| n as usize)).map_err(err)? })
+}
+
+/// Files named by a path, a glob, or an array of either.
+fn expand_paths(d: &Dynamic) -> Res<Vec<PathBuf>> {
+    let patterns: Vec<String> = if let Some(a) = d.read_lock::<RArray>() {
+        a.iter()
+            .map(|x| x.clone().into_string().map_err(|_| runtime("read_text: paths must be strings")))
+            .collect::<Res<_>>()?
+    } else {
+        vec![d.clone().into_string().map_err(|_| runtime("read_text: the path must be a string or an array of strings"))?]
+    };
+    let mut out = Vec::new();
+    for p in patterns {
+        if p.contains(['*', '?', '[']) {
+            let found = glob::glob(&p).map_err(|e| runtime(format!("read_text: bad pattern \"{p}\": {e}")))?;
+            let mut files: Vec<PathBuf> = found.filter_map(Result::ok).filter(|f| f.is_file()).collect();
+            if files.is_empty() {
+                return Err(runtime(format!("read_text: no files match \"{p}\"")));
+            }
+            files.sort();
+            out.extend(files);
+        } else {
+            out.push(PathBuf::from(p));
+        }
+    }
+    Ok(out)
+}
+
+fn read_text(path: &Dynamic, m: Option<Map>) -> Res<LazyBag> {
+    let m = options(m, "read_text", &["blocksize"])?;
+    let blocksize = m.get("blocksize").filter(|d| !d.is_unit()).map(|d| bytes_arg(d, "read_text: blocksize")).transpose()?;
+    Ok(LazyBag { b: cb::read_text(&expand_paths(path)?, blocksize).map_err(err)? })
+}
+
+fn stage(b: &LazyBag, s: Stage, token: &str) -> LazyBag {
+    LazyBag { b: b.b.with_stage(s, token) }
+}
+
+/// Run `f` on each bag closure-stage kind.
+fn closure_stage(state: &SessionState, b: &LazyBag, f: &FnPtr, make: fn(Arc<Udf>) -> Stage) -> Res<LazyBag> {
+    let (udf, token) = closure(state, f)?;
+    Ok(stage(b, make(udf), &token))
+}
+
+fn item(state: &SessionState, b: &LazyBag, agg: Agg, token: &str) -> Delayed {
+    let (layer, key) = cb::aggregate(&ctx(state), &b.b, agg, token);
+    Delayed { layer, key, held: Arc::new(Vec::new()) }
+}
+
+fn records_bag(state: &SessionState, b: &LazyBag, agg: Agg, token: &str) -> LazyBag {
+    LazyBag { b: cb::aggregate_bag(&ctx(state), &b.b, agg, token) }
+}
+
+fn key_by(state: &SessionState, key: &Dynamic) -> Res<(KeyBy, String)> {
+    if let Some(f) = key.read_lock::<FnPtr>() {
+        let (udf, token) = closure(state, &f)?;
+        return Ok((KeyBy::Closure(udf), token));
+    }
+    if key.is_int() || key.is_string() {
+        let v = to_value(key, "topk's key").map_err(runtime)?;
+        return Ok((KeyBy::Item(v), key.to_string()));
+    }
+    Err(runtime(format!("topk: key must be an index, a map key or a closure, not {}", key.type_name())))
+}
+
+fn topk(state: &SessionState, b: &LazyBag, k: i64, m: Option<Map>) -> Res<LazyBag> {
+    let m = options(m, "topk", &["key"])?;
+    if k < 0 {
+        return Err(runtime(format!("topk: k must be 0 or more, got {k}")));
+    }
+    let (key, token) = match m.get("key") {
+        Some(d) => key_by(state, d)?,
+        None => (KeyBy::Record, String::new()),
+    };
+    Ok(records_bag(state, b, Agg::TopK { k: k as usize, key }, &format!("{k}/{token}")))
+}
+
+fn foldby(
+    state: &SessionState,
+    b: &LazyBag,
+    key: &FnPtr,
+    binop: &FnPtr,
+    initial: &Dynamic,
+    m: Option<Map>,
+) -> Res<LazyBag> {
+    let m = options(m, "foldby", &["combine", "combine_initial"])?;
+    let (key, kt) = closure(state, key)?;
+    let (binop, bt) = closure(state, binop)?;
+    let initial = to_value(initial, "foldby's initial value").map_err(runtime)?;
+    let (combine, ct) = match m.get("combine").and_then(|d| d.read_lock::<FnPtr>().map(|f| f.clone())) {
+        Some(f) => closure(state, &f)?,
+        None if m.contains_key("combine") => return Err(runtime("foldby: combine must be a closure")),
+        None => (binop.clone(), bt.clone()),
+    };
+    let combine_initial = match m.get("combine_initial") {
+        Some(d) => to_value(d, "foldby's combine_initial").map_err(runtime)?,
+        None => initial.clone(),
+    };
+    let mut t = Tokenizer::new();
+    t.str(&kt).str(&bt).str(&ct).value(&initial).value(&combine_initial);
+    let agg = Agg::FoldBy { key, binop, initial, combine, combine_initial };
+    Ok(records_bag(state, b, agg, &t.finish()))
+}
+
+fn take(state: &SessionState, b: &LazyBag, n: i64) -> Res<RArray> {
+    if n < 0 {
+        return Err(runtime(format!("take: n must be 0 or more, got {n}")));
+    }
+    // As Dask: from the first partition only.
+    let first = Bag { parts: Arc::new(b.b.parts.iter().take(1).cloned().collect()), ..b.b.clone() };
+    let (layer, key) = cb::finalize(&first);
+    let d = Delayed { layer, key, held: Arc::new(Vec::new()) };
+    let out = super::delayed::compute_all(state, &[Dynamic::from(d)])?;
+    let all = out.into_iter().next().and_then(|d| d.try_cast::<RArray>()).unwrap_or_default();
+    Ok(all.into_iter().take(n as usize).collect())
+}
+
+fn to_textfiles(state: &SessionState, b: &LazyBag, dir: &str) -> Res<RArray> {
+    let (layer, keys) = cb::to_textfiles(&ctx(state), &b.b, std::path::Path::new(dir)).map_err(err)?;
+    let graph = materialize(std::slice::from_ref(&layer));
+    let futures = state.runtime().submit(graph, &keys).map_err(engine_error)?;
+    let paths = brisk_engine::local::gather(&futures, &state.cancel).map_err(engine_error)?;
+    Ok(paths.iter().map(to_dynamic).collect())
+}
+
+/// Dask's repr: `dask.bag<map, npartitions=4>`.
+pub fn repr(b: &LazyBag) -> String {
+    format!("dask.bag<{}, npartitions={}>", b.b.label, b.b.npartitions())
+}
+
+pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
+    engine.register_type_with_name::<LazyBag>("Bag");
+    let st = state.clone();
+    engine.register_fn("from_sequence", move |s: RArray| from_sequence(&st, s, None));
+    let st = state.clone();
+    engine.register_fn("from_sequence", move |s: RArray, m: Map| from_sequence(&st, s, Some(m)));
+    engine.register_fn("read_text", |p: Dynamic| read_text(&p, None));
+    engine.register_fn("read_text", |p: Dynamic, m: Map| read_text(&p, Some(m)));
+
+    let st = state.clone();
+    engine.register_fn("map", move |b: &mut LazyBag, f: FnPtr| closure_stage(&st, b, &f, Stage::Map));
+    let st = state.clone();
+    engine.register_fn("filter", move |b: &mut LazyBag, f: FnPtr| closure_stage(&st, b, &f, Stage::Filter));
+    let st = state.clone();
+    engine.register_fn("map_partitions", move |b: &mut LazyBag, f: FnPtr| {
+        closure_stage(&st, b, &f, Stage::MapPartitions)
+    });
+    engine.register_fn("flatten", |b: &mut LazyBag| stage(b, Stage::Flatten, ""));
+    engine.register_fn("pluck", |b: &mut LazyBag, key: Dynamic| -> Res<LazyBag> {
+        if !(key.is_int() || key.is_string()) {
+            return Err(runtime(format!("pluck: the key must be an index or a map key, not {}", key.type_name())));
+        }
+        let v = to_value(&key, "pluck's key").map_err(runtime)?;
+        Ok(stage(b, Stage::Pluck(v), &key.to_string()))
+    });
+    engine.register_fn("str_split", |b: &mut LazyBag| stage(b, Stage::StrSplit(None), ""));
+    engine.register_fn("str_split", |b: &mut LazyBag, sep: &str| -> Res<LazyBag> {
+        if sep.is_empty() {
+            return Err(runtime("str_split: empty separator (as Python's str.split)"));
+        }
+        Ok(stage(b, Stage::StrSplit(Some(Arc::from(sep))), &format!("sep:{sep}")))
+    });
+    engine.register_fn("str_lower", |b: &mut LazyBag| stage(b, Stage::StrLower, ""));
+    engine.register_fn("str_strip", |b: &mut LazyBag| stage(b, Stage::StrStrip, ""));
+
+    for (name, agg) in [("count", Agg::Count), ("sum", Agg::Sum), ("mean", Agg::Mean), ("min", Agg::Min), ("max", Agg::Max)] {
+        let st = state.clone();
+        engine.register_fn(name, move |b: &mut LazyBag| item(&st, b, agg.clone(), ""));
+    }
+    let st = state.clone();
+    engine.register_fn("frequencies", move |b: &mut LazyBag| records_bag(&st, b, Agg::Frequencies, ""));
+    let st = state.clone();
+    engine.register_fn("distinct", move |b: &mut LazyBag| records_bag(&st, b, Agg::Distinct, ""));
+    let st = state.clone();
+    engine.register_fn("topk", move |b: &mut LazyBag, k: i64| topk(&st, b, k, None));
+    let st = state.clone();
+    engine.register_fn("topk", move |b: &mut LazyBag, k: i64, m: Map| topk(&st, b, k, Some(m)));
+    let st = state.clone();
+    engine.register_fn("foldby", move |b: &mut LazyBag, key: FnPtr, binop: FnPtr, initial: Dynamic| {
+        foldby(&st, b, &key, &binop, &initial, None)
+    });
+    let st = state.clone();
+    engine.register_fn("foldby", move |b: &mut LazyBag, key: FnPtr, binop: FnPtr, initial: Dynamic, m: Map| {
+        foldby(&st, b, &key, &binop, &initial, Some(m))
+    });
+    let st = state.clone();
+    engine.register_fn("groupby", move |b: &mut LazyBag, key: FnPtr| -> Res<LazyBag> {
+        let (udf, token) = closure(&st, &key)?;
+        Ok(LazyBag { b: cb::groupby(&ctx(&st), &b.b, udf, &token) })
+    });
+    let st = state.clone();
+    engine.register_fn("reduction", move |b: &mut LazyBag, per: FnPtr, agg: FnPtr| -> Res<Delayed> {
+        let (per_partition, pt) = closure(&st, &per)?;
+        let (aggregate, at) = closure(&st, &agg)?;
+        Ok(item(&st, b, Agg::Reduction { per_partition, aggregate }, &format!("{pt}/{at}")))
+    });
+    let st = state.clone();
+    engine.register_fn("take", move |b: &mut LazyBag, n: i64| take(&st, b, n));
+    let st = state.clone();
+    engine.register_fn("to_textfiles", move |b: &mut LazyBag, dir: &str| to_textfiles(&st, b, dir));
+    engine.register_get("npartitions", |b: &mut LazyBag| b.b.npartitions() as i64);
+    let st = state.clone();
+    engine.register_fn("compute", move |b: &mut LazyBag| -> Res<Dynamic> {
+        let mut out = super::delayed::compute_all(&st, &[Dynamic::from(b.clone())])?;
+        Ok(out.pop().unwrap_or(Dynamic::UNIT))
+    });
+    engine.register_fn("visualize", |b: &mut LazyBag, path: &str| -> Res<()> {
+        let (layer, _) = cb::finalize(&b.b);
+        super::write_graph(&materialize(std::slice::from_ref(&layer)), path)
+    });
+    engine.register_fn("graph_info", |b: &mut LazyBag| {
+        let (layer, _) = cb::finalize(&b.b);
+        super::delayed::graph_info(&layer)
+    });
+    engine.register_fn("to_string", |b: &mut LazyBag| repr(b));
+    engine.register_fn("to_debug", |b: &mut LazyBag| repr(b));
+}
