@@ -149,7 +149,8 @@ impl UdfRunner for RhaiUdfs {
         let mut failed = 0;
         let out = self.with_code(udf, ctx, |engine, ast| {
             let curry: Vec<Dynamic> = udf.curry.iter().map(to_dynamic).collect();
-            let is_script = ast.iter_functions().any(|f| f.name == udf.entry && f.params.len() == curry.len() + 1);
+            let is_script =
+                ast.iter_functions().any(|f| f.name == udf.entry && f.params.len() == curry.len() + 1);
             let what = format!("the result of '{}'", udf.label);
             let mut scope = Scope::new();
             let mut out = Vec::with_capacity(items.len());

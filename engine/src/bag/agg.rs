@@ -286,7 +286,8 @@ fn extreme(agg: &Agg, records: Vec<Value>) -> Result<Value, TaskError> {
             None => r,
             Some(b) => {
                 let o = compare(&r, &b)?;
-                let better = if matches!(agg, Agg::Min) { o == Ordering::Less } else { o == Ordering::Greater };
+                let better =
+                    if matches!(agg, Agg::Min) { o == Ordering::Less } else { o == Ordering::Greater };
                 if better { r } else { b }
             }
         });

@@ -102,7 +102,12 @@ impl BagOp {
 }
 
 /// Run a bag task on its dependency values.
-pub fn execute(op: &BagOp, args: &[Value], udfs: &dyn UdfRunner, ctx: &TaskContext<'_>) -> Result<Value, TaskError> {
+pub fn execute(
+    op: &BagOp,
+    args: &[Value],
+    udfs: &dyn UdfRunner,
+    ctx: &TaskContext<'_>,
+) -> Result<Value, TaskError> {
     let part = ctx.key.index().first().copied().unwrap_or(0);
     match op {
         BagOp::Run { source, stages, sink } => {
@@ -147,7 +152,9 @@ pub fn execute(op: &BagOp, args: &[Value], udfs: &dyn UdfRunner, ctx: &TaskConte
                     return Err(TaskError::internal("a shuffle split without the bucket asked for"));
                 };
                 for pair in pairs.iter() {
-                    let Value::List(kv) = pair else { return Err(TaskError::internal("a malformed shuffle pair")) };
+                    let Value::List(kv) = pair else {
+                        return Err(TaskError::internal("a malformed shuffle pair"));
+                    };
                     let (k, v) = (kv[0].clone(), kv[1].clone());
                     match index.entry(VKey(k.clone())) {
                         std::collections::hash_map::Entry::Occupied(e) => groups[*e.get()].1.push(v),
@@ -179,7 +186,9 @@ pub fn execute(op: &BagOp, args: &[Value], udfs: &dyn UdfRunner, ctx: &TaskConte
 fn records_of(v: Option<&Value>, what: &str) -> Result<Vec<Value>, TaskError> {
     match v {
         Some(Value::List(items)) => Ok(items.as_ref().clone()),
-        Some(other) => Err(TaskError::user(format!("{what} must be an array of records, not {}", other.type_name()))),
+        Some(other) => {
+            Err(TaskError::user(format!("{what} must be an array of records, not {}", other.type_name())))
+        }
         None => Err(TaskError::internal(format!("{what} is missing"))),
     }
 }
@@ -241,7 +250,10 @@ impl Runner<'_, '_> {
                         Value::List(items) => out.extend(items.iter().cloned()),
                         other => {
                             return Err(self.at_record(
-                                TaskError::user(format!("flatten: a record is {}, not an array", other.type_name())),
+                                TaskError::user(format!(
+                                    "flatten: a record is {}, not an array",
+                                    other.type_name()
+                                )),
                                 i,
                             ));
                         }
@@ -260,7 +272,11 @@ impl Runner<'_, '_> {
                 .map(|(i, r)| match r {
                     Value::Str(s) => Ok(text::apply_str(stage, &s)),
                     other => Err(self.at_record(
-                        TaskError::user(format!("{}: a record is {}, not a string", stage.name(), other.type_name())),
+                        TaskError::user(format!(
+                            "{}: a record is {}, not a string",
+                            stage.name(),
+                            other.type_name()
+                        )),
                         i,
                     )),
                 })
@@ -290,9 +306,15 @@ pub fn pluck(record: &Value, key: &Value) -> Result<Value, String> {
         (Value::List(items), Value::Int(i)) => {
             let n = items.len() as i64;
             let j = if *i < 0 { i + n } else { *i };
-            items.get(j as usize).filter(|_| j >= 0).cloned().ok_or_else(|| format!("pluck: index {i} out of range for a record of length {n}"))
+            items
+                .get(j as usize)
+                .filter(|_| j >= 0)
+                .cloned()
+                .ok_or_else(|| format!("pluck: index {i} out of range for a record of length {n}"))
         }
-        (Value::Map(m), Value::Str(k)) => m.get(&**k).cloned().ok_or_else(|| format!("pluck: no key \"{k}\" in a record")),
+        (Value::Map(m), Value::Str(k)) => {
+            m.get(&**k).cloned().ok_or_else(|| format!("pluck: no key \"{k}\" in a record"))
+        }
         (r, k) => Err(format!("pluck: cannot take {} from {}", k.type_name(), r.type_name())),
     }
 }

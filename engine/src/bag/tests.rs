@@ -19,7 +19,8 @@ fn ints(v: &[i64]) -> Value {
 }
 
 fn partial(agg: Agg, records: Value) -> Value {
-    run(&BagOp::Run { source: Source::Dep, stages: vec![], sink: Sink::Partial(agg) }, &[records]).expect("partial")
+    run(&BagOp::Run { source: Source::Dep, stages: vec![], sink: Sink::Partial(agg) }, &[records])
+        .expect("partial")
 }
 
 fn reduce(agg: Agg, parts: &[Value]) -> Result<Value, TaskError> {
@@ -59,7 +60,8 @@ fn frequencies_topk_and_distinct_merge_across_partitions() {
     assert_eq!(counts[&VKey(Value::str("b"))], 2);
     let d = reduce(Agg::Distinct, &parts).expect("distinct");
     assert_eq!(d, s(&["a", "b", "c"]));
-    let t = reduce(Agg::TopK { k: 2, key: agg::KeyBy::Record }, &[ints(&[5, 1, 9]), ints(&[7, 3])]).expect("top");
+    let t =
+        reduce(Agg::TopK { k: 2, key: agg::KeyBy::Record }, &[ints(&[5, 1, 9]), ints(&[7, 3])]).expect("top");
     assert_eq!(t, ints(&[9, 7]));
     let pairs = Value::list(vec![
         Value::list(vec![Value::str("x"), Value::Int(3)]),
@@ -79,7 +81,8 @@ fn native_stages_and_their_errors() {
     };
     let words = run(&op, &[lines]).expect("words");
     assert_eq!(words, Value::list(["hello", "world", "b", "c"].iter().map(|w| Value::str(w)).collect()));
-    let op = BagOp::Run { source: Source::Dep, stages: vec![Stage::Pluck(Value::Int(1))], sink: Sink::Records };
+    let op =
+        BagOp::Run { source: Source::Dep, stages: vec![Stage::Pluck(Value::Int(1))], sink: Sink::Records };
     let recs = Value::list(vec![ints(&[1, 2]), ints(&[3])]);
     let e = run(&op, &[recs]).expect_err("short record");
     assert_eq!(e.message, "pluck: index 1 out of range for a record of length 1 (record 1 of partition 2)");
@@ -98,8 +101,10 @@ fn text_files_round_trip_through_write_and_read() {
     let recs = Value::list(vec![Value::str("one"), Value::str("two")]);
     run(&BagOp::WriteText { path: path.clone() }, &[recs]).expect("write");
     assert_eq!(std::fs::read_to_string(&*path).expect("read"), "one\ntwo");
-    let op = BagOp::Run { source: Source::Text { path, start: 0, end: 7 }, stages: vec![], sink: Sink::Records };
+    let op =
+        BagOp::Run { source: Source::Text { path, start: 0, end: 7 }, stages: vec![], sink: Sink::Records };
     assert_eq!(run(&op, &[]).expect("lines"), Value::list(vec![Value::str("one\n"), Value::str("two")]));
-    let e = run(&BagOp::WriteText { path: Arc::from("/nonexistent/x.part") }, &[ints(&[1])]).expect_err("int");
+    let e =
+        run(&BagOp::WriteText { path: Arc::from("/nonexistent/x.part") }, &[ints(&[1])]).expect_err("int");
     assert!(e.message.contains("record 0 is int, not a string"), "{e}");
 }

@@ -24,7 +24,8 @@ pub fn read_block(path: &str, start: u64, end: u64) -> Result<Vec<u8>, TaskError
     let mut f = File::open(path).map_err(|e| io_error(path, e))?;
     let len = f.metadata().map_err(|e| io_error(path, e))?.len();
     let end = end.min(len);
-    let begin = if start == 0 { 0 } else { after_newline(&mut f, start, len).map_err(|e| io_error(path, e))? };
+    let begin =
+        if start == 0 { 0 } else { after_newline(&mut f, start, len).map_err(|e| io_error(path, e))? };
     if begin > end || begin >= len {
         return Ok(Vec::new());
     }
@@ -99,7 +100,13 @@ pub fn apply_str(stage: &Stage, s: &str) -> Value {
 /// `str_lower`/`str_strip`, then `str_split` and `flatten`, into
 /// `frequencies`, `count` or the words themselves. `None`: not such a
 /// pipeline (the general path runs it).
-pub fn fast(path: &str, start: u64, end: u64, stages: &[Stage], sink: &Sink) -> Result<Option<Value>, TaskError> {
+pub fn fast(
+    path: &str,
+    start: u64,
+    end: u64,
+    stages: &[Stage],
+    sink: &Sink,
+) -> Result<Option<Value>, TaskError> {
     let n = stages.len();
     if n < 2 || !matches!(stages[n - 1], Stage::Flatten) {
         return Ok(None);
@@ -187,7 +194,9 @@ pub fn write_lines(path: &str, records: &[Value]) -> Result<(), TaskError> {
 /// Block ranges of a file for `blocksize` (one block when `None`).
 pub fn blocks(len: u64, blocksize: Option<u64>) -> Vec<(u64, u64)> {
     match blocksize {
-        Some(bs) if bs > 0 && len > 0 => (0..len.div_ceil(bs)).map(|i| (i * bs, ((i + 1) * bs).min(len))).collect(),
+        Some(bs) if bs > 0 && len > 0 => {
+            (0..len.div_ceil(bs)).map(|i| (i * bs, ((i + 1) * bs).min(len))).collect()
+        }
         _ => vec![(0, len)],
     }
 }

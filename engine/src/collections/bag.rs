@@ -9,11 +9,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::array::Ctx;
+use crate::Task;
 use crate::bag::{Agg, BagOp, Sink, Source, Stage};
 use crate::graph::{Key, Layer, LayerRef, Tokenizer};
 use crate::ops::{Arg, Func, Op, Udf};
 use crate::value::Value;
-use crate::Task;
 
 /// Partials merged per combine task (Dask's bag `split_every` default).
 pub const SPLIT_EVERY: usize = 8;
@@ -45,6 +45,8 @@ pub enum BagError {
     Value(String),
     #[error("cannot read {path}: {error}")]
     Io { path: String, error: std::io::Error },
+    #[error("cannot write {path}: {error}")]
+    Write { path: String, error: std::io::Error },
 }
 
 fn task(ctx: &Ctx, key: Key, op: BagOp, args: Vec<Arg>, deps: Vec<Key>) -> Task {
@@ -118,8 +120,12 @@ impl Bag {
 
     /// The partitions as tasks whose results are lists of records.
     pub fn partitions(&self, ctx: &Ctx) -> (LayerRef, Vec<Key>) {
-        if self.stages.is_empty() && self.deps.len() == 1 && self.parts.iter().all(|p| matches!(p, Part::Key(_))) {
-            let keys = self.parts.iter().filter_map(|p| if let Part::Key(k) = p { Some(k.clone()) } else { None });
+        if self.stages.is_empty()
+            && self.deps.len() == 1
+            && self.parts.iter().all(|p| matches!(p, Part::Key(_)))
+        {
+            let keys =
+                self.parts.iter().filter_map(|p| if let Part::Key(k) = p { Some(k.clone()) } else { None });
             return (self.deps[0].clone(), keys.collect());
         }
         self.run_layer(ctx, self.label, Sink::Records, "")
@@ -170,7 +176,8 @@ pub fn read_text(paths: &[std::path::PathBuf], blocksize: Option<u64>) -> Result
     t.str("read_text").u64(blocksize.unwrap_or(0));
     let mut parts = Vec::new();
     for p in paths {
-        let meta = std::fs::metadata(p).map_err(|error| BagError::Io { path: p.display().to_string(), error })?;
+        let meta =
+            std::fs::metadata(p).map_err(|error| BagError::Io { path: p.display().to_string(), error })?;
         if meta.is_dir() {
             return Err(BagError::Value(format!("read_text: {} is a directory", p.display())));
         }
@@ -181,7 +188,13 @@ pub fn read_text(paths: &[std::path::PathBuf], blocksize: Option<u64>) -> Result
             parts.push(Part::Text { path: path.clone(), start, end });
         }
     }
-    Ok(Bag { parts: Arc::new(parts), deps: vec![], stages: Arc::new(vec![]), token: t.finish(), label: "read_text" })
+    Ok(Bag {
+        parts: Arc::new(parts),
+        deps: vec![],
+        stages: Arc::new(vec![]),
+        token: t.finish(),
+        label: "read_text",
+    })
 }
 
 /// An aggregate as a tree: a partial per partition, combines of
@@ -267,7 +280,8 @@ pub fn finalize(bag: &Bag) -> (LayerRef, Key) {
 /// `to_textfiles(dir)`: `dir/0.part`, `dir/1.part`, … (made if missing).
 /// Returns the layer and one key per file; each result is the file's path.
 pub fn to_textfiles(ctx: &Ctx, bag: &Bag, dir: &Path) -> Result<(LayerRef, Vec<Key>), BagError> {
-    std::fs::create_dir_all(dir).map_err(|error| BagError::Io { path: dir.display().to_string(), error })?;
+    std::fs::create_dir_all(dir)
+        .map_err(|error| BagError::Write { path: dir.display().to_string(), error })?;
     let (layer, parts) = bag.partitions(ctx);
     let tok = Tokenizer::new().str(&layer.name).str(&dir.display().to_string()).finish();
     let name: Arc<str> = Arc::from(format!("to-textfiles-{tok}"));

@@ -108,12 +108,17 @@ fn expand_paths(d: &Dynamic) -> Res<Vec<PathBuf>> {
             .map(|x| x.clone().into_string().map_err(|_| runtime("read_text: paths must be strings")))
             .collect::<Res<_>>()?
     } else {
-        vec![d.clone().into_string().map_err(|_| runtime("read_text: the path must be a string or an array of strings"))?]
+        vec![
+            d.clone()
+                .into_string()
+                .map_err(|_| runtime("read_text: the path must be a string or an array of strings"))?,
+        ]
     };
     let mut out = Vec::new();
     for p in patterns {
         if p.contains(['*', '?', '[']) {
-            let found = glob::glob(&p).map_err(|e| runtime(format!("read_text: bad pattern \"{p}\": {e}")))?;
+            let found =
+                glob::glob(&p).map_err(|e| runtime(format!("read_text: bad pattern \"{p}\": {e}")))?;
             let mut files: Vec<PathBuf> = found.filter_map(Result::ok).filter(|f| f.is_file()).collect();
             if files.is_empty() {
                 return Err(runtime(format!("read_text: no files match \"{p}\"")));
@@ -129,7 +134,11 @@ fn expand_paths(d: &Dynamic) -> Res<Vec<PathBuf>> {
 
 fn read_text(path: &Dynamic, m: Option<Map>) -> Res<LazyBag> {
     let m = options(m, "read_text", &["blocksize"])?;
-    let blocksize = m.get("blocksize").filter(|d| !d.is_unit()).map(|d| bytes_arg(d, "read_text: blocksize")).transpose()?;
+    let blocksize = m
+        .get("blocksize")
+        .filter(|d| !d.is_unit())
+        .map(|d| bytes_arg(d, "read_text: blocksize"))
+        .transpose()?;
     Ok(LazyBag { b: cb::read_text(&expand_paths(path)?, blocksize).map_err(err)? })
 }
 
@@ -235,6 +244,14 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("from_sequence", move |s: RArray| from_sequence(&st, s, None));
     let st = state.clone();
     engine.register_fn("from_sequence", move |s: RArray, m: Map| from_sequence(&st, s, Some(m)));
+    let st = state.clone();
+    engine.register_fn("from_sequence", move |r: std::ops::Range<i64>| {
+        from_sequence(&st, r.map(Dynamic::from_int).collect(), None)
+    });
+    let st = state.clone();
+    engine.register_fn("from_sequence", move |r: std::ops::Range<i64>, m: Map| {
+        from_sequence(&st, r.map(Dynamic::from_int).collect(), Some(m))
+    });
     engine.register_fn("read_text", |p: Dynamic| read_text(&p, None));
     engine.register_fn("read_text", |p: Dynamic, m: Map| read_text(&p, Some(m)));
 
@@ -249,7 +266,10 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("flatten", |b: &mut LazyBag| stage(b, Stage::Flatten, ""));
     engine.register_fn("pluck", |b: &mut LazyBag, key: Dynamic| -> Res<LazyBag> {
         if !(key.is_int() || key.is_string()) {
-            return Err(runtime(format!("pluck: the key must be an index or a map key, not {}", key.type_name())));
+            return Err(runtime(format!(
+                "pluck: the key must be an index or a map key, not {}",
+                key.type_name()
+            )));
         }
         let v = to_value(&key, "pluck's key").map_err(runtime)?;
         Ok(stage(b, Stage::Pluck(v), &key.to_string()))
@@ -264,7 +284,9 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("str_lower", |b: &mut LazyBag| stage(b, Stage::StrLower, ""));
     engine.register_fn("str_strip", |b: &mut LazyBag| stage(b, Stage::StrStrip, ""));
 
-    for (name, agg) in [("count", Agg::Count), ("sum", Agg::Sum), ("mean", Agg::Mean), ("min", Agg::Min), ("max", Agg::Max)] {
+    for (name, agg) in
+        [("count", Agg::Count), ("sum", Agg::Sum), ("mean", Agg::Mean), ("min", Agg::Min), ("max", Agg::Max)]
+    {
         let st = state.clone();
         engine.register_fn(name, move |b: &mut LazyBag| item(&st, b, agg.clone(), ""));
     }
@@ -281,9 +303,12 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         foldby(&st, b, &key, &binop, &initial, None)
     });
     let st = state.clone();
-    engine.register_fn("foldby", move |b: &mut LazyBag, key: FnPtr, binop: FnPtr, initial: Dynamic, m: Map| {
-        foldby(&st, b, &key, &binop, &initial, Some(m))
-    });
+    engine.register_fn(
+        "foldby",
+        move |b: &mut LazyBag, key: FnPtr, binop: FnPtr, initial: Dynamic, m: Map| {
+            foldby(&st, b, &key, &binop, &initial, Some(m))
+        },
+    );
     let st = state.clone();
     engine.register_fn("groupby", move |b: &mut LazyBag, key: FnPtr| -> Res<LazyBag> {
         let (udf, token) = closure(&st, &key)?;

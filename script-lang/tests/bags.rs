@@ -1,0 +1,179 @@
+//! Bags against plain Python: the same pipelines over the same text files
+//! and sequences, in brisk (on both local schedulers) and in Python with
+//! Dask's bag semantics (`tests/reference/python_bags.py`), compared by the
+//! Python side. Also: errors that name the record, and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use brisk_script::Session;
+
+fn python() -> Option<PathBuf> {
+    let py = std::env::var_os("BRISK_PYTHON").map(PathBuf::from).unwrap_or_else(|| "python3".into());
+    if Command::new(&py).arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Some(py);
+    }
+    assert!(std::env::var_os("CI").is_none(), "Python is needed for the bag tests on CI");
+    eprintln!("skipped: no python3 (set BRISK_PYTHON)");
+    None
+}
+
+fn reference() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reference/python_bags.py")
+}
+
+const CASES: &str = r#"
+let files = `${D}/*.txt`;
+let text = read_text(files);
+fn as_map(pairs) {
+    let m = #{};
+    for p in pairs {
+        let k = `${p[0]}`;
+        m[k] = p[1];
+    }
+    m
+}
+let xs = [];
+for x in range(-50, 250, 7) { xs.push(x); }
+let nums = from_sequence(xs, #{npartitions: 6});
+let rs = [];
+for i in 0..60 { rs.push(#{name: `n${i}`, score: (i * 37) % 101}); }
+let recs = from_sequence(rs, #{npartitions: 4});
+let ints = from_sequence(0..10, #{npartitions: 3});
+let freq = as_map(text.str_split().flatten().frequencies().compute());
+let top = text.str_split().flatten().frequencies().topk(10, #{key: 1}).compute();
+let groups = #{};
+for g in nums.groupby(|x| (x + 100) % 4).compute() {
+    let items = g[1];
+    items.sort();
+    let k = `${g[0]}`;
+    groups[k] = items;
+}
+let distinct = nums.map(|x| (x + 100) % 10).distinct().compute();
+distinct.sort();
+let kept = text.filter(|l| l != "\n").take(5);
+let written = from_sequence(kept.map(|l| trim_end_newline(l)), #{npartitions: 1}).to_textfiles(`${D}/out`);
+#{
+    lines: text.compute(),
+    lines_blocks: read_text([`${D}/part0.txt`, `${D}/part1.txt`, `${D}/part2.txt`], #{blocksize: 700}).compute(),
+    count_lines: text.count().compute(),
+    freq_words: freq,
+    freq_lower_space: as_map(text.str_lower().str_strip().str_split(" ").flatten().frequencies().compute()),
+    freq_closure_space: as_map(text.map(|l| l.split(" ")).flatten().frequencies().compute()),
+    top10_counts: top.map(|p| p[1]),
+    top10_words_ok: top.all(|p| freq[p[0]] == p[1]),
+    count: nums.count().compute(),
+    sum: nums.sum().compute(),
+    mean: nums.mean().compute(),
+    min: nums.min().compute(),
+    max: nums.max().compute(),
+    filter_map: nums.filter(|x| x % 3 == 0).map(|x| x * x).compute(),
+    distinct_mod: distinct,
+    foldby: as_map(nums.foldby(|x| (x + 100) % 5, |acc, x| acc + x, 0).compute()),
+    groupby: groups,
+    reduction: nums.reduction(|p| p.len(), |xs| xs.reduce(|a, b| a + b, 0)).compute(),
+    topk: nums.topk(5).compute(),
+    topk_key: recs.topk(4, #{key: |r| r.score}).pluck("name").compute(),
+    pluck_sum: recs.pluck("score").sum().compute(),
+    take: nums.take(3),
+    range_sum: ints.sum().compute(),
+    map_partitions_total: nums.map_partitions(|p| [p.len()]).sum().compute(),
+    round_trip: read_text(written).compute(),
+}
+"#;
+
+/// Keys use `(x + 100) % n`: Rhai's `%` truncates and Python's floors,
+/// which differ on negative numbers only.
+/// Rhai has no `rstrip("\n")`: a small helper, defined in the script.
+const HELPERS: &str = r#"
+fn trim_end_newline(s) { if s.ends_with("\n") { s.sub_string(0, s.len() - 1) } else { s } }
+"#;
+
+#[test]
+fn bags_agree_with_python() {
+    let Some(py) = python() else { return };
+    let dir = std::env::temp_dir().join(format!("brisk-bags-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let made = Command::new(&py).arg(reference()).arg("gen").arg(&dir).output().expect("python");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    for scheduler in ["threads", "sync"] {
+        let mut s = Session::new();
+        let setup =
+            format!("config(#{{scheduler: \"{scheduler}\"}});\nlet D = \"{}\";\n{HELPERS}", dir.display());
+        let script = format!("{setup}{CASES}");
+        let result = s.eval(&script, "<bags>").unwrap_or_else(|e| panic!("{scheduler}: {e}"));
+        let json = brisk_script::convert::to_value(&result, "results").expect("value").to_json();
+        let out = dir.join(format!("brisk-{scheduler}.json"));
+        std::fs::write(&out, json).expect("write");
+        let check =
+            Command::new(&py).arg(reference()).arg("check").arg(&dir).arg(&out).output().expect("python");
+        let report = String::from_utf8_lossy(&check.stdout);
+        assert!(check.status.success(), "{scheduler}: brisk and Python differ:\n{report}");
+        let _ = std::fs::remove_dir_all(dir.join("out"));
+    }
+}
+
+fn error_of(code: &str) -> String {
+    let mut s = Session::new();
+    match s.eval(code, "<t>") {
+        Ok(v) => panic!("{code} should fail, gave {v}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A closure that fails on one record names the record, the partition and
+/// the closure's position; the session goes on.
+#[test]
+fn a_failing_closure_names_its_record() {
+    let mut s = Session::new();
+    let e = s
+        .eval("let b = from_sequence([1, 2, 0, 4], #{npartitions: 2});\nb.map(|x| 12 / x).compute()", "<t>")
+        .expect_err("division by zero");
+    let text = e.to_string();
+    assert!(text.contains("(record 0 of partition 1)"), "{text}");
+    assert!(text.starts_with("<t>:2:"), "the closure's position: {text}");
+    let ok = s.eval("b.map(|x| x + 1).sum().compute()", "<t2>").expect("the session survives");
+    assert_eq!(ok.as_int().ok(), Some(11));
+}
+
+#[test]
+fn bad_input_is_refused_clearly() {
+    let cases = [
+        ("read_text(\"/nonexistent/brisk/*.txt\")", "read_text: no files match \"/nonexistent/brisk/*.txt\""),
+        ("read_text(\"/nonexistent/brisk.txt\")", "cannot read /nonexistent/brisk.txt"),
+        ("read_text(\"/tmp\")", "read_text: /tmp is a directory"),
+        ("read_text(\"/etc/hostname\", #{blocksize: 0})", "read_text: blocksize must be a positive integer"),
+        ("read_text(\"/etc/hostname\", #{blocksize: \"12 parsecs\"})", "unknown unit"),
+        ("read_text(\"/etc/hostname\", #{chunks: 3})", "read_text has no option \"chunks\""),
+        ("read_text(42)", "read_text: the path must be a string or an array of strings"),
+        ("from_sequence([1], #{npartitions: 0})", "npartitions must be a positive integer"),
+        ("from_sequence([1, 2]).str_split().compute()", "str_split: a record is int, not a string"),
+        ("from_sequence([1, 2]).flatten().compute()", "flatten: a record is int, not an array"),
+        ("from_sequence([1]).str_split(\"\")", "str_split: empty separator"),
+        ("from_sequence([]).max().compute()", "max() of an empty bag"),
+        ("from_sequence([1, \"a\"]).max().compute()", "cannot compare"),
+        ("from_sequence([\"a\"]).sum().compute()", "sum: a record is string, not a number"),
+        ("from_sequence([1]).topk(-1)", "topk: k must be 0 or more"),
+        ("from_sequence([1]).topk(1, #{key: 1.5})", "topk: key must be an index"),
+        ("from_sequence([[1]]).pluck(3).compute()", "pluck: index 3 out of range"),
+        (
+            "from_sequence([1]).map_partitions(|p| 5).compute()",
+            "map_partitions: the closure must return an array",
+        ),
+        ("from_sequence([\"a\"]).to_textfiles(\"/etc/hostname/x\")", "cannot write /etc/hostname/x"),
+        (
+            "from_sequence([1]).to_textfiles(\"/tmp/brisk-bad-text\")",
+            "to_textfiles: record 0 is int, not a string",
+        ),
+        ("from_sequence([1]).take(-2)", "take: n must be 0 or more"),
+    ];
+    for (code, want) in cases {
+        let e = error_of(code);
+        assert!(e.contains(want), "{code}: expected {want:?} in {e:?}");
+    }
+    // Binary input is refused, not mangled.
+    let bin = std::env::temp_dir().join(format!("brisk-bag-bin-{}", std::process::id()));
+    std::fs::write(&bin, b"line\n\xff\xfe\x00\n").expect("write");
+    let e = error_of(&format!("read_text(\"{}\").count().compute()", bin.display()));
+    assert!(e.contains("is not UTF-8 text"), "{e}");
+}
