@@ -208,6 +208,32 @@ def run_b5(n):
             "shape": [n, 100], "chunks": [rows, 100], "inner_load": m.fields()}
 
 
+def run_b7(n, closure=False):
+    """Word count over the corpus in --dir, on Dask's default scheduler for
+    bags (processes): split on whitespace, or with a Python closure."""
+    import dask.bag as db
+    files = f"{ARGS.dir}/*.txt"
+
+    def make():
+        b = db.read_text(files)
+        words = b.map(lambda l: l.split(" ")) if closure else b.str.split()
+        return words.flatten().frequencies().topk(10, key=1)
+
+    tasks = len(make().__dask_graph__())
+    gc.collect()
+    with Meter() as m:
+        t0 = time.perf_counter()
+        top = make().compute()
+        t1 = time.perf_counter()
+    return {"seconds": t1 - t0, "tasks": tasks, "result": int(top[0][1]), "top": top[:3],
+            "scheduler": "processes (bag default)", "inner_load": m.fields()}
+
+
+def expected_b7(key):
+    import text_data
+    return lambda n: text_data.expected(n, key)
+
+
 WORKLOADS = {
     "b1": (run_b1, lambda n: n * (n + 1) // 2),
     "b2-local": (run_b2_local, lambda n: n * (n + 1) // 2),
@@ -217,6 +243,8 @@ WORKLOADS = {
     "b4": (run_b4, lambda n: n ** 3 // 4),
     # The result is the largest relative error against a direct SVD.
     "b5": (run_b5, lambda n: 0.0),
+    "b7": (run_b7, expected_b7("top_whitespace")),
+    "b7-closure": (lambda n: run_b7(n, closure=True), expected_b7("top_space")),
 }
 
 
@@ -231,12 +259,18 @@ def correct(workload, result, expected):
     return result == expected
 
 
+ARGS = None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("workload", choices=sorted(WORKLOADS))
     ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--dir", help="the text corpus (B7)")
     args = ap.parse_args()
+    global ARGS
+    ARGS = args
     import dask
     import distributed
     fn, expected_fn = WORKLOADS[args.workload]

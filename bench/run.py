@@ -72,9 +72,17 @@ WORKLOADS = {
                    "result = max relative error against a direct SVD",
                    check=lambda res, exp: isinstance(res, float) and res < 1e-10,
                    per_task=False),
+    # N is the corpus size in MB (bench/text_data.py makes it once).
+    "b7": Workload("b7", "b7.rhai", 200, lambda n: text_data.expected(n, "top_whitespace"),
+                   "word count: read_text(8 files).str.split().flatten().frequencies().topk(10, key=1), "
+                   "Dask's default bag scheduler (processes)", per_task=False),
+    "b7-closure": Workload("b7-closure", "b7_closure.rhai", 200,
+                           lambda n: text_data.expected(n, "top_space"),
+                           "word count with a closure: read_text.map(split on ' ').flatten()"
+                           ".frequencies().topk(10, key=1)", per_task=False),
 }
 # Targets on the whole time, as ratios brisk / Dask (the issue's).
-TARGET_TIME_RATIO = {"b3": 0.5, "b4": 0.5, "b5": 0.5}
+TARGET_TIME_RATIO = {"b3": 0.5, "b4": 0.5, "b5": 0.5, "b7": 0.2}
 DEFAULT_WORKLOADS = ["b1", "b2-local"]
 ALL_NAMES = list(WORKLOADS) + ["sched"]
 
@@ -127,6 +135,7 @@ def git_info():
 
 # ---------------------------------------------------------------- child processes
 from procstat import proc_stat as _proc_stat  # noqa: E402 (beside this script)
+import text_data  # noqa: E402 (beside this script)
 
 
 class ChildResult:
@@ -376,8 +385,13 @@ def run_workload(wl, args, dask_err, brisk_err, bin_path, tmpdir):
     n = args.n or wl.default_n
     log(f"[{wl.name}] n={n}, {args.runs} run(s) per side")
 
+    extra_lets, extra_args = "", []
+    if wl.name.startswith("b7"):
+        corpus = text_data.ensure(n)
+        extra_lets, extra_args = f"let DIR = {json.dumps(corpus)};\n", ["--dir", corpus]
+
     def dask_cmd():
-        return [VENV_PY, os.path.join(BENCH, "dask_side.py"), wl.name, "--n", str(n)]
+        return [VENV_PY, os.path.join(BENCH, "dask_side.py"), wl.name, "--n", str(n), *extra_args]
 
     script = os.path.join(BENCH, "workloads", wl.script)
     tmp_script = os.path.join(tmpdir, wl.script)
@@ -387,7 +401,7 @@ def run_workload(wl, args, dask_err, brisk_err, bin_path, tmpdir):
             with open(script) as f:
                 body = f.read()
             with open(tmp_script, "w") as f:
-                f.write(f"let N = {n};\n" + body)
+                f.write(f"let N = {n};\n" + extra_lets + body)
         except OSError as e:
             berr = f"cannot prepare {script}: {e}"
 

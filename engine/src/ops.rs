@@ -148,10 +148,10 @@ pub trait UdfRunner: Send + Sync {
     fn call_each(
         &self,
         udf: &Udf,
-        items: Vec<Value>,
+        items: &[Value],
         ctx: &TaskContext<'_>,
     ) -> Result<Vec<Value>, (usize, TaskError)> {
-        items.into_iter().enumerate().map(|(i, x)| self.call(udf, vec![x], ctx).map_err(|e| (i, e))).collect()
+        items.iter().enumerate().map(|(i, x)| self.call(udf, vec![x.clone()], ctx).map_err(|e| (i, e))).collect()
     }
 }
 

@@ -143,7 +143,7 @@ impl UdfRunner for RhaiUdfs {
     fn call_each(
         &self,
         udf: &Udf,
-        items: Vec<Value>,
+        items: &[Value],
         ctx: &TaskContext<'_>,
     ) -> Result<Vec<Value>, (usize, TaskError)> {
         let mut failed = 0;

@@ -7,6 +7,8 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -70,45 +72,113 @@ pub enum Sink {
     Partial(Agg),
 }
 
-pub(super) fn sink(s: &Sink, records: Vec<Value>, run: &mut Runner<'_, '_>) -> Result<Value, TaskError> {
-    let Sink::Partial(agg) = s else { return Ok(Value::list(records)) };
-    Ok(match agg {
-        Agg::Count => Value::Int(records.len() as i64),
-        Agg::Sum => records.iter().try_fold(Value::Int(0), |a, x| add(&a, x))?,
-        Agg::Mean => {
-            let mut sum = 0.0;
-            for (i, r) in records.iter().enumerate() {
-                sum += number(r).ok_or_else(|| run.at_record(not_a_number("mean", r), i))?;
+/// A partition's sink, fed batch by batch so that a partition's records
+/// never all exist at once unless the sink needs them (`reduction`).
+pub(super) enum Acc {
+    Records(Vec<Value>),
+    Count(i64),
+    Sum(Value),
+    Mean(f64, i64),
+    Extreme(Vec<Value>),
+    Freq(Counter),
+    Distinct(Vec<Value>, FxHashSet<VKey>),
+    Top(Vec<Value>),
+    Fold(Vec<(Value, Value)>, FxHashMap<VKey, usize>),
+    Whole(Vec<Value>),
+}
+
+impl Acc {
+    pub(super) fn new(s: &Sink) -> Acc {
+        match s {
+            Sink::Records => Acc::Records(Vec::new()),
+            Sink::Partial(a) => match a {
+                Agg::Count => Acc::Count(0),
+                Agg::Sum => Acc::Sum(Value::Int(0)),
+                Agg::Mean => Acc::Mean(0.0, 0),
+                Agg::Min | Agg::Max => Acc::Extreme(Vec::new()),
+                Agg::Frequencies => Acc::Freq(Counter::default()),
+                Agg::Distinct => Acc::Distinct(Vec::new(), FxHashSet::default()),
+                Agg::TopK { .. } => Acc::Top(Vec::new()),
+                Agg::FoldBy { .. } => Acc::Fold(Vec::new(), FxHashMap::default()),
+                Agg::Reduction { .. } => Acc::Whole(Vec::new()),
+            },
+        }
+    }
+
+    /// Whether the sink must see the whole partition at once.
+    pub(super) fn whole(s: &Sink) -> bool {
+        matches!(s, Sink::Partial(Agg::Reduction { .. }))
+    }
+
+    pub(super) fn push(&mut self, s: &Sink, records: Vec<Value>, run: &mut Runner<'_, '_>) -> Result<(), TaskError> {
+        let agg = match s {
+            Sink::Partial(a) => Some(a),
+            Sink::Records => None,
+        };
+        match self {
+            Acc::Records(v) | Acc::Whole(v) => v.extend(records),
+            Acc::Count(n) => *n += records.len() as i64,
+            Acc::Sum(total) => {
+                for r in &records {
+                    *total = add(total, r)?;
+                }
             }
-            Value::list(vec![Value::Float(sum), Value::Int(records.len() as i64)])
-        }
-        Agg::Min | Agg::Max => extreme(agg, records)?,
-        Agg::Frequencies => {
-            let mut counts = Counter::default();
-            records.into_iter().for_each(|r| counts.add(r, 1));
-            counts.into_pairs()
-        }
-        Agg::Distinct => Value::list(distinct(records)),
-        Agg::TopK { k, key } => {
-            let keys = rank_keys(key, &records, run)?;
-            Value::list(top(records, keys, *k)?.into_iter().map(|(r, _)| r).collect())
-        }
-        Agg::FoldBy { key, binop, initial, .. } => {
-            let keys = run.call_each(key, records.clone())?;
-            let mut acc: Vec<(Value, Value)> = Vec::new();
-            let mut index: HashMap<VKey, usize> = HashMap::new();
-            for (k, r) in keys.into_iter().zip(records) {
-                let i = *index.entry(VKey(k.clone())).or_insert_with(|| {
-                    acc.push((k, initial.clone()));
-                    acc.len() - 1
-                });
-                let prev = std::mem::take(&mut acc[i].1);
-                acc[i].1 = run.call(binop, vec![prev, r])?;
+            Acc::Mean(sum, n) => {
+                for (i, r) in records.iter().enumerate() {
+                    *sum += number(r).ok_or_else(|| run.at_record(not_a_number("mean", r), i))?;
+                }
+                *n += records.len() as i64;
             }
-            pairs(acc)
+            Acc::Extreme(best) => {
+                let mut all = std::mem::take(best);
+                all.extend(records);
+                if let Some(a) = agg {
+                    *best = list(&extreme(a, all)?).to_vec();
+                }
+            }
+            Acc::Freq(c) => records.into_iter().for_each(|r| c.add(r, 1)),
+            Acc::Distinct(out, seen) => {
+                out.extend(records.into_iter().filter(|r| seen.insert(VKey(r.clone()))));
+            }
+            Acc::Top(best) => {
+                if let Some(Agg::TopK { k, key }) = agg {
+                    let mut all = std::mem::take(best);
+                    all.extend(records);
+                    let keys = rank_keys(key, &all, run)?;
+                    *best = top(all, keys, *k)?.into_iter().map(|(r, _)| r).collect();
+                }
+            }
+            Acc::Fold(acc, index) => {
+                if let Some(Agg::FoldBy { key, binop, initial, .. }) = agg {
+                    let keys = run.call_each(key, &records)?;
+                    for (k, r) in keys.into_iter().zip(records) {
+                        let i = *index.entry(VKey(k.clone())).or_insert_with(|| {
+                            acc.push((k, initial.clone()));
+                            acc.len() - 1
+                        });
+                        let prev = std::mem::take(&mut acc[i].1);
+                        acc[i].1 = run.call(binop, vec![prev, r])?;
+                    }
+                }
+            }
         }
-        Agg::Reduction { per_partition, .. } => run.call(per_partition, vec![Value::list(records)])?,
-    })
+        Ok(())
+    }
+
+    pub(super) fn finish(self, s: &Sink, run: &mut Runner<'_, '_>) -> Result<Value, TaskError> {
+        Ok(match self {
+            Acc::Records(v) | Acc::Distinct(v, _) | Acc::Top(v) | Acc::Extreme(v) => Value::list(v),
+            Acc::Count(n) => Value::Int(n),
+            Acc::Sum(v) => v,
+            Acc::Mean(sum, n) => Value::list(vec![Value::Float(sum), Value::Int(n)]),
+            Acc::Freq(c) => c.into_pairs(),
+            Acc::Fold(acc, _) => pairs(acc),
+            Acc::Whole(v) => match s {
+                Sink::Partial(Agg::Reduction { per_partition, .. }) => run.call(per_partition, vec![Value::list(v)])?,
+                _ => Value::list(v),
+            },
+        })
+    }
 }
 
 pub(super) fn combine(agg: &Agg, parts: &[Value], run: &mut Runner<'_, '_>) -> Result<Value, TaskError> {
@@ -198,8 +268,8 @@ fn pairs(acc: Vec<(Value, Value)>) -> Value {
 
 /// Counts in first-seen order.
 #[derive(Default)]
-struct Counter {
-    index: HashMap<VKey, usize>,
+pub(super) struct Counter {
+    index: FxHashMap<VKey, usize>,
     items: Vec<(Value, i64)>,
 }
 
@@ -221,7 +291,7 @@ impl Counter {
 }
 
 fn distinct(records: Vec<Value>) -> Vec<Value> {
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = FxHashSet::default();
     records.into_iter().filter(|r| seen.insert(VKey(r.clone()))).collect()
 }
 
@@ -303,7 +373,7 @@ fn rank_keys(key: &KeyBy, records: &[Value], run: &mut Runner<'_, '_>) -> Result
             .enumerate()
             .map(|(j, r)| pluck(r, i).map_err(|e| run.at_record(TaskError::user(format!("topk: {e}")), j)))
             .collect(),
-        KeyBy::Closure(f) => run.call_each(f, records.to_vec()),
+        KeyBy::Closure(f) => run.call_each(f, records),
     }
 }
 

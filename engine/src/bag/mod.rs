@@ -116,26 +116,57 @@ pub fn execute(
             {
                 return Ok(v);
             }
-            let records = match source {
-                Source::Dep => records_of(args.first(), "a bag partition")?,
-                Source::Text { path, start, end } => text::read_lines(path, *start, *end)?,
+            let mut run = Runner { udfs, ctx, part, offset: 0 };
+            let whole = agg::Acc::whole(sink) || stages.iter().any(|s| matches!(s, Stage::MapPartitions(_)));
+            let batch = if whole { usize::MAX } else { BATCH };
+            let mut acc = agg::Acc::new(sink);
+            let mut feed = |records: Vec<Value>, offset: usize, run: &mut Runner<'_, '_>| {
+                run.offset = offset;
+                let out = stages.iter().try_fold(records, |r, s| run.stage(s, r))?;
+                acc.push(sink, out, run)
             };
-            let mut run = Runner { udfs, ctx, part };
-            let records = stages.iter().try_fold(records, |r, s| run.stage(s, r))?;
-            agg::sink(sink, records, &mut run)
+            match source {
+                Source::Dep => {
+                    let records = records_of(args.first(), "a bag partition")?;
+                    if whole {
+                        feed(records, 0, &mut run)?;
+                    } else {
+                        for (i, c) in records.chunks(batch).enumerate() {
+                            feed(c.to_vec(), i * batch, &mut run)?;
+                        }
+                    }
+                }
+                Source::Text { path, start, end } => {
+                    let bytes = text::read_block(path, *start, *end)?;
+                    let block = text::as_text(path, *start, &bytes)?;
+                    let mut pending = Vec::new();
+                    let mut offset = 0;
+                    for line in text::lines(block) {
+                        pending.push(Value::str(&line));
+                        if pending.len() >= batch {
+                            let n = pending.len();
+                            feed(std::mem::take(&mut pending), offset, &mut run)?;
+                            offset += n;
+                        }
+                    }
+                    feed(pending, offset, &mut run)?;
+                }
+            }
+            run.offset = 0;
+            acc.finish(sink, &mut run)
         }
         BagOp::Combine(a) => {
-            let mut run = Runner { udfs, ctx, part };
+            let mut run = Runner { udfs, ctx, part, offset: 0 };
             agg::combine(a, args, &mut run)
         }
         BagOp::Finish(a) => {
-            let mut run = Runner { udfs, ctx, part };
+            let mut run = Runner { udfs, ctx, part, offset: 0 };
             agg::finish(a, args.first().cloned().unwrap_or_default(), &mut run)
         }
         BagOp::Split { key, parts } => {
             let records = records_of(args.first(), "a bag partition")?;
-            let mut run = Runner { udfs, ctx, part };
-            let keys = run.call_each(key, records.clone())?;
+            let mut run = Runner { udfs, ctx, part, offset: 0 };
+            let keys = run.call_each(key, &records)?;
             let mut buckets = vec![Vec::new(); (*parts).max(1) as usize];
             for (k, r) in keys.iter().zip(records) {
                 let b = (VKey::hash_of(k) % buckets.len() as u64) as usize;
@@ -199,11 +230,17 @@ pub struct Runner<'a, 'b> {
     udfs: &'a dyn UdfRunner,
     ctx: &'a TaskContext<'b>,
     part: u32,
+    /// Position of the current batch's first record in the partition.
+    offset: usize,
 }
+
+/// Records a partition's stages take at a time: enough to amortize a
+/// closure lookup, few enough that a partition never sits in memory whole.
+const BATCH: usize = 4096;
 
 impl Runner<'_, '_> {
     /// `f(x)` for every record; an error names the record's position.
-    pub fn call_each(&mut self, f: &Udf, records: Vec<Value>) -> Result<Vec<Value>, TaskError> {
+    pub fn call_each(&mut self, f: &Udf, records: &[Value]) -> Result<Vec<Value>, TaskError> {
         self.udfs.call_each(f, records, self.ctx).map_err(|(i, e)| self.at_record(e, i))
     }
 
@@ -214,7 +251,7 @@ impl Runner<'_, '_> {
 
     fn at_record(&self, mut e: TaskError, i: usize) -> TaskError {
         if e.kind == crate::error::TaskErrorKind::User {
-            e.message = format!("{} (record {i} of partition {})", e.message, self.part);
+            e.message = format!("{} (record {} of partition {})", e.message, self.offset + i, self.part);
         }
         e
     }
@@ -231,9 +268,9 @@ impl Runner<'_, '_> {
             return Err(TaskError::cancelled());
         }
         match stage {
-            Stage::Map(f) => self.call_each(f, records),
+            Stage::Map(f) => self.call_each(f, &records),
             Stage::Filter(f) => {
-                let keep = self.call_each(f, records.clone())?;
+                let keep = self.call_each(f, &records)?;
                 Ok(records.into_iter().zip(keep).filter(|(_, k)| truthy(k)).map(|(r, _)| r).collect())
             }
             Stage::MapPartitions(f) => match self.call(f, vec![Value::list(records)])? {

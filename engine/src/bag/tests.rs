@@ -108,3 +108,42 @@ fn text_files_round_trip_through_write_and_read() {
         run(&BagOp::WriteText { path: Arc::from("/nonexistent/x.part") }, &[ints(&[1])]).expect_err("int");
     assert!(e.message.contains("record 0 is int, not a string"), "{e}");
 }
+
+/// A partition larger than a batch: the sinks carry their state across
+/// batches and give what one pass over everything gives.
+#[test]
+fn sinks_carry_across_batches() {
+    let n = 3 * BATCH as i64 + 17;
+    let recs = Value::list((0..n).map(|i| Value::list(vec![Value::Int(i), Value::Int(i % 7)])).collect());
+    let over = |stages: Vec<Stage>, agg: Agg| {
+        let op = BagOp::Run { source: Source::Dep, stages, sink: Sink::Partial(agg.clone()) };
+        let p = run(&op, std::slice::from_ref(&recs)).expect("partial");
+        let merged = run(&BagOp::Combine(agg.clone()), &[p]).expect("combine");
+        run(&BagOp::Finish(agg), &[merged]).expect("finish")
+    };
+    let first = || vec![Stage::Pluck(Value::Int(0))];
+    let second = || vec![Stage::Pluck(Value::Int(1))];
+    assert_eq!(over(first(), Agg::Count), Value::Int(n));
+    assert_eq!(over(first(), Agg::Sum), Value::Int(n * (n - 1) / 2));
+    assert_eq!(over(first(), Agg::Max), Value::Int(n - 1));
+    assert_eq!(over(first(), Agg::TopK { k: 3, key: agg::KeyBy::Record }), ints(&[n - 1, n - 2, n - 3]));
+    assert_eq!(over(second(), Agg::Distinct), ints(&[0, 1, 2, 3, 4, 5, 6]));
+    let f = text::counts_of(&over(second(), Agg::Frequencies));
+    assert_eq!(f.values().sum::<i64>(), n);
+    let e = run(
+        &BagOp::Run { source: Source::Dep, stages: vec![Stage::Pluck(Value::Int(5))], sink: Sink::Records },
+        &[recs],
+    )
+    .expect_err("short records");
+    assert!(e.message.ends_with("(record 0 of partition 2)"), "{e}");
+}
+
+#[test]
+fn an_error_past_the_first_batch_names_the_right_record() {
+    let bad = BATCH + 5;
+    let recs: Vec<Value> =
+        (0..2 * BATCH).map(|i| if i == bad { Value::Int(1) } else { Value::list(vec![Value::Int(1)]) }).collect();
+    let op = BagOp::Run { source: Source::Dep, stages: vec![Stage::Flatten], sink: Sink::Partial(Agg::Count) };
+    let e = run(&op, &[Value::list(recs)]).expect_err("an int among lists");
+    assert!(e.message.ends_with(&format!("(record {bad} of partition 2)")), "{e}");
+}

@@ -56,7 +56,7 @@ fn after_newline(f: &mut File, pos: u64, len: u64) -> std::io::Result<u64> {
     }
 }
 
-fn as_text<'a>(path: &str, start: u64, bytes: &'a [u8]) -> Result<&'a str, TaskError> {
+pub fn as_text<'a>(path: &str, start: u64, bytes: &'a [u8]) -> Result<&'a str, TaskError> {
     std::str::from_utf8(bytes).map_err(|e| {
         TaskError::user(format!(
             "{path} is not UTF-8 text (invalid byte near offset {})",
