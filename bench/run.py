@@ -83,6 +83,8 @@ WORKLOADS = {
 }
 # Targets on the whole time, as ratios brisk / Dask (the issue's).
 TARGET_TIME_RATIO = {"b3": 0.5, "b4": 0.5, "b5": 0.5, "b7": 0.2}
+# Workloads whose issue also asks for less memory than Dask (the arrays').
+MEMORY_TARGET = {"b3", "b4", "b5"}
 DEFAULT_WORKLOADS = ["b1", "b2-local"]
 ALL_NAMES = list(WORKLOADS) + ["sched"]
 
@@ -425,7 +427,8 @@ def run_workload(wl, args, dask_err, brisk_err, bin_path, tmpdir):
             rec["target_ratio"] = TARGET_TIME_RATIO[wl.name]
             rec["target_met"] = (rec["ratio"] <= rec["target_ratio"] and dask["correct"]
                                  and brisk["correct"]
-                                 and (brisk.get("peak_rss_mb") or 0) <= (dask.get("peak_rss_mb") or 0))
+                                 and (wl.name not in MEMORY_TARGET
+                                      or (brisk.get("peak_rss_mb") or 0) <= (dask.get("peak_rss_mb") or 0)))
         if wl.per_task and dask.get("us_per_task") and brisk.get("us_per_task") is not None:
             rec["ratio_per_task"] = round(brisk["us_per_task"] / dask["us_per_task"], 5)
             rec["target_ratio_per_task"] = TARGET_RATIO

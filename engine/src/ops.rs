@@ -151,7 +151,11 @@ pub trait UdfRunner: Send + Sync {
         items: &[Value],
         ctx: &TaskContext<'_>,
     ) -> Result<Vec<Value>, (usize, TaskError)> {
-        items.iter().enumerate().map(|(i, x)| self.call(udf, vec![x.clone()], ctx).map_err(|e| (i, e))).collect()
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, x)| self.call(udf, vec![x.clone()], ctx).map_err(|e| (i, e)))
+            .collect()
     }
 }
 

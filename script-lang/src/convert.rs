@@ -30,7 +30,8 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, String> {
     if d.is_unit() {
         return Ok(Value::Unit);
     }
-    if let Some(b) = d.clone().try_cast::<bool>() {
+    // Type tests that never clone: cloning a Dynamic array copies it.
+    if let Ok(b) = d.as_bool() {
         return Ok(Value::Bool(b));
     }
     if let Ok(i) = d.as_int() {
@@ -42,8 +43,7 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, String> {
     if let Ok(c) = d.as_char() {
         return Ok(Value::Str(Arc::from(c.to_string())));
     }
-    if d.is_string() {
-        let s = d.clone().into_immutable_string().unwrap_or_default();
+    if let Some(s) = d.read_lock::<ImmutableString>() {
         return Ok(Value::Str(Arc::from(s.as_str())));
     }
     if d.is_array() {

@@ -110,7 +110,12 @@ impl Acc {
         matches!(s, Sink::Partial(Agg::Reduction { .. }))
     }
 
-    pub(super) fn push(&mut self, s: &Sink, records: Vec<Value>, run: &mut Runner<'_, '_>) -> Result<(), TaskError> {
+    pub(super) fn push(
+        &mut self,
+        s: &Sink,
+        records: Vec<Value>,
+        run: &mut Runner<'_, '_>,
+    ) -> Result<(), TaskError> {
         let agg = match s {
             Sink::Partial(a) => Some(a),
             Sink::Records => None,
@@ -174,7 +179,9 @@ impl Acc {
             Acc::Freq(c) => c.into_pairs(),
             Acc::Fold(acc, _) => pairs(acc),
             Acc::Whole(v) => match s {
-                Sink::Partial(Agg::Reduction { per_partition, .. }) => run.call(per_partition, vec![Value::list(v)])?,
+                Sink::Partial(Agg::Reduction { per_partition, .. }) => {
+                    run.call(per_partition, vec![Value::list(v)])?
+                }
                 _ => Value::list(v),
             },
         })

@@ -284,7 +284,11 @@ impl Runner<'_, '_> {
                 let mut out = Vec::with_capacity(records.len());
                 for (i, r) in records.into_iter().enumerate() {
                     match r {
-                        Value::List(items) => out.extend(items.iter().cloned()),
+                        // Usually the only holder: move the items out.
+                        Value::List(items) => match Arc::try_unwrap(items) {
+                            Ok(v) => out.extend(v),
+                            Err(shared) => out.extend(shared.iter().cloned()),
+                        },
                         other => {
                             return Err(self.at_record(
                                 TaskError::user(format!(

@@ -141,9 +141,11 @@ fn sinks_carry_across_batches() {
 #[test]
 fn an_error_past_the_first_batch_names_the_right_record() {
     let bad = BATCH + 5;
-    let recs: Vec<Value> =
-        (0..2 * BATCH).map(|i| if i == bad { Value::Int(1) } else { Value::list(vec![Value::Int(1)]) }).collect();
-    let op = BagOp::Run { source: Source::Dep, stages: vec![Stage::Flatten], sink: Sink::Partial(Agg::Count) };
+    let recs: Vec<Value> = (0..2 * BATCH)
+        .map(|i| if i == bad { Value::Int(1) } else { Value::list(vec![Value::Int(1)]) })
+        .collect();
+    let op =
+        BagOp::Run { source: Source::Dep, stages: vec![Stage::Flatten], sink: Sink::Partial(Agg::Count) };
     let e = run(&op, &[Value::list(recs)]).expect_err("an int among lists");
     assert!(e.message.ends_with(&format!("(record {bad} of partition 2)")), "{e}");
 }
