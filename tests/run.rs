@@ -415,6 +415,7 @@ fn the_repl_works_as_a_person_uses_it() {
     let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
     let has = |s: &str| lines.contains(&s);
     assert!(has("42"), "the multi-line function ran: {screen}");
+    assert!(screen.contains("  ...>   a * 2"), "a continuation prompt for the unfinished input: {screen}");
     assert!(has("41"), "Tab completed tot to total: {screen}");
     assert!(screen.contains("<input 5>: interrupted"), "Ctrl-C interrupted the compute: {screen}");
     assert!(

@@ -18,7 +18,7 @@ use rustyline::error::ReadlineError;
 use rustyline::highlight::{CmdKind, Highlighter};
 use rustyline::hint::{Hinter, HistoryHinter};
 use rustyline::history::DefaultHistory;
-use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::validate::Validator;
 use rustyline::{Context, Editor, Helper};
 
 struct BriskHelper {
@@ -58,14 +58,9 @@ impl Highlighter for BriskHelper {
     }
 }
 
-impl Validator for BriskHelper {
-    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
-        Ok(match input_state(ctx.input()) {
-            InputState::Incomplete => ValidationResult::Incomplete,
-            _ => ValidationResult::Valid(None),
-        })
-    }
-}
+/// Enter always hands the line over: `run` keeps an unfinished statement
+/// and asks for the rest under a continuation prompt.
+impl Validator for BriskHelper {}
 
 impl Helper for BriskHelper {}
 
@@ -97,34 +92,55 @@ pub fn run(session: Session) -> anyhow::Result<ExitCode> {
         env!("CARGO_PKG_VERSION")
     );
     let mut n = 0;
+    // An unfinished statement typed so far (open brace, bracket, string).
+    let mut pending = String::new();
     loop {
-        match rl.readline("brisk> ") {
+        let prompt = if pending.is_empty() { "brisk> " } else { "  ...> " };
+        match rl.readline(prompt) {
             Ok(line) => {
-                if line.trim().is_empty() {
+                if pending.is_empty() && line.trim().is_empty() {
                     continue;
                 }
-                let _ = rl.add_history_entry(line.as_str());
-                if let Some(p) = &history {
-                    if let Some(dir) = p.parent() {
-                        let _ = std::fs::create_dir_all(dir);
-                    }
-                    let _ = rl.save_history(p);
-                }
-                if let Some(meta) = line.trim().strip_prefix(':') {
+                if pending.is_empty()
+                    && let Some(meta) = line.trim().strip_prefix(':')
+                {
+                    remember(&mut rl, &line, history.as_deref());
                     if meta_command(meta, &session, colour) {
                         break;
                     }
                     continue;
                 }
+                if !pending.is_empty() {
+                    pending.push('\n');
+                }
+                pending.push_str(&line);
+                if input_state(&pending) == InputState::Incomplete {
+                    continue;
+                }
+                let text = std::mem::take(&mut pending);
+                remember(&mut rl, &text, history.as_deref());
                 n += 1;
-                evaluate(&session, &line, &format!("<input {n}>"), colour);
+                evaluate(&session, &text, &format!("<input {n}>"), colour);
             }
-            Err(ReadlineError::Interrupted) => continue,
+            // Ctrl-C at the prompt drops the line and anything unfinished.
+            Err(ReadlineError::Interrupted) => pending.clear(),
             Err(ReadlineError::Eof) => break,
             Err(e) => return Err(e.into()),
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Add an input to the history and save it (a failure to save is not worth
+/// interrupting anyone for).
+fn remember(rl: &mut Editor<BriskHelper, DefaultHistory>, text: &str, path: Option<&std::path::Path>) {
+    let _ = rl.add_history_entry(text);
+    if let Some(p) = path {
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = rl.save_history(p);
+    }
 }
 
 /// Evaluate one input, print its value or its error (with a caret under

@@ -192,6 +192,121 @@ pub fn chunk_text(c: &Chunk) -> String {
     out
 }
 
+/// An HTML table for Jupyter (`text/html`), for the values that print as
+/// tables; `None` for the rest, which only have `text/plain`.
+pub fn html(d: &Dynamic) -> Option<String> {
+    if let Some(x) = d.read_lock::<crate::api::LazyArray>() {
+        let text = crate::api::array_summary(&x);
+        let (head, _) = text.split_once('\n').unwrap_or((&text, ""));
+        let rows = summary_rows(&text);
+        return Some(format!(
+            "<p><code>{}</code></p>{}",
+            escape(head),
+            html_table(&["", "Array", "Chunk"], &rows, None)
+        ));
+    }
+    if let Some(c) = d.read_lock::<Chunk>() {
+        let footer = format!("ndarray {} {}", c.dtype(), fmt_shape(c.shape()));
+        return match c.ndim() {
+            1 => {
+                let rows = shown(c.shape()[0], HEAD_ROWS, TAIL_ROWS)
+                    .into_iter()
+                    .map(|i| match i {
+                        Some(i) => vec![i.to_string(), c.get(&[i]).map(element).unwrap_or_default()],
+                        None => vec!["…".into(), "…".into()],
+                    })
+                    .collect::<Vec<_>>();
+                Some(html_table(&["", "value"], &rows, Some(&footer)))
+            }
+            2 => {
+                let cols = shown(c.shape()[1], EDGE_COLS, EDGE_COLS);
+                let mut header = vec![String::new()];
+                header.extend(cols.iter().map(|j| j.map(|j| j.to_string()).unwrap_or_else(|| "…".into())));
+                let rows = shown(c.shape()[0], HEAD_ROWS, TAIL_ROWS)
+                    .into_iter()
+                    .map(|i| {
+                        let mut row = vec![i.map(|i| i.to_string()).unwrap_or_else(|| "…".into())];
+                        row.extend(cols.iter().map(|j| match (i, j) {
+                            (Some(i), Some(j)) => c.get(&[i, *j]).map(element).unwrap_or_default(),
+                            _ => "…".into(),
+                        }));
+                        row
+                    })
+                    .collect::<Vec<_>>();
+                let header: Vec<&str> = header.iter().map(String::as_str).collect();
+                Some(html_table(&header, &rows, Some(&footer)))
+            }
+            _ => None,
+        };
+    }
+    if let Some(m) = d.read_lock::<Map>()
+        && !m.is_empty()
+    {
+        let rows: Vec<Vec<String>> = m.iter().map(|(k, v)| vec![k.to_string(), cell(v)]).collect();
+        return Some(html_table(&["key", "value"], &rows, None));
+    }
+    if let Some(a) = d.read_lock::<Array>()
+        && !a.is_empty()
+        && a.iter().all(Dynamic::is_map)
+    {
+        let mut columns: Vec<String> = Vec::new();
+        for r in a.iter() {
+            if let Some(m) = r.read_lock::<Map>() {
+                for k in m.keys() {
+                    if !columns.iter().any(|c| c == k.as_str()) {
+                        columns.push(k.to_string());
+                    }
+                }
+            }
+        }
+        let n = a.len();
+        let rows: Vec<Vec<String>> = shown(n, HEAD_ROWS, TAIL_ROWS)
+            .into_iter()
+            .map(|i| match i.and_then(|i| a[i].read_lock::<Map>().map(|m| m.clone())) {
+                Some(m) => columns.iter().map(|c| m.get(c.as_str()).map(cell).unwrap_or_default()).collect(),
+                None => columns.iter().map(|_| "…".to_string()).collect(),
+            })
+            .collect();
+        let header: Vec<&str> = columns.iter().map(String::as_str).collect();
+        return Some(html_table(&header, &rows, Some(&format!("{n} rows × {} columns", columns.len()))));
+    }
+    None
+}
+
+/// The body rows of a comfy-table text table (the lazy array summary).
+fn summary_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter(|l| l.starts_with('│'))
+        .skip(1)
+        .map(|l| l.trim_matches('│').split('┆').map(|c| c.trim().to_string()).collect())
+        .collect()
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+fn html_table(header: &[&str], rows: &[Vec<String>], footer: Option<&str>) -> String {
+    let mut out = String::from("<table><thead><tr>");
+    for h in header {
+        out += &format!("<th>{}</th>", escape(h));
+    }
+    out += "</tr></thead><tbody>";
+    for r in rows {
+        out += "<tr>";
+        for (j, c) in r.iter().enumerate() {
+            let tag = if j == 0 && header.first().is_some_and(|h| h.is_empty()) { "th" } else { "td" };
+            out += &format!("<{tag}>{}</{tag}>", escape(c));
+        }
+        out += "</tr>";
+    }
+    out += "</tbody></table>";
+    if let Some(f) = footer {
+        out += &format!("<p>{}</p>", escape(f));
+    }
+    out
+}
+
 fn table() -> Table {
     let mut t = Table::new();
     t.load_style(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Disabled);
@@ -217,6 +332,21 @@ mod tests {
         m.insert("id".into(), Dynamic::from_int(i));
         m.insert("name".into(), Dynamic::from(format!("n{i}")));
         Dynamic::from_map(m)
+    }
+
+    #[test]
+    fn tables_have_html_too() {
+        let mut m = Map::new();
+        m.insert("a<b".into(), Dynamic::from_int(1));
+        let h = html(&Dynamic::from_map(m)).expect("html");
+        assert_eq!(
+            h,
+            "<table><thead><tr><th>key</th><th>value</th></tr></thead><tbody><tr><td>a&lt;b</td><td>1</td></tr></tbody></table>"
+        );
+        let h = html(&Dynamic::from_array((0..30).map(row).collect())).expect("html");
+        assert!(h.contains("<td>n29</td>") && h.contains("<td>…</td>") && !h.contains("<td>n12</td>"), "{h}");
+        assert!(h.ends_with("<p>30 rows × 2 columns</p>"), "{h}");
+        assert_eq!(html(&Dynamic::from_int(3)), None);
     }
 
     #[test]

@@ -12,4 +12,4 @@ pub mod session;
 pub mod ship;
 
 pub use error::{ErrorKind, ScriptError};
-pub use session::{OutputSink, Session, SessionState};
+pub use session::{DisplaySink, OutputSink, Rendered, Session, SessionState};

@@ -18,6 +18,18 @@ use crate::ship::{self, RhaiUdfs};
 /// Where `print` output goes.
 pub type OutputSink = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// A value rendered for `display(v)`: always text, and HTML where the
+/// value has a table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendered {
+    pub plain: String,
+    pub html: Option<String>,
+}
+
+/// Where `display(v)` output goes (the terminal prints the text; the
+/// Jupyter kernel sends a `display_data` message).
+pub type DisplaySink = Arc<dyn Fn(&Rendered) + Send + Sync>;
+
 /// What registered functions share with the session.
 pub struct SessionState {
     runtime: RwLock<Arc<Runtime>>,
@@ -31,6 +43,7 @@ pub struct SessionState {
     annotations: Mutex<Vec<AnnotationScope>>,
     udfs: Arc<RhaiUdfs>,
     output: RwLock<OutputSink>,
+    display: RwLock<Option<DisplaySink>>,
     /// Set by Ctrl-C or a kernel interrupt; stops waits and the script.
     pub cancel: CancelToken,
 }
@@ -109,6 +122,15 @@ impl SessionState {
         let sink = self.output.read().unwrap_or_else(|e| e.into_inner()).clone();
         sink(s);
     }
+
+    /// `display(v)`: to the display sink, or as text to the print sink.
+    pub fn display(&self, r: &Rendered) {
+        let sink = self.display.read().unwrap_or_else(|e| e.into_inner()).clone();
+        match sink {
+            Some(f) => f(r),
+            None => self.print(&r.plain),
+        }
+    }
 }
 
 fn make_runtime(config: &SessionConfig, udfs: &Arc<RhaiUdfs>) -> Runtime {
@@ -148,6 +170,7 @@ impl Session {
             annotations: Mutex::new(Vec::new()),
             udfs,
             output: RwLock::new(stdout),
+            display: RwLock::new(None),
             cancel: CancelToken::new(),
         });
         let mut engine = Engine::new();
@@ -174,6 +197,11 @@ impl Session {
     /// Send `print` output somewhere else (the kernel, a test buffer).
     pub fn set_output(&self, sink: OutputSink) {
         *self.state.output.write().unwrap_or_else(|e| e.into_inner()) = sink;
+    }
+
+    /// Send `display(v)` output somewhere else (the Jupyter kernel).
+    pub fn set_display(&self, sink: DisplaySink) {
+        *self.state.display.write().unwrap_or_else(|e| e.into_inner()) = Some(sink);
     }
 
     /// Interrupt the running evaluation and any compute it waits for.

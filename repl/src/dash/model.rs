@@ -117,7 +117,15 @@ impl Model {
         let first = *self.first.get_or_insert(s.at);
         self.elapsed = s.at.saturating_sub(first);
         let snap = &s.snapshot;
-        self.groups = snap.groups.iter().filter_map(|g| self.relative(g)).collect();
+        let mut groups: Vec<Group> = snap.groups.iter().filter_map(|g| self.relative(g)).collect();
+        // A group whose tasks were released (an interrupt, an error) leaves
+        // the snapshot: keep its last state, so the summary still counts it.
+        for old in &self.groups {
+            if !groups.iter().any(|g| g.name == old.name) {
+                groups.push(old.clone());
+            }
+        }
+        self.groups = groups;
         let done: u64 = self.groups.iter().map(|g| g.done).sum();
         self.done_history.push_back((s.at, done));
         while self.done_history.front().is_some_and(|&(t, _)| s.at.saturating_sub(t) > RATE_WINDOW) {
@@ -298,6 +306,15 @@ mod tests {
         m.update(sample(1000, vec![group("inc", 20, 20, 0, 0), group("sum", 100, 100, 0, 1)], 3.0, 0));
         assert!(m.groups.iter().all(|g| g.done == g.total));
         assert_eq!(m.summary(), "110/110 tasks in 1.0 s (110 tasks/s), 1 erred, peak memory 1.0 MiB");
+    }
+
+    #[test]
+    fn a_released_group_stays_in_the_summary() {
+        let mut m = Model::new(&Snapshot::default());
+        m.update(sample(0, vec![group("lambda", 1, 0, 1, 0)], 0.0, 0));
+        m.update(sample(200, vec![], 0.1, 0));
+        assert_eq!(m.totals(), (0, 1));
+        assert!(m.summary().starts_with("0/1 tasks in 0.2 s"), "{}", m.summary());
     }
 
     #[test]

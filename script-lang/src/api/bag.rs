@@ -217,7 +217,9 @@ fn take(state: &SessionState, b: &LazyBag, n: i64) -> Res<RArray> {
         return Err(runtime(format!("take: n must be 0 or more, got {n}")));
     }
     // As Dask: from the first partition only.
-    let first = Bag { parts: Arc::new(b.b.parts.iter().take(1).cloned().collect()), ..b.b.clone() };
+    // Its own token: these keys must not be the whole bag's.
+    let token = Tokenizer::new().str(&b.b.token).str("take-first-partition").finish();
+    let first = Bag { parts: Arc::new(b.b.parts.iter().take(1).cloned().collect()), token, ..b.b.clone() };
     let (layer, key) = cb::finalize(&first);
     let d = Delayed { layer, key, held: Arc::new(Vec::new()) };
     let out = super::delayed::compute_all(state, &[Dynamic::from(d)])?;

@@ -669,6 +669,12 @@ pub const DOCS: &[FnDoc] = &[
         "The number of partitions.",
         "from_sequence([1, 2, 3, 4], #{npartitions: 2}).npartitions",
     ),
+    doc(
+        "display",
+        "display(value)",
+        "Show a value now, as the end of an input shows it: a table where it has one. In Jupyter each call is its own output (text and HTML), so one cell can show several values.",
+        "display(#{rows: 3, cols: 2});\ndisplay(from_array([1, 2, 3]).compute())",
+    ),
 ];
 
 /// The entry for `name`, if documented.

@@ -27,6 +27,8 @@ use crate::session::SessionState;
 /// The session engine's API.
 pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     register_values(engine);
+    let st = state.clone();
+    engine.register_fn("display", move |v: Dynamic| st.display(&rendered(&v)));
     delayed::register(engine, state);
     array::register(engine, state);
     bag::register(engine, state);
@@ -92,6 +94,11 @@ pub fn type_name(d: &Dynamic) -> String {
         let n = d.type_name();
         n.rsplit("::").next().unwrap_or(n).to_string()
     }
+}
+
+/// A value as every front end shows it: text, and HTML for tables.
+pub fn rendered(d: &Dynamic) -> crate::session::Rendered {
+    crate::session::Rendered { plain: display(d), html: crate::display::html(d) }
 }
 
 /// How a value prints in the REPL: tables for maps and records.
