@@ -158,21 +158,8 @@ fn print_result(result: Result<rhai::Dynamic, ScriptError>, text: &str, origin: 
     match result {
         Ok(v) if !v.is_unit() => println!("{}", brisk_script::api::display(&v)),
         Ok(_) => {}
-        Err(e) => eprintln!("{}", error_block(&e, text, origin, colour)),
+        Err(e) => eprintln!("{}", brisk_script::error::error_block(&e, text, origin, colour)),
     }
-}
-
-/// `error: …` plus, for an error in this input, the line and a caret.
-pub fn error_block(e: &ScriptError, text: &str, origin: &str, colour: bool) -> String {
-    let head = if colour { format!("\x1b[1;31merror\x1b[0m: {e}") } else { format!("error: {e}") };
-    if e.origin != origin {
-        return head;
-    }
-    let (Some(line), Some(col)) = (e.line, e.column) else { return head };
-    let Some(src) = text.lines().nth(line.saturating_sub(1)) else { return head };
-    let pad: String =
-        src.chars().take(col.saturating_sub(1)).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
-    format!("{head}\n  {src}\n  {pad}^")
 }
 
 /// Meta commands; returns whether to leave the REPL.
@@ -231,6 +218,7 @@ fn meta_command(meta: &str, session: &Rc<RefCell<Session>>, colour: bool) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use brisk_script::error::error_block;
 
     #[test]
     fn errors_in_this_input_get_a_caret() {

@@ -27,6 +27,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The Jupyter kernel: `install`, `uninstall`, or run it on a connection file.
+    Kernel {
+        #[command(subcommand)]
+        action: Option<KernelAction>,
+        /// Run the kernel on this connection file (what Jupyter starts).
+        #[arg(long)]
+        connection_file: Option<PathBuf>,
+    },
     /// Run a Rhai script on the embedded local scheduler.
     Run {
         /// The script to run (`.rhai`).
@@ -35,6 +43,56 @@ enum Command {
         #[arg(long)]
         no_progress: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum KernelAction {
+    /// Register brisk with Jupyter (`jupyter kernelspec list` then shows it).
+    Install(Where),
+    /// Remove the registration.
+    Uninstall(Where),
+}
+
+/// Where the kernelspec goes, as `jupyter kernelspec install`'s options.
+#[derive(clap::Args)]
+struct Where {
+    /// The user's Jupyter data directory (the default).
+    #[arg(long, conflicts_with_all = ["sys_prefix", "prefix"])]
+    user: bool,
+    /// The active Python environment's (VIRTUAL_ENV or CONDA_PREFIX).
+    #[arg(long, conflicts_with = "prefix")]
+    sys_prefix: bool,
+    /// DIR/share/jupyter.
+    #[arg(long, value_name = "DIR")]
+    prefix: Option<PathBuf>,
+}
+
+impl Where {
+    fn target(&self) -> brisk_kernel::install::Target {
+        use brisk_kernel::install::Target;
+        match (&self.prefix, self.sys_prefix) {
+            (Some(p), _) => Target::Prefix(p.clone()),
+            (None, true) => Target::SysPrefix,
+            _ => Target::User,
+        }
+    }
+}
+
+fn kernel(action: Option<KernelAction>, connection_file: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    use brisk_kernel::install;
+    match (action, connection_file) {
+        (Some(KernelAction::Install(w)), _) => {
+            let dir = install::install(&w.target())?;
+            println!("installed the brisk kernel in {}", dir.display());
+        }
+        (Some(KernelAction::Uninstall(w)), _) => {
+            let dir = install::uninstall(&w.target())?;
+            println!("removed {}", dir.display());
+        }
+        (None, Some(f)) => brisk_kernel::run(&f)?,
+        (None, None) => anyhow::bail!("brisk kernel needs install, uninstall or --connection-file FILE"),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// mimalloc keeps freed blocks for reuse: array tasks allocate and free
@@ -48,6 +106,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Run { file, no_progress }) => run_file(&file, !no_progress),
+        Some(Command::Kernel { action, connection_file }) => kernel(action, connection_file),
         None => repl(),
     };
     match result {

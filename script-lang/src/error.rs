@@ -179,3 +179,16 @@ pub fn without_position(e: &EvalAltResult) -> String {
         _ => text,
     }
 }
+
+/// `error: …` plus, for an error in this input, the line and a caret.
+pub fn error_block(e: &ScriptError, text: &str, origin: &str, colour: bool) -> String {
+    let head = if colour { format!("\x1b[1;31merror\x1b[0m: {e}") } else { format!("error: {e}") };
+    if e.origin != origin {
+        return head;
+    }
+    let (Some(line), Some(col)) = (e.line, e.column) else { return head };
+    let Some(src) = text.lines().nth(line.saturating_sub(1)) else { return head };
+    let pad: String =
+        src.chars().take(col.saturating_sub(1)).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+    format!("{head}\n  {src}\n  {pad}^")
+}

@@ -43,6 +43,8 @@ pub struct SessionState {
     annotations: Mutex<Vec<AnnotationScope>>,
     udfs: Arc<RhaiUdfs>,
     output: RwLock<OutputSink>,
+    /// Where `debug(x)` goes: stderr (a stream of its own in Jupyter).
+    debug: RwLock<OutputSink>,
     display: RwLock<Option<DisplaySink>>,
     /// Set by Ctrl-C or a kernel interrupt; stops waits and the script.
     pub cancel: CancelToken,
@@ -170,6 +172,7 @@ impl Session {
             annotations: Mutex::new(Vec::new()),
             udfs,
             output: RwLock::new(stdout),
+            debug: RwLock::new(Arc::new(|s: &str| eprintln!("{s}"))),
             display: RwLock::new(None),
             cancel: CancelToken::new(),
         });
@@ -178,7 +181,10 @@ impl Session {
         let st = state.clone();
         engine.on_print(move |s| st.print(s));
         let st = state.clone();
-        engine.on_debug(move |s, _, pos| st.print(&format!("[{pos:?}] {s}")));
+        engine.on_debug(move |s, _, pos| {
+            let sink = st.debug.read().unwrap_or_else(|e| e.into_inner()).clone();
+            sink(&format!("[{pos:?}] {s}"));
+        });
         let cancel = state.cancel.clone();
         engine.on_progress(move |_| cancel.is_cancelled().then(|| Dynamic::from("interrupted")));
         Session {
@@ -197,6 +203,11 @@ impl Session {
     /// Send `print` output somewhere else (the kernel, a test buffer).
     pub fn set_output(&self, sink: OutputSink) {
         *self.state.output.write().unwrap_or_else(|e| e.into_inner()) = sink;
+    }
+
+    /// Send `debug(x)` output somewhere else (the kernel's stderr stream).
+    pub fn set_debug_output(&self, sink: OutputSink) {
+        *self.state.debug.write().unwrap_or_else(|e| e.into_inner()) = sink;
     }
 
     /// Send `display(v)` output somewhere else (the Jupyter kernel).
