@@ -183,12 +183,18 @@ async fn serve(info: ConnectionInfo) -> Result<(), KernelError> {
                 };
                 kernel.status(&msg, Status::busy()).await;
                 let reply = kernel.handle(&msg).await;
+                let stop = matches!(&msg.content, JupyterMessageContent::ExecuteRequest(r) if r.stop_on_error);
+                let failed_at = reply.as_ref().filter(|r| stop && matches!(&r.content,
+                    JupyterMessageContent::ExecuteReply(x) if x.status == ReplyStatus::Error)).map(|r| r.header.date);
                 if let Some(r) = reply
                     && let Err(e) = shell.send(r).await
                 {
                     eprintln!("brisk kernel: cannot reply: {e}");
                 }
                 kernel.status(&msg, Status::idle()).await;
+                if let Some(at) = failed_at {
+                    abort_queued(&mut kernel, &mut shell, at).await;
+                }
             }
         }
     }
@@ -238,6 +244,42 @@ async fn read_request<S: zeromq::SocketRecv>(
         buffers: raw.jparts.get(4..).map(<[_]>::to_vec).unwrap_or_default(),
         channel: None,
     })
+}
+
+/// `stop_on_error`: execute requests sent before the failing cell's reply
+/// (already waiting) are answered `aborted` without running, as ipykernel
+/// does; the first request sent after it ends the aborting.
+async fn abort_queued(
+    kernel: &mut Kernel,
+    shell: &mut jupyter_zmq_client::KernelShellConnection,
+    failed_at: chrono::DateTime<chrono::Utc>,
+) {
+    while let Ok(read) = tokio::time::timeout(std::time::Duration::from_millis(2), read_request(shell)).await
+    {
+        let Ok(msg) = read else { continue };
+        let queued = msg.header.date < failed_at;
+        kernel.status(&msg, Status::busy()).await;
+        let reply = match &msg.content {
+            JupyterMessageContent::ExecuteRequest(_) if queued => Some(
+                ExecuteReply {
+                    status: ReplyStatus::Aborted,
+                    execution_count: ExecutionCount::new(kernel.count),
+                    payload: vec![],
+                    user_expressions: Some(HashMap::new()),
+                    error: None,
+                }
+                .as_child_of(&msg),
+            ),
+            _ => kernel.handle(&msg).await,
+        };
+        if let Some(r) = reply {
+            let _ = shell.send(r).await;
+        }
+        kernel.status(&msg, Status::idle()).await;
+        if !queued {
+            break;
+        }
+    }
 }
 
 /// Errors after which a socket is of no more use.

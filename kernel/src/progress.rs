@@ -39,6 +39,8 @@ impl Drop for Watch {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
+            // Wake it from its wait: a cell must not end up to a tick late.
+            t.thread().unpark();
             let _ = t.join();
         }
     }
@@ -122,7 +124,7 @@ fn watch(state: &SessionState, out: &UnboundedSender<Out>, stop: &AtomicBool, id
         }
         let wait = Instant::now();
         while !stop.load(Ordering::SeqCst) && wait.elapsed() < TICK {
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::park_timeout(TICK.saturating_sub(wait.elapsed()));
         }
     }
 }

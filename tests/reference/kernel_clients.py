@@ -125,6 +125,23 @@ class Clients(unittest.TestCase):
             self.assertLess(time.time() - t0, 10, how)
             self.assertEqual(run(self.kc, "1 + 1")[0]["status"], "ok", f"usable after the {how} interrupt")
 
+    def test_stop_on_error_aborts_the_queue(self):
+        first = self.kc.execute('throw "stop"')
+        queued = self.kc.execute("let ran = 1;")
+        replies = {}
+        for _ in range(2):
+            r = self.kc.get_shell_msg(timeout=30)
+            replies[r["parent_header"]["msg_id"]] = r["content"]
+        self.assertEqual(replies[first]["status"], "error")
+        self.assertEqual(replies[queued]["status"], "aborted")
+        self.assertEqual(run(self.kc, "ran")[0]["status"], "error", "the aborted cell never ran")
+        self.kc.execute('throw "go on"', stop_on_error=False)
+        after = self.kc.execute("let ran2 = 1;")
+        for _ in range(2):
+            r = self.kc.get_shell_msg(timeout=30)
+            replies[r["parent_header"]["msg_id"]] = r["content"]
+        self.assertEqual(replies[after]["status"], "ok")
+
     def test_restart(self):
         run(self.kc, "let kept = 5;")
         self.km.restart_kernel(now=False)

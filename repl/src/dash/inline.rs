@@ -64,6 +64,8 @@ impl Drop for Panel {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
+            // Wake it from its wait, so the prompt comes back at once.
+            t.thread().unpark();
             let _ = t.join();
         }
     }
@@ -115,7 +117,7 @@ fn run(sampler: &Sampler, stop: &AtomicBool, colour: bool) {
 fn sleep_unless_stopped(stop: &AtomicBool, total: Duration) {
     let t0 = Instant::now();
     while !stop.load(Ordering::SeqCst) && t0.elapsed() < total {
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::park_timeout(total.saturating_sub(t0.elapsed()));
     }
 }
 
