@@ -199,6 +199,17 @@ class Clients(unittest.TestCase):
         self.assertRegex(updates[-1]["content"]["data"]["text/plain"], r"^40/40 tasks in [0-9.]+ s$")
 
 
+class Kernelspec(unittest.TestCase):
+    def test_jupyter_kernelspec_list_shows_brisk(self):
+        exe = os.path.join(os.path.dirname(sys.executable), "jupyter-kernelspec")
+        out = subprocess.run([exe, "list", "--json"], capture_output=True, text=True, check=True)
+        specs = __import__("json").loads(out.stdout)["kernelspecs"]
+        self.assertIn("brisk", specs)
+        spec = specs["brisk"]["spec"]
+        self.assertEqual((spec["display_name"], spec["language"]), ("brisk (Rhai)", "rhai"))
+        self.assertEqual(spec["argv"][0], BRISK)
+
+
 class Notebook(unittest.TestCase):
     def test_a_notebook_runs_end_to_end(self):
         nb = nbformat.v4.new_notebook()
