@@ -261,14 +261,8 @@ async fn abort_queued(
         kernel.status(&msg, Status::busy()).await;
         let reply = match &msg.content {
             JupyterMessageContent::ExecuteRequest(_) if queued => Some(
-                ExecuteReply {
-                    status: ReplyStatus::Aborted,
-                    execution_count: ExecutionCount::new(kernel.count),
-                    payload: vec![],
-                    user_expressions: Some(HashMap::new()),
-                    error: None,
-                }
-                .as_child_of(&msg),
+                execute_reply(ReplyStatus::Aborted, ExecutionCount::new(kernel.count), None)
+                    .as_child_of(&msg),
             ),
             _ => kernel.handle(&msg).await,
         };
@@ -515,17 +509,11 @@ impl Kernel {
             let _ = tx.send(result);
         });
         if self.jobs.send(job).is_err() {
-            return ExecuteReply {
-                status: ReplyStatus::Error,
-                execution_count: count,
-                payload: vec![],
-                user_expressions: Some(HashMap::new()),
-                error: Some(Box::new(ReplyError {
-                    ename: "KernelError".into(),
-                    evalue: "the session thread has stopped".into(),
-                    traceback: vec![],
-                })),
-            }
+            return execute_reply(
+                ReplyStatus::Error,
+                count,
+                Some(kernel_error("the session thread has stopped")),
+            )
             .as_child_of(msg);
         }
         let result = loop {
@@ -552,14 +540,7 @@ impl Kernel {
                     };
                     self.publish(out.as_child_of(msg)).await;
                 }
-                ExecuteReply {
-                    status: ReplyStatus::Ok,
-                    execution_count: count,
-                    payload: vec![],
-                    user_expressions: Some(HashMap::new()),
-                    error: None,
-                }
-                .as_child_of(msg)
+                execute_reply(ReplyStatus::Ok, count, None).as_child_of(msg)
             }
             Some(Err(e)) => {
                 let (ename, evalue, traceback) = error_parts(&e, &code, &origin);
@@ -571,26 +552,14 @@ impl Kernel {
                     };
                     self.publish(out.as_child_of(msg)).await;
                 }
-                ExecuteReply {
-                    status: ReplyStatus::Error,
-                    execution_count: count,
-                    payload: vec![],
-                    user_expressions: Some(HashMap::new()),
-                    error: Some(Box::new(ReplyError { ename, evalue, traceback })),
-                }
-                .as_child_of(msg)
+                execute_reply(ReplyStatus::Error, count, Some(ReplyError { ename, evalue, traceback }))
+                    .as_child_of(msg)
             }
-            None => ExecuteReply {
-                status: ReplyStatus::Error,
-                execution_count: count,
-                payload: vec![],
-                user_expressions: Some(HashMap::new()),
-                error: Some(Box::new(ReplyError {
-                    ename: "KernelError".into(),
-                    evalue: "the session thread stopped during the cell".into(),
-                    traceback: vec![],
-                })),
-            }
+            None => execute_reply(
+                ReplyStatus::Error,
+                count,
+                Some(kernel_error("the session thread stopped during the cell")),
+            )
             .as_child_of(msg),
         }
     }
@@ -616,6 +585,22 @@ impl Kernel {
         };
         self.publish(m).await;
     }
+}
+
+/// An execute reply (`user_expressions` is an object, never null: the
+/// message schema requires it).
+fn execute_reply(status: ReplyStatus, count: ExecutionCount, error: Option<ReplyError>) -> ExecuteReply {
+    ExecuteReply {
+        status,
+        execution_count: count,
+        payload: vec![],
+        user_expressions: Some(HashMap::new()),
+        error: error.map(Box::new),
+    }
+}
+
+fn kernel_error(what: &str) -> ReplyError {
+    ReplyError { ename: "KernelError".into(), evalue: what.into(), traceback: vec![] }
 }
 
 /// `ename`, `evalue` and a traceback whose lines carry the position.
