@@ -92,23 +92,19 @@ pub fn read(path: &Path, ranges: &[Range<usize>]) -> Result<Chunk, ArrayError> {
             )
         }};
     }
+    macro_rules! direct {
+        ($t:ty) => {
+            Chunk::from_array(
+                ArrayD::from_shape_vec(sh, a.retrieve_array_subset::<Vec<$t>>(&subset).map_err(fail)?)
+                    .map_err(bad)?,
+            )
+        };
+    }
     Ok(match name.as_str() {
-        "float64" => Chunk::from_array(
-            ArrayD::from_shape_vec(sh, a.retrieve_array_subset::<Vec<f64>>(&subset).map_err(fail)?)
-                .map_err(bad)?,
-        ),
-        "float32" => Chunk::from_array(
-            ArrayD::from_shape_vec(sh, a.retrieve_array_subset::<Vec<f32>>(&subset).map_err(fail)?)
-                .map_err(bad)?,
-        ),
-        "bool" => Chunk::from_array(
-            ArrayD::from_shape_vec(sh, a.retrieve_array_subset::<Vec<bool>>(&subset).map_err(fail)?)
-                .map_err(bad)?,
-        ),
-        "int64" => Chunk::from_array(
-            ArrayD::from_shape_vec(sh, a.retrieve_array_subset::<Vec<i64>>(&subset).map_err(fail)?)
-                .map_err(bad)?,
-        ),
+        "float64" => direct!(f64),
+        "float32" => direct!(f32),
+        "bool" => direct!(bool),
+        "int64" => direct!(i64),
         "int32" => widen!(i32),
         "int16" => widen!(i16),
         "int8" => widen!(i8),

@@ -15,6 +15,9 @@ use crate::graph::{Key, Layer, LayerRef, Tokenizer};
 use crate::ops::{Arg, Func, Op, Udf};
 use crate::value::Value;
 
+/// The most partitions one bag may have (as the arrays' block limit).
+pub const MAX_PARTITIONS: usize = super::array::MAX_BLOCKS;
+
 /// Partials merged per combine task (Dask's bag `split_every` default).
 pub const SPLIT_EVERY: usize = 8;
 
@@ -181,9 +184,20 @@ pub fn read_text(paths: &[std::path::PathBuf], blocksize: Option<u64>) -> Result
         if meta.is_dir() {
             return Err(BagError::Value(format!("read_text: {} is a directory", p.display())));
         }
-        let mtime = meta.modified().ok().and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok());
-        t.str(&p.display().to_string()).u64(meta.len()).u64(mtime.map_or(0, |d| d.as_nanos() as u64));
+        t.file(p, &meta);
         let path: Arc<str> = Arc::from(p.display().to_string());
+        // Count before making them: a tiny blocksize on a large file would
+        // otherwise build billions of partitions.
+        let n = match blocksize {
+            Some(bs) => meta.len().div_ceil(bs.max(1)),
+            None => 1,
+        };
+        if parts.len() as u64 + n > MAX_PARTITIONS as u64 {
+            return Err(BagError::Value(format!(
+                "read_text: blocksize {} makes more than {MAX_PARTITIONS} partitions; use a larger blocksize",
+                blocksize.unwrap_or(0)
+            )));
+        }
         for (start, end) in crate::bag::text::blocks(meta.len(), blocksize) {
             parts.push(Part::Text { path: path.clone(), start, end });
         }
@@ -310,6 +324,17 @@ mod tests {
         assert_eq!(from_sequence(&ctx, seq(1000), Some(7)).expect("bag").npartitions(), 8);
         assert_eq!(from_sequence(&ctx, vec![], None).expect("bag").npartitions(), 1);
         assert!(from_sequence(&ctx, seq(3), Some(0)).is_err());
+    }
+
+    #[test]
+    fn a_tiny_blocksize_on_a_large_file_is_refused_before_building() {
+        let p = std::env::temp_dir().join(format!("brisk-sparse-{}.txt", std::process::id()));
+        let f = std::fs::File::create(&p).expect("create");
+        f.set_len(MAX_PARTITIONS as u64 + 10).expect("sparse file");
+        let e = read_text(std::slice::from_ref(&p), Some(1)).expect_err("too many partitions");
+        assert!(e.to_string().contains("makes more than 10000000 partitions"), "{e}");
+        assert_eq!(read_text(std::slice::from_ref(&p), Some(1 << 20)).expect("fine").npartitions(), 10);
+        let _ = std::fs::remove_file(p);
     }
 
     #[test]

@@ -33,6 +33,17 @@ impl Tokenizer {
         self
     }
 
+    /// A file's identity: its path, size and modification time, so a key
+    /// changes when the file does.
+    pub fn file(&mut self, path: &std::path::Path, meta: &std::fs::Metadata) -> &mut Self {
+        let mtime = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.str(&path.display().to_string()).u64(meta.len()).u64(mtime)
+    }
+
     pub fn u64(&mut self, x: u64) -> &mut Self {
         self.h.update(&[2]);
         self.h.update(&x.to_le_bytes());

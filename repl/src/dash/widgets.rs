@@ -203,7 +203,7 @@ pub fn render_stream(m: &Model, area: Rect, buf: &mut Buffer) {
     let start = m.stream.iter().map(|r| r.start_us).min().unwrap_or(0);
     // At most 10 s across, so recent work stays readable.
     let span = (end - start).clamp(1, 10_000_000);
-    let from = end - span;
+    let from = end.saturating_sub(span);
     let col = |t: u64| ((t.saturating_sub(from)) * (width - 1) / span).min(width - 1) as u16;
     for r in m.stream.iter().filter(|r| r.stop_us >= from && r.thread < rows) {
         let style = if r.ok { Style::new().fg(group_colour(&r.group)) } else { Style::new().fg(Color::Red) };
@@ -378,7 +378,9 @@ mod tests {
 
     #[test]
     fn tiny_areas_do_not_panic() {
-        let m = model(Gpus::None("none".into()));
+        let mut m = model(Gpus::None("none".into()));
+        // A task that ran within the runtime's first microsecond.
+        m.stream.push_back(Ran { group: Arc::from("g"), thread: 0, start_us: 0, stop_us: 0, ok: true });
         for (w, h) in [(1, 1), (5, 3), (20, 4), (0, 0)] {
             let _ = draw(&m, w.max(1), h.max(1), true);
             let _ = draw(&m, w.max(1), h.max(1), false);

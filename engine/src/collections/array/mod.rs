@@ -20,7 +20,7 @@ use crate::graph::{Annotations, Key, Layer, LayerRef, Task, Tokenizer};
 use crate::ops::{Arg, Func, Op};
 use crate::value::Value;
 
-pub use chunks::{AUTO_BYTES, AxisChunks, ChunkSpec, normalize_chunks, regular};
+pub use chunks::{AUTO_BYTES, AxisChunks, ChunkSpec, MAX_BLOCKS, normalize_chunks, regular};
 pub use linalg::{lstsq, norm, qr, solve, svd, svd_compressed, tensordot};
 pub use reduction::reduction;
 pub use slicing::{Index, local_ranges, slice};
@@ -367,13 +367,8 @@ pub fn from_npy(ctx: &Ctx, path: &std::path::Path, spec: &ChunkSpec) -> Result<A
     // The file's identity in the token: its path, size and modification time.
     let meta = std::fs::metadata(path)
         .map_err(|e| ArrayError::Value(format!("cannot read {}: {e}", path.display())))?;
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_nanos() as u64);
     let mut t = Tokenizer::new();
-    t.str("from-npy").str(&path.display().to_string()).u64(meta.len()).u64(mtime.unwrap_or(0));
+    t.str("from-npy").file(path, &meta);
     token_chunks(&mut t, &chunks);
     let name = t.name("from-npy");
     let key_name: Arc<str> = Arc::from(name.as_str());
@@ -423,13 +418,9 @@ pub fn from_zarr(ctx: &Ctx, path: &std::path::Path, spec: Option<&ChunkSpec>) ->
     };
     let meta = std::fs::metadata(path.join("zarr.json"))
         .map_err(|e| ArrayError::Value(format!("cannot read {}: {e}", path.display())))?;
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_nanos() as u64);
     let mut t = Tokenizer::new();
-    t.str("from-zarr").str(&path.display().to_string()).u64(mtime.unwrap_or(0)).str(&format!("{chunks:?}"));
+    t.str("from-zarr").file(path, &meta);
+    token_chunks(&mut t, &chunks);
     let name = t.name("from-zarr");
     let key_name: Arc<str> = Arc::from(name.as_str());
     let offs: Vec<Vec<usize>> = chunks.iter().map(|c| offsets(c)).collect();
