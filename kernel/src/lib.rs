@@ -151,12 +151,7 @@ async fn serve(info: ConnectionInfo) -> Result<(), KernelError> {
                 JupyterMessageContent::ShutdownRequest(r) => {
                     ctl_cancel.cancel();
                     let reply = ShutdownReply { restart: r.restart, status: ReplyStatus::Ok, error: None };
-                    let _ = control.send(reply.as_child_of(&msg)).await;
-                    let _ = ctl_iopub.lock().await.send(Status::idle().as_child_of(&msg)).await;
-                    if let Some(tx) = shutdown_tx.take() {
-                        let _ = tx.send(());
-                    }
-                    None
+                    Some(reply.as_child_of(&msg))
                 }
                 _ => None,
             };
@@ -164,6 +159,12 @@ async fn serve(info: ConnectionInfo) -> Result<(), KernelError> {
                 let _ = control.send(r).await;
             }
             let _ = ctl_iopub.lock().await.send(Status::idle().as_child_of(&msg)).await;
+            if matches!(msg.content, JupyterMessageContent::ShutdownRequest(_)) {
+                if let Some(tx) = shutdown_tx.take() {
+                    let _ = tx.send(());
+                }
+                break;
+            }
         }
     });
 

@@ -98,3 +98,18 @@ fn contains_lazy(d: &Dynamic, depth: usize) -> bool {
     }
     false
 }
+
+/// A closure in shipped form and the token that identifies it (its own
+/// source and captures, not the whole session's).
+pub fn shipped(
+    state: &crate::SessionState,
+    f: &rhai::FnPtr,
+) -> Result<(std::sync::Arc<brisk_engine::ops::Udf>, String), Box<rhai::EvalAltResult>> {
+    let udf = crate::ship::ship(f, state.code()).map_err(crate::error::runtime)?;
+    let mut t = Tokenizer::new();
+    t.str(&udf.entry).u64(state.fn_source(&udf.entry).unwrap_or(0));
+    udf.curry.iter().for_each(|c| {
+        t.value(c);
+    });
+    Ok((std::sync::Arc::new(udf), t.finish()))
+}

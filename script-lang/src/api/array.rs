@@ -484,12 +484,7 @@ fn map_blocks(state: &SessionState, x: &LazyArray, f: &rhai::FnPtr, m: Option<Ma
         None => Vec::new(),
         Some(d) => norm_axes(&axes_arg(d)?.unwrap_or_default(), x.a.ndim()).map_err(err)?,
     };
-    let udf = crate::ship::ship(f, state.code()).map_err(runtime)?;
-    let mut token = brisk_engine::graph::Tokenizer::new();
-    token.str(&udf.entry).u64(state.fn_source(&udf.entry).unwrap_or(0));
-    for c in &udf.curry {
-        token.value(c);
-    }
+    let (udf, token) = super::args::shipped(state, f)?;
     let chunks = match o.get("chunks") {
         None => None,
         Some(d) => {
@@ -513,7 +508,7 @@ fn map_blocks(state: &SessionState, x: &LazyArray, f: &rhai::FnPtr, m: Option<Ma
     };
     let label = udf.label.clone();
     let dtype = o.dtype(x.a.dtype)?;
-    let f = arr::BlockFn { func: brisk_engine::ops::Func::Udf(Arc::new(udf)), label, token: token.finish() };
+    let f = arr::BlockFn { func: brisk_engine::ops::Func::Udf(udf), label, token };
     let r = arr::map_blocks(&ctx(state), &x.a, &f, chunks, &drop, dtype).map_err(err)?;
     Ok(LazyArray { a: r, held: x.held.clone() })
 }

@@ -15,6 +15,7 @@ use brisk_engine::ops::Udf;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
 use super::Delayed;
+use super::args::shipped as closure;
 use crate::convert::{to_dynamic, to_value};
 use crate::error::{engine_error, runtime};
 use crate::session::SessionState;
@@ -33,18 +34,6 @@ fn err(e: BagError) -> Box<EvalAltResult> {
 
 fn ctx(state: &SessionState) -> Ctx {
     Ctx { annotations: state.annotations() }
-}
-
-/// A closure in shipped form and the token that identifies it (its own
-/// source and captures, not the whole session's).
-fn closure(state: &SessionState, f: &FnPtr) -> Res<(Arc<Udf>, String)> {
-    let udf = crate::ship::ship(f, state.code()).map_err(runtime)?;
-    let mut t = Tokenizer::new();
-    t.str(&udf.entry).u64(state.fn_source(&udf.entry).unwrap_or(0));
-    udf.curry.iter().for_each(|c| {
-        t.value(c);
-    });
-    Ok((Arc::new(udf), t.finish()))
 }
 
 fn options(m: Option<Map>, function: &str, allowed: &[&str]) -> Res<Map> {
