@@ -82,7 +82,8 @@ pub(super) enum Acc {
     Extreme(Vec<Value>),
     Freq(Counter),
     Distinct(Vec<Value>, FxHashSet<VKey>),
-    Top(Vec<Value>),
+    /// The best records so far with their keys (each key computed once).
+    Top(Vec<(Value, Value)>),
     Fold(Vec<(Value, Value)>, FxHashMap<VKey, usize>),
     Whole(Vec<Value>),
 }
@@ -147,10 +148,11 @@ impl Acc {
             }
             Acc::Top(best) => {
                 if let Some(Agg::TopK { k, key }) = agg {
+                    let keys = rank_keys(key, &records, run)?;
                     let mut all = std::mem::take(best);
-                    all.extend(records);
-                    let keys = rank_keys(key, &all, run)?;
-                    *best = top(all, keys, *k)?.into_iter().map(|(r, _)| r).collect();
+                    all.extend(records.into_iter().zip(keys));
+                    let (records, keys): (Vec<Value>, Vec<Value>) = all.into_iter().unzip();
+                    *best = top(records, keys, *k)?;
                 }
             }
             Acc::Fold(acc, index) => {
@@ -172,7 +174,8 @@ impl Acc {
 
     pub(super) fn finish(self, s: &Sink, run: &mut Runner<'_, '_>) -> Result<Value, TaskError> {
         Ok(match self {
-            Acc::Records(v) | Acc::Distinct(v, _) | Acc::Top(v) | Acc::Extreme(v) => Value::list(v),
+            Acc::Records(v) | Acc::Distinct(v, _) | Acc::Extreme(v) => Value::list(v),
+            Acc::Top(best) => Value::list(best.into_iter().map(|(r, _)| r).collect()),
             Acc::Count(n) => Value::Int(n),
             Acc::Sum(v) => v,
             Acc::Mean(sum, n) => Value::list(vec![Value::Float(sum), Value::Int(n)]),
