@@ -11,6 +11,7 @@ pub mod bag;
 pub mod collections;
 pub mod diagnostics;
 pub mod error;
+pub mod frame;
 pub mod gpu;
 pub mod graph;
 pub mod host;

@@ -34,6 +34,8 @@ pub enum Func {
     Array(Arc<ArrayOp>),
     /// A bag kernel (`crate::bag`), which may call closures per record.
     Bag(Arc<crate::bag::BagOp>),
+    /// A dataframe kernel (`crate::frame`).
+    Frame(Arc<crate::frame::FrameOp>),
 }
 
 /// Native functions that need no script engine.
@@ -187,6 +189,7 @@ pub fn execute(
                 Func::Builtin(b) => builtin(*b, args),
                 Func::Array(op) => Ok(crate::array::ops::execute(op, &args)?),
                 Func::Bag(op) => crate::bag::execute(op, &args, udfs, ctx),
+                Func::Frame(op) => crate::frame::execute(op, &args),
             }
         }
         Op::Fused(steps) => {

@@ -25,6 +25,8 @@ pub enum Value {
     Map(Arc<BTreeMap<String, Value>>),
     /// An n-d array: a block of a lazy array, or a computed one.
     Array(Arc<Chunk>),
+    /// A dataframe partition, or a computed frame.
+    Frame(Arc<crate::frame::Frame>),
 }
 
 impl Value {
@@ -40,6 +42,7 @@ impl Value {
             Value::List(_) => "array",
             Value::Map(_) => "map",
             Value::Array(_) => "ndarray",
+            Value::Frame(_) => "DataFrame",
         }
     }
 
@@ -54,6 +57,7 @@ impl Value {
             Value::List(items) => BASE + items.iter().map(Value::nbytes).sum::<u64>(),
             Value::Map(m) => BASE + m.iter().map(|(k, v)| k.len() as u64 + v.nbytes()).sum::<u64>(),
             Value::Array(c) => BASE + c.nbytes(),
+            Value::Frame(f) => BASE + f.nbytes(),
         }
     }
 
@@ -116,6 +120,7 @@ impl Value {
                 out.push(']');
             }
             Value::Array(c) => out.push_str(&c.to_json()),
+            Value::Frame(f) => Value::list(crate::frame::rows(&f.0)).write_json(out),
             Value::Map(m) => {
                 out.push('{');
                 for (i, (k, v)) in m.iter().enumerate() {
@@ -160,7 +165,9 @@ impl fmt::Display for Value {
             Value::Float(x) => write!(f, "{x:?}"),
             Value::Str(s) => f.write_str(s),
             Value::Bytes(b) => write!(f, "<{} bytes>", b.len()),
-            Value::List(_) | Value::Map(_) | Value::Array(_) => f.write_str(&self.to_json()),
+            Value::List(_) | Value::Map(_) | Value::Array(_) | Value::Frame(_) => {
+                f.write_str(&self.to_json())
+            }
         }
     }
 }

@@ -71,6 +71,10 @@ fn feed<H: Hasher>(v: &Value, h: &mut H) {
             h.write_u8(8);
             c.feed_bytes(&mut |b| h.write(b));
         }
+        Value::Frame(f) => {
+            h.write_u8(9);
+            crate::frame::rows(&f.0).iter().for_each(|r| feed(r, h));
+        }
     }
 }
 

@@ -92,6 +92,14 @@ impl Tokenizer {
                     self.value(x);
                 }
             }
+            Value::Frame(f) => {
+                self.h.update(&[19]);
+                // A frame's identity is its content; IPC bytes are canonical
+                // for equal frames of one schema.
+                let bytes = f.to_ipc().unwrap_or_default();
+                self.h.update(&(bytes.len() as u64).to_le_bytes());
+                self.h.update(&bytes);
+            }
             Value::Array(c) => {
                 self.h.update(&[18]);
                 c.feed_bytes(&mut |b| self.h.update(b));

@@ -1,0 +1,500 @@
+//! Column expressions: what `df["x"] * 2 > y` builds in a script. An
+//! expression is typed when it is built (against the frame's schema, so a
+//! wrong column or a string compared with a number fails at once, before
+//! any data is read) and evaluated per partition on polars columns.
+
+use std::collections::BTreeSet;
+
+use polars::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::dtype::{DType, Schema};
+use crate::value::Value;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Mod => "%",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "&",
+            BinOp::Or => "|",
+        }
+    }
+
+    fn is_comparison(self) -> bool {
+        matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum UnOp {
+    Neg,
+    Not,
+    Abs,
+    IsNa,
+    NotNa,
+    Round(i32),
+    Lower,
+    Upper,
+    Len,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Expr {
+    Col(String),
+    /// A scalar: `Unit` (null), bool, int, float or string.
+    Lit(Value),
+    Bin(BinOp, Box<Expr>, Box<Expr>),
+    Un(UnOp, Box<Expr>),
+    Cast(Box<Expr>, DType),
+    IsIn(Box<Expr>, Vec<Value>),
+    /// Inclusive on both ends, as pandas' default.
+    Between(Box<Expr>, Value, Value),
+    /// A regular expression search, as pandas' `str.contains(pat)`.
+    Contains(Box<Expr>, String),
+    FillNa(Box<Expr>, Value),
+}
+
+/// A type error found when an expression is built.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ExprError(pub String);
+
+fn lit_dtype(v: &Value) -> Result<Option<DType>, ExprError> {
+    Ok(match v {
+        Value::Unit => None,
+        Value::Bool(_) => Some(DType::Bool),
+        Value::Int(_) => Some(DType::Int64),
+        Value::Float(_) => Some(DType::Float64),
+        Value::Str(_) => Some(DType::Str),
+        other => return Err(ExprError(format!("a {} cannot be a column value", other.type_name()))),
+    })
+}
+
+impl Expr {
+    pub fn col(name: &str) -> Expr {
+        Expr::Col(name.to_string())
+    }
+
+    pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+        Expr::Bin(op, Box::new(a), Box::new(b))
+    }
+
+    pub fn un(op: UnOp, a: Expr) -> Expr {
+        Expr::Un(op, Box::new(a))
+    }
+
+    /// Every column the expression reads.
+    pub fn columns(&self, out: &mut BTreeSet<String>) {
+        match self {
+            Expr::Col(c) => {
+                out.insert(c.clone());
+            }
+            Expr::Lit(_) => {}
+            Expr::Bin(_, a, b) => {
+                a.columns(out);
+                b.columns(out);
+            }
+            Expr::Un(_, a)
+            | Expr::Cast(a, _)
+            | Expr::IsIn(a, _)
+            | Expr::Between(a, _, _)
+            | Expr::Contains(a, _)
+            | Expr::FillNa(a, _) => a.columns(out),
+        }
+    }
+
+    /// The same expression with columns renamed by `f` (used to carry a
+    /// Series over renames of its frame).
+    pub fn map_columns(&self, f: &dyn Fn(&str) -> String) -> Expr {
+        let b = |e: &Expr| Box::new(e.map_columns(f));
+        match self {
+            Expr::Col(c) => Expr::Col(f(c)),
+            Expr::Lit(v) => Expr::Lit(v.clone()),
+            Expr::Bin(op, x, y) => Expr::Bin(*op, b(x), b(y)),
+            Expr::Un(op, x) => Expr::Un(*op, b(x)),
+            Expr::Cast(x, t) => Expr::Cast(b(x), *t),
+            Expr::IsIn(x, v) => Expr::IsIn(b(x), v.clone()),
+            Expr::Between(x, lo, hi) => Expr::Between(b(x), lo.clone(), hi.clone()),
+            Expr::Contains(x, p) => Expr::Contains(b(x), p.clone()),
+            Expr::FillNa(x, v) => Expr::FillNa(b(x), v.clone()),
+        }
+    }
+
+    /// The result type, or why the expression is ill-typed. `None` is the
+    /// type of a bare null literal.
+    pub fn dtype(&self, schema: &Schema) -> Result<Option<DType>, ExprError> {
+        use DType::*;
+        Ok(match self {
+            Expr::Col(c) => Some(schema.get(c).ok_or_else(|| {
+                ExprError(format!("unknown column \"{c}\" (columns: {})", schema.listing()))
+            })?),
+            Expr::Lit(v) => lit_dtype(v)?,
+            Expr::Bin(op, a, b) => {
+                let (ta, tb) = (a.dtype(schema)?, b.dtype(schema)?);
+                let (Some(x), Some(y)) = (ta, tb) else {
+                    // Anything against null: the other side's type.
+                    return Ok(if op.is_comparison() { Some(Bool) } else { ta.or(tb) });
+                };
+                let mismatch =
+                    || ExprError(format!("cannot apply {} to {} and {}", op.symbol(), x.name(), y.name()));
+                match op {
+                    BinOp::Add if x == Str && y == Str => Some(Str),
+                    BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Mod => {
+                        Some(DType::arith(false, x, y).ok_or_else(mismatch)?)
+                    }
+                    BinOp::Div => Some(DType::arith(true, x, y).ok_or_else(mismatch)?),
+                    BinOp::And | BinOp::Or => {
+                        if x == Bool && y == Bool {
+                            Some(Bool)
+                        } else {
+                            return Err(mismatch());
+                        }
+                    }
+                    _ => {
+                        let comparable = (x.is_numeric() && y.is_numeric()) || x == y;
+                        if !comparable {
+                            return Err(mismatch());
+                        }
+                        Some(Bool)
+                    }
+                }
+            }
+            Expr::Un(op, a) => {
+                let t = a.dtype(schema)?;
+                let need = |ok: bool, what: &str| {
+                    if ok {
+                        Ok(())
+                    } else {
+                        Err(ExprError(format!(
+                            "{what} needs a {} column, not {}",
+                            match op {
+                                UnOp::Lower | UnOp::Upper | UnOp::Len => "string",
+                                UnOp::Not => "bool",
+                                _ => "numeric",
+                            },
+                            t.map_or("null", |t| t.name())
+                        )))
+                    }
+                };
+                match op {
+                    UnOp::IsNa | UnOp::NotNa => Some(Bool),
+                    UnOp::Not => {
+                        need(t == Some(Bool), "!")?;
+                        Some(Bool)
+                    }
+                    UnOp::Neg | UnOp::Abs => {
+                        need(matches!(t, Some(Int64 | Float64)), if *op == UnOp::Neg { "-" } else { "abs" })?;
+                        t
+                    }
+                    UnOp::Round(_) => {
+                        need(matches!(t, Some(Int64 | Float64)), "round")?;
+                        t
+                    }
+                    UnOp::Lower | UnOp::Upper => {
+                        need(t == Some(Str), if *op == UnOp::Lower { "str_lower" } else { "str_upper" })?;
+                        t
+                    }
+                    UnOp::Len => {
+                        need(t == Some(Str), "str_len")?;
+                        Some(Int64)
+                    }
+                }
+            }
+            Expr::Cast(a, to) => {
+                a.dtype(schema)?;
+                Some(*to)
+            }
+            Expr::IsIn(a, _) | Expr::Between(a, _, _) => {
+                a.dtype(schema)?;
+                Some(Bool)
+            }
+            Expr::Contains(a, pat) => {
+                let t = a.dtype(schema)?;
+                if t != Some(Str) {
+                    return Err(ExprError(format!(
+                        "str_contains needs a string column, not {}",
+                        t.map_or("null", |t| t.name())
+                    )));
+                }
+                regex_check(pat)?;
+                Some(Bool)
+            }
+            Expr::FillNa(a, v) => {
+                let t = a.dtype(schema)?;
+                match (t, lit_dtype(v)?) {
+                    (Some(Float64), Some(Int64)) => Some(Float64),
+                    (Some(Int64), Some(Float64)) => Some(Float64),
+                    (Some(x), Some(y)) if x != y => {
+                        return Err(ExprError(format!("fillna: cannot fill a {} column with a {}", x, y)));
+                    }
+                    (t, l) => t.or(l),
+                }
+            }
+        })
+    }
+
+    /// Evaluate on one partition. The result has the frame's height, or
+    /// length 1 for an expression of literals only.
+    pub fn eval(&self, df: &DataFrame) -> PolarsResult<Series> {
+        Ok(match self {
+            Expr::Col(c) => df.column(c)?.as_materialized_series().clone(),
+            Expr::Lit(v) => lit_series(v),
+            Expr::Bin(op, a, b) => binary(*op, &a.eval(df)?, &b.eval(df)?)?,
+            Expr::Un(op, a) => unary(*op, &a.eval(df)?)?,
+            Expr::Cast(a, t) => a.eval(df)?.cast(&t.to_polars())?,
+            Expr::IsIn(a, values) => {
+                let s = a.eval(df)?;
+                let mut mask = BooleanChunked::full(s.name().clone(), false, s.len());
+                for v in values {
+                    let hit = fill_mask(s.equal(&lit_series(v))?, false)?;
+                    mask = &mask | &hit;
+                }
+                mask.into_series()
+            }
+            Expr::Between(a, lo, hi) => {
+                let s = a.eval(df)?;
+                let ge = fill_mask(s.gt_eq(&lit_series(lo))?, false)?;
+                let le = fill_mask(s.lt_eq(&lit_series(hi))?, false)?;
+                (&ge & &le).into_series()
+            }
+            Expr::Contains(a, pat) => {
+                let s = a.eval(df)?;
+                fill_mask(s.str()?.contains(pat, true)?, false)?.into_series()
+            }
+            Expr::FillNa(a, v) => {
+                let s = a.eval(df)?;
+                if s.null_count() == 0 {
+                    return Ok(s);
+                }
+                let fill = lit_series(v);
+                let target = if s.dtype() == &DataType::Int64 && fill.dtype() == &DataType::Float64 {
+                    DataType::Float64
+                } else {
+                    s.dtype().clone()
+                };
+                let s = s.cast(&target)?;
+                let fill = fill.cast(&target)?.new_from_index(0, s.len());
+                let keep = s.is_not_null();
+                s.zip_with(&keep, &fill)?
+            }
+        })
+    }
+}
+
+fn regex_check(pat: &str) -> Result<(), ExprError> {
+    // Evaluate once on an empty column: polars compiles the pattern.
+    let empty = StringChunked::full_null("".into(), 0);
+    empty
+        .contains(pat, true)
+        .map(|_| ())
+        .map_err(|e| ExprError(format!("str_contains: bad pattern \"{pat}\": {e}")))
+}
+
+/// A one-row column holding `v`.
+pub fn lit_series(v: &Value) -> Series {
+    let name: PlSmallStr = "literal".into();
+    match v {
+        Value::Bool(b) => Series::new(name, [*b]),
+        Value::Int(i) => Series::new(name, [*i]),
+        Value::Float(f) => Series::new(name, [*f]),
+        Value::Str(s) => Series::new(name, [s.as_ref()]),
+        _ => Series::full_null(name, 1, &DataType::Null),
+    }
+}
+
+/// NumPy's comparison rules: a comparison with a missing value is false
+/// (true for `!=`), where polars would give null.
+fn fill_mask(m: BooleanChunked, missing: bool) -> PolarsResult<BooleanChunked> {
+    if m.null_count() == 0 { Ok(m) } else { m.fill_null_with_values(missing) }
+}
+
+fn binary(op: BinOp, a: &Series, b: &Series) -> PolarsResult<Series> {
+    let numeric = |s: &Series| -> PolarsResult<Series> {
+        if s.dtype() == &DataType::Boolean { s.cast(&DataType::Int64) } else { Ok(s.clone()) }
+    };
+    Ok(match op {
+        BinOp::Add => (&numeric(a)? + &numeric(b)?)?,
+        BinOp::Sub => (&numeric(a)? - &numeric(b)?)?,
+        BinOp::Mul => (&numeric(a)? * &numeric(b)?)?,
+        BinOp::Div => (&a.cast(&DataType::Float64)? / &b.cast(&DataType::Float64)?)?,
+        BinOp::Mod => python_mod(&numeric(a)?, &numeric(b)?)?,
+        BinOp::Eq => fill_mask(a.equal(b)?, false)?.into_series(),
+        BinOp::Ne => fill_mask(a.not_equal(b)?, true)?.into_series(),
+        BinOp::Lt => fill_mask(a.lt(b)?, false)?.into_series(),
+        BinOp::Le => fill_mask(a.lt_eq(b)?, false)?.into_series(),
+        BinOp::Gt => fill_mask(a.gt(b)?, false)?.into_series(),
+        BinOp::Ge => fill_mask(a.gt_eq(b)?, false)?.into_series(),
+        BinOp::And => (a.bool()? & b.bool()?).into_series(),
+        BinOp::Or => (a.bool()? | b.bool()?).into_series(),
+    })
+}
+
+/// `%` as Python and pandas define it: the result takes the divisor's
+/// sign; an integer modulo by zero is missing (pandas gives NaN).
+fn python_mod(a: &Series, b: &Series) -> PolarsResult<Series> {
+    let n = a.len().max(b.len());
+    let (a, b) = (broadcast(a, n), broadcast(b, n));
+    if a.dtype() == &DataType::Int64 && b.dtype() == &DataType::Int64 {
+        let (x, y) = (a.i64()?, b.i64()?);
+        let out: Int64Chunked = x
+            .iter()
+            .zip(y.iter())
+            .map(|(x, y)| match (x, y) {
+                (Some(x), Some(y)) if y != 0 => {
+                    let r = x.wrapping_rem(y);
+                    Some(if r != 0 && (r < 0) != (y < 0) { r + y } else { r })
+                }
+                _ => None,
+            })
+            .collect();
+        return Ok(out.with_name(a.name().clone()).into_series());
+    }
+    let (a, b) = (a.cast(&DataType::Float64)?, b.cast(&DataType::Float64)?);
+    let out: Float64Chunked = a
+        .f64()?
+        .iter()
+        .zip(b.f64()?.iter())
+        .map(|(x, y)| {
+            let (x, y) = (x?, y?);
+            let r = x % y;
+            Some(if r != 0.0 && (r < 0.0) != (y < 0.0) { r + y } else { r })
+        })
+        .collect();
+    Ok(out.with_name(a.name().clone()).into_series())
+}
+
+fn broadcast(s: &Series, n: usize) -> Series {
+    if s.len() == 1 && n != 1 { s.new_from_index(0, n) } else { s.clone() }
+}
+
+fn unary(op: UnOp, s: &Series) -> PolarsResult<Series> {
+    let name = s.name().clone();
+    Ok(match op {
+        UnOp::Neg => match s.dtype() {
+            DataType::Int64 => s.i64()?.apply_values(|v| v.wrapping_neg()).into_series(),
+            _ => s.cast(&DataType::Float64)?.f64()?.apply_values(|v| -v).into_series(),
+        },
+        UnOp::Abs => match s.dtype() {
+            DataType::Int64 => s.i64()?.apply_values(|v| v.wrapping_abs()).into_series(),
+            _ => s.cast(&DataType::Float64)?.f64()?.apply_values(f64::abs).into_series(),
+        },
+        UnOp::Not => (!s.bool()?).into_series(),
+        UnOp::IsNa | UnOp::NotNa => {
+            let mut na = s.is_null();
+            if s.dtype() == &DataType::Float64 {
+                let nan: BooleanChunked = s.f64()?.iter().map(|v| Some(v.is_some_and(f64::is_nan))).collect();
+                na = &na | &nan;
+            }
+            if op == UnOp::NotNa { (!&na).into_series() } else { na.into_series() }
+        }
+        UnOp::Round(d) => match s.dtype() {
+            // Rounding an integer to 0 or more decimals changes nothing.
+            DataType::Int64 if d >= 0 => s.clone(),
+            _ => {
+                let scale = 10f64.powi(d);
+                s.cast(&DataType::Float64)?
+                    .f64()?
+                    // NumPy rounds halves to even.
+                    .apply_values(|v| (v * scale).round_ties_even() / scale)
+                    .into_series()
+            }
+        },
+        UnOp::Lower => s.str()?.apply_values(|v| v.to_lowercase().into()).into_series(),
+        UnOp::Upper => s.str()?.apply_values(|v| v.to_uppercase().into()).into_series(),
+        UnOp::Len => {
+            let out: Int64Chunked = s.str()?.iter().map(|v| v.map(|v| v.chars().count() as i64)).collect();
+            out.into_series()
+        }
+    }
+    .with_name(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame() -> DataFrame {
+        df!("x" => [Some(1i64), None, Some(-3)], "y" => [0.5f64, 2.0, -1.5], "s" => ["Ab", "cD", "ab"])
+            .expect("frame")
+    }
+
+    fn schema() -> Schema {
+        Schema::new(vec![("x".into(), DType::Int64), ("y".into(), DType::Float64), ("s".into(), DType::Str)])
+    }
+
+    #[test]
+    fn arithmetic_and_comparison_follow_numpy() {
+        let df = frame();
+        let e = Expr::bin(BinOp::Gt, Expr::col("x"), Expr::Lit(Value::Int(0)));
+        assert_eq!(e.dtype(&schema()).ok().flatten(), Some(DType::Bool));
+        let m = e.eval(&df).expect("eval");
+        let got: Vec<Option<bool>> = m.bool().expect("bool").iter().collect();
+        assert_eq!(got, vec![Some(true), Some(false), Some(false)]);
+        let ne = Expr::bin(BinOp::Ne, Expr::col("x"), Expr::Lit(Value::Int(1))).eval(&df).expect("ne");
+        let got: Vec<Option<bool>> = ne.bool().expect("bool").iter().collect();
+        assert_eq!(got, vec![Some(false), Some(true), Some(true)]);
+        let d = Expr::bin(BinOp::Div, Expr::col("x"), Expr::Lit(Value::Int(2))).eval(&df).expect("div");
+        assert_eq!(d.dtype(), &DataType::Float64);
+        let m = Expr::bin(BinOp::Mod, Expr::col("x"), Expr::Lit(Value::Int(2))).eval(&df).expect("mod");
+        let got: Vec<Option<i64>> = m.i64().expect("i64").iter().collect();
+        assert_eq!(got, vec![Some(1), None, Some(1)]);
+    }
+
+    #[test]
+    fn types_are_checked_when_built() {
+        let bad = Expr::bin(BinOp::Add, Expr::col("s"), Expr::Lit(Value::Int(1)));
+        let e = bad.dtype(&schema()).expect_err("type error");
+        assert_eq!(e.0, "cannot apply + to string and int64");
+        let e = Expr::col("zz").dtype(&schema()).expect_err("unknown");
+        assert!(e.0.contains("unknown column \"zz\" (columns: x, y, s)"), "{e}");
+        let e = Expr::Contains(Box::new(Expr::col("s")), "(".into()).dtype(&schema()).expect_err("regex");
+        assert!(e.0.contains("bad pattern"), "{e}");
+    }
+
+    #[test]
+    fn strings_rounding_and_missing() {
+        let df = frame();
+        let l = Expr::un(UnOp::Lower, Expr::col("s")).eval(&df).expect("lower");
+        let got: Vec<Option<&str>> = l.str().expect("str").iter().collect();
+        assert_eq!(got, vec![Some("ab"), Some("cd"), Some("ab")]);
+        let r = Expr::un(UnOp::Round(0), Expr::col("y")).eval(&df).expect("round");
+        let got: Vec<Option<f64>> = r.f64().expect("f64").iter().collect();
+        assert_eq!(got, vec![Some(0.0), Some(2.0), Some(-2.0)]);
+        let f = Expr::FillNa(Box::new(Expr::col("x")), Value::Int(7)).eval(&df).expect("fill");
+        let got: Vec<Option<i64>> = f.i64().expect("i64").iter().collect();
+        assert_eq!(got, vec![Some(1), Some(7), Some(-3)]);
+        let c = Expr::Contains(Box::new(Expr::col("s")), "^a".into()).eval(&df).expect("contains");
+        assert_eq!(c.bool().expect("bool").sum(), Some(1));
+        let i = Expr::IsIn(Box::new(Expr::col("s")), vec![Value::str("ab"), Value::str("Ab")])
+            .eval(&df)
+            .expect("isin");
+        assert_eq!(i.bool().expect("bool").sum(), Some(2));
+    }
+}

@@ -1,0 +1,465 @@
+//! Dataframe partitions and their kernels (Dask's "pandas per partition").
+//! A partition is a polars `DataFrame`; the operations a task runs on it
+//! form the closed, serializable `FrameOp` vocabulary. The lazy frame that
+//! builds these tasks is `crate::collections::dataframe`.
+
+pub mod agg;
+pub mod csv;
+pub mod dtype;
+pub mod expr;
+pub mod stage;
+
+use std::sync::Arc;
+
+use polars::prelude::*;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::TaskError;
+use crate::value::Value;
+use agg::{GroupSpec, Red, Stats};
+use csv::CsvSpec;
+use dtype::{DType, Schema};
+use stage::Stage;
+
+/// A partition or a computed frame. Serialized as an Arrow IPC stream,
+/// the format every Arrow reader understands.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Frame(pub DataFrame);
+
+impl Frame {
+    pub fn nbytes(&self) -> u64 {
+        self.0.estimated_size() as u64
+    }
+
+    pub fn to_ipc(&self) -> PolarsResult<Vec<u8>> {
+        let mut buf = Vec::new();
+        let mut df = self.0.clone();
+        IpcStreamWriter::new(&mut buf).finish(&mut df)?;
+        Ok(buf)
+    }
+
+    pub fn from_ipc(bytes: &[u8]) -> PolarsResult<Frame> {
+        Ok(Frame(IpcStreamReader::new(std::io::Cursor::new(bytes)).finish()?))
+    }
+}
+
+impl Serialize for Frame {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let bytes = self.to_ipc().map_err(serde::ser::Error::custom)?;
+        s.serialize_bytes(&bytes)
+    }
+}
+
+impl<'de> Deserialize<'de> for Frame {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Frame, D::Error> {
+        let bytes: serde_bytes_compat::Bytes = Deserialize::deserialize(d)?;
+        Frame::from_ipc(&bytes.0).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Bytes that deserialize from either a byte string or a sequence of
+/// numbers (formats differ in how they carry `serialize_bytes`).
+mod serde_bytes_compat {
+    use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
+
+    pub struct Bytes(pub Vec<u8>);
+
+    impl<'de> Deserialize<'de> for Bytes {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Bytes;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("bytes")
+                }
+                fn visit_bytes<E>(self, v: &[u8]) -> Result<Bytes, E> {
+                    Ok(Bytes(v.to_vec()))
+                }
+                fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Bytes, E> {
+                    Ok(Bytes(v))
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Bytes, A::Error> {
+                    let mut out = Vec::new();
+                    while let Some(b) = seq.next_element::<u8>()? {
+                        out.push(b);
+                    }
+                    Ok(Bytes(out))
+                }
+            }
+            d.deserialize_byte_buf(V)
+        }
+    }
+}
+
+/// Where a partition comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Source {
+    /// The task's first input, a frame.
+    Dep,
+    /// A block of a CSV file.
+    Csv { spec: Arc<CsvSpec>, path: Arc<str>, start: u64, end: u64 },
+}
+
+/// What a `Run` task makes of its partition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Sink {
+    /// The partition itself.
+    Frame,
+    /// Its first `n` rows.
+    Head(usize),
+    /// Statistics of one column, for `Red`uctions.
+    Stats(String),
+    /// Distinct values of one column (`unique`, `nunique`).
+    Unique(String),
+    /// A grouped aggregation's partial.
+    Group(Arc<GroupSpec>),
+    /// Write the partition to a CSV file; the result is the path.
+    WriteCsv(Arc<str>),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum FrameOp {
+    /// Read or receive a partition, apply the stages, feed the sink.
+    /// `columns` is the projection pushed into the reader (all when `None`).
+    Run { source: Source, columns: Option<Vec<String>>, stages: Vec<Stage>, sink: Sink },
+    /// Merge partials of a sink (stack the inputs for `Frame`).
+    Combine(Sink),
+    /// The answer from merged partials.
+    Finish(Finish),
+}
+
+/// How a tree of partials ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Finish {
+    /// A reduction of a column of type `DType`: a scalar.
+    Reduce(Red, DType),
+    /// The number of distinct values: a scalar.
+    NUnique,
+    /// The distinct values: a frame of one column.
+    Unique,
+    /// The grouped result, sorted by key.
+    Group(Arc<GroupSpec>),
+    /// `value_counts`: a grouped size, sorted by count, largest first.
+    ValueCounts { column: String },
+    /// The first `n` rows.
+    Head(usize),
+}
+
+impl FrameOp {
+    pub fn name(&self) -> &'static str {
+        match self {
+            FrameOp::Run { sink: Sink::Frame, stages, .. } => stages.last().map_or("partition", Stage::name),
+            FrameOp::Run { sink, .. } | FrameOp::Combine(sink) => match sink {
+                Sink::Frame => "concat",
+                Sink::Head(_) => "head",
+                Sink::Stats(_) => "reduce",
+                Sink::Unique(_) => "unique",
+                Sink::Group(_) => "groupby",
+                Sink::WriteCsv(_) => "to_csv",
+            },
+            FrameOp::Finish(_) => "finish",
+        }
+    }
+}
+
+fn frame_arg(v: &Value) -> Result<&DataFrame, TaskError> {
+    match v {
+        Value::Frame(f) => Ok(&f.0),
+        other => Err(TaskError::internal(format!("a frame kernel got a {}", other.type_name()))),
+    }
+}
+
+fn frames(args: &[Value]) -> Result<Vec<&DataFrame>, TaskError> {
+    args.iter().map(frame_arg).collect()
+}
+
+fn err(e: PolarsError) -> TaskError {
+    TaskError::user(e.to_string().lines().next().unwrap_or("polars error").to_string())
+}
+
+fn frame(df: DataFrame) -> Value {
+    Value::Frame(Arc::new(Frame(df)))
+}
+
+/// Stack frames of one schema.
+pub fn concat(parts: &[&DataFrame]) -> PolarsResult<DataFrame> {
+    let mut it = parts.iter();
+    let Some(first) = it.next() else { return Ok(DataFrame::empty()) };
+    let mut out = (*first).clone();
+    for p in it {
+        out.vstack_mut(p)?;
+    }
+    Ok(out)
+}
+
+/// Run a frame kernel. Polars may panic on input it does not expect; a
+/// panic becomes the task's error, never the worker's death.
+pub fn execute(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(op, args))) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| p.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown panic");
+            Err(TaskError::panic(format!("dataframe kernel failed: {msg}")))
+        }
+    }
+}
+
+fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
+    match op {
+        FrameOp::Run { source, columns, stages, sink } => {
+            let mut df = match source {
+                Source::Dep => {
+                    let df = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
+                    match columns {
+                        Some(cols) => df.select(cols.iter().map(|c| c.as_str())).map_err(err)?,
+                        None => df.clone(),
+                    }
+                }
+                Source::Csv { spec, path, start, end } => {
+                    csv::read(spec, path, *start, *end, columns.as_deref())?
+                }
+            };
+            for s in stages {
+                df = s.apply(df).map_err(err)?;
+            }
+            partial(sink, df)
+        }
+        FrameOp::Combine(sink) => combine(sink, args),
+        FrameOp::Finish(f) => finish(f, args),
+    }
+}
+
+fn partial(sink: &Sink, df: DataFrame) -> Result<Value, TaskError> {
+    Ok(match sink {
+        Sink::Frame => frame(df),
+        Sink::Head(n) => frame(df.head(Some(*n))),
+        Sink::Stats(c) => {
+            let s = df.column(c).map_err(err)?.as_materialized_series().clone();
+            Stats::of(&s).map_err(err)?.to_value()
+        }
+        Sink::Unique(c) => {
+            let col = df.select([c.as_str()]).map_err(err)?.drop_nulls::<String>(None).map_err(err)?;
+            frame(col.unique_stable(None, UniqueKeepStrategy::First, None).map_err(err)?)
+        }
+        Sink::Group(spec) => frame(spec.partial(&df).map_err(err)?),
+        Sink::WriteCsv(path) => {
+            let mut df = df;
+            csv::write(path, &mut df)?;
+            Value::Str(path.clone())
+        }
+    })
+}
+
+fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
+    Ok(match sink {
+        Sink::Frame => frame(concat(&frames(args)?).map_err(err)?),
+        Sink::Head(n) => frame(concat(&frames(args)?).map_err(err)?.head(Some(*n))),
+        Sink::Stats(_) => {
+            let mut st = Stats::default();
+            for a in args {
+                st.merge(&Stats::from_value(a).ok_or_else(|| TaskError::internal("bad statistics partial"))?);
+            }
+            st.to_value()
+        }
+        Sink::Unique(_) => {
+            let all = concat(&frames(args)?).map_err(err)?;
+            frame(all.unique_stable(None, UniqueKeepStrategy::First, None).map_err(err)?)
+        }
+        Sink::Group(spec) => frame(spec.regroup(&concat(&frames(args)?).map_err(err)?).map_err(err)?),
+        Sink::WriteCsv(_) => Value::list(args.to_vec()),
+    })
+}
+
+fn finish(f: &Finish, args: &[Value]) -> Result<Value, TaskError> {
+    let one = args.first().ok_or_else(|| TaskError::internal("finish without input"))?;
+    Ok(match f {
+        Finish::Reduce(red, t) => Stats::from_value(one)
+            .ok_or_else(|| TaskError::internal("bad statistics partial"))?
+            .finish(*red, *t),
+        Finish::NUnique => Value::Int(frame_arg(one)?.height() as i64),
+        Finish::Unique => one.clone(),
+        Finish::Head(n) => frame(frame_arg(one)?.head(Some(*n))),
+        Finish::Group(spec) => frame(spec.finish(frame_arg(one)?).map_err(err)?),
+        Finish::ValueCounts { column } => {
+            let df = frame_arg(one)?;
+            let spec = GroupSpec {
+                by: vec![column.clone()],
+                aggs: vec![("count".into(), String::new(), Red::Size, DType::Int64)],
+            };
+            let out = spec.finish(df).map_err(err)?;
+            let sorted = out
+                .sort(
+                    ["count", column.as_str()],
+                    SortMultipleOptions::default().with_order_descending_multi([true, false]),
+                )
+                .map_err(err)?;
+            frame(sorted)
+        }
+    })
+}
+
+/// A frame of `schema` from columns of values (`from_columns`, `from_maps`):
+/// each column is built with its declared type.
+pub fn from_values(schema: &Schema, columns: &[Vec<Value>]) -> Result<DataFrame, String> {
+    let height = columns.first().map_or(0, Vec::len);
+    let mut cols = Vec::with_capacity(columns.len());
+    for ((name, t), vals) in schema.cols.iter().zip(columns) {
+        let bad = |v: &Value| format!("column \"{name}\" is {t}, but holds a {}", v.type_name());
+        let name: PlSmallStr = name.as_str().into();
+        let s = match t {
+            DType::Int64 => {
+                let v: Vec<Option<i64>> = vals
+                    .iter()
+                    .map(|v| match v {
+                        Value::Int(i) => Ok(Some(*i)),
+                        Value::Unit => Ok(None),
+                        other => Err(bad(other)),
+                    })
+                    .collect::<Result<_, _>>()?;
+                Series::new(name, v)
+            }
+            DType::Float64 => {
+                let v: Vec<Option<f64>> = vals
+                    .iter()
+                    .map(|v| match v {
+                        Value::Int(i) => Ok(Some(*i as f64)),
+                        Value::Float(f) => Ok(Some(*f)),
+                        Value::Unit => Ok(None),
+                        other => Err(bad(other)),
+                    })
+                    .collect::<Result<_, _>>()?;
+                Series::new(name, v)
+            }
+            DType::Bool => {
+                let v: Vec<Option<bool>> = vals
+                    .iter()
+                    .map(|v| match v {
+                        Value::Bool(b) => Ok(Some(*b)),
+                        Value::Unit => Ok(None),
+                        other => Err(bad(other)),
+                    })
+                    .collect::<Result<_, _>>()?;
+                Series::new(name, v)
+            }
+            DType::Str | DType::Datetime => {
+                let v: Vec<Option<&str>> = vals
+                    .iter()
+                    .map(|v| match v {
+                        Value::Str(s) => Ok(Some(s.as_ref())),
+                        Value::Unit => Ok(None),
+                        other => Err(bad(other)),
+                    })
+                    .collect::<Result<_, _>>()?;
+                let s = Series::new(name, v);
+                if *t == DType::Datetime {
+                    s.cast(&t.to_polars()).map_err(|e| format!("column \"{}\": {e}", s.name()))?
+                } else {
+                    s
+                }
+            }
+        };
+        cols.push(s.into_column());
+    }
+    DataFrame::new(height, cols).map_err(|e| e.to_string())
+}
+
+/// The type a column of script values takes: int, float if any float,
+/// bool, string; `None` when there is nothing but missing values.
+pub fn infer_dtype(name: &str, vals: &[Value]) -> Result<DType, String> {
+    let mut t: Option<DType> = None;
+    for v in vals {
+        let vt = match v {
+            Value::Unit => continue,
+            Value::Int(_) => DType::Int64,
+            Value::Float(_) => DType::Float64,
+            Value::Bool(_) => DType::Bool,
+            Value::Str(_) => DType::Str,
+            other => {
+                return Err(format!("column \"{name}\" holds a {}, which a frame cannot", other.type_name()));
+            }
+        };
+        t = Some(match (t, vt) {
+            (None, x) => x,
+            (Some(a), b) if a == b => a,
+            (Some(DType::Int64), DType::Float64) | (Some(DType::Float64), DType::Int64) => DType::Float64,
+            (Some(a), b) => {
+                return Err(format!("column \"{name}\" mixes {} and {} values", a.name(), b.name()));
+            }
+        });
+    }
+    Ok(t.unwrap_or(DType::Float64))
+}
+
+/// One cell as a script value (datetimes as ISO text).
+pub fn cell(av: AnyValue<'_>) -> Value {
+    match av {
+        AnyValue::Null => Value::Unit,
+        AnyValue::Boolean(b) => Value::Bool(b),
+        AnyValue::Int64(i) => Value::Int(i),
+        AnyValue::Int32(i) => Value::Int(i64::from(i)),
+        AnyValue::UInt32(i) => Value::Int(i64::from(i)),
+        AnyValue::UInt64(i) => Value::Int(i as i64),
+        AnyValue::Float64(f) => Value::Float(f),
+        AnyValue::Float32(f) => Value::Float(f64::from(f)),
+        AnyValue::String(s) => Value::str(s),
+        AnyValue::StringOwned(s) => Value::str(s.as_str()),
+        other => Value::str(&other.to_string()),
+    }
+}
+
+/// Rows as maps of column name to value (`to_maps`).
+pub fn rows(df: &DataFrame) -> Vec<Value> {
+    let names: Vec<String> = df.get_column_names().iter().map(|n| n.to_string()).collect();
+    (0..df.height())
+        .map(|i| {
+            let m = df
+                .columns()
+                .iter()
+                .zip(&names)
+                .map(|(c, n)| (n.clone(), c.get(i).map(cell).unwrap_or(Value::Unit)))
+                .collect();
+            Value::Map(Arc::new(m))
+        })
+        .collect()
+}
+
+/// One column's values.
+pub fn column_values(df: &DataFrame, name: &str) -> Vec<Value> {
+    match df.column(name) {
+        Ok(c) => (0..c.len()).map(|i| c.get(i).map(cell).unwrap_or(Value::Unit)).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_through_ipc_and_msgpack() {
+        let df = df!("a" => [Some(1i64), None], "s" => ["x", "y"]).expect("df");
+        let v = frame(df);
+        let bytes = rmp_serde::to_vec(&v).expect("encode");
+        let back: Value = rmp_serde::from_slice(&bytes).expect("decode");
+        assert_eq!(v, back);
+    }
+
+    #[test]
+    fn values_build_typed_columns() {
+        let schema = Schema::new(vec![("a".into(), DType::Float64), ("b".into(), DType::Str)]);
+        let df =
+            from_values(&schema, &[vec![Value::Int(1), Value::Unit], vec![Value::str("x"), Value::Unit]])
+                .expect("frame");
+        assert_eq!(df.column("a").expect("a").dtype(), &DataType::Float64);
+        let e = from_values(&schema, &[vec![Value::str("no")], vec![Value::Unit]]).expect_err("bad");
+        assert!(e.contains("column \"a\" is float64, but holds a string"), "{e}");
+        assert_eq!(infer_dtype("c", &[Value::Int(1), Value::Float(2.0)]), Ok(DType::Float64));
+        assert!(infer_dtype("c", &[Value::Int(1), Value::str("x")]).is_err());
+        let r = rows(&df);
+        assert_eq!(r[0].to_json(), r#"{"a":1.0,"b":"x"}"#);
+    }
+}

@@ -1,0 +1,185 @@
+//! Row- and column-wise steps on one partition. Like bag stages, they are
+//! not tasks: a chain of them runs inside the task that reads or receives
+//! the partition, so `read_csv(..)[mask].assign(..)` is one task per block.
+//!
+//! Stages tolerate missing columns that the projection pushdown removed:
+//! `needs` says which columns a stage reads, and the reader skips the rest.
+
+use std::collections::BTreeSet;
+
+use polars::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::dtype::DType;
+use super::expr::Expr;
+use crate::value::Value;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Stage {
+    /// Keep these columns, in this order.
+    Project(Vec<String>),
+    /// Keep the rows where the boolean expression holds.
+    Filter(Expr),
+    /// Add or replace columns (later ones see earlier ones, as `assign`).
+    Assign(Vec<(String, Expr)>),
+    Drop(Vec<String>),
+    Rename(Vec<(String, String)>),
+    Cast(Vec<(String, DType)>),
+    /// Fill missing values of these columns.
+    FillNa(Vec<(String, Value)>),
+    /// Drop rows with a missing value in any of these columns.
+    DropNa(Vec<String>),
+}
+
+impl Stage {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Stage::Project(_) => "getitem",
+            Stage::Filter(_) => "filter",
+            Stage::Assign(_) => "assign",
+            Stage::Drop(_) => "drop",
+            Stage::Rename(_) => "rename",
+            Stage::Cast(_) => "astype",
+            Stage::FillNa(_) => "fillna",
+            Stage::DropNa(_) => "dropna",
+        }
+    }
+
+    /// The columns needed before this stage for `after` to be available
+    /// after it.
+    pub fn needs(&self, after: &BTreeSet<String>) -> BTreeSet<String> {
+        let mut need = after.clone();
+        match self {
+            Stage::Project(_) | Stage::Drop(_) | Stage::Cast(_) | Stage::FillNa(_) => {}
+            Stage::Filter(e) => e.columns(&mut need),
+            Stage::Assign(cols) => {
+                // Walk back: a column assigned here is not needed before,
+                // unless an earlier assignment or the input provides it.
+                for (name, e) in cols.iter().rev() {
+                    let wanted = need.remove(name);
+                    if wanted {
+                        e.columns(&mut need);
+                    }
+                }
+            }
+            Stage::Rename(pairs) => {
+                need = after
+                    .iter()
+                    .map(|c| pairs.iter().find(|(_, new)| new == c).map_or(c.clone(), |(old, _)| old.clone()))
+                    .collect();
+            }
+            Stage::DropNa(subset) => need.extend(subset.iter().cloned()),
+        }
+        need
+    }
+
+    pub fn apply(&self, df: DataFrame) -> PolarsResult<DataFrame> {
+        let has = |df: &DataFrame, c: &str| df.get_column_index(c).is_some();
+        Ok(match self {
+            Stage::Project(cols) => df.select(cols.iter().filter(|c| has(&df, c)).map(|c| c.as_str()))?,
+            Stage::Filter(e) => {
+                let m = e.eval(&df)?;
+                let m = m.bool()?;
+                if m.len() == 1 && df.height() != 1 {
+                    if m.get(0) == Some(true) { df } else { df.clear() }
+                } else {
+                    df.filter(m)?
+                }
+            }
+            Stage::Assign(cols) => {
+                let mut df = df;
+                for (name, e) in cols {
+                    let mut s = e.eval(&df)?;
+                    if s.len() != df.height() {
+                        s = s.new_from_index(0, df.height());
+                    }
+                    df.with_column(s.with_name(name.as_str().into()).into_column())?;
+                }
+                df
+            }
+            Stage::Drop(cols) => df.drop_many(cols.iter().filter(|c| has(&df, c)).map(|c| c.as_str())),
+            Stage::Rename(pairs) => {
+                let mut df = df;
+                for (old, new) in pairs {
+                    if has(&df, old) {
+                        df.rename(old, new.as_str().into())?;
+                    }
+                }
+                df
+            }
+            Stage::Cast(cols) => {
+                let mut df = df;
+                for (name, t) in cols {
+                    if has(&df, name) {
+                        let c = df.column(name)?.cast(&t.to_polars())?;
+                        df.replace(name, c)?;
+                    }
+                }
+                df
+            }
+            Stage::FillNa(cols) => {
+                let mut df = df;
+                for (name, v) in cols {
+                    if has(&df, name) {
+                        let s = Expr::FillNa(Box::new(Expr::col(name)), v.clone()).eval(&df)?;
+                        df.replace(name, s.into_column())?;
+                    }
+                }
+                df
+            }
+            Stage::DropNa(subset) => {
+                let present: Vec<&str> = subset.iter().filter(|c| has(&df, c)).map(|c| c.as_str()).collect();
+                let mut keep: Option<BooleanChunked> = None;
+                for c in &present {
+                    let ok = Expr::un(super::expr::UnOp::NotNa, Expr::col(c)).eval(&df)?;
+                    let ok = ok.bool()?.clone();
+                    keep = Some(match keep {
+                        Some(k) => &k & &ok,
+                        None => ok,
+                    });
+                }
+                match keep {
+                    Some(k) => df.filter(&k)?,
+                    None => df,
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::expr::BinOp;
+
+    #[test]
+    fn needs_walk_back_through_stages() {
+        let after: BTreeSet<String> = ["z".to_string()].into();
+        let assign = Stage::Assign(vec![("z".into(), Expr::bin(BinOp::Mul, Expr::col("x"), Expr::col("y")))]);
+        let need = assign.needs(&after);
+        assert_eq!(need, ["x".to_string(), "y".to_string()].into());
+        let rename = Stage::Rename(vec![("a".into(), "x".into())]);
+        assert_eq!(rename.needs(&need), ["a".to_string(), "y".to_string()].into());
+        let filter = Stage::Filter(Expr::col("f"));
+        assert!(filter.needs(&after).contains("f"));
+    }
+
+    #[test]
+    fn stages_apply_in_order() {
+        let df = df!("x" => [Some(1i64), None, Some(3)], "y" => [1.0f64, 2.0, 3.0]).expect("df");
+        let df = Stage::Assign(vec![(
+            "z".into(),
+            Expr::bin(BinOp::Mul, Expr::col("y"), Expr::Lit(Value::Int(2))),
+        )])
+        .apply(df)
+        .expect("assign");
+        let df = Stage::DropNa(vec!["x".into()]).apply(df).expect("dropna");
+        assert_eq!(df.height(), 2);
+        let df = Stage::Filter(Expr::bin(BinOp::Gt, Expr::col("z"), Expr::Lit(Value::Float(3.0))))
+            .apply(df)
+            .expect("filter");
+        assert_eq!(df.height(), 1);
+        let df = Stage::Project(vec!["z".into(), "x".into()]).apply(df).expect("project");
+        assert_eq!(df.get_column_names_owned(), vec![PlSmallStr::from("z"), PlSmallStr::from("x")]);
+    }
+}
