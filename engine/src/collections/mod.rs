@@ -4,3 +4,4 @@
 
 pub mod array;
 pub mod bag;
+pub mod dataframe;

@@ -19,7 +19,7 @@ use crate::error::TaskError;
 pub const SAMPLE_BYTES: usize = 256_000;
 
 /// How every block of one `read_csv` is parsed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CsvSpec {
     pub sep: u8,
     pub header: bool,

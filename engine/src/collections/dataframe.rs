@@ -1,0 +1,805 @@
+//! The lazy `DataFrame` and `Series` (Dask's `dask.dataframe`). A frame is
+//! its partitions' sources (task results or CSV blocks), the per-partition
+//! stages still to apply, and the schema those stages produce, so column
+//! names and types are known before any data is read.
+//!
+//! Stages are not tasks: they run in the task that next needs the
+//! partition, and when that task is built the columns it needs are walked
+//! back through the stages and pushed into the reader (projection
+//! pushdown), so `read_csv(..)["x"].sum()` parses one column.
+//!
+//! A `Series` is an expression over the columns of the frame it came from.
+//! Series built from one frame combine into one expression; a Series can
+//! be used with another frame when that frame has the same rows (no filter
+//! in between) and the columns the Series reads unchanged.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::array::Ctx;
+use crate::Task;
+use crate::frame::agg::{GroupSpec, Red};
+use crate::frame::csv::CsvSpec;
+use crate::frame::dtype::{DType, Schema};
+use crate::frame::expr::{BinOp, Expr, UnOp};
+use crate::frame::stage::Stage;
+use crate::frame::{Finish, FrameOp, Sink, Source};
+use crate::graph::{Key, Layer, LayerRef, Tokenizer};
+use crate::ops::{Arg, Func, Op};
+use crate::value::Value;
+
+/// Partials merged per combine task (Dask's `split_every` for frames).
+pub const SPLIT_EVERY: usize = 8;
+
+/// The most partitions one frame may have.
+pub const MAX_PARTITIONS: usize = super::array::MAX_BLOCKS;
+
+/// Dask's `read_csv` blocksize when none is given (64 MB).
+pub const DEFAULT_BLOCKSIZE: u64 = 64_000_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("cannot read {path}: {error}")]
+    Io { path: String, error: std::io::Error },
+    #[error(transparent)]
+    Csv(#[from] crate::frame::csv::CsvError),
+}
+
+fn invalid(s: impl Into<String>) -> FrameError {
+    FrameError::Invalid(s.into())
+}
+
+/// Where one partition comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Part {
+    Key(Key),
+    Csv { path: Arc<str>, start: u64, end: u64 },
+}
+
+#[derive(Clone, Debug)]
+pub struct DataFrame {
+    pub parts: Arc<Vec<Part>>,
+    pub deps: Vec<LayerRef>,
+    pub csv: Option<Arc<CsvSpec>>,
+    /// The columns at the source, before any stage.
+    pub source_schema: Arc<Schema>,
+    pub stages: Arc<Vec<Stage>>,
+    pub schema: Arc<Schema>,
+    /// One identity per column of `schema`: equal when the values are.
+    pub col_tokens: Arc<Vec<String>>,
+    /// Identity of the rows: changes only when rows are dropped or moved.
+    pub rows: String,
+    pub token: String,
+    /// What made the frame, for its summary (`"read_csv"`, `"assign"`).
+    pub label: &'static str,
+}
+
+/// A column expression over a frame.
+#[derive(Clone, Debug)]
+pub struct Series {
+    pub frame: DataFrame,
+    pub expr: Expr,
+    pub name: String,
+    pub dtype: DType,
+}
+
+fn task(ctx: &Ctx, key: Key, op: FrameOp, args: Vec<Arg>, deps: Vec<Key>) -> Task {
+    let mut t = Task::new(key, Op::Call { func: Func::Frame(Arc::new(op)), args }, deps);
+    t.annotations = ctx.annotations.clone();
+    t
+}
+
+fn block(name: &Arc<str>, i: usize) -> Key {
+    Key::block(name.clone(), &[i as u32])
+}
+
+fn col_token(source: &str, name: &str) -> String {
+    Tokenizer::new().str(source).str("column").str(name).finish()
+}
+
+impl DataFrame {
+    fn new_source(
+        parts: Vec<Part>,
+        deps: Vec<LayerRef>,
+        csv: Option<Arc<CsvSpec>>,
+        schema: Schema,
+        token: String,
+        label: &'static str,
+    ) -> DataFrame {
+        let col_tokens = schema.cols.iter().map(|(n, _)| col_token(&token, n)).collect();
+        let schema = Arc::new(schema);
+        DataFrame {
+            parts: Arc::new(parts),
+            deps,
+            csv,
+            source_schema: schema.clone(),
+            stages: Arc::new(Vec::new()),
+            schema,
+            col_tokens: Arc::new(col_tokens),
+            rows: token.clone(),
+            token,
+            label,
+        }
+    }
+
+    pub fn npartitions(&self) -> usize {
+        self.parts.len()
+    }
+
+    fn col_token(&self, name: &str) -> Option<&String> {
+        self.schema.cols.iter().position(|(n, _)| n == name).map(|i| &self.col_tokens[i])
+    }
+
+    /// This frame with one more stage, the schema and column identities
+    /// after it, and whether it drops rows.
+    fn staged(&self, stage: Stage, schema: Schema, col_tokens: Vec<String>, drops_rows: bool) -> DataFrame {
+        let label = stage.name();
+        let token = Tokenizer::new().str(&self.token).str(label).str(&format!("{stage:?}")).finish();
+        let mut stages = self.stages.as_ref().clone();
+        stages.push(stage);
+        DataFrame {
+            stages: Arc::new(stages),
+            schema: Arc::new(schema),
+            col_tokens: Arc::new(col_tokens),
+            rows: if drops_rows {
+                Tokenizer::new().str(&self.rows).str(&token).finish()
+            } else {
+                self.rows.clone()
+            },
+            token,
+            label,
+            ..self.clone()
+        }
+    }
+
+    fn check_columns<'a>(&self, cols: impl IntoIterator<Item = &'a String>) -> Result<(), FrameError> {
+        for c in cols {
+            if !self.schema.contains(c) {
+                return Err(invalid(format!("unknown column \"{c}\" (columns: {})", self.schema.listing())));
+            }
+        }
+        Ok(())
+    }
+
+    /// `df[["a", "b"]]`.
+    pub fn project(&self, cols: &[String]) -> Result<DataFrame, FrameError> {
+        self.check_columns(cols)?;
+        let mut seen = BTreeSet::new();
+        if let Some(d) = cols.iter().find(|c| !seen.insert(c.as_str())) {
+            return Err(invalid(format!("column \"{d}\" is selected twice")));
+        }
+        let schema =
+            Schema::new(cols.iter().map(|c| (c.clone(), self.schema.get(c).unwrap_or(DType::Str))).collect());
+        let toks = cols.iter().map(|c| self.col_token(c).cloned().unwrap_or_default()).collect();
+        Ok(self.staged(Stage::Project(cols.to_vec()), schema, toks, false))
+    }
+
+    /// `df["x"]`.
+    pub fn column(&self, name: &str) -> Result<Series, FrameError> {
+        let dtype = self.schema.get(name).ok_or_else(|| {
+            invalid(format!("unknown column \"{name}\" (columns: {})", self.schema.listing()))
+        })?;
+        Ok(Series { frame: self.clone(), expr: Expr::col(name), name: name.to_string(), dtype })
+    }
+
+    /// `df[mask]`.
+    pub fn filter(&self, mask: &Series) -> Result<DataFrame, FrameError> {
+        if mask.dtype != DType::Bool {
+            return Err(invalid(format!("a row mask must be a bool Series, not {}", mask.dtype)));
+        }
+        let e = mask.resolve_in(self)?;
+        Ok(self.staged(
+            Stage::Filter(e),
+            self.schema.as_ref().clone(),
+            self.col_tokens.as_ref().clone(),
+            true,
+        ))
+    }
+
+    /// `assign(#{z: series_or_scalar})`: columns in the map's order.
+    pub fn assign(&self, cols: Vec<(String, Assigned)>) -> Result<DataFrame, FrameError> {
+        let mut schema = self.schema.as_ref().clone();
+        let mut toks = self.col_tokens.as_ref().clone();
+        let mut exprs = Vec::new();
+        for (name, a) in cols {
+            let (e, t) = match a {
+                Assigned::Series(s) => (s.resolve_in(self)?, s.dtype),
+                Assigned::Scalar(v) => {
+                    let t = match &v {
+                        Value::Int(_) => DType::Int64,
+                        Value::Float(_) | Value::Unit => DType::Float64,
+                        Value::Bool(_) => DType::Bool,
+                        Value::Str(_) => DType::Str,
+                        other => {
+                            return Err(invalid(format!(
+                                "assign: a {} cannot be a column",
+                                other.type_name()
+                            )));
+                        }
+                    };
+                    let e = if matches!(v, Value::Unit) {
+                        Expr::Cast(Box::new(Expr::Lit(v)), t)
+                    } else {
+                        Expr::Lit(v)
+                    };
+                    (e, t)
+                }
+            };
+            let tok = Tokenizer::new().str(&self.token).str("assign").str(&format!("{e:?}")).finish();
+            match schema.cols.iter().position(|(n, _)| *n == name) {
+                Some(i) => {
+                    schema.cols[i].1 = t;
+                    toks[i] = tok;
+                }
+                None => {
+                    schema.cols.push((name.clone(), t));
+                    toks.push(tok);
+                }
+            }
+            exprs.push((name, e));
+        }
+        Ok(self.staged(Stage::Assign(exprs), schema, toks, false))
+    }
+
+    pub fn drop(&self, cols: &[String]) -> Result<DataFrame, FrameError> {
+        self.check_columns(cols)?;
+        let keep: Vec<usize> =
+            (0..self.schema.cols.len()).filter(|&i| !cols.contains(&self.schema.cols[i].0)).collect();
+        let schema = Schema::new(keep.iter().map(|&i| self.schema.cols[i].clone()).collect());
+        let toks = keep.iter().map(|&i| self.col_tokens[i].clone()).collect();
+        Ok(self.staged(Stage::Drop(cols.to_vec()), schema, toks, false))
+    }
+
+    pub fn rename(&self, pairs: Vec<(String, String)>) -> Result<DataFrame, FrameError> {
+        // pandas ignores names that are not columns; so do we.
+        let pairs: Vec<(String, String)> =
+            pairs.into_iter().filter(|(o, _)| self.schema.contains(o)).collect();
+        let mut schema = self.schema.as_ref().clone();
+        for (old, new) in &pairs {
+            if let Some(c) = schema.cols.iter_mut().find(|(n, _)| n == old) {
+                c.0 = new.clone();
+            }
+        }
+        let mut seen = BTreeSet::new();
+        if let Some((d, _)) = schema.cols.iter().find(|(n, _)| !seen.insert(n.clone())) {
+            return Err(invalid(format!("rename: two columns would be named \"{d}\"")));
+        }
+        Ok(self.staged(Stage::Rename(pairs), schema, self.col_tokens.as_ref().clone(), false))
+    }
+
+    pub fn astype(&self, cols: Vec<(String, DType)>) -> Result<DataFrame, FrameError> {
+        self.check_columns(cols.iter().map(|(c, _)| c))?;
+        let mut schema = self.schema.as_ref().clone();
+        let mut toks = self.col_tokens.as_ref().clone();
+        for (name, t) in &cols {
+            if let Some(i) = schema.cols.iter().position(|(n, _)| n == name) {
+                if schema.cols[i].1 != *t {
+                    toks[i] = Tokenizer::new().str(&toks[i]).str("astype").str(t.name()).finish();
+                }
+                schema.cols[i].1 = *t;
+            }
+        }
+        Ok(self.staged(Stage::Cast(cols), schema, toks, false))
+    }
+
+    /// `fillna(v)` on every column whose type can hold `v`, or `fillna(#{col: v})`.
+    pub fn fillna(&self, fill: Vec<(String, Value)>) -> Result<DataFrame, FrameError> {
+        self.check_columns(fill.iter().map(|(c, _)| c))?;
+        let mut schema = self.schema.as_ref().clone();
+        let mut toks = self.col_tokens.as_ref().clone();
+        for (name, v) in &fill {
+            let i = schema.cols.iter().position(|(n, _)| n == name).unwrap_or(0);
+            let t = Expr::FillNa(Box::new(Expr::col(name)), v.clone())
+                .dtype(&self.schema)
+                .map_err(|e| invalid(e.0))?
+                .unwrap_or(DType::Float64);
+            schema.cols[i].1 = t;
+            toks[i] = Tokenizer::new().str(&toks[i]).str("fillna").value(v).finish();
+        }
+        Ok(self.staged(Stage::FillNa(fill), schema, toks, false))
+    }
+
+    pub fn dropna(&self, subset: Option<Vec<String>>) -> Result<DataFrame, FrameError> {
+        let subset = match subset {
+            Some(s) => {
+                self.check_columns(&s)?;
+                s
+            }
+            None => self.schema.names().map(String::from).collect(),
+        };
+        Ok(self.staged(
+            Stage::DropNa(subset),
+            self.schema.as_ref().clone(),
+            self.col_tokens.as_ref().clone(),
+            true,
+        ))
+    }
+
+    /// The columns a sink reads, walked back through the stages to the
+    /// source: the projection pushed into the reader (`None`: all).
+    fn pushdown(&self, sink_needs: BTreeSet<String>) -> Option<Vec<String>> {
+        let mut need = sink_needs;
+        for s in self.stages.iter().rev() {
+            need = s.needs(&need);
+        }
+        let cols: Vec<String> =
+            self.source_schema.names().filter(|n| need.contains(*n)).map(String::from).collect();
+        if cols.len() == self.source_schema.cols.len() { None } else { Some(cols) }
+    }
+
+    fn sink_needs(&self, sink: &Sink) -> BTreeSet<String> {
+        match sink {
+            Sink::Frame | Sink::Head(_) | Sink::WriteCsv(_) => {
+                self.schema.names().map(String::from).collect()
+            }
+            Sink::Stats(c) | Sink::Unique(c) => [c.clone()].into(),
+            Sink::Group(spec) => spec
+                .by
+                .iter()
+                .chain(spec.aggs.iter().map(|a| &a.1))
+                .filter(|c| !c.is_empty())
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// One `Run` task per partition feeding `sink` (a different sink per
+    /// partition when `per_part` gives one).
+    fn run_layer(
+        &self,
+        ctx: &Ctx,
+        prefix: &str,
+        sink: &Sink,
+        extra: &str,
+        indices: &[usize],
+    ) -> (LayerRef, Vec<Key>) {
+        let name: Arc<str> = Arc::from(Tokenizer::new().str(&self.token).str(prefix).str(extra).name(prefix));
+        let columns = self.pushdown(self.sink_needs(sink));
+        let mut tasks = Vec::with_capacity(indices.len());
+        let mut keys = Vec::with_capacity(indices.len());
+        for &i in indices {
+            let key = block(&name, i);
+            let (source, args, deps) = match &self.parts[i] {
+                Part::Key(k) => (Source::Dep, vec![Arg::Dep(0)], vec![k.clone()]),
+                Part::Csv { path, start, end } => {
+                    let spec = self.csv.clone().unwrap_or_default();
+                    (Source::Csv { spec, path: path.clone(), start: *start, end: *end }, vec![], vec![])
+                }
+            };
+            let op = FrameOp::Run {
+                source,
+                columns: columns.clone(),
+                stages: self.stages.as_ref().clone(),
+                sink: sink.clone(),
+            };
+            tasks.push(task(ctx, key.clone(), op, args, deps));
+            keys.push(key);
+        }
+        (Layer::new(name, tasks, self.deps.clone()), keys)
+    }
+
+    /// The partitions as tasks whose results are frames.
+    pub fn partitions(&self, ctx: &Ctx) -> (LayerRef, Vec<Key>) {
+        if self.stages.is_empty()
+            && self.deps.len() == 1
+            && self.parts.iter().all(|p| matches!(p, Part::Key(_)))
+        {
+            let keys =
+                self.parts.iter().filter_map(|p| if let Part::Key(k) = p { Some(k.clone()) } else { None });
+            return (self.deps[0].clone(), keys.collect());
+        }
+        let all: Vec<usize> = (0..self.parts.len()).collect();
+        self.run_layer(ctx, self.label, &Sink::Frame, "", &all)
+    }
+
+    /// A tree over the partitions: `sink` per partition, combines of
+    /// `SPLIT_EVERY`, then `finish`.
+    pub fn tree(&self, ctx: &Ctx, label: &str, sink: Sink, finish: Finish) -> (LayerRef, Key) {
+        let all: Vec<usize> = (0..self.parts.len()).collect();
+        let extra = format!("{finish:?}");
+        let (part_layer, mut level) = self.run_layer(ctx, label, &sink, &extra, &all);
+        let tok = Tokenizer::new().str(&part_layer.name).finish();
+        let mut layers = vec![part_layer];
+        let mut depth = 0;
+        while level.len() > 1 {
+            depth += 1;
+            let name: Arc<str> = Arc::from(format!("{label}-combine{depth}-{tok}"));
+            let mut tasks = Vec::new();
+            let mut next = Vec::new();
+            for (g, group) in level.chunks(SPLIT_EVERY).enumerate() {
+                let key = block(&name, g);
+                let args = (0..group.len()).map(|i| Arg::Dep(i as u32)).collect();
+                tasks.push(task(ctx, key.clone(), FrameOp::Combine(sink.clone()), args, group.to_vec()));
+                next.push(key);
+            }
+            let prev = layers.last().cloned().into_iter().collect();
+            layers.push(Layer::new(name, tasks, prev));
+            level = next;
+        }
+        let name = format!("{label}-{tok}");
+        let key = Key::new(name.as_str());
+        let last = layers.pop().into_iter().collect();
+        (
+            Layer::new(
+                name,
+                vec![task(ctx, key.clone(), FrameOp::Finish(finish), vec![Arg::Dep(0)], level)],
+                last,
+            ),
+            key,
+        )
+    }
+
+    /// All partitions stacked into one frame (what `compute` returns).
+    pub fn finalize(&self) -> (LayerRef, Key) {
+        let ctx = Ctx::default();
+        let (layer, parts) = self.partitions(&ctx);
+        let name = format!("finalize-{}", Tokenizer::new().str(&self.token).str(&layer.name).finish());
+        let key = Key::new(name.as_str());
+        let args = (0..parts.len()).map(|i| Arg::Dep(i as u32)).collect();
+        let t = task(&ctx, key.clone(), FrameOp::Combine(Sink::Frame), args, parts);
+        (Layer::new(name, vec![t], vec![layer]), key)
+    }
+
+    /// The first `n` rows of partition `i` (for `head`, which reads
+    /// partitions one by one until it has enough).
+    pub fn head_of(&self, i: usize, n: usize) -> (LayerRef, Key) {
+        let (layer, keys) = self.run_layer(&Ctx::default(), "head", &Sink::Head(n), &n.to_string(), &[i]);
+        let key = keys.into_iter().next().unwrap_or_else(|| Key::new("head-empty"));
+        (layer, key)
+    }
+
+    /// A frame of one partition per key of `layer`.
+    pub fn of_keys(layer: LayerRef, keys: Vec<Key>, schema: Schema, label: &'static str) -> DataFrame {
+        let mut t = Tokenizer::new();
+        keys.iter().for_each(|k| {
+            t.key(k);
+        });
+        DataFrame::new_source(
+            keys.into_iter().map(Part::Key).collect(),
+            vec![layer],
+            None,
+            schema,
+            t.finish(),
+            label,
+        )
+    }
+
+    /// `groupby(by).agg(...)` as a tree (Dask's default for `split_out=1`).
+    pub fn groupby_agg(
+        &self,
+        ctx: &Ctx,
+        by: &[String],
+        aggs: &[(String, String, Red)],
+    ) -> Result<DataFrame, FrameError> {
+        if by.is_empty() {
+            return Err(invalid("groupby needs at least one key column"));
+        }
+        self.check_columns(by)?;
+        let mut spec = GroupSpec { by: by.to_vec(), aggs: Vec::new() };
+        let mut schema: Vec<(String, DType)> =
+            by.iter().map(|b| (b.clone(), self.schema.get(b).unwrap_or(DType::Str))).collect();
+        for (out, col, red) in aggs {
+            let t = if *red == Red::Size {
+                DType::Int64
+            } else {
+                self.check_columns([col])?;
+                if by.contains(col) {
+                    return Err(invalid(format!(
+                        "groupby: \"{col}\" is a key column; it cannot also be aggregated"
+                    )));
+                }
+                self.schema.get(col).unwrap_or(DType::Str)
+            };
+            if *red == Red::NUnique {
+                return Err(invalid("groupby(..).nunique() is not supported yet"));
+            }
+            let rt = red.dtype(t).map_err(|e| invalid(format!("groupby: {e} (column \"{col}\")")))?;
+            spec.aggs.push((out.clone(), col.clone(), *red, t));
+            schema.push((out.clone(), rt));
+        }
+        let spec = Arc::new(spec);
+        let (layer, key) = self.tree(ctx, "groupby-agg", Sink::Group(spec.clone()), Finish::Group(spec));
+        Ok(DataFrame::of_keys(layer, vec![key], Schema::new(schema), "groupby-agg"))
+    }
+
+    /// Write each partition to `dir/N.part` (Dask's `to_csv(dir)` names).
+    pub fn to_csv(&self, ctx: &Ctx, dir: &std::path::Path) -> Result<(LayerRef, Vec<Key>), FrameError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|error| FrameError::Io { path: dir.display().to_string(), error })?;
+        let mut layers = Vec::new();
+        let mut keys = Vec::new();
+        for i in 0..self.parts.len() {
+            let path: Arc<str> = Arc::from(dir.join(format!("{i}.part")).display().to_string());
+            let (l, k) = self.run_layer(ctx, "to_csv", &Sink::WriteCsv(path.clone()), &path, &[i]);
+            layers.push(l);
+            keys.extend(k);
+        }
+        let name =
+            format!("to-csv-{}", Tokenizer::new().str(&self.token).str(&dir.display().to_string()).finish());
+        Ok((Layer::new(name, vec![], layers), keys))
+    }
+}
+
+/// What `assign` puts in a column.
+#[derive(Clone, Debug)]
+pub enum Assigned {
+    Series(Series),
+    Scalar(Value),
+}
+
+impl Series {
+    /// This Series' expression in terms of `f`'s columns.
+    pub fn resolve_in(&self, f: &DataFrame) -> Result<Expr, FrameError> {
+        if self.frame.token == f.token {
+            return Ok(self.expr.clone());
+        }
+        if self.frame.rows != f.rows {
+            return Err(invalid(format!(
+                "the Series \"{}\" does not have this frame's rows (one of them was filtered or repartitioned since); build it from this frame",
+                self.name
+            )));
+        }
+        let mut cols = BTreeSet::new();
+        self.expr.columns(&mut cols);
+        let mut map = Vec::new();
+        for c in cols {
+            let tok = self.frame.col_token(&c);
+            let found = f
+                .schema
+                .cols
+                .iter()
+                .zip(f.col_tokens.iter())
+                .find(|(_, t)| Some(*t) == tok)
+                .map(|((n, _), _)| n.clone());
+            match found {
+                Some(n) => map.push((c, n)),
+                None => {
+                    return Err(invalid(format!(
+                        "the Series \"{}\" reads column \"{c}\", which this frame does not have unchanged; build it from this frame",
+                        self.name
+                    )));
+                }
+            }
+        }
+        Ok(self
+            .expr
+            .map_columns(&|c| map.iter().find(|(a, _)| a == c).map_or(c.to_string(), |(_, b)| b.clone())))
+    }
+
+    fn typed(frame: DataFrame, expr: Expr, name: String) -> Result<Series, FrameError> {
+        let dtype = expr.dtype(&frame.schema).map_err(|e| invalid(e.0))?.unwrap_or(DType::Float64);
+        Ok(Series { frame, expr, name, dtype })
+    }
+
+    /// `a op b` with another Series (of the same rows).
+    pub fn binary(&self, op: BinOp, other: &Series) -> Result<Series, FrameError> {
+        let rhs = other.resolve_in(&self.frame)?;
+        Series::typed(self.frame.clone(), Expr::bin(op, self.expr.clone(), rhs), self.name.clone())
+    }
+
+    /// `a op k` (or `k op a` when `flipped`).
+    pub fn scalar(&self, op: BinOp, k: Value, flipped: bool) -> Result<Series, FrameError> {
+        let (a, b) = (self.expr.clone(), Expr::Lit(k));
+        let e = if flipped { Expr::bin(op, b, a) } else { Expr::bin(op, a, b) };
+        Series::typed(self.frame.clone(), e, self.name.clone())
+    }
+
+    pub fn unary(&self, op: UnOp) -> Result<Series, FrameError> {
+        Series::typed(self.frame.clone(), Expr::un(op, self.expr.clone()), self.name.clone())
+    }
+
+    pub fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Result<Series, FrameError> {
+        Series::typed(self.frame.clone(), f(Box::new(self.expr.clone())), self.name.clone())
+    }
+
+    pub fn rename(&self, name: &str) -> Series {
+        Series { name: name.to_string(), ..self.clone() }
+    }
+
+    /// The Series as a one-column frame.
+    pub fn to_frame(&self) -> DataFrame {
+        let base = &self.frame;
+        let name = self.name.clone();
+        let f = if self.expr == Expr::Col(name.clone()) {
+            base.clone()
+        } else {
+            let tok =
+                Tokenizer::new().str(&base.token).str("series").str(&format!("{:?}", self.expr)).finish();
+            let mut schema = base.schema.as_ref().clone();
+            let mut toks = base.col_tokens.as_ref().clone();
+            match schema.cols.iter().position(|(n, _)| *n == name) {
+                Some(i) => {
+                    schema.cols[i].1 = self.dtype;
+                    toks[i] = tok;
+                }
+                None => {
+                    schema.cols.push((name.clone(), self.dtype));
+                    toks.push(tok);
+                }
+            }
+            base.staged(Stage::Assign(vec![(name.clone(), self.expr.clone())]), schema, toks, false)
+        };
+        let tok = f.col_token(&name).cloned().unwrap_or_default();
+        f.staged(Stage::Project(vec![name.clone()]), Schema::new(vec![(name, self.dtype)]), vec![tok], false)
+    }
+
+    /// `s.sum()`, `s.mean()`, …: a scalar, as a tree.
+    pub fn reduce(&self, ctx: &Ctx, red: Red) -> Result<(LayerRef, Key), FrameError> {
+        red.dtype(self.dtype).map_err(|e| invalid(format!("{e} (Series \"{}\")", self.name)))?;
+        let f = self.to_frame();
+        Ok(match red {
+            Red::NUnique => f.tree(ctx, "nunique", Sink::Unique(self.name.clone()), Finish::NUnique),
+            _ => f.tree(ctx, red.name(), Sink::Stats(self.name.clone()), Finish::Reduce(red, self.dtype)),
+        })
+    }
+
+    /// `unique()`: a one-partition frame of the distinct values.
+    pub fn unique(&self, ctx: &Ctx) -> Series {
+        let f = self.to_frame();
+        let (layer, key) = f.tree(ctx, "unique", Sink::Unique(self.name.clone()), Finish::Unique);
+        let frame = DataFrame::of_keys(
+            layer,
+            vec![key],
+            Schema::new(vec![(self.name.clone(), self.dtype)]),
+            "unique",
+        );
+        Series { expr: Expr::col(&self.name), frame, name: self.name.clone(), dtype: self.dtype }
+    }
+
+    /// `value_counts()`: columns `[name, "count"]`, largest count first.
+    pub fn value_counts(&self, ctx: &Ctx) -> DataFrame {
+        let f = self.to_frame();
+        let spec = Arc::new(GroupSpec {
+            by: vec![self.name.clone()],
+            aggs: vec![("count".into(), String::new(), Red::Size, DType::Int64)],
+        });
+        let (layer, key) =
+            f.tree(ctx, "value-counts", Sink::Group(spec), Finish::ValueCounts { column: self.name.clone() });
+        let schema = Schema::new(vec![(self.name.clone(), self.dtype), ("count".into(), DType::Int64)]);
+        DataFrame::of_keys(layer, vec![key], schema, "value-counts")
+    }
+}
+
+/// `read_csv`: one partition per `blocksize` bytes of each file.
+pub fn read_csv(
+    paths: &[String],
+    blocksize: Option<u64>,
+    sep: u8,
+    header: bool,
+    dtypes: &[(String, DType)],
+    usecols: Option<&[String]>,
+) -> Result<DataFrame, FrameError> {
+    if paths.is_empty() {
+        return Err(invalid("read_csv: no files matched"));
+    }
+    if blocksize == Some(0) {
+        return Err(invalid("read_csv: blocksize must be at least 1 byte"));
+    }
+    let bs = blocksize.unwrap_or(DEFAULT_BLOCKSIZE);
+    let mut t = Tokenizer::new();
+    t.str("read_csv").u64(bs).u64(u64::from(sep)).u64(u64::from(header));
+    let mut parts = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|error| FrameError::Io { path: p.clone(), error })?;
+        if meta.is_dir() {
+            return Err(invalid(format!("read_csv: {p} is a directory")));
+        }
+        t.file(std::path::Path::new(p), &meta);
+        if parts.len() as u64 + meta.len().div_ceil(bs) > MAX_PARTITIONS as u64 {
+            return Err(invalid(format!(
+                "read_csv: blocksize {bs} makes more than {MAX_PARTITIONS} partitions; use a larger blocksize"
+            )));
+        }
+        let path: Arc<str> = Arc::from(p.as_str());
+        for (start, end) in crate::bag::text::blocks(meta.len(), Some(bs)) {
+            parts.push(Part::Csv { path: path.clone(), start, end });
+        }
+    }
+    let spec = crate::frame::csv::infer(paths, sep, header, dtypes)?;
+    for (n, d) in &spec.schema.cols {
+        t.str(n).str(d.name());
+    }
+    let schema = spec.schema.clone();
+    let df = DataFrame::new_source(parts, vec![], Some(Arc::new(spec)), schema, t.finish(), "read_csv");
+    match usecols {
+        Some(cols) => {
+            let mut df = df.project(cols)?;
+            df.label = "read_csv";
+            Ok(df)
+        }
+        None => Ok(df),
+    }
+}
+
+/// A frame from columns of values, cut into `npartitions` row ranges.
+pub fn from_columns(
+    ctx: &Ctx,
+    schema: Schema,
+    columns: Vec<Vec<Value>>,
+    npartitions: usize,
+) -> Result<DataFrame, FrameError> {
+    let n = columns.first().map_or(0, Vec::len);
+    if let Some(((name, _), c)) = schema.cols.iter().zip(&columns).find(|(_, c)| c.len() != n) {
+        return Err(invalid(format!(
+            "from_columns: column \"{name}\" has {} values, but the first column has {n}",
+            c.len()
+        )));
+    }
+    if npartitions == 0 {
+        return Err(invalid("npartitions must be at least 1"));
+    }
+    let parts = npartitions.min(n.max(1));
+    let size = n.div_ceil(parts).max(1);
+    let mut t = Tokenizer::new();
+    t.str("from_columns").u64(parts as u64);
+    for ((name, d), c) in schema.cols.iter().zip(&columns) {
+        t.str(name).str(d.name());
+        c.iter().for_each(|v| {
+            t.value(v);
+        });
+    }
+    let name: Arc<str> = Arc::from(t.name("from_pandas"));
+    let mut tasks = Vec::new();
+    let mut keys = Vec::new();
+    for i in 0..parts {
+        let (lo, hi) = ((i * size).min(n), ((i + 1) * size).min(n));
+        let slice: Vec<Vec<Value>> = columns.iter().map(|c| c[lo..hi].to_vec()).collect();
+        let df = crate::frame::from_values(&schema, &slice).map_err(invalid)?;
+        let key = block(&name, i);
+        let mut task =
+            Task::new(key.clone(), Op::Literal(Value::Frame(Arc::new(crate::frame::Frame(df)))), vec![]);
+        task.annotations = ctx.annotations.clone();
+        tasks.push(task);
+        keys.push(key);
+    }
+    Ok(DataFrame::of_keys(Layer::new(name, tasks, vec![]), keys, schema, "from_pandas"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> DataFrame {
+        let schema = Schema::new(vec![
+            ("k".into(), DType::Str),
+            ("x".into(), DType::Int64),
+            ("y".into(), DType::Float64),
+        ]);
+        let cols = vec![
+            vec![Value::str("a"), Value::str("b"), Value::str("a")],
+            vec![Value::Int(1), Value::Int(2), Value::Unit],
+            vec![Value::Float(0.5), Value::Float(1.5), Value::Float(2.5)],
+        ];
+        from_columns(&Ctx::default(), schema, cols, 2).expect("frame")
+    }
+
+    #[test]
+    fn schema_follows_the_stages() {
+        let df = small();
+        let z = df.column("x").expect("x").scalar(BinOp::Mul, Value::Float(2.0), false).expect("mul");
+        let df2 = df.assign(vec![("z".into(), Assigned::Series(z))]).expect("assign");
+        assert_eq!(df2.schema.get("z"), Some(DType::Float64));
+        let df3 = df2.rename(vec![("x".into(), "xx".into())]).expect("rename");
+        // A Series of the frame before the rename still fits: same rows, same values.
+        let m = df.column("x").expect("x").scalar(BinOp::Gt, Value::Int(1), false).expect("gt");
+        let f = df3.filter(&m).expect("filter");
+        assert!(matches!(f.stages.last(), Some(Stage::Filter(e)) if format!("{e:?}").contains("xx")));
+        // After a filter the rows differ.
+        let e = f.filter(&m).expect_err("other rows");
+        assert!(e.to_string().contains("does not have this frame's rows"), "{e}");
+        let e = df.column("nope").expect_err("unknown");
+        assert_eq!(e.to_string(), "unknown column \"nope\" (columns: k, x, y)");
+    }
+
+    #[test]
+    fn projections_reach_the_source() {
+        let df = small();
+        let s = df.column("y").expect("y");
+        let f = s.to_frame();
+        assert_eq!(f.pushdown(f.sink_needs(&Sink::Stats("y".into()))), Some(vec!["y".to_string()]));
+        let g = df.dropna(Some(vec!["x".into()])).expect("dropna");
+        assert_eq!(g.pushdown(["y".to_string()].into()), Some(vec!["x".to_string(), "y".to_string()]));
+    }
+}
