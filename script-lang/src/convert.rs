@@ -62,6 +62,14 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, String> {
     if let Some(c) = d.read_lock::<Chunk>() {
         return Ok(Value::array(c.clone()));
     }
+    if let Some(f) = d.read_lock::<crate::api::LocalFrame>() {
+        return Ok(Value::Frame(f.0.clone()));
+    }
+    if let Some(f) = d.read_lock::<crate::api::LocalSeries>() {
+        // A local Series travels (and prints as JSON) as its values.
+        let name = f.0.column_names().into_iter().next().unwrap_or_default();
+        return Ok(Value::list(brisk_engine::frame::column_values(&f.0.0, &name)));
+    }
     if d.is_blob() {
         let b = d.read_lock::<Blob>().ok_or_else(|| format!("{what}: blob is locked"))?;
         return Ok(Value::Bytes(Arc::from(b.as_slice())));
@@ -97,6 +105,7 @@ pub fn to_dynamic(v: &Value) -> Dynamic {
             None => Dynamic::UNIT,
         },
         Value::Array(c) => Dynamic::from(Chunk::clone(c)),
+        Value::Frame(f) => Dynamic::from(crate::api::LocalFrame(f.clone())),
     }
 }
 

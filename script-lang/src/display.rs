@@ -68,6 +68,43 @@ fn records(rows: &Array) -> String {
     format!("{t}\n{n} rows × {} columns", columns.len())
 }
 
+/// A computed frame as a table, columns in the frame's order, long frames
+/// elided in the middle; missing values show as pandas shows them.
+pub fn frame_table(
+    columns: &[String],
+    cells: &dyn Fn(usize, usize) -> String,
+    n: usize,
+    footer: &str,
+) -> String {
+    let mut t = table();
+    t.set_header(columns.to_vec());
+    for i in shown(n, HEAD_ROWS, TAIL_ROWS) {
+        match i {
+            Some(i) => t.add_row((0..columns.len()).map(|j| cells(i, j)).collect::<Vec<_>>()),
+            None => t.add_row(columns.iter().map(|_| "…".to_string()).collect::<Vec<_>>()),
+        };
+    }
+    format!("{t}\n{footer}")
+}
+
+/// The same table in HTML, for Jupyter.
+pub fn frame_html(
+    columns: &[String],
+    cells: &dyn Fn(usize, usize) -> String,
+    n: usize,
+    footer: &str,
+) -> String {
+    let rows: Vec<Vec<String>> = shown(n, HEAD_ROWS, TAIL_ROWS)
+        .into_iter()
+        .map(|i| match i {
+            Some(i) => (0..columns.len()).map(|j| cells(i, j)).collect(),
+            None => columns.iter().map(|_| "…".to_string()).collect(),
+        })
+        .collect();
+    let header: Vec<&str> = columns.iter().map(String::as_str).collect();
+    html_table(&header, &rows, Some(footer))
+}
+
 /// Columns shown on each side of the elision of a wide array.
 const EDGE_COLS: usize = 5;
 
@@ -195,6 +232,9 @@ pub fn chunk_text(c: &Chunk) -> String {
 /// An HTML table for Jupyter (`text/html`), for the values that print as
 /// tables; `None` for the rest, which only have `text/plain`.
 pub fn html(d: &Dynamic) -> Option<String> {
+    if let Some(f) = d.read_lock::<crate::api::LocalFrame>() {
+        return Some(crate::api::local_frame_html(&f.0));
+    }
     if let Some(x) = d.read_lock::<crate::api::LazyArray>() {
         let text = crate::api::array_summary(&x);
         let (head, _) = text.split_once('\n').unwrap_or((&text, ""));

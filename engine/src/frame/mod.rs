@@ -27,6 +27,28 @@ use stage::Stage;
 pub struct Frame(pub DataFrame);
 
 impl Frame {
+    pub fn height(&self) -> usize {
+        self.0.height()
+    }
+
+    pub fn column_names(&self) -> Vec<String> {
+        self.0.get_column_names().iter().map(|c| c.to_string()).collect()
+    }
+
+    /// One column as a frame of its own.
+    pub fn select_one(&self, name: &str) -> Option<Frame> {
+        self.0.select([name]).ok().map(Frame)
+    }
+
+    /// Frames stacked in order; an empty frame of `schema` when there are none.
+    pub fn stack(parts: &[Arc<Frame>], schema: &Schema) -> Result<Frame, String> {
+        if parts.is_empty() {
+            return Ok(Frame(DataFrame::empty_with_schema(&schema.to_polars())));
+        }
+        let refs: Vec<&DataFrame> = parts.iter().map(|f| &f.0).collect();
+        concat(&refs).map(Frame).map_err(|e| e.to_string())
+    }
+
     pub fn nbytes(&self) -> u64 {
         self.0.estimated_size() as u64
     }

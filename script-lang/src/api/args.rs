@@ -20,6 +20,12 @@ pub fn collection_of(d: &Dynamic) -> Option<(LayerRef, Key)> {
     if let Some(b) = d.read_lock::<super::LazyBag>() {
         return Some(brisk_engine::collections::bag::finalize(&b.b));
     }
+    if let Some(f) = d.read_lock::<super::LazyFrame>() {
+        return Some(f.f.finalize());
+    }
+    if let Some(s) = d.read_lock::<super::LazySeries>() {
+        return Some(s.s.to_frame().finalize());
+    }
     d.read_lock::<Delayed>().map(|x| (x.layer.clone(), x.key.clone()))
 }
 

@@ -52,7 +52,7 @@ fn positive(d: &Dynamic, what: &str) -> Res<u64> {
 }
 
 /// `"10MB"`, `"64 KiB"`, or a number of bytes (Dask's `parse_bytes`).
-fn bytes_arg(d: &Dynamic, what: &str) -> Res<u64> {
+pub(super) fn bytes_arg(d: &Dynamic, what: &str) -> Res<u64> {
     if d.is_int() {
         return positive(d, what);
     }

@@ -61,6 +61,9 @@ pub fn call_task(state: &SessionState, func: &Func, label: &str, args: &[Dynamic
         Func::Bag(op) => {
             b.token.str(&format!("{op:?}"));
         }
+        Func::Frame(op) => {
+            b.token.str(&format!("{op:?}"));
+        }
     }
     let mut built = Vec::with_capacity(args.len());
     for (i, a) in args.iter().enumerate() {
@@ -122,7 +125,14 @@ fn replace<'a>(
     depth: usize,
 ) -> Dynamic {
     if collection_of(v).is_some() {
-        return results.next().map(to_dynamic).unwrap_or(Dynamic::UNIT);
+        let r = results.next().map(to_dynamic).unwrap_or(Dynamic::UNIT);
+        // A Series computes to a local Series, not a one-column frame.
+        if v.is::<super::LazySeries>()
+            && let Some(f) = r.read_lock::<super::LocalFrame>()
+        {
+            return Dynamic::from(super::LocalSeries(f.0.clone()));
+        }
+        return r;
     }
     if depth > crate::convert::MAX_DEPTH {
         return v.clone();

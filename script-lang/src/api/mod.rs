@@ -6,6 +6,7 @@ mod args;
 mod array;
 mod bag;
 mod config;
+mod dataframe;
 mod delayed;
 pub mod docs;
 mod futures;
@@ -18,6 +19,7 @@ pub use args::collection_of;
 pub use array::{LazyArray, chunk_from_nested, summary as array_summary, to_nested};
 pub use bag::LazyBag;
 pub use config::{AnnotationScope, SessionConfig};
+pub use dataframe::{LazyFrame, LazySeries, LocalFrame, LocalSeries, local_frame_html};
 pub use delayed::{Delayed, DelayedFn};
 pub use futures::{Client, RFuture};
 
@@ -32,6 +34,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     delayed::register(engine, state);
     array::register(engine, state);
     bag::register(engine, state);
+    dataframe::register(engine, state);
     futures::register(engine, state);
     config::register(engine, state);
 }
@@ -47,6 +50,7 @@ pub fn register_values(engine: &mut Engine) {
     // writes computed arrays as nested lists.
     engine.register_fn("to_json", |m: &mut rhai::Map| to_json(&Dynamic::from_map(m.clone())));
     array::register_local(engine);
+    dataframe::register_local(engine);
     engine.register_type_with_name::<TaskFailure>("TaskFailure");
     engine.register_fn("to_string", |f: &mut TaskFailure| f.to_string());
     engine.register_fn("to_debug", |f: &mut TaskFailure| f.to_string());
@@ -82,6 +86,14 @@ pub fn type_name(d: &Dynamic) -> String {
         "Array".into()
     } else if d.is::<LazyBag>() {
         "Bag".into()
+    } else if d.is::<LazyFrame>() {
+        "DataFrame".into()
+    } else if d.is::<LazySeries>() {
+        "Series".into()
+    } else if d.is::<LocalFrame>() {
+        "LocalDataFrame".into()
+    } else if d.is::<LocalSeries>() {
+        "LocalSeries".into()
     } else if d.is::<brisk_engine::array::Chunk>() {
         "ndarray".into()
     } else if d.is::<RFuture>() {
@@ -116,6 +128,18 @@ pub fn display_scalar(d: &Dynamic) -> String {
     }
     if let Some(x) = d.read_lock::<LazyBag>() {
         return bag::repr(&x);
+    }
+    if let Some(x) = d.read_lock::<LazyFrame>() {
+        return dataframe::repr(&x.f);
+    }
+    if let Some(x) = d.read_lock::<LazySeries>() {
+        return dataframe::series_repr(&x.s);
+    }
+    if let Some(x) = d.read_lock::<LocalFrame>() {
+        return dataframe::local_frame_text(&x.0);
+    }
+    if let Some(x) = d.read_lock::<LocalSeries>() {
+        return dataframe::local_series_text(&x.0);
     }
     if let Some(c) = d.read_lock::<brisk_engine::array::Chunk>() {
         return crate::display::chunk_text(&c);

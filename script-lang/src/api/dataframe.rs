@@ -1,0 +1,709 @@
+//! DataFrames in Rhai (`dask.dataframe`): `read_csv`, `from_columns`,
+//! `from_maps`, selection, transforms, Series arithmetic and reductions,
+//! `groupby(..).agg(..)`, and local results that print as tables.
+
+use std::sync::Arc;
+
+use brisk_engine::Value;
+use brisk_engine::collections::array::Ctx;
+use brisk_engine::collections::dataframe::{self as cd, Assigned, DataFrame, FrameError, Series};
+use brisk_engine::frame::agg::Red;
+use brisk_engine::frame::dtype::{DType, Schema};
+use brisk_engine::frame::expr::{BinOp, Expr, UnOp};
+use brisk_engine::frame::{self as kernels, Frame};
+use brisk_engine::graph::materialize;
+use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
+
+use super::Delayed;
+use crate::convert::{to_dynamic, to_value};
+use crate::error::{engine_error, runtime};
+use crate::session::SessionState;
+
+type Res<T> = Result<T, Box<EvalAltResult>>;
+
+/// A lazy frame in Rhai (type name "DataFrame").
+#[derive(Clone)]
+pub struct LazyFrame {
+    pub f: DataFrame,
+}
+
+/// A lazy column (type name "Series").
+#[derive(Clone)]
+pub struct LazySeries {
+    pub s: Series,
+}
+
+/// A computed frame (type name "LocalDataFrame").
+#[derive(Clone)]
+pub struct LocalFrame(pub Arc<Frame>);
+
+/// A computed column (type name "LocalSeries").
+#[derive(Clone)]
+pub struct LocalSeries(pub Arc<Frame>);
+
+/// `df.groupby(by)`, waiting for its aggregation.
+#[derive(Clone)]
+pub struct GroupBy {
+    f: DataFrame,
+    by: Vec<String>,
+}
+
+fn err(e: FrameError) -> Box<EvalAltResult> {
+    runtime(e.to_string())
+}
+
+fn ctx(state: &SessionState) -> Ctx {
+    Ctx { annotations: state.annotations() }
+}
+
+fn options(m: Option<Map>, function: &str, allowed: &[&str]) -> Res<Map> {
+    let m = m.unwrap_or_default();
+    if let Some(k) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(runtime(format!("{function} has no option \"{k}\" (options: {})", allowed.join(", "))));
+    }
+    Ok(m)
+}
+
+fn strings(d: &Dynamic, what: &str) -> Res<Vec<String>> {
+    if let Some(a) = d.read_lock::<RArray>() {
+        return a
+            .iter()
+            .map(|x| {
+                x.clone()
+                    .into_string()
+                    .map_err(|_| runtime(format!("{what} must be strings, not {}", x.type_name())))
+            })
+            .collect();
+    }
+    d.clone().into_string().map(|s| vec![s]).map_err(|_| {
+        runtime(format!("{what} must be a string or an array of strings, not {}", d.type_name()))
+    })
+}
+
+fn dtype_of(d: &Dynamic, what: &str) -> Res<DType> {
+    let s = d
+        .clone()
+        .into_string()
+        .map_err(|_| runtime(format!("{what}: a dtype is a string like \"float64\"")))?;
+    DType::parse(&s).ok_or_else(|| {
+        runtime(format!("{what}: unknown dtype \"{s}\" (int64, float64, bool, string, datetime64[ns])"))
+    })
+}
+
+fn scalar(d: &Dynamic, what: &str) -> Res<Value> {
+    let v = to_value(d, what).map_err(runtime)?;
+    match v {
+        Value::Unit | Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::Str(_) => Ok(v),
+        other => {
+            Err(runtime(format!("{what} must be a number, string, bool or (), not {}", other.type_name())))
+        }
+    }
+}
+
+fn positive(d: &Dynamic, what: &str) -> Res<usize> {
+    match d.as_int() {
+        Ok(n) if n > 0 => Ok(n as usize),
+        _ => Err(runtime(format!("{what} must be a positive integer, got {d}"))),
+    }
+}
+
+fn paths(d: &Dynamic) -> Res<Vec<String>> {
+    let mut out = Vec::new();
+    for p in strings(d, "read_csv: paths")? {
+        if p.contains(['*', '?', '[']) {
+            let found = glob::glob(&p).map_err(|e| runtime(format!("read_csv: bad pattern \"{p}\": {e}")))?;
+            let mut files: Vec<String> = found
+                .filter_map(Result::ok)
+                .filter(|f| f.is_file())
+                .map(|f| f.display().to_string())
+                .collect();
+            if files.is_empty() {
+                return Err(runtime(format!("read_csv: no files match \"{p}\"")));
+            }
+            files.sort();
+            out.extend(files);
+        } else {
+            if !std::path::Path::new(&p).exists() {
+                return Err(runtime(format!("read_csv: no such file: {p}")));
+            }
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+fn read_csv(path: &Dynamic, m: Option<Map>) -> Res<LazyFrame> {
+    let m = options(m, "read_csv", &["blocksize", "sep", "header", "dtypes", "usecols"])?;
+    let blocksize = match m.get("blocksize").filter(|d| !d.is_unit()) {
+        Some(d) => Some(super::bag::bytes_arg(d, "read_csv: blocksize")?),
+        None => None,
+    };
+    let sep = match m.get("sep") {
+        Some(d) => {
+            let s = d.clone().into_string().map_err(|_| runtime("read_csv: sep must be a string"))?;
+            match s.as_bytes() {
+                [b] => *b,
+                _ => return Err(runtime(format!("read_csv: sep must be one character, got \"{s}\""))),
+            }
+        }
+        None => b',',
+    };
+    let header = match m.get("header") {
+        None => true,
+        Some(d) if d.is_unit() => false,
+        Some(d) => match (d.as_bool(), d.as_int()) {
+            (Ok(b), _) => b,
+            (_, Ok(0)) => true,
+            _ => return Err(runtime("read_csv: header must be true, false, 0 or ()")),
+        },
+    };
+    let mut dtypes = Vec::new();
+    if let Some(d) = m.get("dtypes") {
+        let map = d
+            .read_lock::<Map>()
+            .ok_or_else(|| runtime("read_csv: dtypes must be a map of column to dtype"))?;
+        for (k, v) in map.iter() {
+            dtypes.push((k.to_string(), dtype_of(v, "read_csv: dtypes")?));
+        }
+    }
+    let usecols = m.get("usecols").map(|d| strings(d, "read_csv: usecols")).transpose()?;
+    let f = cd::read_csv(&paths(path)?, blocksize, sep, header, &dtypes, usecols.as_deref()).map_err(err)?;
+    Ok(LazyFrame { f })
+}
+
+fn npartitions_opt(m: &Map, function: &str) -> Res<usize> {
+    match m.get("npartitions") {
+        Some(d) => positive(d, &format!("{function}: npartitions")),
+        None => Ok(1),
+    }
+}
+
+fn from_columns(state: &SessionState, cols: Map, m: Option<Map>) -> Res<LazyFrame> {
+    let m = options(m, "from_columns", &["npartitions"])?;
+    let n = npartitions_opt(&m, "from_columns")?;
+    let mut schema = Vec::new();
+    let mut data = Vec::new();
+    for (name, v) in cols.iter() {
+        let vals = v
+            .read_lock::<RArray>()
+            .ok_or_else(|| {
+                runtime(format!("from_columns: column \"{name}\" must be an array, not {}", v.type_name()))
+            })?
+            .iter()
+            .map(|x| scalar(x, &format!("a value of column \"{name}\"")))
+            .collect::<Res<Vec<_>>>()?;
+        schema.push((name.to_string(), kernels::infer_dtype(name, &vals).map_err(runtime)?));
+        data.push(vals);
+    }
+    Ok(LazyFrame { f: cd::from_columns(&ctx(state), Schema::new(schema), data, n).map_err(err)? })
+}
+
+fn from_maps(state: &SessionState, rows: RArray, m: Option<Map>) -> Res<LazyFrame> {
+    let m = options(m, "from_maps", &["npartitions"])?;
+    let n = npartitions_opt(&m, "from_maps")?;
+    let mut names: Vec<String> = Vec::new();
+    let maps: Vec<Map> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.read_lock::<Map>()
+                .map(|m| m.clone())
+                .ok_or_else(|| runtime(format!("from_maps: row {i} is a {}, not a map", r.type_name())))
+        })
+        .collect::<Res<_>>()?;
+    for r in &maps {
+        for k in r.keys() {
+            if !names.iter().any(|n| n == k.as_str()) {
+                names.push(k.to_string());
+            }
+        }
+    }
+    let mut cols = Map::new();
+    for name in &names {
+        // A key missing from a row is a missing value, as pandas does.
+        let vals: RArray =
+            maps.iter().map(|r| r.get(name.as_str()).cloned().unwrap_or(Dynamic::UNIT)).collect();
+        cols.insert(name.as_str().into(), Dynamic::from_array(vals));
+    }
+    // Keep first-seen column order (Rhai maps are sorted by key).
+    let f =
+        from_columns(state, cols, Some(Map::from([("npartitions".into(), Dynamic::from_int(n as i64))])))?.f;
+    let f = f.project(&names).map_err(err)?;
+    Ok(LazyFrame { f })
+}
+
+fn getitem(f: &LazyFrame, key: &Dynamic) -> Res<Dynamic> {
+    if let Some(s) = key.read_lock::<LazySeries>() {
+        return Ok(Dynamic::from(LazyFrame { f: f.f.filter(&s.s).map_err(err)? }));
+    }
+    if key.is_string() {
+        let name = key.clone().into_string().unwrap_or_default();
+        return Ok(Dynamic::from(LazySeries { s: f.f.column(&name).map_err(err)? }));
+    }
+    if key.is_array() {
+        let cols = strings(key, "df[[...]]: column names")?;
+        return Ok(Dynamic::from(LazyFrame { f: f.f.project(&cols).map_err(err)? }));
+    }
+    Err(runtime(format!(
+        "a DataFrame is indexed by a column name, an array of names or a bool Series, not {}",
+        super::type_name(key)
+    )))
+}
+
+fn assign(f: &LazyFrame, m: Map) -> Res<LazyFrame> {
+    let mut cols = Vec::new();
+    for (k, v) in m.iter() {
+        let a = match v.read_lock::<LazySeries>() {
+            Some(s) => Assigned::Series(s.s.clone()),
+            None => Assigned::Scalar(scalar(v, &format!("assign: column \"{k}\""))?),
+        };
+        cols.push((k.to_string(), a));
+    }
+    Ok(LazyFrame { f: f.f.assign(cols).map_err(err)? })
+}
+
+fn series_binary(a: &Dynamic, b: &Dynamic, op: BinOp) -> Res<LazySeries> {
+    let s = match (a.read_lock::<LazySeries>(), b.read_lock::<LazySeries>()) {
+        (Some(x), Some(y)) => x.s.binary(op, &y.s),
+        (Some(x), None) => x.s.scalar(op, scalar(b, "the other operand")?, false),
+        (None, Some(y)) => y.s.scalar(op, scalar(a, "the other operand")?, true),
+        (None, None) => return Err(runtime("a Series operator needs a Series")),
+    };
+    Ok(LazySeries { s: s.map_err(err)? })
+}
+
+fn delayed(layer: brisk_engine::graph::LayerRef, key: brisk_engine::Key) -> Delayed {
+    Delayed { layer, key, held: Arc::new(Vec::new()) }
+}
+
+fn reduce(state: &SessionState, s: &LazySeries, red: Red) -> Res<Delayed> {
+    let (layer, key) = s.s.reduce(&ctx(state), red).map_err(err)?;
+    Ok(delayed(layer, key))
+}
+
+fn compute_one(state: &SessionState, d: Dynamic) -> Res<Dynamic> {
+    let mut out = super::delayed::compute_all(state, &[d])?;
+    Ok(out.pop().unwrap_or(Dynamic::UNIT))
+}
+
+fn frame_value(d: &Dynamic) -> Option<Arc<Frame>> {
+    d.read_lock::<LocalFrame>().map(|f| f.0.clone())
+}
+
+/// `head(n)`: reads partitions one at a time until it has `n` rows.
+fn head(state: &SessionState, f: &DataFrame, n: i64) -> Res<Arc<Frame>> {
+    if n < 0 {
+        return Err(runtime(format!("head: n must be 0 or more, got {n}")));
+    }
+    let n = n as usize;
+    let mut got: Vec<Arc<Frame>> = Vec::new();
+    let mut rows = 0;
+    for i in 0..f.npartitions() {
+        let (layer, key) = f.head_of(i, n - rows);
+        let d = compute_one(state, Dynamic::from(delayed(layer, key)))?;
+        let part = frame_value(&d).ok_or_else(|| runtime("head: a partition did not give a frame"))?;
+        rows += part.0.height();
+        got.push(part);
+        if rows >= n {
+            break;
+        }
+    }
+    Ok(Arc::new(Frame::stack(&got, &f.schema).map_err(runtime)?))
+}
+
+fn red_of(name: &str, what: &str) -> Res<Red> {
+    Red::parse(name).ok_or_else(|| {
+        runtime(format!(
+            "{what}: unknown aggregation \"{name}\" (sum, mean, min, max, count, size, std, var)"
+        ))
+    })
+}
+
+fn agg(state: &SessionState, g: &GroupBy, m: Map) -> Res<LazyFrame> {
+    let mut aggs = Vec::new();
+    for (col, spec) in m.iter() {
+        let names = strings(spec, &format!("agg: the aggregations of \"{col}\""))?;
+        let several = names.len() > 1;
+        for n in names {
+            let red = red_of(&n, "agg")?;
+            let out = if several { format!("{col}_{n}") } else { col.to_string() };
+            aggs.push((out, col.to_string(), red));
+        }
+    }
+    if aggs.is_empty() {
+        return Err(runtime("agg needs at least one column and aggregation"));
+    }
+    Ok(LazyFrame { f: g.f.groupby_agg(&ctx(state), &g.by, &aggs).map_err(err)? })
+}
+
+fn group_all(state: &SessionState, g: &GroupBy, red: Red) -> Res<LazyFrame> {
+    let aggs: Vec<(String, String, Red)> = if red == Red::Size {
+        vec![("size".into(), String::new(), Red::Size)]
+    } else {
+        g.f.schema
+            .cols
+            .iter()
+            .filter(|(n, t)| !g.by.contains(n) && red.dtype(*t).is_ok())
+            .map(|(n, _)| (n.clone(), n.clone(), red))
+            .collect()
+    };
+    Ok(LazyFrame { f: g.f.groupby_agg(&ctx(state), &g.by, &aggs).map_err(err)? })
+}
+
+/// Dask's repr: the structure without the data.
+pub fn repr(f: &DataFrame) -> String {
+    let mut t = comfy_table::Table::new();
+    t.load_style(comfy_table::presets::NOTHING);
+    let mut header = vec![String::new()];
+    header.extend(f.schema.names().map(String::from));
+    t.set_header(header);
+    let mut types = vec![format!("npartitions={}", f.npartitions())];
+    types.extend(f.schema.cols.iter().map(|(_, d)| d.name().to_string()));
+    t.add_row(types);
+    format!("Dask DataFrame Structure:\n{t}\nDask Name: {}, {} columns", f.label, f.schema.cols.len())
+}
+
+pub fn series_repr(s: &Series) -> String {
+    format!(
+        "Dask Series Structure:\nnpartitions={}\n{}\nName: {}, dtype: {}",
+        s.frame.npartitions(),
+        s.dtype,
+        s.name,
+        s.dtype
+    )
+}
+
+/// The local frame's rows as maps, for display and `to_maps`.
+fn rows_dynamic(f: &Frame) -> RArray {
+    kernels::rows(&f.0).iter().map(to_dynamic).collect()
+}
+
+/// One cell as pandas prints it: `NaN` for a missing number, `None`
+/// for a missing string, six significant digits for floats.
+fn cell_text(v: &Value, numeric: bool) -> String {
+    match v {
+        Value::Unit if numeric => "NaN".into(),
+        Value::Unit => "None".into(),
+        Value::Float(f) => crate::display::element(brisk_engine::array::Scalar::Float(*f)),
+        Value::Bool(b) => {
+            if *b {
+                "True".into()
+            } else {
+                "False".into()
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Cells of a local frame by (row, column), and the header.
+fn cells(f: &Frame) -> (Vec<String>, Vec<Vec<Value>>, Vec<bool>) {
+    let names = f.column_names();
+    let cols: Vec<Vec<Value>> = names.iter().map(|n| kernels::column_values(&f.0, n)).collect();
+    let numeric = cols
+        .iter()
+        .map(|c| c.iter().all(|v| matches!(v, Value::Unit | Value::Int(_) | Value::Float(_))))
+        .collect();
+    (names, cols, numeric)
+}
+
+pub fn local_frame_text(f: &Frame) -> String {
+    if f.height() == 0 {
+        return format!("Empty DataFrame\nColumns: [{}]", f.column_names().join(", "));
+    }
+    let (names, cols, numeric) = cells(f);
+    let footer = format!("{} rows × {} columns", f.height(), names.len());
+    crate::display::frame_table(&names, &|i, j| cell_text(&cols[j][i], numeric[j]), f.height(), &footer)
+}
+
+pub fn local_frame_html(f: &Frame) -> String {
+    let (names, cols, numeric) = cells(f);
+    let footer = format!("{} rows × {} columns", f.height(), names.len());
+    crate::display::frame_html(&names, &|i, j| cell_text(&cols[j][i], numeric[j]), f.height(), &footer)
+}
+
+pub fn local_series_text(f: &Frame) -> String {
+    let (names, cols, numeric) = cells(f);
+    let name = names.first().cloned().unwrap_or_default();
+    if f.height() == 0 || cols.is_empty() {
+        return format!("Series([], Name: {name})");
+    }
+    let footer = format!("{} rows, Name: {name}", f.height());
+    crate::display::frame_table(&names, &|i, _| cell_text(&cols[0][i], numeric[0]), f.height(), &footer)
+}
+
+fn local_series_values(f: &Frame) -> RArray {
+    let name = f.column_names().into_iter().next().unwrap_or_default();
+    kernels::column_values(&f.0, &name).iter().map(to_dynamic).collect()
+}
+
+pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
+    engine.register_type_with_name::<LazyFrame>("DataFrame");
+    engine.register_type_with_name::<LazySeries>("Series");
+    engine.register_type_with_name::<LocalFrame>("LocalDataFrame");
+    engine.register_type_with_name::<LocalSeries>("LocalSeries");
+    engine.register_type_with_name::<GroupBy>("GroupBy");
+
+    engine.register_fn("read_csv", |p: Dynamic| read_csv(&p, None));
+    engine.register_fn("read_csv", |p: Dynamic, m: Map| read_csv(&p, Some(m)));
+    let st = state.clone();
+    engine.register_fn("from_columns", move |c: Map| from_columns(&st, c, None));
+    let st = state.clone();
+    engine.register_fn("from_columns", move |c: Map, m: Map| from_columns(&st, c, Some(m)));
+    let st = state.clone();
+    engine.register_fn("from_maps", move |r: RArray| from_maps(&st, r, None));
+    let st = state.clone();
+    engine.register_fn("from_maps", move |r: RArray, m: Map| from_maps(&st, r, Some(m)));
+
+    // Properties.
+    let names =
+        |f: &DataFrame| -> RArray { f.schema.names().map(|n| Dynamic::from(n.to_string())).collect() };
+    engine.register_get("columns", move |f: &mut LazyFrame| names(&f.f));
+    engine.register_fn("column_names", move |f: &mut LazyFrame| names(&f.f));
+    engine.register_get("dtypes", |f: &mut LazyFrame| -> Map {
+        f.f.schema
+            .cols
+            .iter()
+            .map(|(n, t)| (n.as_str().into(), Dynamic::from(t.name().to_string())))
+            .collect()
+    });
+    engine.register_get("npartitions", |f: &mut LazyFrame| f.f.npartitions() as i64);
+    engine.register_get("divisions", |f: &mut LazyFrame| -> RArray {
+        vec![Dynamic::UNIT; f.f.npartitions() + 1]
+    });
+    engine.register_get("npartitions", |s: &mut LazySeries| s.s.frame.npartitions() as i64);
+    engine.register_get("dtype", |s: &mut LazySeries| s.s.dtype.name().to_string());
+    engine.register_get("name", |s: &mut LazySeries| s.s.name.clone());
+
+    // Selection and transforms.
+    engine.register_indexer_get(|f: &mut LazyFrame, k: Dynamic| getitem(f, &k));
+    let st = state.clone();
+    engine.register_fn("head", move |f: &mut LazyFrame| head(&st, &f.f, 5).map(LocalFrame));
+    let st = state.clone();
+    engine.register_fn("head", move |f: &mut LazyFrame, n: i64| head(&st, &f.f, n).map(LocalFrame));
+    let st = state.clone();
+    engine.register_fn("head", move |s: &mut LazySeries, n: i64| {
+        head(&st, &s.s.to_frame(), n).map(LocalSeries)
+    });
+    engine.register_fn("assign", |f: &mut LazyFrame, m: Map| assign(f, m));
+    engine.register_fn("drop", |f: &mut LazyFrame, c: Dynamic| -> Res<LazyFrame> {
+        Ok(LazyFrame { f: f.f.drop(&strings(&c, "drop: columns")?).map_err(err)? })
+    });
+    engine.register_fn("rename", |f: &mut LazyFrame, m: Map| -> Res<LazyFrame> {
+        let pairs = m
+            .iter()
+            .map(|(k, v)| {
+                Ok((
+                    k.to_string(),
+                    v.clone().into_string().map_err(|_| runtime("rename: new names must be strings"))?,
+                ))
+            })
+            .collect::<Res<Vec<_>>>()?;
+        Ok(LazyFrame { f: f.f.rename(pairs).map_err(err)? })
+    });
+    engine.register_fn("astype", |f: &mut LazyFrame, m: Map| -> Res<LazyFrame> {
+        let cols =
+            m.iter().map(|(k, v)| Ok((k.to_string(), dtype_of(v, "astype")?))).collect::<Res<Vec<_>>>()?;
+        Ok(LazyFrame { f: f.f.astype(cols).map_err(err)? })
+    });
+    engine.register_fn("fillna", |f: &mut LazyFrame, v: Dynamic| -> Res<LazyFrame> {
+        let fill: Vec<(String, Value)> = if let Some(m) = v.read_lock::<Map>() {
+            m.iter().map(|(k, x)| Ok((k.to_string(), scalar(x, "fillna")?))).collect::<Res<_>>()?
+        } else {
+            let val = scalar(&v, "fillna")?;
+            // Every column whose type the value fits, as pandas fills.
+            f.f.schema
+                .cols
+                .iter()
+                .filter(|(n, _)| Expr::FillNa(Box::new(Expr::col(n)), val.clone()).dtype(&f.f.schema).is_ok())
+                .map(|(n, _)| (n.clone(), val.clone()))
+                .collect()
+        };
+        Ok(LazyFrame { f: f.f.fillna(fill).map_err(err)? })
+    });
+    engine.register_fn("dropna", |f: &mut LazyFrame| -> Res<LazyFrame> {
+        Ok(LazyFrame { f: f.f.dropna(None).map_err(err)? })
+    });
+    engine.register_fn("dropna", |f: &mut LazyFrame, m: Map| -> Res<LazyFrame> {
+        let m = options(Some(m), "dropna", &["subset"])?;
+        let subset = m.get("subset").map(|d| strings(d, "dropna: subset")).transpose()?;
+        Ok(LazyFrame { f: f.f.dropna(subset).map_err(err)? })
+    });
+
+    // Series operators, with Series and scalars on either side.
+    let ops: [(&str, BinOp); 13] = [
+        ("+", BinOp::Add),
+        ("-", BinOp::Sub),
+        ("*", BinOp::Mul),
+        ("/", BinOp::Div),
+        ("%", BinOp::Mod),
+        ("==", BinOp::Eq),
+        ("!=", BinOp::Ne),
+        ("<", BinOp::Lt),
+        ("<=", BinOp::Le),
+        (">", BinOp::Gt),
+        (">=", BinOp::Ge),
+        ("&", BinOp::And),
+        ("|", BinOp::Or),
+    ];
+    for (name, op) in ops {
+        engine.register_fn(name, move |a: LazySeries, b: LazySeries| {
+            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+        engine.register_fn(name, move |a: LazySeries, b: i64| {
+            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+        engine.register_fn(name, move |a: LazySeries, b: f64| {
+            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+        engine.register_fn(name, move |a: LazySeries, b: bool| {
+            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+        engine.register_fn(name, move |a: LazySeries, b: rhai::ImmutableString| {
+            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+        engine.register_fn(name, move |a: i64, b: LazySeries| {
+            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+        engine.register_fn(name, move |a: f64, b: LazySeries| {
+            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+    }
+    let un =
+        |s: &LazySeries, op: UnOp| -> Res<LazySeries> { Ok(LazySeries { s: s.s.unary(op).map_err(err)? }) };
+    engine.register_fn("-", move |s: LazySeries| un(&s, UnOp::Neg));
+    engine.register_fn("!", move |s: LazySeries| un(&s, UnOp::Not));
+    for (name, op) in [
+        ("abs", UnOp::Abs),
+        ("isna", UnOp::IsNa),
+        ("notna", UnOp::NotNa),
+        ("str_lower", UnOp::Lower),
+        ("str_upper", UnOp::Upper),
+        ("str_len", UnOp::Len),
+    ] {
+        engine.register_fn(name, move |s: &mut LazySeries| un(s, op));
+    }
+    engine.register_fn("round", move |s: &mut LazySeries| un(s, UnOp::Round(0)));
+    engine.register_fn("round", move |s: &mut LazySeries, d: i64| {
+        un(s, UnOp::Round(d.clamp(-300, 300) as i32))
+    });
+    engine.register_fn("astype", |s: &mut LazySeries, t: &str| -> Res<LazySeries> {
+        let t = dtype_of(&Dynamic::from(t.to_string()), "astype")?;
+        Ok(LazySeries { s: s.s.map_expr(|e| Expr::Cast(e, t)).map_err(err)? })
+    });
+    engine.register_fn("isin", |s: &mut LazySeries, vals: RArray| -> Res<LazySeries> {
+        let vals = vals.iter().map(|v| scalar(v, "isin")).collect::<Res<Vec<_>>>()?;
+        Ok(LazySeries { s: s.s.map_expr(|e| Expr::IsIn(e, vals)).map_err(err)? })
+    });
+    engine.register_fn("between", |s: &mut LazySeries, lo: Dynamic, hi: Dynamic| -> Res<LazySeries> {
+        let (lo, hi) = (scalar(&lo, "between")?, scalar(&hi, "between")?);
+        Ok(LazySeries { s: s.s.map_expr(|e| Expr::Between(e, lo, hi)).map_err(err)? })
+    });
+    engine.register_fn("str_contains", |s: &mut LazySeries, pat: &str| -> Res<LazySeries> {
+        let pat = pat.to_string();
+        Ok(LazySeries { s: s.s.map_expr(|e| Expr::Contains(e, pat)).map_err(err)? })
+    });
+    engine.register_fn("fillna", |s: &mut LazySeries, v: Dynamic| -> Res<LazySeries> {
+        let v = scalar(&v, "fillna")?;
+        Ok(LazySeries { s: s.s.map_expr(|e| Expr::FillNa(e, v)).map_err(err)? })
+    });
+    engine.register_fn("rename", |s: &mut LazySeries, name: &str| LazySeries { s: s.s.rename(name) });
+    engine.register_fn("to_frame", |s: &mut LazySeries| LazyFrame { f: s.s.to_frame() });
+
+    for (name, red) in [
+        ("sum", Red::Sum),
+        ("mean", Red::Mean),
+        ("min", Red::Min),
+        ("max", Red::Max),
+        ("count", Red::Count),
+        ("std", Red::Std),
+        ("variance", Red::Var),
+        ("var", Red::Var),
+        ("nunique", Red::NUnique),
+    ] {
+        let st = state.clone();
+        engine.register_fn(name, move |s: &mut LazySeries| reduce(&st, s, red));
+    }
+    let st = state.clone();
+    engine
+        .register_fn("value_counts", move |s: &mut LazySeries| LazyFrame { f: s.s.value_counts(&ctx(&st)) });
+    let st = state.clone();
+    engine.register_fn("unique", move |s: &mut LazySeries| LazySeries { s: s.s.unique(&ctx(&st)) });
+
+    // Grouping.
+    engine.register_fn("groupby", |f: &mut LazyFrame, by: Dynamic| -> Res<GroupBy> {
+        let by = strings(&by, "groupby: key columns")?;
+        for b in &by {
+            f.f.column(b).map_err(err)?;
+        }
+        Ok(GroupBy { f: f.f.clone(), by })
+    });
+    let st = state.clone();
+    engine.register_fn("agg", move |g: &mut GroupBy, m: Map| agg(&st, g, m));
+    for (name, red) in [
+        ("sum", Red::Sum),
+        ("mean", Red::Mean),
+        ("min", Red::Min),
+        ("max", Red::Max),
+        ("count", Red::Count),
+        ("size", Red::Size),
+        ("std", Red::Std),
+        ("variance", Red::Var),
+        ("var", Red::Var),
+    ] {
+        let st = state.clone();
+        engine.register_fn(name, move |g: &mut GroupBy| group_all(&st, g, red));
+    }
+    engine.register_indexer_get(|g: &mut GroupBy, cols: Dynamic| -> Res<GroupBy> {
+        let cols = strings(&cols, "groupby selection")?;
+        let mut keep = g.by.clone();
+        keep.extend(cols.into_iter().filter(|c| !g.by.contains(c)));
+        Ok(GroupBy { f: g.f.project(&keep).map_err(err)?, by: g.by.clone() })
+    });
+
+    // Compute and output.
+    let st = state.clone();
+    engine.register_fn("compute", move |f: &mut LazyFrame| compute_one(&st, Dynamic::from(f.clone())));
+    let st = state.clone();
+    engine.register_fn("compute", move |s: &mut LazySeries| compute_one(&st, Dynamic::from(s.clone())));
+    let st = state.clone();
+    engine.register_fn("to_csv", move |f: &mut LazyFrame, dir: &str| -> Res<RArray> {
+        let (layer, keys) = f.f.to_csv(&ctx(&st), std::path::Path::new(dir)).map_err(err)?;
+        let graph = materialize(std::slice::from_ref(&layer));
+        let futures = st.runtime().submit(graph, &keys).map_err(engine_error)?;
+        let paths = brisk_engine::local::gather(&futures, &st.cancel).map_err(engine_error)?;
+        Ok(paths.iter().map(to_dynamic).collect())
+    });
+    engine.register_fn("visualize", |f: &mut LazyFrame, path: &str| -> Res<()> {
+        let (layer, _) = f.f.finalize();
+        super::write_graph(&materialize(std::slice::from_ref(&layer)), path)
+    });
+    engine.register_fn("graph_info", |f: &mut LazyFrame| {
+        let (layer, _) = f.f.finalize();
+        super::delayed::graph_info(&layer)
+    });
+    engine.register_fn("to_string", |f: &mut LazyFrame| repr(&f.f));
+    engine.register_fn("to_debug", |f: &mut LazyFrame| repr(&f.f));
+    engine.register_fn("to_string", |s: &mut LazySeries| series_repr(&s.s));
+    engine.register_fn("to_debug", |s: &mut LazySeries| series_repr(&s.s));
+    engine.register_fn("to_string", |g: &mut GroupBy| format!("DataFrameGroupBy(by={:?})", g.by));
+}
+
+/// What local frames answer, on clients and workers.
+pub fn register_local(engine: &mut Engine) {
+    engine.register_fn("to_maps", |f: &mut LocalFrame| rows_dynamic(&f.0));
+    engine.register_fn("num_rows", |f: &mut LocalFrame| f.0.height() as i64);
+    engine.register_get("columns", |f: &mut LocalFrame| -> RArray {
+        f.0.column_names().into_iter().map(Dynamic::from).collect()
+    });
+    engine.register_fn("to_string", |f: &mut LocalFrame| local_frame_text(&f.0));
+    engine.register_fn("to_debug", |f: &mut LocalFrame| local_frame_text(&f.0));
+    engine.register_fn("to_array", |s: &mut LocalSeries| local_series_values(&s.0));
+    engine.register_fn("num_rows", |s: &mut LocalSeries| s.0.height() as i64);
+    engine.register_fn("to_string", |s: &mut LocalSeries| local_series_text(&s.0));
+    engine.register_fn("to_debug", |s: &mut LocalSeries| local_series_text(&s.0));
+    engine.register_indexer_get(|f: &mut LocalFrame, c: &str| -> Res<LocalSeries> {
+        let col = f.0.select_one(c).ok_or_else(|| runtime(format!("unknown column \"{c}\"")))?;
+        Ok(LocalSeries(Arc::new(col)))
+    });
+}
