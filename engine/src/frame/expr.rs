@@ -268,7 +268,7 @@ impl Expr {
             Expr::Lit(v) => lit_series(v),
             Expr::Bin(op, a, b) => binary(*op, &a.eval(df)?, &b.eval(df)?)?,
             Expr::Un(op, a) => unary(*op, &a.eval(df)?)?,
-            Expr::Cast(a, t) => a.eval(df)?.cast(&t.to_polars())?,
+            Expr::Cast(a, t) => a.eval(df)?.strict_cast(&t.to_polars())?,
             Expr::IsIn(a, values) => {
                 let s = a.eval(df)?;
                 let mut mask = BooleanChunked::full(s.name().clone(), false, s.len());

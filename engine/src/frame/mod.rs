@@ -378,7 +378,7 @@ pub fn from_values(schema: &Schema, columns: &[Vec<Value>]) -> Result<DataFrame,
                     .collect::<Result<_, _>>()?;
                 let s = Series::new(name, v);
                 if *t == DType::Datetime {
-                    s.cast(&t.to_polars()).map_err(|e| format!("column \"{}\": {e}", s.name()))?
+                    s.strict_cast(&t.to_polars()).map_err(|e| format!("column \"{}\": {e}", s.name()))?
                 } else {
                     s
                 }

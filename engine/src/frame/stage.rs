@@ -111,7 +111,7 @@ impl Stage {
                 let mut df = df;
                 for (name, t) in cols {
                     if has(&df, name) {
-                        let c = df.column(name)?.cast(&t.to_polars())?;
+                        let c = df.column(name)?.strict_cast(&t.to_polars())?;
                         df.replace(name, c)?;
                     }
                 }

@@ -206,9 +206,10 @@ fn from_maps(state: &SessionState, rows: RArray, m: Option<Map>) -> Res<LazyFram
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            r.read_lock::<Map>()
-                .map(|m| m.clone())
-                .ok_or_else(|| runtime(format!("from_maps: row {i} is a {}, not a map", r.type_name())))
+            r.read_lock::<Map>().map(|m| m.clone()).ok_or_else(|| {
+                let t = to_value(r, "").map(|v| v.type_name()).unwrap_or("value");
+                runtime(format!("from_maps: row {i} is {t}, not a map"))
+            })
         })
         .collect::<Res<_>>()?;
     for r in &maps {

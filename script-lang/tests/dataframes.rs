@@ -1,0 +1,198 @@
+//! DataFrames against pandas: the same pipelines over the same CSV files
+//! (nulls, a group that spans partition boundaries, partitions a filter
+//! empties), in brisk on both local schedulers and in pandas
+//! (`tests/reference/python_frames.py`), compared by the Python side.
+//! Also: bad input of every kind gives a clear error.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use brisk_script::Session;
+
+fn python() -> Option<PathBuf> {
+    let py = std::env::var_os("BRISK_PYTHON").map(PathBuf::from).unwrap_or_else(|| "python3".into());
+    let has_pandas =
+        Command::new(&py).args(["-c", "import pandas"]).output().is_ok_and(|o| o.status.success());
+    if has_pandas {
+        return Some(py);
+    }
+    assert!(std::env::var_os("CI").is_none(), "Python with pandas is needed for the dataframe tests on CI");
+    eprintln!("skipped: no python3 with pandas (set BRISK_PYTHON; scripts/python-env.sh makes one)");
+    None
+}
+
+fn reference() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reference/python_frames.py")
+}
+
+const CASES: &str = r#"
+let df = read_csv(`${D}/part*.csv`, #{blocksize: 3000});
+let x = df["x"];
+let y = df["y"];
+let r = #{
+    all: df.compute().to_maps(),
+    dtypes: df.dtypes,
+    npartitions_ok: df.npartitions > 3,
+    key_min: df["key"].min().compute(),
+    key_nunique: df["key"].nunique().compute(),
+    flag_sum: df["flag"].sum().compute(),
+    filtered: df[x > 0.5].compute().to_maps(),
+    filter_and: df[(x > 0) & (y < 500)][["id", "y"]].compute().to_maps(),
+    value_counts: #{},
+    groupby_agg: df.groupby("key").agg(#{x: "mean", y: ["sum", "max", "count"]}).compute().to_maps(),
+    groupby_std: df.groupby("key")[["x"]].std().compute().to_maps(),
+    groupby_size: df.groupby("key").size().compute().to_maps(),
+    groupby_two: df.groupby(["key", "flag"]).agg(#{x: "sum"}).compute().to_maps(),
+    assign: df.assign(#{z: x * 2 + y, w: y % 7, v: y / 4})[["id", "z", "w", "v"]].compute().to_maps(),
+    dropna: df.dropna().compute().to_maps(),
+    dropna_subset: df.dropna(#{subset: ["x"]}).compute().num_rows(),
+    fillna: df.fillna(#{x: 0.0, key: "none"})[["id", "key", "x"]].compute().to_maps(),
+    renamed: df.rename(#{x: "xx"}).drop(["flag"]).columns,
+    astype_sum: df.astype(#{id: "float64"})["id"].sum().compute(),
+    isin_count: df["key"].isin(["k01", "k02"]).sum().compute(),
+    between_count: y.between(100, 200).sum().compute(),
+    abs_round: x.abs().round(2).head(20).to_array(),
+    head7: df.head(7).to_maps(),
+    empty: df[x > 100.0].compute().to_maps(),
+    unique_keys: df["key"].unique().compute().to_array(),
+    maps: from_maps([#{a: 1, b: "x"}, #{a: 2, b: ()}, #{b: "z"}], #{npartitions: 2}).compute().to_maps(),
+};
+for red in ["sum", "mean", "min", "max", "count", "std", "variance", "nunique"] {
+    r[`x_${red}`] = Fn(red).call(x).compute();
+    r[`y_${red}`] = Fn(red).call(y).compute();
+}
+for row in df[x > 0.5]["key"].value_counts().compute().to_maps() {
+    r.value_counts[row.key] = row.count;
+}
+let k = df.dropna(#{subset: ["key"]});
+r.str_ops = k.assign(#{u: k["key"].str_upper(), n: k["key"].str_len(), c: k["key"].str_contains("0[1-3]$")})[["u", "n", "c"]].compute().to_maps();
+r.unique_keys.sort();
+r
+"#;
+
+#[test]
+fn frames_agree_with_pandas() {
+    let Some(py) = python() else { return };
+    let dir = std::env::temp_dir().join(format!("brisk-frames-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let made = Command::new(&py).arg(reference()).arg("gen").arg(&dir).output().expect("python");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    for scheduler in ["threads", "sync"] {
+        let mut s = Session::new();
+        let setup = format!("config(#{{scheduler: \"{scheduler}\"}});\nlet D = \"{}\";\n", dir.display());
+        let result =
+            s.eval(&format!("{setup}{CASES}"), "<frames>").unwrap_or_else(|e| panic!("{scheduler}: {e}"));
+        let json = brisk_script::convert::to_value(&result, "results").expect("value").to_json();
+        let out = dir.join(format!("brisk-{scheduler}.json"));
+        std::fs::write(&out, json).expect("write");
+        let check =
+            Command::new(&py).arg(reference()).arg("check").arg(&dir).arg(&out).output().expect("python");
+        let report = String::from_utf8_lossy(&check.stdout);
+        assert!(check.status.success(), "{scheduler}: brisk and pandas differ:\n{report}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn error_of(code: &str) -> String {
+    let mut s = Session::new();
+    match s.eval(code, "<t>") {
+        Ok(v) => panic!("{code} should fail, gave {v}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn bad_input_is_refused_clearly() {
+    let dir = std::env::temp_dir().join(format!("brisk-frames-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let good = dir.join("good.csv");
+    std::fs::write(&good, "a,b\n1,x\n2,y\n").expect("write");
+    let bad = dir.join("bad.csv");
+    let mut text = String::from("a,b\n");
+    for i in 0..200 {
+        text += &format!("{i},v{i}\n");
+    }
+    text += "oops,v\n";
+    std::fs::write(&bad, text).expect("write");
+    let other = dir.join("other.csv");
+    std::fs::write(&other, "a,c\n1,2\n").expect("write");
+    let empty = dir.join("empty.csv");
+    std::fs::write(&empty, "").expect("write");
+    let (g, b, o, e) = (good.display(), bad.display(), other.display(), empty.display());
+    let cases = [
+        ("read_csv(\"/nonexistent/brisk/*.csv\")".to_string(), "read_csv: no files match".to_string()),
+        (
+            "read_csv(\"/nonexistent/brisk.csv\")".into(),
+            "read_csv: no such file: /nonexistent/brisk.csv".into(),
+        ),
+        (
+            format!("read_csv(\"{b}\", #{{blocksize: 500, dtypes: #{{a: \"int64\"}}}}).compute()"),
+            format!("{b}, line 202"),
+        ),
+        (format!("read_csv([\"{g}\", \"{o}\"])"), "all files must have the same columns".into()),
+        (format!("read_csv(\"{e}\")"), "is empty".into()),
+        (format!("read_csv(\"{g}\", #{{sep: \";;\"}})"), "sep must be one character".into()),
+        (format!("read_csv(\"{g}\", #{{dtypes: #{{z: \"int64\"}}}})"), "dtypes names column \"z\"".into()),
+        (format!("read_csv(\"{g}\", #{{dtypes: #{{a: \"complex\"}}}})"), "unknown dtype \"complex\"".into()),
+        (format!("read_csv(\"{g}\", #{{colour: 1}})"), "read_csv has no option \"colour\"".into()),
+        (format!("read_csv(\"{g}\")[\"z\"]"), "unknown column \"z\" (columns: a, b)".into()),
+        (format!("read_csv(\"{g}\")[[\"a\", \"q\"]]"), "unknown column \"q\"".into()),
+        (format!("let d = read_csv(\"{g}\"); d[\"b\"] + 1"), "cannot apply + to string and int64".into()),
+        (format!("let d = read_csv(\"{g}\"); d[d[\"a\"]]"), "a row mask must be a bool Series".into()),
+        (
+            format!("let d = read_csv(\"{g}\"); d[\"b\"].sum()"),
+            "sum is not defined for a string column".into(),
+        ),
+        (format!("let d = read_csv(\"{g}\"); d.groupby(\"z\")"), "unknown column \"z\"".into()),
+        (
+            format!("let d = read_csv(\"{g}\"); d.groupby(\"b\").agg(#{{a: \"median\"}})"),
+            "unknown aggregation \"median\"".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d.groupby(\"b\").agg(#{{b: \"sum\"}})"),
+            "is a key column".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); let f = d[d[\"a\"] > 1]; f[d[\"a\"] > 0]"),
+            "does not have this frame's rows".into(),
+        ),
+        (format!("let d = read_csv(\"{g}\"); d.head(-1)"), "head: n must be 0 or more".into()),
+        (format!("let d = read_csv(\"{g}\"); d[\"b\"].str_contains(\"(\")"), "bad pattern".into()),
+        (
+            format!("let d = read_csv(\"{g}\"); d.astype(#{{b: \"int64\"}}).compute()"),
+            "conversion from `str` to `i64` failed".into(),
+        ),
+        (
+            "from_columns(#{a: [1, 2], b: [1]})".into(),
+            "column \"b\" has 1 values, but the first column has 2".into(),
+        ),
+        ("from_columns(#{a: [1, \"x\"]})".into(), "column \"a\" mixes int64 and string values".into()),
+        ("from_maps([1, 2])".into(), "from_maps: row 0 is int, not a map".into()),
+        (
+            "from_columns(#{a: [1]}, #{npartitions: 0})".into(),
+            "npartitions must be a positive integer".into(),
+        ),
+    ];
+    for (code, want) in cases {
+        let e = error_of(&code);
+        assert!(e.contains(&want), "{code}: expected {want:?} in {e:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn lazy_frames_print_their_structure_and_local_ones_as_tables() {
+    let mut s = Session::new();
+    let lazy = s
+        .eval("let d = from_columns(#{a: [1, 2, 3], b: [0.5, (), 2.0]}, #{npartitions: 2}); `${d}`", "<t>")
+        .expect("repr");
+    let text = lazy.to_string();
+    assert!(text.starts_with("Dask DataFrame Structure:"), "{text}");
+    assert!(text.contains("npartitions=2") && text.contains("float64"), "{text}");
+    let local = s.eval("`${d.compute()}`", "<t>").expect("table").to_string();
+    assert!(local.contains("NaN") && local.contains("3 rows × 2 columns"), "{local}");
+    let json = s.eval("to_json(d.compute())", "<t>").expect("json").to_string();
+    assert_eq!(json, r#"[{"a":1,"b":0.5},{"a":2,"b":null},{"a":3,"b":2.0}]"#);
+    let series = s.eval("to_json(d[\"a\"].compute())", "<t>").expect("series json").to_string();
+    assert_eq!(series, "[1,2,3]");
+}

@@ -1,0 +1,148 @@
+"""Reference results for the dataframe tests, computed by pandas on the
+same CSV files brisk reads.
+
+    python3 python_frames.py gen DIR          # write the input CSV files
+    python3 python_frames.py check DIR FILE   # compare brisk's JSON in FILE
+
+`check` prints every mismatch and exits 1 if there is one.
+"""
+
+import glob
+import json
+import math
+import os
+import random
+import sys
+
+import pandas as pd
+
+
+def gen(d):
+    rng = random.Random(20261122)
+    keys = ["k%02d" % i for i in range(12)]
+    os.makedirs(d, exist_ok=True)
+    i = 0
+    for f in range(3):
+        rows = ["id,key,x,y,flag"]
+        for _ in range(250 + 40 * f):
+            i += 1
+            key = "" if rng.random() < 0.05 else rng.choice(keys)
+            x = "" if rng.random() < 0.07 else repr(round(rng.uniform(-1, 1), 6))
+            y = "" if rng.random() < 0.05 else str(rng.randint(-50, 1000))
+            flag = rng.choice(["true", "false"])
+            rows.append(f"{i},{key},{x},{y},{flag}")
+        with open(os.path.join(d, f"part{f}.csv"), "w") as fh:
+            fh.write("\n".join(rows) + "\n")
+
+
+def frame(d):
+    files = sorted(glob.glob(os.path.join(d, "part*.csv")))
+    df = pd.concat([pd.read_csv(p) for p in files], ignore_index=True)
+    df["key"] = df["key"].astype(object).where(df["key"].notna(), None)
+    return df
+
+
+def records(df):
+    out = []
+    for r in df.to_dict(orient="records"):
+        out.append({k: clean(v) for k, v in r.items()})
+    return out
+
+
+def clean(v):
+    if v is None:
+        return None
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+        if isinstance(v, float) and math.isnan(v):
+            return None
+    return v
+
+
+def flat_agg(g):
+    g.columns = ["_".join(c) if isinstance(c, tuple) else c for c in g.columns]
+    return g.reset_index()
+
+
+def expected(d):
+    df = frame(d)
+    x, y = df["x"], df["y"]
+    e = {}
+    e["all"] = records(df)
+    e["dtypes"] = {"id": "int64", "key": "string", "x": "float64", "y": "int64", "flag": "bool"}
+    e["npartitions_ok"] = True
+    for r in ["sum", "mean", "min", "max", "count", "std", "variance", "nunique"]:
+        f = "var" if r == "variance" else r
+        e[f"x_{r}"] = clean(getattr(x, f)())
+        e[f"y_{r}"] = clean(getattr(y, f)())
+    e["key_min"] = df["key"].dropna().min()
+    e["key_nunique"] = int(df["key"].nunique())
+    e["flag_sum"] = int(df["flag"].sum())
+    e["filtered"] = records(df[df["x"] > 0.5])
+    e["filter_and"] = records(df[(df["x"] > 0) & (df["y"] < 500)][["id", "y"]])
+    vc = df[df["x"] > 0.5]["key"].value_counts()
+    e["value_counts"] = {k: int(v) for k, v in vc.items()}
+    g = df.groupby("key").agg({"x": "mean", "y": ["sum", "max", "count"]})
+    g.columns = ["x", "y_sum", "y_max", "y_count"]
+    e["groupby_agg"] = records(g.reset_index())
+    e["groupby_std"] = records(df.groupby("key")[["x"]].std().reset_index())
+    e["groupby_size"] = records(df.groupby("key").size().rename("size").reset_index())
+    e["groupby_two"] = records(df.groupby(["key", "flag"]).agg({"x": "sum"}).reset_index())
+    e["assign"] = records(df.assign(z=df["x"] * 2 + df["y"], w=df["y"] % 7, v=df["y"] / 4)[["id", "z", "w", "v"]])
+    e["dropna"] = records(df.dropna())
+    e["dropna_subset"] = int(len(df.dropna(subset=["x"])))
+    e["fillna"] = records(df.fillna({"x": 0.0, "key": "none"})[["id", "key", "x"]])
+    e["renamed"] = list(df.rename(columns={"x": "xx"}).drop(columns=["flag"]).columns)
+    e["astype_sum"] = clean(df["id"].astype("float64").sum())
+    e["str_ops"] = records(pd.DataFrame({
+        "u": df["key"].dropna().str.upper(),
+        "n": df["key"].dropna().str.len(),
+        "c": df["key"].dropna().str.contains("0[1-3]$"),
+    }))
+    e["isin_count"] = int(df["key"].isin(["k01", "k02"]).sum())
+    e["between_count"] = int(df["y"].between(100, 200).sum())
+    e["abs_round"] = [clean(v) for v in (df["x"].abs().round(2)).head(20)]
+    e["head7"] = records(df.head(7))
+    e["empty"] = []
+    e["unique_keys"] = sorted(df["key"].dropna().unique().tolist())
+    e["maps"] = records(pd.DataFrame([{"a": 1, "b": "x"}, {"a": 2, "b": None}, {"a": None, "b": "z"}]))
+    return e
+
+
+def same(a, b):
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is None and b is None
+        if isinstance(a, bool) or isinstance(b, bool):
+            return a == b
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def check(d, path):
+    with open(path) as fh:
+        got = json.load(fh)
+    want = expected(d)
+    bad = 0
+    for k, v in want.items():
+        if k not in got:
+            print(f"{k}: missing from brisk's results")
+            bad += 1
+        elif not same(got[k], v):
+            print(f"{k}: brisk {json.dumps(got[k])[:600]}\n   pandas {json.dumps(v)[:600]}")
+            bad += 1
+    print(f"{len(want) - bad}/{len(want)} cases agree")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "gen":
+        gen(sys.argv[2])
+    else:
+        check(sys.argv[2], sys.argv[3])
