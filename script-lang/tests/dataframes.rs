@@ -27,6 +27,7 @@ fn reference() -> PathBuf {
 
 const CASES: &str = r#"
 let df = read_csv(`${D}/part*.csv`, #{blocksize: 3000});
+df.to_parquet(`${D}/pq`);
 let x = df["x"];
 let y = df["y"];
 let r = #{
@@ -55,6 +56,10 @@ let r = #{
     head7: df.head(7).to_maps(),
     empty: df[x > 100.0].compute().to_maps(),
     unique_keys: df["key"].unique().compute().to_array(),
+    parquet_round_trip: read_parquet(`${D}/pq`).compute().to_maps(),
+    parquet_x_sum: read_parquet(`${D}/pandas.parquet`)["x"].sum().compute(),
+    parquet_columns: read_parquet(`${D}/pandas.parquet`, #{columns: ["id", "x"]}).columns,
+    parquet_partitions: read_parquet(`${D}/pandas.parquet`).npartitions,
     maps: from_maps([#{a: 1, b: "x"}, #{a: 2, b: ()}, #{b: "z"}], #{npartitions: 2}).compute().to_maps(),
 };
 for red in ["sum", "mean", "min", "max", "count", "std", "variance", "nunique"] {

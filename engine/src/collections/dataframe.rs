@@ -45,6 +45,8 @@ pub enum FrameError {
     Io { path: String, error: std::io::Error },
     #[error(transparent)]
     Csv(#[from] crate::frame::csv::CsvError),
+    #[error(transparent)]
+    Parquet(#[from] crate::frame::parquet::ParquetError),
 }
 
 fn invalid(s: impl Into<String>) -> FrameError {
@@ -56,6 +58,7 @@ fn invalid(s: impl Into<String>) -> FrameError {
 pub enum Part {
     Key(Key),
     Csv { path: Arc<str>, start: u64, end: u64 },
+    Parquet { path: Arc<str>, offset: u64, len: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -331,7 +334,7 @@ impl DataFrame {
 
     fn sink_needs(&self, sink: &Sink) -> BTreeSet<String> {
         match sink {
-            Sink::Frame | Sink::Head(_) | Sink::WriteCsv(_) => {
+            Sink::Frame | Sink::Head(_) | Sink::WriteCsv(_) | Sink::WriteParquet(_) => {
                 self.schema.names().map(String::from).collect()
             }
             Sink::Stats(c) | Sink::Unique(c) => [c.clone()].into(),
@@ -366,6 +369,14 @@ impl DataFrame {
                 Part::Csv { path, start, end } => {
                     let spec = self.csv.clone().unwrap_or_default();
                     (Source::Csv { spec, path: path.clone(), start: *start, end: *end }, vec![], vec![])
+                }
+                Part::Parquet { path, offset, len } => {
+                    let schema = self.source_schema.clone();
+                    (
+                        Source::Parquet { schema, path: path.clone(), offset: *offset, len: *len },
+                        vec![],
+                        vec![],
+                    )
                 }
             };
             let op = FrameOp::Run {
@@ -506,19 +517,44 @@ impl DataFrame {
 
     /// Write each partition to `dir/N.part` (Dask's `to_csv(dir)` names).
     pub fn to_csv(&self, ctx: &Ctx, dir: &std::path::Path) -> Result<(LayerRef, Vec<Key>), FrameError> {
+        self.write_files(ctx, dir, "to_csv", |i| format!("{i}.part"), Sink::WriteCsv)
+    }
+
+    /// Write each partition to `dir/part.N.parquet` (Dask's names).
+    pub fn to_parquet(&self, ctx: &Ctx, dir: &std::path::Path) -> Result<(LayerRef, Vec<Key>), FrameError> {
+        self.write_files(ctx, dir, "to_parquet", |i| format!("part.{i}.parquet"), Sink::WriteParquet)
+    }
+
+    /// One task per partition writing `dir/file(i)`; each gives its path.
+    fn write_files(
+        &self,
+        ctx: &Ctx,
+        dir: &std::path::Path,
+        label: &str,
+        file: impl Fn(usize) -> String,
+        sink: impl Fn(Arc<str>) -> Sink,
+    ) -> Result<(LayerRef, Vec<Key>), FrameError> {
         std::fs::create_dir_all(dir)
             .map_err(|error| FrameError::Io { path: dir.display().to_string(), error })?;
-        let mut layers = Vec::new();
-        let mut keys = Vec::new();
-        for i in 0..self.parts.len() {
-            let path: Arc<str> = Arc::from(dir.join(format!("{i}.part")).display().to_string());
-            let (l, k) = self.run_layer(ctx, "to_csv", &Sink::WriteCsv(path.clone()), &path, &[i]);
-            layers.push(l);
-            keys.extend(k);
-        }
-        let name =
-            format!("to-csv-{}", Tokenizer::new().str(&self.token).str(&dir.display().to_string()).finish());
-        Ok((Layer::new(name, vec![], layers), keys))
+        let all: Vec<usize> = (0..self.parts.len()).collect();
+        let extra = dir.display().to_string();
+        // The tasks of a frame sink, each then given its own file.
+        let (layer, keys) = self.run_layer(ctx, label, &Sink::Frame, &extra, &all);
+        let tasks = layer
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut t = t.clone();
+                if let Op::Call { func: Func::Frame(op), .. } = &mut t.op
+                    && let FrameOp::Run { sink: s, .. } = Arc::make_mut(op)
+                {
+                    *s = sink(Arc::from(dir.join(file(i)).display().to_string()));
+                }
+                t
+            })
+            .collect();
+        Ok((Layer::new(layer.name.clone(), tasks, self.deps.clone()), keys))
     }
 }
 
@@ -707,6 +743,59 @@ pub fn read_csv(
         Some(cols) => {
             let mut df = df.project(cols)?;
             df.label = "read_csv";
+            Ok(df)
+        }
+        None => Ok(df),
+    }
+}
+
+/// `read_parquet`: one partition per row group of each file; `columns`
+/// limits what is read (the pushdown does the rest).
+pub fn read_parquet(paths: &[String], columns: Option<&[String]>) -> Result<DataFrame, FrameError> {
+    if paths.is_empty() {
+        return Err(invalid("read_parquet: no files matched"));
+    }
+    let mut t = Tokenizer::new();
+    t.str("read_parquet");
+    let mut parts = Vec::new();
+    let mut schema: Option<(Schema, &String)> = None;
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|error| FrameError::Io { path: p.clone(), error })?;
+        t.file(std::path::Path::new(p), &meta);
+        let (s, groups) = crate::frame::parquet::inspect(p)?;
+        match &schema {
+            Some((first, name)) if *first != s => {
+                return Err(invalid(format!(
+                    "read_parquet: {p} has columns ({}), but {name} has ({})",
+                    s.listing(),
+                    first.listing()
+                )));
+            }
+            Some(_) => {}
+            None => schema = Some((s, p)),
+        }
+        let path: Arc<str> = Arc::from(p.as_str());
+        let mut offset = 0;
+        for g in groups {
+            parts.push(Part::Parquet { path: path.clone(), offset, len: g });
+            offset += g;
+        }
+        if offset == 0 {
+            parts.push(Part::Parquet { path: path.clone(), offset: 0, len: 0 });
+        }
+        if parts.len() > MAX_PARTITIONS {
+            return Err(invalid(format!("read_parquet: more than {MAX_PARTITIONS} row groups")));
+        }
+    }
+    let (schema, _) = schema.ok_or_else(|| invalid("read_parquet: no files matched"))?;
+    for (n, d) in &schema.cols {
+        t.str(n).str(d.name());
+    }
+    let df = DataFrame::new_source(parts, vec![], None, schema, t.finish(), "read_parquet");
+    match columns {
+        Some(cols) => {
+            let mut df = df.project(cols)?;
+            df.label = "read_parquet";
             Ok(df)
         }
         None => Ok(df),

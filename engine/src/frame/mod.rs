@@ -7,6 +7,7 @@ pub mod agg;
 pub mod csv;
 pub mod dtype;
 pub mod expr;
+pub mod parquet;
 pub mod stage;
 
 use std::sync::Arc;
@@ -120,6 +121,9 @@ pub enum Source {
     Dep,
     /// A block of a CSV file.
     Csv { spec: Arc<CsvSpec>, path: Arc<str>, start: u64, end: u64 },
+    /// Rows `[offset, offset + len)` (a row group) of a Parquet file whose
+    /// columns have the brisk types of `schema`.
+    Parquet { schema: Arc<Schema>, path: Arc<str>, offset: u64, len: u64 },
 }
 
 /// What a `Run` task makes of its partition.
@@ -137,6 +141,8 @@ pub enum Sink {
     Group(Arc<GroupSpec>),
     /// Write the partition to a CSV file; the result is the path.
     WriteCsv(Arc<str>),
+    /// Write the partition to a Parquet file; the result is the path.
+    WriteParquet(Arc<str>),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -178,6 +184,7 @@ impl FrameOp {
                 Sink::Unique(_) => "unique",
                 Sink::Group(_) => "groupby",
                 Sink::WriteCsv(_) => "to_csv",
+                Sink::WriteParquet(_) => "to_parquet",
             },
             FrameOp::Finish(_) => "finish",
         }
@@ -244,6 +251,9 @@ fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
                 Source::Csv { spec, path, start, end } => {
                     csv::read(spec, path, *start, *end, columns.as_deref())?
                 }
+                Source::Parquet { schema, path, offset, len } => {
+                    parquet::read(path, *offset, *len, columns.as_deref(), schema)?
+                }
             };
             for s in stages {
                 df = s.apply(df).map_err(err)?;
@@ -273,6 +283,11 @@ fn partial(sink: &Sink, df: DataFrame) -> Result<Value, TaskError> {
             csv::write(path, &mut df)?;
             Value::Str(path.clone())
         }
+        Sink::WriteParquet(path) => {
+            let mut df = df;
+            parquet::write(path, &mut df)?;
+            Value::Str(path.clone())
+        }
     })
 }
 
@@ -292,7 +307,7 @@ fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
             frame(all.unique_stable(None, UniqueKeepStrategy::First, None).map_err(err)?)
         }
         Sink::Group(spec) => frame(spec.regroup(&concat(&frames(args)?).map_err(err)?).map_err(err)?),
-        Sink::WriteCsv(_) => Value::list(args.to_vec()),
+        Sink::WriteCsv(_) | Sink::WriteParquet(_) => Value::list(args.to_vec()),
     })
 }
 

@@ -107,24 +107,40 @@ fn positive(d: &Dynamic, what: &str) -> Res<usize> {
     }
 }
 
-fn paths(d: &Dynamic) -> Res<Vec<String>> {
+fn paths(d: &Dynamic, function: &str) -> Res<Vec<String>> {
     let mut out = Vec::new();
-    for p in strings(d, "read_csv: paths")? {
-        if p.contains(['*', '?', '[']) {
-            let found = glob::glob(&p).map_err(|e| runtime(format!("read_csv: bad pattern \"{p}\": {e}")))?;
+    for p in strings(d, &format!("{function}: paths"))? {
+        let dir = std::path::Path::new(&p).is_dir();
+        if dir && function == "read_parquet" {
+            // A directory is the dataset `to_parquet` wrote.
+            let found = glob::glob(&format!("{}/*.parquet", p.trim_end_matches('/')))
+                .map_err(|e| runtime(format!("{function}: bad directory \"{p}\": {e}")))?;
+            let mut files: Vec<String> =
+                found.filter_map(Result::ok).map(|f| f.display().to_string()).collect();
+            if files.is_empty() {
+                return Err(runtime(format!("{function}: no .parquet files in {p}")));
+            }
+            // part.2 before part.10, as the partitions were numbered.
+            files.sort_by_key(|f| (f.len(), f.clone()));
+            out.extend(files);
+        } else if dir {
+            return Err(runtime(format!("{function}: {p} is a directory")));
+        } else if p.contains(['*', '?', '[']) {
+            let found =
+                glob::glob(&p).map_err(|e| runtime(format!("{function}: bad pattern \"{p}\": {e}")))?;
             let mut files: Vec<String> = found
                 .filter_map(Result::ok)
                 .filter(|f| f.is_file())
                 .map(|f| f.display().to_string())
                 .collect();
             if files.is_empty() {
-                return Err(runtime(format!("read_csv: no files match \"{p}\"")));
+                return Err(runtime(format!("{function}: no files match \"{p}\"")));
             }
             files.sort();
             out.extend(files);
         } else {
             if !std::path::Path::new(&p).exists() {
-                return Err(runtime(format!("read_csv: no such file: {p}")));
+                return Err(runtime(format!("{function}: no such file: {p}")));
             }
             out.push(p);
         }
@@ -167,8 +183,26 @@ fn read_csv(path: &Dynamic, m: Option<Map>) -> Res<LazyFrame> {
         }
     }
     let usecols = m.get("usecols").map(|d| strings(d, "read_csv: usecols")).transpose()?;
-    let f = cd::read_csv(&paths(path)?, blocksize, sep, header, &dtypes, usecols.as_deref()).map_err(err)?;
+    let f = cd::read_csv(&paths(path, "read_csv")?, blocksize, sep, header, &dtypes, usecols.as_deref())
+        .map_err(err)?;
     Ok(LazyFrame { f })
+}
+
+fn read_parquet(path: &Dynamic, m: Option<Map>) -> Res<LazyFrame> {
+    let m = options(m, "read_parquet", &["columns"])?;
+    let columns = m.get("columns").map(|d| strings(d, "read_parquet: columns")).transpose()?;
+    Ok(LazyFrame { f: cd::read_parquet(&paths(path, "read_parquet")?, columns.as_deref()).map_err(err)? })
+}
+
+fn write_files(
+    state: &SessionState,
+    layer: brisk_engine::graph::LayerRef,
+    keys: Vec<brisk_engine::Key>,
+) -> Res<RArray> {
+    let graph = materialize(std::slice::from_ref(&layer));
+    let futures = state.runtime().submit(graph, &keys).map_err(engine_error)?;
+    let paths = brisk_engine::local::gather(&futures, &state.cancel).map_err(engine_error)?;
+    Ok(paths.iter().map(to_dynamic).collect())
 }
 
 fn npartitions_opt(m: &Map, function: &str) -> Res<usize> {
@@ -447,6 +481,8 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
 
     engine.register_fn("read_csv", |p: Dynamic| read_csv(&p, None));
     engine.register_fn("read_csv", |p: Dynamic, m: Map| read_csv(&p, Some(m)));
+    engine.register_fn("read_parquet", |p: Dynamic| read_parquet(&p, None));
+    engine.register_fn("read_parquet", |p: Dynamic, m: Map| read_parquet(&p, Some(m)));
     let st = state.clone();
     engine.register_fn("from_columns", move |c: Map| from_columns(&st, c, None));
     let st = state.clone();
@@ -670,10 +706,12 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("to_csv", move |f: &mut LazyFrame, dir: &str| -> Res<RArray> {
         let (layer, keys) = f.f.to_csv(&ctx(&st), std::path::Path::new(dir)).map_err(err)?;
-        let graph = materialize(std::slice::from_ref(&layer));
-        let futures = st.runtime().submit(graph, &keys).map_err(engine_error)?;
-        let paths = brisk_engine::local::gather(&futures, &st.cancel).map_err(engine_error)?;
-        Ok(paths.iter().map(to_dynamic).collect())
+        write_files(&st, layer, keys)
+    });
+    let st = state.clone();
+    engine.register_fn("to_parquet", move |f: &mut LazyFrame, dir: &str| -> Res<RArray> {
+        let (layer, keys) = f.f.to_parquet(&ctx(&st), std::path::Path::new(dir)).map_err(err)?;
+        write_files(&st, layer, keys)
     });
     engine.register_fn("visualize", |f: &mut LazyFrame, path: &str| -> Res<()> {
         let (layer, _) = f.f.finalize();
