@@ -13,6 +13,7 @@ Diagnostics go to stderr.  Nothing outside the timed region is in "seconds".
 """
 import argparse
 import gc
+import glob
 import json
 import os
 import sys
@@ -229,14 +230,17 @@ def run_b7(n, closure=False):
             "scheduler": "processes (bag default)", "inner_load": m.fields()}
 
 
-def run_b6(n, variant):
-    """B6 on the CSV files in --dir, Dask's default scheduler for frames
-    (threads); building the frame (its metadata sample) is timed too."""
+def run_b6(n, variant, fmt="csv"):
+    """B6 on the CSV files in --dir (or the Parquet files in --dir/parquet),
+    Dask's default scheduler for frames (threads); building the frame (its
+    metadata) is timed too."""
     import dask.dataframe as dd
-    files = f"{ARGS.dir}/*.csv"
 
     def make():
-        df = dd.read_csv(files)
+        if fmt == "csv":
+            df = dd.read_csv(f"{ARGS.dir}/*.csv")
+        else:
+            df = dd.read_parquet(sorted(glob.glob(f"{ARGS.dir}/parquet/*.parquet")))
         if variant == "agg":
             return df.groupby("key").agg({"x": "mean", "y": "sum"})
         return df[df.x > 0.5].groupby("key").size()
@@ -265,6 +269,8 @@ def expected_b7(key):
 WORKLOADS = {
     "b6-csv-agg": (lambda n: run_b6(n, "agg"), lambda n: frame_expected(n, "agg_sum_x_mean")),
     "b6-csv-filter": (lambda n: run_b6(n, "filter"), lambda n: frame_expected(n, "filter_k0")),
+    "b6-pq-agg": (lambda n: run_b6(n, "agg", "pq"), lambda n: frame_expected(n, "agg_sum_x_mean")),
+    "b6-pq-filter": (lambda n: run_b6(n, "filter", "pq"), lambda n: frame_expected(n, "filter_k0")),
     "b1": (run_b1, lambda n: n * (n + 1) // 2),
     "b2-local": (run_b2_local, lambda n: n * (n + 1) // 2),
     # The sum of n column means of 2(x + x.T): 2n, give or take ~1.2.
@@ -284,7 +290,7 @@ def correct(workload, result, expected):
         return isinstance(result, float) and abs(result - expected) < 20
     if workload == "b5":
         return isinstance(result, float) and result < 1e-10
-    if workload == "b6-csv-agg":
+    if workload in ("b6-csv-agg", "b6-pq-agg"):
         return isinstance(result, float) and abs(result - expected) < 1e-6
     if workload == "b4":
         return isinstance(result, float) and abs(result - expected) < 0.01 * expected
