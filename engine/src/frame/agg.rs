@@ -300,6 +300,7 @@ impl GroupSpec {
         let h = df.height();
         let mut cols: Vec<Column> =
             self.by.iter().map(|b| df.column(b).cloned()).collect::<PolarsResult<_>>()?;
+        let mut valid_cache: Vec<(String, Option<BooleanChunked>)> = Vec::new();
         for (name, _) in self.partials() {
             let (kind, col) = name.split_once(SEP).unwrap_or((name.as_str(), ""));
             let c = match kind {
@@ -310,17 +311,18 @@ impl GroupSpec {
                 }
                 _ => {
                     let s = df.column(col)?.as_materialized_series().clone();
-                    let valid = super::expr::Expr::un(super::expr::UnOp::NotNa, super::expr::Expr::col(col))
-                        .eval(&df)?;
-                    let valid = valid.bool()?;
+                    let valid = valid_of(&mut valid_cache, col, &s)?;
                     match kind {
-                        "count" => valid.cast(&DataType::Int64)?,
-                        "sum" => masked(&numeric(&s)?, valid)?,
+                        "count" => match &valid {
+                            Some(v) => v.cast(&DataType::Int64)?,
+                            None => Series::new(name.as_str().into(), vec![1i64; h]),
+                        },
+                        "sum" => masked(&numeric(&s)?, valid.as_ref())?,
                         "sumsq" => {
                             let f = s.cast(&DataType::Float64)?;
-                            masked(&(&f * &f)?, valid)?
+                            masked(&(&f * &f)?, valid.as_ref())?
                         }
-                        _ => masked(&s, valid)?,
+                        _ => masked(&s, valid.as_ref())?,
                     }
                 }
             };
@@ -421,12 +423,26 @@ fn numeric(s: &Series) -> PolarsResult<Series> {
     }
 }
 
+/// Where a column holds a value (`None`: everywhere), computed once per
+/// column of a partition.
+fn valid_of(
+    cache: &mut Vec<(String, Option<BooleanChunked>)>,
+    col: &str,
+    s: &Series,
+) -> PolarsResult<Option<BooleanChunked>> {
+    if let Some((_, v)) = cache.iter().find(|(c, _)| c == col) {
+        return Ok(v.clone());
+    }
+    let na = super::expr::missing(s)?;
+    let v = if na.any() { Some(!&na) } else { None };
+    cache.push((col.to_string(), v.clone()));
+    Ok(v)
+}
+
 /// `s` with the rows where `valid` is false set to missing (so polars'
 /// sums, minima and maxima skip NaN as pandas does).
-fn masked(s: &Series, valid: &BooleanChunked) -> PolarsResult<Series> {
-    if valid.all() {
-        return Ok(s.clone());
-    }
+fn masked(s: &Series, valid: Option<&BooleanChunked>) -> PolarsResult<Series> {
+    let Some(valid) = valid else { return Ok(s.clone()) };
     let nulls = Series::full_null(s.name().clone(), s.len(), s.dtype());
     s.zip_with(valid, &nulls)
 }

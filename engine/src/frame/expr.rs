@@ -390,6 +390,17 @@ fn python_mod(a: &Series, b: &Series) -> PolarsResult<Series> {
     Ok(out.with_name(a.name().clone()).into_series())
 }
 
+/// Where a column is missing: null, or NaN in a float column (pandas
+/// counts both as missing).
+pub fn missing(s: &Series) -> PolarsResult<BooleanChunked> {
+    let na = s.is_null();
+    if s.dtype() == &DataType::Float64 {
+        let nan = fill_mask(s.f64()?.is_nan(), false)?;
+        return Ok(&na | &nan);
+    }
+    Ok(na)
+}
+
 fn broadcast(s: &Series, n: usize) -> Series {
     if s.len() == 1 && n != 1 { s.new_from_index(0, n) } else { s.clone() }
 }
@@ -407,11 +418,7 @@ fn unary(op: UnOp, s: &Series) -> PolarsResult<Series> {
         },
         UnOp::Not => (!s.bool()?).into_series(),
         UnOp::IsNa | UnOp::NotNa => {
-            let mut na = s.is_null();
-            if s.dtype() == &DataType::Float64 {
-                let nan: BooleanChunked = s.f64()?.iter().map(|v| Some(v.is_some_and(f64::is_nan))).collect();
-                na = &na | &nan;
-            }
+            let na = missing(s)?;
             if op == UnOp::NotNa { (!&na).into_series() } else { na.into_series() }
         }
         UnOp::Round(d) => match s.dtype() {
