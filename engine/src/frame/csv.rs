@@ -155,19 +155,22 @@ pub fn read(
         };
         return Ok(DataFrame::empty_with_schema(&schema.to_polars()));
     }
-    match parse(spec, bytes.clone(), columns) {
-        Ok(df) => {
-            let df = match columns {
-                Some(cols) => df.select(cols.iter().map(|c| c.as_str())).map_err(|e| bad(path, None, &e))?,
-                None => df,
-            };
-            Ok(df)
-        }
+    // The bytes move into the parser; on an error the block is read again
+    // to find the bad line (errors are rare, blocks large).
+    match parse(spec, bytes, columns) {
+        Ok(df) => match columns {
+            Some(cols) => df.select(cols.iter().map(|c| c.as_str())).map_err(|e| bad(path, None, &e)),
+            None => Ok(df),
+        },
         Err(e) => {
-            // Find the first line that fails on its own, to name it.
-            let line = bad_line(spec, &bytes, columns).map(|i| {
+            let mut again = read_block(path, start, end)?;
+            if skipped_header {
+                let cut = again.iter().position(|&b| b == b'\n').map_or(again.len(), |i| i + 1);
+                again.drain(..cut);
+            }
+            let line = bad_line(spec, &again, columns).map(|i| {
                 let before = lines_before(path, start).unwrap_or(0);
-                before + i as u64 + 1 + u64::from(skipped_header && start == 0)
+                before + i as u64 + 1 + u64::from(skipped_header)
             });
             Err(bad(path, line, &e))
         }
