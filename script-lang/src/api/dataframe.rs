@@ -655,7 +655,6 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         ("count", Red::Count),
         ("std", Red::Std),
         ("variance", Red::Var),
-        ("var", Red::Var),
         ("nunique", Red::NUnique),
     ] {
         let st = state.clone();
@@ -686,7 +685,6 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         ("size", Red::Size),
         ("std", Red::Std),
         ("variance", Red::Var),
-        ("var", Red::Var),
     ] {
         let st = state.clone();
         engine.register_fn(name, move |g: &mut GroupBy| group_all(&st, g, red));
