@@ -215,31 +215,17 @@ pub fn read_text(paths: &[std::path::PathBuf], blocksize: Option<u64>) -> Result
 /// `SPLIT_EVERY`, and a finish task. Returns the layer and the final key.
 pub fn aggregate(ctx: &Ctx, bag: &Bag, agg: Agg, token: &str) -> (LayerRef, Key) {
     let label = agg.name();
-    let (part_layer, mut level) = bag.run_layer(ctx, label, Sink::Partial(agg.clone()), token);
+    let (part_layer, level) = bag.run_layer(ctx, label, Sink::Partial(agg.clone()), token);
     let tok = Tokenizer::new().str(&part_layer.name).finish();
-    let mut layers = vec![part_layer];
-    let mut depth = 0;
     // At least one combine, so a `reduction`'s aggregate always runs.
-    while level.len() > 1 || depth == 0 {
-        depth += 1;
-        let name: Arc<str> = Arc::from(format!("{label}-combine{depth}-{tok}"));
-        let mut tasks = Vec::new();
-        let mut next = Vec::new();
-        for (g, group) in level.chunks(SPLIT_EVERY).enumerate() {
-            let key = block(&name, g);
-            let args = (0..group.len()).map(|i| Arg::Dep(i as u32)).collect();
-            tasks.push(task(ctx, key.clone(), BagOp::Combine(agg.clone()), args, group.to_vec()));
-            next.push(key);
-        }
-        let prev = layers.last().cloned().into_iter().collect();
-        layers.push(Layer::new(name, tasks, prev));
-        level = next;
-    }
+    let (last, level) = super::combine_tree(label, &tok, part_layer, level, SPLIT_EVERY, 1, |key, group| {
+        let args = (0..group.len()).map(|i| Arg::Dep(i as u32)).collect();
+        task(ctx, key, BagOp::Combine(agg.clone()), args, group.to_vec())
+    });
     let name = format!("{label}-{tok}");
     let key = Key::new(name.as_str());
-    let last = layers.pop().into_iter().collect();
     let finish = task(ctx, key.clone(), BagOp::Finish(agg), vec![Arg::Dep(0)], level);
-    (Layer::new(name, vec![finish], last), key)
+    (Layer::new(name, vec![finish], vec![last]), key)
 }
 
 /// An aggregate whose result is records (`frequencies`, `topk`, …), as a

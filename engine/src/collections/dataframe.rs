@@ -410,36 +410,17 @@ impl DataFrame {
     pub fn tree(&self, ctx: &Ctx, label: &str, sink: Sink, finish: Finish) -> (LayerRef, Key) {
         let all: Vec<usize> = (0..self.parts.len()).collect();
         let extra = format!("{finish:?}");
-        let (part_layer, mut level) = self.run_layer(ctx, label, &sink, &extra, &all);
+        let (part_layer, level) = self.run_layer(ctx, label, &sink, &extra, &all);
         let tok = Tokenizer::new().str(&part_layer.name).finish();
-        let mut layers = vec![part_layer];
-        let mut depth = 0;
-        while level.len() > 1 {
-            depth += 1;
-            let name: Arc<str> = Arc::from(format!("{label}-combine{depth}-{tok}"));
-            let mut tasks = Vec::new();
-            let mut next = Vec::new();
-            for (g, group) in level.chunks(SPLIT_EVERY).enumerate() {
-                let key = block(&name, g);
+        let (last, level) =
+            super::combine_tree(label, &tok, part_layer, level, SPLIT_EVERY, 0, |key, group| {
                 let args = (0..group.len()).map(|i| Arg::Dep(i as u32)).collect();
-                tasks.push(task(ctx, key.clone(), FrameOp::Combine(sink.clone()), args, group.to_vec()));
-                next.push(key);
-            }
-            let prev = layers.last().cloned().into_iter().collect();
-            layers.push(Layer::new(name, tasks, prev));
-            level = next;
-        }
+                task(ctx, key, FrameOp::Combine(sink.clone()), args, group.to_vec())
+            });
         let name = format!("{label}-{tok}");
         let key = Key::new(name.as_str());
-        let last = layers.pop().into_iter().collect();
-        (
-            Layer::new(
-                name,
-                vec![task(ctx, key.clone(), FrameOp::Finish(finish), vec![Arg::Dep(0)], level)],
-                last,
-            ),
-            key,
-        )
+        let t = task(ctx, key.clone(), FrameOp::Finish(finish), vec![Arg::Dep(0)], level);
+        (Layer::new(name, vec![t], vec![last]), key)
     }
 
     /// All partitions stacked into one frame (what `compute` returns).

@@ -119,3 +119,15 @@ pub fn shipped(
     });
     Ok((std::sync::Arc::new(udf), t.finish()))
 }
+
+/// The trailing options map of `function`, refusing keys it does not know.
+pub fn options(m: Option<Map>, function: &str, allowed: &[&str]) -> Result<Map, Box<rhai::EvalAltResult>> {
+    let m = m.unwrap_or_default();
+    if let Some(k) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(crate::error::runtime(format!(
+            "{function} has no option \"{k}\" (options: {})",
+            allowed.join(", ")
+        )));
+    }
+    Ok(m)
+}

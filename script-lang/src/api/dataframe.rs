@@ -15,6 +15,7 @@ use brisk_engine::graph::materialize;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::Delayed;
+use super::args::options;
 use crate::convert::{to_dynamic, to_value};
 use crate::error::{engine_error, runtime};
 use crate::session::SessionState;
@@ -54,14 +55,6 @@ fn err(e: FrameError) -> Box<EvalAltResult> {
 
 fn ctx(state: &SessionState) -> Ctx {
     Ctx { annotations: state.annotations() }
-}
-
-fn options(m: Option<Map>, function: &str, allowed: &[&str]) -> Res<Map> {
-    let m = m.unwrap_or_default();
-    if let Some(k) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(runtime(format!("{function} has no option \"{k}\" (options: {})", allowed.join(", "))));
-    }
-    Ok(m)
 }
 
 fn strings(d: &Dynamic, what: &str) -> Res<Vec<String>> {
