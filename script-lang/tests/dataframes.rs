@@ -60,6 +60,7 @@ let r = #{
     parquet_x_sum: read_parquet(`${D}/pandas.parquet`)["x"].sum().compute(),
     parquet_columns: read_parquet(`${D}/pandas.parquet`, #{columns: ["id", "x"]}).columns,
     parquet_partitions: read_parquet(`${D}/pandas.parquet`).npartitions,
+    from_bag: from_sequence([#{a: 1, b: "x"}, #{a: 2, b: ()}, #{b: "z"}], #{npartitions: 2}).to_dataframe().compute().to_maps(),
     maps: from_maps([#{a: 1, b: "x"}, #{a: 2, b: ()}, #{b: "z"}], #{npartitions: 2}).compute().to_maps(),
 };
 for red in ["sum", "mean", "min", "max", "count", "std", "variance", "nunique"] {

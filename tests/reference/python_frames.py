@@ -114,6 +114,7 @@ def expected(d):
     e["parquet_columns"] = ["id", "x"]
     e["parquet_partitions"] = math.ceil(len(df) / 200)
     e["maps"] = records(pd.DataFrame([{"a": 1, "b": "x"}, {"a": 2, "b": None}, {"a": None, "b": "z"}]))
+    e["from_bag"] = e["maps"]
     return e
 
 

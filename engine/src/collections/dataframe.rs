@@ -730,6 +730,28 @@ pub fn read_csv(
     }
 }
 
+/// A frame of a bag's partitions of maps (`Bag.to_dataframe`), one
+/// conversion task per partition.
+pub fn from_records(ctx: &Ctx, layer: LayerRef, keys: Vec<Key>, token: &str, schema: Schema) -> DataFrame {
+    let name: Arc<str> =
+        Arc::from(Tokenizer::new().str(token).str(&format!("{schema:?}")).name("to_dataframe"));
+    let schema_arc = Arc::new(schema.clone());
+    let mut tasks = Vec::with_capacity(keys.len());
+    let mut out = Vec::with_capacity(keys.len());
+    for (i, k) in keys.into_iter().enumerate() {
+        let key = block(&name, i);
+        let op = FrameOp::Run {
+            source: Source::Records(schema_arc.clone()),
+            columns: None,
+            stages: vec![],
+            sink: Sink::Frame,
+        };
+        tasks.push(task(ctx, key.clone(), op, vec![Arg::Dep(0)], vec![k]));
+        out.push(key);
+    }
+    DataFrame::of_keys(Layer::new(name, tasks, vec![layer]), out, schema, "to_dataframe")
+}
+
 /// `read_parquet`: one partition per row group of each file; `columns`
 /// limits what is read (the pushdown does the rest).
 pub fn read_parquet(paths: &[String], columns: Option<&[String]>) -> Result<DataFrame, FrameError> {

@@ -121,6 +121,9 @@ pub enum Source {
     Dep,
     /// A block of a CSV file.
     Csv { spec: Arc<CsvSpec>, path: Arc<str>, start: u64, end: u64 },
+    /// The task's first input, a list of records (maps): a bag partition
+    /// (`to_dataframe`), with the columns of `schema`.
+    Records(Arc<Schema>),
     /// Rows `[offset, offset + len)` (a row group) of a Parquet file whose
     /// columns have the brisk types of `schema`.
     Parquet { schema: Arc<Schema>, path: Arc<str>, offset: u64, len: u64 },
@@ -253,6 +256,9 @@ fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
                 }
                 Source::Parquet { schema, path, offset, len } => {
                     parquet::read(path, *offset, *len, columns.as_deref(), schema)?
+                }
+                Source::Records(schema) => {
+                    records(schema, args.first().ok_or_else(|| TaskError::internal("no input records"))?)?
                 }
             };
             for s in stages {
@@ -402,6 +408,24 @@ pub fn from_values(schema: &Schema, columns: &[Vec<Value>]) -> Result<DataFrame,
         cols.push(s.into_column());
     }
     DataFrame::new(height, cols).map_err(|e| e.to_string())
+}
+
+/// A bag partition of maps as a frame of `schema`; a key a record lacks
+/// is a missing value.
+fn records(schema: &Schema, v: &Value) -> Result<DataFrame, TaskError> {
+    let Value::List(items) = v else {
+        return Err(TaskError::user(format!("to_dataframe: a partition is {}, not records", v.type_name())));
+    };
+    let mut cols: Vec<Vec<Value>> = vec![Vec::with_capacity(items.len()); schema.cols.len()];
+    for (i, r) in items.iter().enumerate() {
+        let Value::Map(m) = r else {
+            return Err(TaskError::user(format!("to_dataframe: record {i} is {}, not a map", r.type_name())));
+        };
+        for ((name, _), col) in schema.cols.iter().zip(cols.iter_mut()) {
+            col.push(m.get(name).cloned().unwrap_or(Value::Unit));
+        }
+    }
+    from_values(schema, &cols).map_err(|e| TaskError::user(format!("to_dataframe: {e}")))
 }
 
 /// The type a column of script values takes: int, float if any float,

@@ -217,6 +217,47 @@ fn to_textfiles(state: &SessionState, b: &LazyBag, dir: &str) -> Res<RArray> {
     Ok(paths.iter().map(to_dynamic).collect())
 }
 
+/// `to_dataframe()`: columns and types from the first partition's records
+/// (Dask computes its `meta` from the first partition too).
+fn to_dataframe(state: &SessionState, b: &LazyBag) -> Res<super::LazyFrame> {
+    let first = take(state, b, i64::MAX)?;
+    if first.is_empty() {
+        return Err(runtime("to_dataframe: the first partition is empty, so the columns are unknown"));
+    }
+    let mut names: Vec<String> = Vec::new();
+    for (i, r) in first.iter().enumerate() {
+        let m = r.read_lock::<Map>().ok_or_else(|| {
+            let t = to_value(r, "").map(|v| v.type_name()).unwrap_or("value");
+            runtime(format!("to_dataframe: record {i} is {t}, not a map"))
+        })?;
+        for k in m.keys() {
+            if !names.iter().any(|n| n == k.as_str()) {
+                names.push(k.to_string());
+            }
+        }
+    }
+    let mut cols = Vec::new();
+    for n in &names {
+        let vals = first
+            .iter()
+            .map(|r| {
+                let v =
+                    r.read_lock::<Map>().and_then(|m| m.get(n.as_str()).cloned()).unwrap_or(Dynamic::UNIT);
+                to_value(&v, "a record's value").map_err(runtime)
+            })
+            .collect::<Res<Vec<_>>>()?;
+        cols.push((
+            n.clone(),
+            brisk_engine::frame::infer_dtype(n, &vals).map_err(|e| runtime(format!("to_dataframe: {e}")))?,
+        ));
+    }
+    let (layer, keys) = b.b.partitions(&ctx(state));
+    let schema = brisk_engine::frame::dtype::Schema::new(cols);
+    Ok(super::LazyFrame {
+        f: brisk_engine::collections::dataframe::from_records(&ctx(state), layer, keys, &b.b.token, schema),
+    })
+}
+
 /// Dask's repr: `dask.bag<map, npartitions=4>`.
 pub fn repr(b: &LazyBag) -> String {
     format!("dask.bag<{}, npartitions={}>", b.b.label, b.b.npartitions())
@@ -306,6 +347,8 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     });
     let st = state.clone();
     engine.register_fn("take", move |b: &mut LazyBag, n: i64| take(&st, b, n));
+    let st = state.clone();
+    engine.register_fn("to_dataframe", move |b: &mut LazyBag| to_dataframe(&st, b));
     let st = state.clone();
     engine.register_fn("to_textfiles", move |b: &mut LazyBag, dir: &str| to_textfiles(&st, b, dir));
     engine.register_get("npartitions", |b: &mut LazyBag| b.b.npartitions() as i64);

@@ -856,6 +856,12 @@ pub const DOCS: &[FnDoc] = &[
         "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1.5, (), -2.0]});\ndf.compute().to_maps()",
     ),
     doc(
+        "to_dataframe",
+        "b.to_dataframe() -> DataFrame",
+        "A frame of a bag of maps, one partition per bag partition. Columns and types come from the first partition (computed now, as Dask computes its meta); a key a record lacks is a missing value.",
+        "from_sequence([#{a: 1, b: \"x\"}, #{a: 2}], #{npartitions: 2}).to_dataframe().compute()",
+    ),
+    doc(
         "display",
         "display(value)",
         "Show a value now, as the end of an input shows it: a table where it has one. In Jupyter each call is its own output (text and HTML), so one cell can show several values.",
