@@ -37,6 +37,16 @@ const OPTION_KEYS: &[&str] = &[
     "range",
     "oversample",
     "n_power_iter",
+    "split_out",
+    "on",
+    "left_on",
+    "right_on",
+    "how",
+    "suffixes",
+    "ascending",
+    "subset",
+    "keep",
+    "npartitions",
 ];
 
 const KEYWORDS: &[&str] = &[

@@ -73,6 +73,45 @@ for row in df[x > 0.5]["key"].value_counts().compute().to_maps() {
 let k = df.dropna(#{subset: ["key"]});
 r.str_ops = k.assign(#{u: k["key"].str_upper(), n: k["key"].str_len(), c: k["key"].str_contains("0[1-3]$")})[["u", "n", "c"]].compute().to_maps();
 r.unique_keys.sort();
+
+// Rows moved between partitions: shuffles, joins, sorting.
+let right = from_columns(#{key: ["k00", "k01", "k02", "k03", "zz"], weight: [1.5, 2.5, (), 4.0, 9.0], x: [1, 2, 3, 4, 5]}, #{npartitions: 2});
+let right5 = right.repartition(#{npartitions: 5});
+r.repartition5 = right5.npartitions;
+r.repartition_down = df.repartition(#{npartitions: 2}).compute().to_maps();
+let up = df.repartition(#{npartitions: 13});
+r.repartition_up = up.compute().to_maps();
+r.repartition_up_n = up.npartitions;
+r.sorted = df.sort_values("y").compute().to_maps();
+r.sorted_two = df.sort_values(["key", "id"], #{ascending: [false, true]}).compute().to_maps();
+r.sorted_x_desc = df.sort_values("x", #{ascending: false}).compute().to_maps();
+let si = df.set_index("y");
+r.set_index = si.compute().to_maps();
+let dv = si.divisions;
+r.divisions_len_ok = dv.len() == si.npartitions + 1;
+r.divisions_ends = [dv[0], dv[dv.len() - 1]];
+let dv_sorted = true;
+for i in 1..dv.len() { if dv[i] < dv[i - 1] { dv_sorted = false; } }
+r.divisions_sorted = dv_sorted;
+r.unordered_shuffle = df.shuffle("key").compute().to_maps();
+r.shuffle_npartitions = df.shuffle(["key", "flag"], #{npartitions: 3}).npartitions;
+r.unordered_groupby_split = df.groupby("key", #{split_out: 3}).agg(#{x: "mean", y: "sum"}).compute().to_maps();
+r.unordered_groupby_split_agg = df.groupby("key").agg(#{y: ["min", "count"]}, #{split_out: 4}).compute().to_maps();
+r.unordered_merge_inner = df.merge(right, #{on: "key"}).compute().to_maps();
+r.unordered_merge_left = merge(df, right5, #{on: "key", how: "left"}).compute().to_maps();
+r.unordered_merge_right = merge(df, right, #{on: "key", how: "right"}).compute().to_maps();
+r.unordered_merge_outer = merge(df, right, #{on: "key", how: "outer"}).compute().to_maps();
+r.unordered_merge_self = merge(df[["id", "x"]], df[["id", "y"]], #{on: "id"}).compute().to_maps();
+r.unordered_merge_left_on = merge(df, right.rename(#{key: "k2"}), #{left_on: "key", right_on: "k2"}).compute().to_maps();
+r.unordered_merge_int_float = merge(df[["id", "x"]], from_columns(#{id: [1.0, 2.0, 5.0, 7.5], z: [1, 2, 3, 4]}), #{on: "id"}).compute().to_maps();
+r.unordered_join = df[["key", "id"]].join(right5, #{on: "key"}).compute().to_maps();
+r.drop_duplicates = df[["key", "flag"]].drop_duplicates().compute().to_maps();
+r.drop_duplicates_subset = df.drop_duplicates(#{subset: ["key"]}).compute().to_maps();
+r.nlargest = y.nlargest(6).compute().to_array();
+r.nsmallest = x.nsmallest(4).compute().to_array();
+r.frame_nlargest = df.nlargest(5, "y").compute().to_maps();
+r.tail7 = df.tail(7).to_maps();
+r.tail_x = x.tail(3).to_array();
 r
 "#;
 
@@ -177,6 +216,56 @@ fn bad_input_is_refused_clearly() {
         (
             "from_columns(#{a: [1]}, #{npartitions: 0})".into(),
             "npartitions must be a positive integer".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); merge(d, d, #{{on: \"z\"}})"),
+            "the left frame has no column \"z\"".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); merge(d, d, #{{left_on: \"a\", right_on: \"b\"}})"),
+            "the key \"a\" is int64 on the left but \"b\" is string on the right".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); merge(d, d, #{{on: \"a\", how: \"cross\"}})"),
+            "how must be \"inner\"".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); merge(d, d, #{{on: \"a\", left_on: \"a\"}})"),
+            "give either on, or both".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); merge(d, d, #{{by: \"a\"}})"),
+            "merge has no option \"by\"".into(),
+        ),
+        (format!("let d = read_csv(\"{g}\"); merge(d[[\"a\"]], d[[\"b\"]])"), "no column in common".into()),
+        (format!("let d = read_csv(\"{g}\"); d.sort_values(\"q\")"), "unknown column \"q\"".into()),
+        (
+            format!("let d = read_csv(\"{g}\"); d.sort_values([\"a\", \"b\"], #{{ascending: [true]}})"),
+            "1 ascending flags for 2 columns".into(),
+        ),
+        (format!("let d = read_csv(\"{g}\"); d.set_index(\"q\")"), "unknown column \"q\"".into()),
+        (format!("let d = read_csv(\"{g}\"); d.shuffle(\"q\")"), "unknown column \"q\"".into()),
+        (
+            format!("let d = read_csv(\"{g}\"); d.repartition(#{{npartitions: 0}})"),
+            "npartitions must be a positive integer".into(),
+        ),
+        (format!("let d = read_csv(\"{g}\"); d.repartition(#{{}})"), "give #{npartitions: N}".into()),
+        (
+            format!("let d = read_csv(\"{g}\"); d.drop_duplicates(#{{keep: \"last\"}})"),
+            "only keep \"first\" is supported".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d.drop_duplicates(#{{subset: [\"q\"]}})"),
+            "unknown column \"q\"".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d[\"b\"].nlargest(2)"),
+            "nlargest: column \"b\" is string, not numeric".into(),
+        ),
+        (format!("let d = read_csv(\"{g}\"); d.tail(-1)"), "tail: n must be 0 or more".into()),
+        (
+            format!("let d = read_csv(\"{g}\"); d.groupby(\"b\", #{{split_out: 0}})"),
+            "split_out must be a positive integer".into(),
         ),
     ];
     for (code, want) in cases {

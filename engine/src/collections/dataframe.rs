@@ -77,6 +77,9 @@ pub struct DataFrame {
     pub token: String,
     /// What made the frame, for its summary (`"read_csv"`, `"assign"`).
     pub label: &'static str,
+    /// The task that computes the divisions of a frame `set_index` made
+    /// (`npartitions + 1` values); `None` when they are unknown.
+    pub divisions: Option<(LayerRef, Key)>,
 }
 
 /// A column expression over a frame.
@@ -94,7 +97,7 @@ fn task(ctx: &Ctx, key: Key, op: FrameOp, args: Vec<Arg>, deps: Vec<Key>) -> Tas
     t
 }
 
-fn block(name: &Arc<str>, i: usize) -> Key {
+pub(crate) fn block(name: &Arc<str>, i: usize) -> Key {
     Key::block(name.clone(), &[i as u32])
 }
 
@@ -124,6 +127,7 @@ impl DataFrame {
             rows: token.clone(),
             token,
             label,
+            divisions: None,
         }
     }
 
@@ -153,11 +157,15 @@ impl DataFrame {
             },
             token,
             label,
+            divisions: None,
             ..self.clone()
         }
     }
 
-    fn check_columns<'a>(&self, cols: impl IntoIterator<Item = &'a String>) -> Result<(), FrameError> {
+    pub(crate) fn check_columns<'a>(
+        &self,
+        cols: impl IntoIterator<Item = &'a String>,
+    ) -> Result<(), FrameError> {
         for c in cols {
             if !self.schema.contains(c) {
                 return Err(invalid(format!("unknown column \"{c}\" (columns: {})", self.schema.listing())));
@@ -334,10 +342,15 @@ impl DataFrame {
 
     fn sink_needs(&self, sink: &Sink) -> BTreeSet<String> {
         match sink {
-            Sink::Frame | Sink::Head(_) | Sink::WriteCsv(_) | Sink::WriteParquet(_) => {
-                self.schema.names().map(String::from).collect()
-            }
-            Sink::Stats(c) | Sink::Unique(c) => [c.clone()].into(),
+            Sink::Frame
+            | Sink::Head(_)
+            | Sink::Tail(_)
+            | Sink::WriteCsv(_)
+            | Sink::WriteParquet(_)
+            | Sink::Split(..)
+            | Sink::Top { .. }
+            | Sink::Distinct(_) => self.schema.names().map(String::from).collect(),
+            Sink::Stats(c) | Sink::Unique(c) | Sink::Sample { on: c, .. } => [c.clone()].into(),
             Sink::Group(spec) => spec
                 .by
                 .iter()
@@ -348,9 +361,8 @@ impl DataFrame {
         }
     }
 
-    /// One `Run` task per partition feeding `sink` (a different sink per
-    /// partition when `per_part` gives one).
-    fn run_layer(
+    /// One `Run` task per partition feeding `sink`.
+    pub(crate) fn run_layer(
         &self,
         ctx: &Ctx,
         prefix: &str,
@@ -358,13 +370,32 @@ impl DataFrame {
         extra: &str,
         indices: &[usize],
     ) -> (LayerRef, Vec<Key>) {
-        let name: Arc<str> = Arc::from(Tokenizer::new().str(&self.token).str(prefix).str(extra).name(prefix));
-        let columns = self.pushdown(self.sink_needs(sink));
+        self.run_layer_each(ctx, prefix, extra, indices, &[], &|_| sink.clone())
+    }
+
+    /// One `Run` task per partition in `indices`, partition `i` feeding
+    /// `sink(i)`; every task also takes `more` as its last inputs.
+    pub(crate) fn run_layer_each(
+        &self,
+        ctx: &Ctx,
+        prefix: &str,
+        extra: &str,
+        indices: &[usize],
+        more: &[(LayerRef, Key)],
+        sink: &dyn Fn(usize) -> Sink,
+    ) -> (LayerRef, Vec<Key>) {
+        let mut t = Tokenizer::new();
+        t.str(&self.token).str(prefix).str(extra);
+        more.iter().for_each(|(_, k)| {
+            t.key(k);
+        });
+        let name: Arc<str> = Arc::from(t.name(prefix));
+        let columns = self.pushdown(self.sink_needs(&sink(indices.first().copied().unwrap_or(0))));
         let mut tasks = Vec::with_capacity(indices.len());
         let mut keys = Vec::with_capacity(indices.len());
         for &i in indices {
             let key = block(&name, i);
-            let (source, args, deps) = match &self.parts[i] {
+            let (source, mut args, mut deps) = match &self.parts[i] {
                 Part::Key(k) => (Source::Dep, vec![Arg::Dep(0)], vec![k.clone()]),
                 Part::Csv { path, start, end } => {
                     let spec = self.csv.clone().unwrap_or_default();
@@ -379,16 +410,22 @@ impl DataFrame {
                     )
                 }
             };
+            for (_, k) in more {
+                args.push(Arg::Dep(deps.len() as u32));
+                deps.push(k.clone());
+            }
             let op = FrameOp::Run {
                 source,
                 columns: columns.clone(),
                 stages: self.stages.as_ref().clone(),
-                sink: sink.clone(),
+                sink: sink(i),
             };
             tasks.push(task(ctx, key.clone(), op, args, deps));
             keys.push(key);
         }
-        (Layer::new(name, tasks, self.deps.clone()), keys)
+        let mut deps = self.deps.clone();
+        deps.extend(more.iter().map(|(l, _)| l.clone()));
+        (Layer::new(name, tasks, deps), keys)
     }
 
     /// The partitions as tasks whose results are frames.
@@ -442,6 +479,14 @@ impl DataFrame {
         (layer, key)
     }
 
+    /// The last `n` rows of partition `i` (for `tail`, which reads
+    /// partitions from the end until it has enough).
+    pub fn tail_of(&self, i: usize, n: usize) -> (LayerRef, Key) {
+        let (layer, keys) = self.run_layer(&Ctx::default(), "tail", &Sink::Tail(n), &n.to_string(), &[i]);
+        let key = keys.into_iter().next().unwrap_or_else(|| Key::new("tail-empty"));
+        (layer, key)
+    }
+
     /// A frame of one partition per key of `layer`.
     pub fn of_keys(layer: LayerRef, keys: Vec<Key>, schema: Schema, label: &'static str) -> DataFrame {
         let mut t = Tokenizer::new();
@@ -458,13 +503,12 @@ impl DataFrame {
         )
     }
 
-    /// `groupby(by).agg(...)` as a tree (Dask's default for `split_out=1`).
-    pub fn groupby_agg(
+    /// The aggregation of a groupby and its result's schema, checked.
+    fn group_spec(
         &self,
-        ctx: &Ctx,
         by: &[String],
         aggs: &[(String, String, Red)],
-    ) -> Result<DataFrame, FrameError> {
+    ) -> Result<(GroupSpec, Schema), FrameError> {
         if by.is_empty() {
             return Err(invalid("groupby needs at least one key column"));
         }
@@ -491,9 +535,25 @@ impl DataFrame {
             spec.aggs.push((out.clone(), col.clone(), *red, t));
             schema.push((out.clone(), rt));
         }
+        Ok((spec, Schema::new(schema)))
+    }
+
+    /// `groupby(by).agg(...)`: a tree into one partition (Dask's default,
+    /// `split_out=1`), or a hash shuffle of the partials into `split_out`.
+    pub fn groupby_agg(
+        &self,
+        ctx: &Ctx,
+        by: &[String],
+        aggs: &[(String, String, Red)],
+        split_out: usize,
+    ) -> Result<DataFrame, FrameError> {
+        let (spec, schema) = self.group_spec(by, aggs)?;
         let spec = Arc::new(spec);
+        if split_out > 1 {
+            return Ok(self.groupby_split(ctx, spec, schema, split_out));
+        }
         let (layer, key) = self.tree(ctx, "groupby-agg", Sink::Group(spec.clone()), Finish::Group(spec));
-        Ok(DataFrame::of_keys(layer, vec![key], Schema::new(schema), "groupby-agg"))
+        Ok(DataFrame::of_keys(layer, vec![key], schema, "groupby-agg"))
     }
 
     /// Write each partition to `dir/N.part` (Dask's `to_csv(dir)` names).
@@ -519,23 +579,9 @@ impl DataFrame {
             .map_err(|error| FrameError::Io { path: dir.display().to_string(), error })?;
         let all: Vec<usize> = (0..self.parts.len()).collect();
         let extra = dir.display().to_string();
-        // The tasks of a frame sink, each then given its own file.
-        let (layer, keys) = self.run_layer(ctx, label, &Sink::Frame, &extra, &all);
-        let tasks = layer
-            .tasks
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let mut t = t.clone();
-                if let Op::Call { func: Func::Frame(op), .. } = &mut t.op
-                    && let FrameOp::Run { sink: s, .. } = Arc::make_mut(op)
-                {
-                    *s = sink(Arc::from(dir.join(file(i)).display().to_string()));
-                }
-                t
-            })
-            .collect();
-        Ok((Layer::new(layer.name.clone(), tasks, self.deps.clone()), keys))
+        Ok(self.run_layer_each(ctx, label, &extra, &all, &[], &|i| {
+            sink(Arc::from(dir.join(file(i)).display().to_string()))
+        }))
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod array;
 pub mod bag;
 pub mod dataframe;
+pub mod shuffle;
 
 use std::sync::Arc;
 

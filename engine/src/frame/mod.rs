@@ -8,6 +8,7 @@ pub mod csv;
 pub mod dtype;
 pub mod expr;
 pub mod parquet;
+pub mod shuffle;
 pub mod stage;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use crate::value::Value;
 use agg::{GroupSpec, Red, Stats};
 use csv::CsvSpec;
 use dtype::{DType, Schema};
+use shuffle::{JoinSpec, ShuffleSpec};
 use stage::Stage;
 
 /// A partition or a computed frame. Serialized as an Arrow IPC stream,
@@ -146,6 +148,18 @@ pub enum Sink {
     WriteCsv(Arc<str>),
     /// Write the partition to a Parquet file; the result is the path.
     WriteParquet(Arc<str>),
+    /// Cut the partition (input `.1` of the shuffle) into the shuffle's
+    /// pieces on disk; a range shuffle's boundaries are the last input.
+    Split(Arc<ShuffleSpec>, u32),
+    /// Points of a column's distribution, for sort boundaries.
+    Sample { on: String, k: usize },
+    /// The `n` rows with the largest (or smallest) values of `on`.
+    Top { on: String, n: usize, largest: bool },
+    /// Its last `n` rows.
+    Tail(usize),
+    /// Rows with distinct values of these columns (all when `None`),
+    /// the first of each.
+    Distinct(Option<Vec<String>>),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -157,6 +171,25 @@ pub enum FrameOp {
     Combine(Sink),
     /// The answer from merged partials.
     Finish(Finish),
+    /// Output partition `out` of a shuffle, from the piece counts of its
+    /// splits (the inputs), then `then`.
+    Collect { spec: Arc<ShuffleSpec>, out: u32, schema: Arc<Schema>, then: Then },
+    /// Join a left and a right partition.
+    Join(Arc<JoinSpec>),
+    /// Rows `[len * part / of, len * (part + 1) / of)` of the input frame
+    /// (`repartition` to more partitions).
+    Slice { part: u32, of: u32 },
+}
+
+/// What a shuffle's output partition becomes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Then {
+    /// The collected rows (`shuffle(on)`, the sides of a join).
+    Rows,
+    /// Sorted by these columns, missing values last, ties in input order.
+    Sort { by: Vec<String>, descending: Vec<bool> },
+    /// Groupby partials merged and finished (`split_out`).
+    Group(Arc<GroupSpec>),
 }
 
 /// How a tree of partials ends.
@@ -174,6 +207,10 @@ pub enum Finish {
     ValueCounts { column: String },
     /// The first `n` rows.
     Head(usize),
+    /// Sort boundaries from stacked samples: `outputs + 1` divisions.
+    Divisions { on: String, outputs: usize },
+    /// `nlargest`/`nsmallest`: the kept rows in order.
+    Top { on: String, n: usize, largest: bool },
 }
 
 impl FrameOp {
@@ -188,8 +225,18 @@ impl FrameOp {
                 Sink::Group(_) => "groupby",
                 Sink::WriteCsv(_) => "to_csv",
                 Sink::WriteParquet(_) => "to_parquet",
+                Sink::Split(..) => "shuffle-split",
+                Sink::Sample { .. } => "sample",
+                Sink::Top { .. } => "top",
+                Sink::Tail(_) => "tail",
+                Sink::Distinct(_) => "drop_duplicates",
             },
             FrameOp::Finish(_) => "finish",
+            FrameOp::Collect { then: Then::Sort { .. }, .. } => "sort",
+            FrameOp::Collect { then: Then::Group(_), .. } => "groupby",
+            FrameOp::Collect { .. } => "shuffle",
+            FrameOp::Join(_) => "merge",
+            FrameOp::Slice { .. } => "repartition",
         }
     }
 }
@@ -264,14 +311,53 @@ fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
             for s in stages {
                 df = s.apply(df).map_err(err)?;
             }
-            partial(sink, df)
+            partial(sink, df, args)
         }
         FrameOp::Combine(sink) => combine(sink, args),
         FrameOp::Finish(f) => finish(f, args),
+        FrameOp::Collect { spec, out, schema, then } => {
+            let Some(df) = shuffle::collect(spec, *out, args)? else {
+                return Ok(frame(DataFrame::empty_with_schema(&schema.to_polars())));
+            };
+            Ok(frame(match then {
+                Then::Rows => df,
+                Then::Sort { by, descending } => sort(&df, by, descending).map_err(err)?,
+                Then::Group(g) => g.finish(&g.regroup(&df).map_err(err)?).map_err(err)?,
+            }))
+        }
+        FrameOp::Join(spec) => {
+            let [l, r] = args else { return Err(TaskError::internal("a join needs two inputs")) };
+            Ok(frame(shuffle::join(spec, frame_arg(l)?, frame_arg(r)?).map_err(err)?))
+        }
+        FrameOp::Slice { part, of } => {
+            let df = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
+            let (h, of) = (df.height(), (*of).max(1) as usize);
+            let lo = h * *part as usize / of;
+            let hi = h * (*part as usize + 1) / of;
+            Ok(frame(df.slice(lo as i64, hi - lo)))
+        }
     }
 }
 
-fn partial(sink: &Sink, df: DataFrame) -> Result<Value, TaskError> {
+/// A stable sort with missing values last (pandas' `na_position="last"`).
+fn sort(df: &DataFrame, by: &[String], descending: &[bool]) -> PolarsResult<DataFrame> {
+    df.sort(
+        by.iter().map(String::as_str),
+        SortMultipleOptions::default()
+            .with_order_descending_multi(descending.iter().copied())
+            .with_nulls_last(true)
+            .with_maintain_order(true),
+    )
+}
+
+/// The rows with the `n` largest (or smallest) values of `on`, in that
+/// order; ties keep the earlier row (pandas' `keep="first"`).
+fn top(df: &DataFrame, on: &str, n: usize, largest: bool) -> PolarsResult<DataFrame> {
+    let df = df.drop_nulls(Some(&[on.to_string()]))?;
+    Ok(sort(&df, &[on.to_string()], &[largest])?.head(Some(n)))
+}
+
+fn partial(sink: &Sink, df: DataFrame, args: &[Value]) -> Result<Value, TaskError> {
     Ok(match sink {
         Sink::Frame => frame(df),
         Sink::Head(n) => frame(df.head(Some(*n))),
@@ -294,7 +380,24 @@ fn partial(sink: &Sink, df: DataFrame) -> Result<Value, TaskError> {
             parquet::write(path, &mut df)?;
             Value::Str(path.clone())
         }
+        Sink::Split(spec, input) => {
+            let bounds = match spec.by {
+                shuffle::Partitioner::Range { .. } => {
+                    Some(frame_arg(args.last().ok_or_else(|| TaskError::internal("no sort boundaries"))?)?)
+                }
+                shuffle::Partitioner::Hash(_) => None,
+            };
+            shuffle::split(spec, *input, &df, bounds)?
+        }
+        Sink::Sample { on, k } => frame(shuffle::sample(&df, on, *k).map_err(err)?),
+        Sink::Top { on, n, largest } => frame(top(&df, on, *n, *largest).map_err(err)?),
+        Sink::Tail(n) => frame(df.tail(Some(*n))),
+        Sink::Distinct(subset) => frame(distinct(&df, subset.as_deref()).map_err(err)?),
     })
+}
+
+fn distinct(df: &DataFrame, subset: Option<&[String]>) -> PolarsResult<DataFrame> {
+    df.unique_stable(subset, UniqueKeepStrategy::First, None)
 }
 
 fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
@@ -313,7 +416,14 @@ fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
             frame(all.unique_stable(None, UniqueKeepStrategy::First, None).map_err(err)?)
         }
         Sink::Group(spec) => frame(spec.regroup(&concat(&frames(args)?).map_err(err)?).map_err(err)?),
-        Sink::WriteCsv(_) | Sink::WriteParquet(_) => Value::list(args.to_vec()),
+        Sink::WriteCsv(_) | Sink::WriteParquet(_) | Sink::Split(..) => Value::list(args.to_vec()),
+        Sink::Sample { .. } | Sink::Tail(_) => frame(concat(&frames(args)?).map_err(err)?),
+        Sink::Top { on, n, largest } => {
+            frame(top(&concat(&frames(args)?).map_err(err)?, on, *n, *largest).map_err(err)?)
+        }
+        Sink::Distinct(subset) => {
+            frame(distinct(&concat(&frames(args)?).map_err(err)?, subset.as_deref()).map_err(err)?)
+        }
     })
 }
 
@@ -342,6 +452,10 @@ fn finish(f: &Finish, args: &[Value]) -> Result<Value, TaskError> {
                 .map_err(err)?;
             frame(sorted)
         }
+        Finish::Divisions { on, outputs } => {
+            frame(shuffle::divisions(frame_arg(one)?, on, *outputs).map_err(err)?)
+        }
+        Finish::Top { on, n, largest } => frame(top(frame_arg(one)?, on, *n, *largest).map_err(err)?),
     })
 }
 

@@ -47,17 +47,19 @@ pub struct LocalSeries(pub Arc<Frame>);
 pub struct GroupBy {
     f: DataFrame,
     by: Vec<String>,
+    /// Output partitions (Dask's `split_out`); 1 is a tree reduction.
+    split_out: usize,
 }
 
-fn err(e: FrameError) -> Box<EvalAltResult> {
+pub(super) fn err(e: FrameError) -> Box<EvalAltResult> {
     runtime(e.to_string())
 }
 
-fn ctx(state: &SessionState) -> Ctx {
+pub(super) fn ctx(state: &SessionState) -> Ctx {
     Ctx { annotations: state.annotations() }
 }
 
-fn strings(d: &Dynamic, what: &str) -> Res<Vec<String>> {
+pub(super) fn strings(d: &Dynamic, what: &str) -> Res<Vec<String>> {
     if let Some(a) = d.read_lock::<RArray>() {
         return a
             .iter()
@@ -83,7 +85,7 @@ fn dtype_of(d: &Dynamic, what: &str) -> Res<DType> {
     })
 }
 
-fn scalar(d: &Dynamic, what: &str) -> Res<Value> {
+pub(super) fn scalar(d: &Dynamic, what: &str) -> Res<Value> {
     let v = to_value(d, what).map_err(runtime)?;
     match v {
         Value::Unit | Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::Str(_) => Ok(v),
@@ -93,7 +95,7 @@ fn scalar(d: &Dynamic, what: &str) -> Res<Value> {
     }
 }
 
-fn positive(d: &Dynamic, what: &str) -> Res<usize> {
+pub(super) fn positive(d: &Dynamic, what: &str) -> Res<usize> {
     match d.as_int() {
         Ok(n) if n > 0 => Ok(n as usize),
         _ => Err(runtime(format!("{what} must be a positive integer, got {d}"))),
@@ -309,12 +311,12 @@ fn reduce(state: &SessionState, s: &LazySeries, red: Red) -> Res<Delayed> {
     Ok(delayed(layer, key))
 }
 
-fn compute_one(state: &SessionState, d: Dynamic) -> Res<Dynamic> {
+pub(super) fn compute_one(state: &SessionState, d: Dynamic) -> Res<Dynamic> {
     let mut out = super::delayed::compute_all(state, &[d])?;
     Ok(out.pop().unwrap_or(Dynamic::UNIT))
 }
 
-fn frame_value(d: &Dynamic) -> Option<Arc<Frame>> {
+pub(super) fn frame_value(d: &Dynamic) -> Option<Arc<Frame>> {
     d.read_lock::<LocalFrame>().map(|f| f.0.clone())
 }
 
@@ -347,7 +349,16 @@ fn red_of(name: &str, what: &str) -> Res<Red> {
     })
 }
 
-fn agg(state: &SessionState, g: &GroupBy, m: Map) -> Res<LazyFrame> {
+fn split_out(g: &GroupBy, m: Option<Map>, function: &str) -> Res<usize> {
+    let m = options(m, function, &["split_out"])?;
+    match m.get("split_out") {
+        Some(d) => positive(d, &format!("{function}: split_out")),
+        None => Ok(g.split_out),
+    }
+}
+
+fn agg(state: &SessionState, g: &GroupBy, m: Map, opts: Option<Map>) -> Res<LazyFrame> {
+    let split = split_out(g, opts, "agg")?;
     let mut aggs = Vec::new();
     for (col, spec) in m.iter() {
         let names = strings(spec, &format!("agg: the aggregations of \"{col}\""))?;
@@ -361,7 +372,7 @@ fn agg(state: &SessionState, g: &GroupBy, m: Map) -> Res<LazyFrame> {
     if aggs.is_empty() {
         return Err(runtime("agg needs at least one column and aggregation"));
     }
-    Ok(LazyFrame { f: g.f.groupby_agg(&ctx(state), &g.by, &aggs).map_err(err)? })
+    Ok(LazyFrame { f: g.f.groupby_agg(&ctx(state), &g.by, &aggs, split).map_err(err)? })
 }
 
 fn group_all(state: &SessionState, g: &GroupBy, red: Red) -> Res<LazyFrame> {
@@ -375,7 +386,7 @@ fn group_all(state: &SessionState, g: &GroupBy, red: Red) -> Res<LazyFrame> {
             .map(|(n, _)| (n.clone(), n.clone(), red))
             .collect()
     };
-    Ok(LazyFrame { f: g.f.groupby_agg(&ctx(state), &g.by, &aggs).map_err(err)? })
+    Ok(LazyFrame { f: g.f.groupby_agg(&ctx(state), &g.by, &aggs, g.split_out).map_err(err)? })
 }
 
 /// Dask's repr: the structure without the data.
@@ -498,9 +509,6 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             .collect()
     });
     engine.register_get("npartitions", |f: &mut LazyFrame| f.f.npartitions() as i64);
-    engine.register_get("divisions", |f: &mut LazyFrame| -> RArray {
-        vec![Dynamic::UNIT; f.f.npartitions() + 1]
-    });
     engine.register_get("npartitions", |s: &mut LazySeries| s.s.frame.npartitions() as i64);
     engine.register_get("dtype", |s: &mut LazySeries| s.s.dtype.name().to_string());
     engine.register_get("name", |s: &mut LazySeries| s.s.name.clone());
@@ -660,15 +668,21 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("unique", move |s: &mut LazySeries| LazySeries { s: s.s.unique(&ctx(&st)) });
 
     // Grouping.
-    engine.register_fn("groupby", |f: &mut LazyFrame, by: Dynamic| -> Res<GroupBy> {
+    let groupby = |f: &mut LazyFrame, by: Dynamic, m: Option<Map>| -> Res<GroupBy> {
         let by = strings(&by, "groupby: key columns")?;
         for b in &by {
             f.f.column(b).map_err(err)?;
         }
-        Ok(GroupBy { f: f.f.clone(), by })
-    });
+        let g = GroupBy { f: f.f.clone(), by, split_out: 1 };
+        let split_out = split_out(&g, m, "groupby")?;
+        Ok(GroupBy { split_out, ..g })
+    };
+    engine.register_fn("groupby", move |f: &mut LazyFrame, by: Dynamic| groupby(f, by, None));
+    engine.register_fn("groupby", move |f: &mut LazyFrame, by: Dynamic, m: Map| groupby(f, by, Some(m)));
     let st = state.clone();
-    engine.register_fn("agg", move |g: &mut GroupBy, m: Map| agg(&st, g, m));
+    engine.register_fn("agg", move |g: &mut GroupBy, m: Map| agg(&st, g, m, None));
+    let st = state.clone();
+    engine.register_fn("agg", move |g: &mut GroupBy, m: Map, o: Map| agg(&st, g, m, Some(o)));
     for (name, red) in [
         ("sum", Red::Sum),
         ("mean", Red::Mean),
@@ -686,7 +700,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         let cols = strings(&cols, "groupby selection")?;
         let mut keep = g.by.clone();
         keep.extend(cols.into_iter().filter(|c| !g.by.contains(c)));
-        Ok(GroupBy { f: g.f.project(&keep).map_err(err)?, by: g.by.clone() })
+        Ok(GroupBy { f: g.f.project(&keep).map_err(err)?, by: g.by.clone(), split_out: g.split_out })
     });
 
     // Compute and output.

@@ -708,7 +708,7 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "groupby",
         "df.groupby(col_or_cols) -> GroupBy",
-        "Group rows by key columns, then `agg(#{col: \"mean\"})` or `sum() mean() min() max() count() size() std() variance()`. Keys are ordinary columns of the result, sorted.",
+        "Group rows by key columns, then `agg(#{col: \"mean\"})` or `sum() mean() min() max() count() size() std() variance()`. Keys are ordinary columns of the result, sorted. `groupby(cols, #{split_out: n})` gives n partitions through a hash shuffle, for many groups (each partition sorted by key).",
         "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1, 2, 3]});\ndf.groupby(\"k\").agg(#{x: [\"sum\", \"max\"]}).compute()",
     ),
     doc(
@@ -743,7 +743,7 @@ pub const DOCS: &[FnDoc] = &[
     ),
     doc(
         "agg",
-        "g.agg(#{col: \"mean\" or [\"sum\", \"max\"]}) -> DataFrame",
+        "g.agg(#{col: \"mean\" or [\"sum\", \"max\"]}) / g.agg(spec, #{split_out}) -> DataFrame",
         "Aggregate each group: one column per source with one aggregation (`x`), or `x_sum`, `x_max` with several. Aggregations: sum mean min max count size std var.",
         "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1.5, (), -2.0]});\ndf.groupby(\"k\").agg(#{x: \"sum\"}).compute()",
     ),
@@ -768,8 +768,8 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "divisions",
         "df.divisions -> array",
-        "The index boundaries of the partitions: `()` each, as they are unknown until `set_index` exists.",
-        "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1.5, (), -2.0]});\ndf.divisions",
+        "The index boundaries of the partitions (`npartitions + 1` values): known after `set_index`, where reading them computes the sampled quantiles; `()` each otherwise.",
+        "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1.5, (), -2.0]}, #{npartitions: 2});\ndf.set_index(\"x\").divisions",
     ),
     doc(
         "drop",
@@ -866,6 +866,66 @@ pub const DOCS: &[FnDoc] = &[
         "display(value)",
         "Show a value now, as the end of an input shows it: a table where it has one. In Jupyter each call is its own output (text and HTML), so one cell can show several values.",
         "display(#{rows: 3, cols: 2});\ndisplay(from_array([1, 2, 3]).compute())",
+    ),
+    doc(
+        "merge",
+        "merge(left, right, #{on, left_on, right_on, how, suffixes}) -> DataFrame",
+        "Join two frames as pandas' merge: `how` is inner (default), left, right or outer; keys named alike come out once, other shared names get `_x`/`_y`; missing keys match each other. A small side (at most 4 partitions) is broadcast, otherwise both sides are hash-shuffled.",
+        "let a = from_columns(#{k: [\"a\", \"b\"], x: [1, 2]});\nlet b = from_columns(#{k: [\"a\", \"c\"], y: [10, 30]});\nmerge(a, b, #{on: \"k\", how: \"outer\"}).compute()",
+    ),
+    doc(
+        "join",
+        "df.join(other, #{on, how, ...}) -> DataFrame",
+        "`merge` with `how` left by default (a brisk frame has no hidden index, so give `on`).",
+        "let a = from_columns(#{k: [\"a\", \"b\"], x: [1, 2]});\na.join(from_columns(#{k: [\"a\"], y: [10]}), #{on: \"k\"}).compute()",
+    ),
+    doc(
+        "sort_values",
+        "df.sort_values(col_or_cols, #{ascending}) -> DataFrame",
+        "Sorted rows, missing values last, ties in their original order: divisions from sampled quantiles of the first column, then a range shuffle. `ascending` is a bool or one per column.",
+        "from_columns(#{x: [3, 1, (), 2]}, #{npartitions: 2}).sort_values(\"x\", #{ascending: false}).compute()",
+    ),
+    doc(
+        "set_index",
+        "df.set_index(col) -> DataFrame",
+        "Sorted by `col`, which becomes the first column (there is no hidden index), with known `divisions`.",
+        "let df = from_columns(#{a: [3, 1, 2], b: [\"x\", \"y\", \"z\"]}, #{npartitions: 2});\ndf.set_index(\"b\").compute()",
+    ),
+    doc(
+        "shuffle",
+        "df.shuffle(col_or_cols, #{npartitions}) -> DataFrame",
+        "Rows with equal values of the columns in one partition (a hash shuffle through files on disk, so memory stays bounded by the partition size).",
+        "from_columns(#{k: [1, 2, 1, 2]}, #{npartitions: 2}).shuffle(\"k\").npartitions",
+    ),
+    doc(
+        "repartition",
+        "df.repartition(#{npartitions}) -> DataFrame",
+        "The same rows in order, in `npartitions` partitions: neighbours stacked or partitions cut.",
+        "from_columns(#{a: [1, 2, 3, 4]}, #{npartitions: 4}).repartition(#{npartitions: 2}).npartitions",
+    ),
+    doc(
+        "drop_duplicates",
+        "df.drop_duplicates(#{subset}) -> DataFrame",
+        "The first row of each distinct value of `subset` (all columns by default), in order.",
+        "from_columns(#{a: [1, 1, 2], b: [\"x\", \"y\", \"x\"]}).drop_duplicates(#{subset: [\"a\"]}).compute()",
+    ),
+    doc(
+        "nlargest",
+        "s.nlargest(n) -> Series / df.nlargest(n, col) -> DataFrame",
+        "The `n` largest values (rows), largest first; ties keep the earlier row; missing values are skipped.",
+        "from_columns(#{x: [3, 1, 4, 1, 5]})[\"x\"].nlargest(2).compute()",
+    ),
+    doc(
+        "nsmallest",
+        "s.nsmallest(n) -> Series / df.nsmallest(n, col) -> DataFrame",
+        "The `n` smallest values (rows), smallest first.",
+        "let df = from_columns(#{x: [3, 1, 4], k: [\"a\", \"b\", \"c\"]});\ndf.nsmallest(2, \"x\").compute()",
+    ),
+    doc(
+        "tail",
+        "df.tail(n) -> LocalDataFrame",
+        "The last `n` rows (5 by default), computed now, reading partitions from the end only as far as it needs.",
+        "from_columns(#{a: [1, 2, 3, 4]}, #{npartitions: 2}).tail(3)",
     ),
 ];
 

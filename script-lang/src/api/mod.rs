@@ -9,6 +9,7 @@ mod config;
 mod dataframe;
 mod delayed;
 pub mod docs;
+mod frame_order;
 mod futures;
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     array::register(engine, state);
     bag::register(engine, state);
     dataframe::register(engine, state);
+    frame_order::register(engine, state);
     futures::register(engine, state);
     config::register(engine, state);
 }

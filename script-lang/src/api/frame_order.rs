@@ -1,0 +1,222 @@
+//! DataFrame operations that move rows between partitions, in Rhai:
+//! `merge`/`join`, `sort_values`, `set_index` and its `divisions`,
+//! `shuffle`, `repartition`, `drop_duplicates`, `nlargest`/`nsmallest`
+//! and `tail`.
+
+use std::sync::Arc;
+
+use brisk_engine::collections::dataframe::DataFrame;
+use brisk_engine::collections::shuffle::{self as sh, MergeArgs};
+use brisk_engine::frame::shuffle::JoinHow;
+use brisk_engine::frame::{self as kernels, Frame};
+use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
+
+use super::Delayed;
+use super::args::options;
+use super::dataframe::{
+    LazyFrame, LazySeries, LocalFrame, LocalSeries, compute_one, ctx, err, frame_value, positive, strings,
+};
+use crate::convert::to_dynamic;
+use crate::error::runtime;
+use crate::session::SessionState;
+
+type Res<T> = Result<T, Box<EvalAltResult>>;
+
+fn merge(
+    state: &SessionState,
+    l: &DataFrame,
+    r: &DataFrame,
+    m: Option<Map>,
+    function: &str,
+    how: &str,
+) -> Res<LazyFrame> {
+    let m = options(m, function, &["on", "left_on", "right_on", "how", "suffixes"])?;
+    let how_s = match m.get("how") {
+        Some(d) => {
+            d.clone().into_string().map_err(|_| runtime(format!("{function}: how must be a string")))?
+        }
+        None => how.to_string(),
+    };
+    let how = JoinHow::parse(&how_s).ok_or_else(|| {
+        runtime(format!(
+            "{function}: how must be \"inner\", \"left\", \"right\" or \"outer\", not \"{how_s}\""
+        ))
+    })?;
+    let get = |k: &str| m.get(k).map(|d| strings(d, &format!("{function}: {k}"))).transpose();
+    let (left_on, right_on) = match (get("on")?, get("left_on")?, get("right_on")?) {
+        (Some(on), None, None) => (on.clone(), on),
+        (None, Some(l), Some(r)) => (l, r),
+        (None, None, None) => {
+            // pandas: the columns both frames have.
+            let common: Vec<String> =
+                l.schema.names().filter(|n| r.schema.contains(n)).map(String::from).collect();
+            if common.is_empty() {
+                return Err(runtime(format!(
+                    "{function}: the frames have no column in common; give on, or left_on and right_on"
+                )));
+            }
+            (common.clone(), common)
+        }
+        _ => {
+            return Err(runtime(format!("{function}: give either on, or both left_on and right_on")));
+        }
+    };
+    let suffixes = match m.get("suffixes") {
+        Some(d) => {
+            let s = strings(d, &format!("{function}: suffixes"))?;
+            match <[String; 2]>::try_from(s) {
+                Ok([a, b]) if a != b => (a, b),
+                _ => return Err(runtime(format!("{function}: suffixes must be two different strings"))),
+            }
+        }
+        None => ("_x".to_string(), "_y".to_string()),
+    };
+    let args = MergeArgs { how, left_on, right_on, suffixes };
+    Ok(LazyFrame { f: sh::merge(&ctx(state), l, r, &args).map_err(err)? })
+}
+
+fn ascending(m: Option<Map>, n: usize) -> Res<Vec<bool>> {
+    let m = options(m, "sort_values", &["ascending"])?;
+    let Some(d) = m.get("ascending") else { return Ok(vec![true; n]) };
+    if let Ok(b) = d.as_bool() {
+        return Ok(vec![b; n]);
+    }
+    let a = d
+        .read_lock::<RArray>()
+        .ok_or_else(|| runtime("sort_values: ascending must be a bool or an array of bools"))?
+        .iter()
+        .map(|x| {
+            x.as_bool().map_err(|_| runtime("sort_values: ascending must be a bool or an array of bools"))
+        })
+        .collect::<Res<Vec<bool>>>()?;
+    if a.len() != n {
+        return Err(runtime(format!("sort_values: {} ascending flags for {n} columns", a.len())));
+    }
+    Ok(a)
+}
+
+fn count(n: i64, function: &str) -> Res<usize> {
+    usize::try_from(n).map_err(|_| runtime(format!("{function}: n must be 0 or more, got {n}")))
+}
+
+/// The last `n` rows, reading partitions from the end until it has them.
+fn tail(state: &SessionState, f: &DataFrame, n: i64) -> Res<Arc<Frame>> {
+    let n = count(n, "tail")?;
+    let mut got: Vec<Arc<Frame>> = Vec::new();
+    let mut rows = 0;
+    for i in (0..f.npartitions()).rev() {
+        if rows >= n {
+            break;
+        }
+        let (layer, key) = f.tail_of(i, n - rows);
+        let d = compute_one(state, Dynamic::from(Delayed { layer, key, held: Arc::new(Vec::new()) }))?;
+        let part = frame_value(&d).ok_or_else(|| runtime("tail: a partition did not give a frame"))?;
+        rows += part.0.height();
+        got.push(part);
+    }
+    got.reverse();
+    Ok(Arc::new(Frame::stack(&got, &f.schema).map_err(runtime)?))
+}
+
+fn divisions(state: &SessionState, f: &DataFrame) -> Res<RArray> {
+    let Some((layer, key)) = f.divisions.clone() else {
+        return Ok(vec![Dynamic::UNIT; f.npartitions() + 1]);
+    };
+    let d = compute_one(state, Dynamic::from(Delayed { layer, key, held: Arc::new(Vec::new()) }))?;
+    let frame = frame_value(&d).ok_or_else(|| runtime("divisions: the task did not give a frame"))?;
+    let name = frame.column_names().into_iter().next().unwrap_or_default();
+    Ok(kernels::column_values(&frame.0, &name).iter().map(to_dynamic).collect())
+}
+
+fn npartitions(m: Option<Map>, function: &str) -> Res<Option<usize>> {
+    let m = options(m, function, &["npartitions"])?;
+    m.get("npartitions").map(|d| positive(d, &format!("{function}: npartitions"))).transpose()
+}
+
+pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
+    let st = state.clone();
+    engine.register_fn("merge", move |l: LazyFrame, r: LazyFrame| {
+        merge(&st, &l.f, &r.f, None, "merge", "inner")
+    });
+    let st = state.clone();
+    engine.register_fn("merge", move |l: LazyFrame, r: LazyFrame, m: Map| {
+        merge(&st, &l.f, &r.f, Some(m), "merge", "inner")
+    });
+    let st = state.clone();
+    engine.register_fn("join", move |l: &mut LazyFrame, r: LazyFrame| {
+        merge(&st, &l.f, &r.f, None, "join", "left")
+    });
+    let st = state.clone();
+    engine.register_fn("join", move |l: &mut LazyFrame, r: LazyFrame, m: Map| {
+        merge(&st, &l.f, &r.f, Some(m), "join", "left")
+    });
+
+    let st = state.clone();
+    let sort = move |f: &mut LazyFrame, by: Dynamic, m: Option<Map>| -> Res<LazyFrame> {
+        let by = strings(&by, "sort_values: columns")?;
+        let asc = ascending(m, by.len())?;
+        Ok(LazyFrame { f: f.f.sort_values(&ctx(&st), &by, &asc).map_err(err)? })
+    };
+    let s2 = sort.clone();
+    engine.register_fn("sort_values", move |f: &mut LazyFrame, by: Dynamic| s2(f, by, None));
+    engine.register_fn("sort_values", move |f: &mut LazyFrame, by: Dynamic, m: Map| sort(f, by, Some(m)));
+    let st = state.clone();
+    engine.register_fn("set_index", move |f: &mut LazyFrame, col: &str| -> Res<LazyFrame> {
+        Ok(LazyFrame { f: f.f.set_index(&ctx(&st), col).map_err(err)? })
+    });
+    let st = state.clone();
+    engine.register_get("divisions", move |f: &mut LazyFrame| divisions(&st, &f.f));
+
+    let st = state.clone();
+    let shuffle = move |f: &mut LazyFrame, on: Dynamic, m: Option<Map>| -> Res<LazyFrame> {
+        let on = strings(&on, "shuffle: columns")?;
+        let n = npartitions(m, "shuffle")?;
+        Ok(LazyFrame { f: f.f.shuffle(&ctx(&st), &on, n).map_err(err)? })
+    };
+    let s2 = shuffle.clone();
+    engine.register_fn("shuffle", move |f: &mut LazyFrame, on: Dynamic| s2(f, on, None));
+    engine.register_fn("shuffle", move |f: &mut LazyFrame, on: Dynamic, m: Map| shuffle(f, on, Some(m)));
+    let st = state.clone();
+    engine.register_fn("repartition", move |f: &mut LazyFrame, m: Map| -> Res<LazyFrame> {
+        let n = npartitions(Some(m), "repartition")?
+            .ok_or_else(|| runtime("repartition: give #{npartitions: N}"))?;
+        Ok(LazyFrame { f: f.f.repartition(&ctx(&st), n).map_err(err)? })
+    });
+
+    let st = state.clone();
+    let dedup = move |f: &mut LazyFrame, m: Option<Map>| -> Res<LazyFrame> {
+        let m = options(m, "drop_duplicates", &["subset", "keep"])?;
+        let subset = m.get("subset").map(|d| strings(d, "drop_duplicates: subset")).transpose()?;
+        if let Some(k) = m.get("keep")
+            && k.clone().into_string().ok().as_deref() != Some("first")
+        {
+            return Err(runtime(format!("drop_duplicates: only keep \"first\" is supported, not {k}")));
+        }
+        Ok(LazyFrame { f: f.f.drop_duplicates(&ctx(&st), subset).map_err(err)? })
+    };
+    let d2 = dedup.clone();
+    engine.register_fn("drop_duplicates", move |f: &mut LazyFrame| d2(f, None));
+    engine.register_fn("drop_duplicates", move |f: &mut LazyFrame, m: Map| dedup(f, Some(m)));
+
+    for (name, largest) in [("nlargest", true), ("nsmallest", false)] {
+        let st = state.clone();
+        engine.register_fn(name, move |s: &mut LazySeries, n: i64| -> Res<LazySeries> {
+            let n = count(n, name)?;
+            Ok(LazySeries { s: s.s.top(&ctx(&st), n, largest).map_err(err)? })
+        });
+        let st = state.clone();
+        engine.register_fn(name, move |f: &mut LazyFrame, n: i64, col: &str| -> Res<LazyFrame> {
+            let n = count(n, name)?;
+            Ok(LazyFrame { f: f.f.top(&ctx(&st), n, col, largest).map_err(err)? })
+        });
+    }
+
+    let st = state.clone();
+    engine.register_fn("tail", move |f: &mut LazyFrame| tail(&st, &f.f, 5).map(LocalFrame));
+    let st = state.clone();
+    engine.register_fn("tail", move |f: &mut LazyFrame, n: i64| tail(&st, &f.f, n).map(LocalFrame));
+    let st = state.clone();
+    engine.register_fn("tail", move |s: &mut LazySeries, n: i64| {
+        tail(&st, &s.s.to_frame(), n).map(LocalSeries)
+    });
+}
