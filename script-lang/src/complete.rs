@@ -47,6 +47,8 @@ const OPTION_KEYS: &[&str] = &[
     "subset",
     "keep",
     "npartitions",
+    "filters",
+    "columns",
 ];
 
 const KEYWORDS: &[&str] = &[

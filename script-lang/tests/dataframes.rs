@@ -112,6 +112,19 @@ r.nsmallest = x.nsmallest(4).compute().to_array();
 r.frame_nlargest = df.nlargest(5, "y").compute().to_maps();
 r.tail7 = df.tail(7).to_maps();
 r.tail_x = x.tail(3).to_array();
+
+// Filters pushed into the Parquet reader: row groups skipped by their statistics.
+let P = `${D}/pandas.parquet`;
+let pf = read_parquet(P, #{filters: [["id", ">", 600]]});
+r.pq_filter = pf.compute().to_maps();
+r.pq_filter_npartitions = pf.npartitions;
+let pq = read_parquet(P);
+let auto = pq[pq["id"] <= 200];
+r.pq_auto_npartitions = auto.npartitions;
+r.pq_auto = auto.compute().to_maps();
+r.pq_filter_or = read_parquet(P, #{filters: [[["id", "<", 100]], [["key", "==", "k01"], ["y", ">=", 500]]]}).compute().to_maps();
+r.pq_filter_in = read_parquet(P, #{filters: [["key", "in", ["k01", "k02"]], ["x", "<", 0.0]], columns: ["id", "key"]}).compute().to_maps();
+r.pq_filter_ne = read_parquet(P, #{filters: [["key", "!=", "k01"]]}).compute().num_rows();
 r
 "#;
 
@@ -164,6 +177,13 @@ fn bad_input_is_refused_clearly() {
     let empty = dir.join("empty.csv");
     std::fs::write(&empty, "").expect("write");
     let (g, b, o, e) = (good.display(), bad.display(), other.display(), empty.display());
+    let pq = dir.join("good.parquet");
+    let mut s = Session::new();
+    let _ = s
+        .eval(&format!("read_csv(\"{g}\").to_parquet(\"{}\")", dir.join("pq").display()), "<t>")
+        .expect("write");
+    std::fs::rename(dir.join("pq/part.0.parquet"), &pq).expect("rename");
+    let pq = pq.display();
     let cases = [
         ("read_csv(\"/nonexistent/brisk/*.csv\")".to_string(), "read_csv: no files match".to_string()),
         (
@@ -263,6 +283,26 @@ fn bad_input_is_refused_clearly() {
             "nlargest: column \"b\" is string, not numeric".into(),
         ),
         (format!("let d = read_csv(\"{g}\"); d.tail(-1)"), "tail: n must be 0 or more".into()),
+        (
+            format!("read_parquet(\"{pq}\", #{{filters: [[\"q\", \">\", 1]]}})"),
+            "filters name unknown column \"q\"".into(),
+        ),
+        (
+            format!("read_parquet(\"{pq}\", #{{filters: [[\"a\", \"~\", 1]]}})"),
+            "unknown filter operator \"~\"".into(),
+        ),
+        (
+            format!("read_parquet(\"{pq}\", #{{filters: [[\"a\", \">\", \"x\"]]}})"),
+            "read_parquet: filters: cannot apply > to int64 and string".into(),
+        ),
+        (
+            format!("read_parquet(\"{pq}\", #{{filters: [\"a\"]}})"),
+            "filters must be [[column, op, value]".into(),
+        ),
+        (
+            format!("read_parquet(\"{pq}\", #{{filters: [[\"a\", \"in\", 1]]}})"),
+            "\"in\" needs a list of values".into(),
+        ),
         (
             format!("let d = read_csv(\"{g}\"); d.groupby(\"b\", #{{split_out: 0}})"),
             "split_out must be a positive integer".into(),

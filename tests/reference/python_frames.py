@@ -153,6 +153,13 @@ def expected(d):
     e["frame_nlargest"] = records(df.nlargest(5, "y"))
     e["tail7"] = records(df.tail(7))
     e["tail_x"] = [clean(v) for v in df["x"].tail(3)]
+    e["pq_filter"] = records(df[df["id"] > 600])
+    e["pq_filter_npartitions"] = 2
+    e["pq_auto_npartitions"] = 1
+    e["pq_auto"] = records(df[df["id"] <= 200])
+    e["pq_filter_or"] = records(df[(df["id"] < 100) | ((df["key"] == "k01") & (df["y"] >= 500))])
+    e["pq_filter_in"] = records(df[df["key"].isin(["k01", "k02"]) & (df["x"] < 0.0)][["id", "key"]])
+    e["pq_filter_ne"] = int((df["key"].notna() & (df["key"] != "k01")).sum())
     return e
 
 

@@ -22,6 +22,7 @@ use crate::frame::agg::{GroupSpec, Red};
 use crate::frame::csv::CsvSpec;
 use crate::frame::dtype::{DType, Schema};
 use crate::frame::expr::{BinOp, Expr, UnOp};
+use crate::frame::parquet::GroupStats;
 use crate::frame::stage::Stage;
 use crate::frame::{Finish, FrameOp, Sink, Source};
 use crate::graph::{Key, Layer, LayerRef, Tokenizer};
@@ -57,8 +58,18 @@ fn invalid(s: impl Into<String>) -> FrameError {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Part {
     Key(Key),
-    Csv { path: Arc<str>, start: u64, end: u64 },
-    Parquet { path: Arc<str>, offset: u64, len: u64 },
+    Csv {
+        path: Arc<str>,
+        start: u64,
+        end: u64,
+    },
+    /// A row group, with its statistics for skipping it.
+    Parquet {
+        path: Arc<str>,
+        offset: u64,
+        len: u64,
+        stats: Arc<GroupStats>,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -201,12 +212,43 @@ impl DataFrame {
             return Err(invalid(format!("a row mask must be a bool Series, not {}", mask.dtype)));
         }
         let e = mask.resolve_in(self)?;
-        Ok(self.staged(
-            Stage::Filter(e),
+        let mut f = self.staged(
+            Stage::Filter(e.clone()),
             self.schema.as_ref().clone(),
             self.col_tokens.as_ref().clone(),
             true,
-        ))
+        );
+        f.parts = self.pruned(&e);
+        Ok(f)
+    }
+
+    /// Predicate pushdown: the Parquet row groups that may hold a row for
+    /// which `e` holds, judged by their statistics. Only when the stages
+    /// so far keep column names and values as the file has them.
+    fn pruned(&self, e: &Expr) -> Arc<Vec<Part>> {
+        let plain = self.stages.iter().all(|s| matches!(s, Stage::Project(_) | Stage::Filter(_)));
+        if !plain || !self.parts.iter().all(|p| matches!(p, Part::Parquet { .. })) {
+            return self.parts.clone();
+        }
+        let kept: Vec<Part> = self
+            .parts
+            .iter()
+            .filter(|p| match p {
+                Part::Parquet { stats, .. } => crate::frame::prune::may_match(e, stats),
+                _ => true,
+            })
+            .cloned()
+            .collect();
+        if kept.len() == self.parts.len() {
+            return self.parts.clone();
+        }
+        match (kept.is_empty(), self.parts.first()) {
+            // Nothing can match: one empty read keeps the frame's shape.
+            (true, Some(Part::Parquet { path, stats, .. })) => {
+                Arc::new(vec![Part::Parquet { path: path.clone(), offset: 0, len: 0, stats: stats.clone() }])
+            }
+            _ => Arc::new(kept),
+        }
     }
 
     /// `assign(#{z: series_or_scalar})`: columns in the map's order.
@@ -401,7 +443,7 @@ impl DataFrame {
                     let spec = self.csv.clone().unwrap_or_default();
                     (Source::Csv { spec, path: path.clone(), start: *start, end: *end }, vec![], vec![])
                 }
-                Part::Parquet { path, offset, len } => {
+                Part::Parquet { path, offset, len, .. } => {
                     let schema = self.source_schema.clone();
                     (
                         Source::Parquet { schema, path: path.clone(), offset: *offset, len: *len },
@@ -798,9 +840,77 @@ pub fn from_records(ctx: &Ctx, layer: LayerRef, keys: Vec<Key>, token: &str, sch
     DataFrame::of_keys(Layer::new(name, tasks, vec![layer]), out, schema, "to_dataframe")
 }
 
+/// A `read_parquet` filter: `(column, op, value)`, as Dask's `filters`.
+pub type ParquetFilter = (String, String, Value);
+
+/// Dask's `filters` in disjunctive normal form (any of the lists, all of
+/// each list) as one boolean expression, checked against `schema`.
+fn filters_expr(schema: &Schema, dnf: &[Vec<ParquetFilter>]) -> Result<Expr, FrameError> {
+    let mut any: Option<Expr> = None;
+    for conj in dnf {
+        let mut all: Option<Expr> = None;
+        for (col, op, v) in conj {
+            if !schema.contains(col) {
+                return Err(invalid(format!(
+                    "read_parquet: filters name unknown column \"{col}\" (columns: {})",
+                    schema.listing()
+                )));
+            }
+            let c = Expr::col(col);
+            let values = |v: &Value| match v {
+                Value::List(l) => Ok(l.as_ref().clone()),
+                other => Err(invalid(format!(
+                    "read_parquet: \"{op}\" needs a list of values, not {}",
+                    other.type_name()
+                ))),
+            };
+            let e = match op.as_str() {
+                "==" | "=" => Expr::bin(BinOp::Eq, c, Expr::Lit(v.clone())),
+                // As pyarrow's (Dask's) filters: a missing value passes no test.
+                "!=" => Expr::bin(
+                    BinOp::And,
+                    Expr::bin(BinOp::Ne, c.clone(), Expr::Lit(v.clone())),
+                    Expr::un(UnOp::NotNa, c),
+                ),
+                "<" => Expr::bin(BinOp::Lt, c, Expr::Lit(v.clone())),
+                "<=" => Expr::bin(BinOp::Le, c, Expr::Lit(v.clone())),
+                ">" => Expr::bin(BinOp::Gt, c, Expr::Lit(v.clone())),
+                ">=" => Expr::bin(BinOp::Ge, c, Expr::Lit(v.clone())),
+                "in" => Expr::IsIn(Box::new(c), values(v)?),
+                "not in" => Expr::bin(
+                    BinOp::And,
+                    Expr::un(UnOp::Not, Expr::IsIn(Box::new(c.clone()), values(v)?)),
+                    Expr::un(UnOp::NotNa, c),
+                ),
+                other => {
+                    return Err(invalid(format!(
+                        "read_parquet: unknown filter operator \"{other}\" (==, !=, <, <=, >, >=, in, not in)"
+                    )));
+                }
+            };
+            e.dtype(schema).map_err(|e| invalid(format!("read_parquet: filters: {}", e.0)))?;
+            all = Some(match all {
+                None => e,
+                Some(a) => Expr::bin(BinOp::And, a, e),
+            });
+        }
+        let Some(all) = all else { return Err(invalid("read_parquet: a filters list is empty")) };
+        any = Some(match any {
+            None => all,
+            Some(a) => Expr::bin(BinOp::Or, a, all),
+        });
+    }
+    any.ok_or_else(|| invalid("read_parquet: filters is empty"))
+}
+
 /// `read_parquet`: one partition per row group of each file; `columns`
-/// limits what is read (the pushdown does the rest).
-pub fn read_parquet(paths: &[String], columns: Option<&[String]>) -> Result<DataFrame, FrameError> {
+/// limits what is read (the pushdown does the rest); `filters` keeps the
+/// rows that pass them, skipping row groups whose statistics rule them out.
+pub fn read_parquet(
+    paths: &[String],
+    columns: Option<&[String]>,
+    filters: Option<&[Vec<ParquetFilter>]>,
+) -> Result<DataFrame, FrameError> {
     if paths.is_empty() {
         return Err(invalid("read_parquet: no files matched"));
     }
@@ -826,11 +936,11 @@ pub fn read_parquet(paths: &[String], columns: Option<&[String]>) -> Result<Data
         let path: Arc<str> = Arc::from(p.as_str());
         let mut offset = 0;
         for g in groups {
-            parts.push(Part::Parquet { path: path.clone(), offset, len: g });
-            offset += g;
+            parts.push(Part::Parquet { path: path.clone(), offset, len: g.rows, stats: g.stats });
+            offset += g.rows;
         }
         if offset == 0 {
-            parts.push(Part::Parquet { path: path.clone(), offset: 0, len: 0 });
+            parts.push(Part::Parquet { path: path.clone(), offset: 0, len: 0, stats: Arc::default() });
         }
         if parts.len() > MAX_PARTITIONS {
             return Err(invalid(format!("read_parquet: more than {MAX_PARTITIONS} row groups")));
@@ -840,15 +950,16 @@ pub fn read_parquet(paths: &[String], columns: Option<&[String]>) -> Result<Data
     for (n, d) in &schema.cols {
         t.str(n).str(d.name());
     }
-    let df = DataFrame::new_source(parts, vec![], None, schema, t.finish(), "read_parquet");
-    match columns {
-        Some(cols) => {
-            let mut df = df.project(cols)?;
-            df.label = "read_parquet";
-            Ok(df)
-        }
-        None => Ok(df),
+    let mut df = DataFrame::new_source(parts, vec![], None, schema, t.finish(), "read_parquet");
+    if let Some(dnf) = filters {
+        let e = filters_expr(&df.schema, dnf)?;
+        df = df.filter(&Series { frame: df.clone(), expr: e, name: "filters".into(), dtype: DType::Bool })?;
     }
+    if let Some(cols) = columns {
+        df = df.project(cols)?;
+    }
+    df.label = "read_parquet";
+    Ok(df)
 }
 
 /// A frame from columns of values, cut into `npartitions` row ranges.

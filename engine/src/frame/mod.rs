@@ -8,6 +8,7 @@ pub mod csv;
 pub mod dtype;
 pub mod expr;
 pub mod parquet;
+pub mod prune;
 pub mod shuffle;
 pub mod stage;
 

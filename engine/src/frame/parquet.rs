@@ -4,11 +4,46 @@
 //! file per partition that pandas and pyarrow read back.
 
 use std::fs::File;
+use std::sync::Arc;
 
 use polars::prelude::*;
+use polars_parquet::parquet::statistics::Statistics;
 
 use super::dtype::{DType, Schema};
 use crate::error::TaskError;
+use crate::value::Value;
+
+/// The minimum and maximum of the columns of one row group whose file
+/// records them (for skipping row groups a filter cannot match).
+pub type GroupStats = Vec<(String, Value, Value)>;
+
+/// One row group: its row count and statistics.
+#[derive(Clone, Debug)]
+pub struct RowGroup {
+    pub rows: u64,
+    pub stats: Arc<GroupStats>,
+}
+
+/// A column chunk's minimum and maximum as values of the column's brisk
+/// type; `None` where the file has none or they cannot be compared.
+fn min_max(s: &Statistics, t: DType) -> Option<(Value, Value)> {
+    Some(match (s, t) {
+        (Statistics::Int64(p), DType::Int64) => (Value::Int(p.min_value?), Value::Int(p.max_value?)),
+        (Statistics::Int32(p), DType::Int64) => {
+            (Value::Int(i64::from(p.min_value?)), Value::Int(i64::from(p.max_value?)))
+        }
+        (Statistics::Double(p), DType::Float64) => (Value::Float(p.min_value?), Value::Float(p.max_value?)),
+        (Statistics::Float(p), DType::Float64) => {
+            (Value::Float(f64::from(p.min_value?)), Value::Float(f64::from(p.max_value?)))
+        }
+        (Statistics::Boolean(b), DType::Bool) => (Value::Bool(b.min_value?), Value::Bool(b.max_value?)),
+        (Statistics::Binary(b), DType::Str) => (
+            Value::str(std::str::from_utf8(b.min_value.as_deref()?).ok()?),
+            Value::str(std::str::from_utf8(b.max_value.as_deref()?).ok()?),
+        ),
+        _ => return None,
+    })
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ParquetError {
@@ -26,14 +61,13 @@ fn first_line(e: &PolarsError) -> String {
     e.to_string().lines().find(|l| !l.trim().is_empty()).unwrap_or("bad file").trim().to_string()
 }
 
-/// A file's schema (normalized to brisk types) and its row groups' sizes.
-pub fn inspect(path: &str) -> Result<(Schema, Vec<u64>), ParquetError> {
+/// A file's schema (normalized to brisk types) and its row groups.
+pub fn inspect(path: &str) -> Result<(Schema, Vec<RowGroup>), ParquetError> {
     let bad = |e: &PolarsError| {
         ParquetError::Bad(format!("{path} is not a Parquet file brisk can read: {}", first_line(e)))
     };
     let mut r = ParquetReader::new(open(path)?);
-    let groups: Vec<u64> =
-        r.get_metadata().map_err(|e| bad(&e))?.row_groups.iter().map(|g| g.num_rows() as u64).collect();
+    let meta = r.get_metadata().map_err(|e| bad(&e))?.clone();
     let empty = ParquetReader::new(open(path)?).with_slice(Some((0, 0))).finish().map_err(|e| bad(&e))?;
     let mut cols = Vec::new();
     for (name, dt) in empty.schema().iter() {
@@ -44,7 +78,26 @@ pub fn inspect(path: &str) -> Result<(Schema, Vec<u64>), ParquetError> {
         })?;
         cols.push((name.to_string(), t));
     }
-    Ok((Schema::new(cols), groups))
+    let schema = Schema::new(cols);
+    let groups = meta
+        .row_groups
+        .iter()
+        .map(|g| {
+            let stats = g
+                .parquet_columns()
+                .iter()
+                .filter_map(|c| {
+                    let [name] = c.descriptor().path_in_schema.as_slice() else { return None };
+                    let t = schema.get(name)?;
+                    let st = c.statistics(&meta.footer_buf)?.ok()?;
+                    let (lo, hi) = min_max(&st, t)?;
+                    Some((name.to_string(), lo, hi))
+                })
+                .collect();
+            RowGroup { rows: g.num_rows() as u64, stats: Arc::new(stats) }
+        })
+        .collect();
+    Ok((schema, groups))
 }
 
 /// Rows `[offset, offset + len)` of a file (one row group), only `columns`.
@@ -102,7 +155,10 @@ mod tests {
         write(&p, &mut df).expect("write");
         let (schema, groups) = inspect(&p).expect("inspect");
         assert_eq!(schema.cols, vec![("a".into(), DType::Int64), ("s".into(), DType::Str)]);
-        assert_eq!(groups.iter().sum::<u64>(), 3);
+        assert_eq!(groups.iter().map(|g| g.rows).sum::<u64>(), 3);
+        let st = &groups[0].stats;
+        assert!(st.contains(&("a".into(), Value::Int(1), Value::Int(3))), "{st:?}");
+        assert!(st.contains(&("s".into(), Value::str("x"), Value::str("z"))), "{st:?}");
         let back = read(&p, 1, 2, Some(&["a".to_string()]), &schema).expect("read");
         assert_eq!(back.shape(), (2, 1));
         assert_eq!(back.column("a").expect("a").dtype(), &DataType::Int64);

@@ -183,10 +183,52 @@ fn read_csv(path: &Dynamic, m: Option<Map>) -> Res<LazyFrame> {
     Ok(LazyFrame { f })
 }
 
+/// Dask's `filters`: `[[col, op, value], ...]` (all must hold) or a list
+/// of such lists (any of them).
+fn parquet_filters(d: &Dynamic) -> Res<Vec<Vec<cd::ParquetFilter>>> {
+    let bad = || runtime("read_parquet: filters must be [[column, op, value], ...] or a list of such lists");
+    let outer = d.read_lock::<RArray>().ok_or_else(bad)?.clone();
+    let nested =
+        outer.first().and_then(|x| x.read_lock::<RArray>().map(|a| a.first().is_some_and(Dynamic::is_array)));
+    let groups: Vec<RArray> = if nested == Some(true) {
+        outer
+            .iter()
+            .map(|g| g.read_lock::<RArray>().map(|a| a.clone()).ok_or_else(bad))
+            .collect::<Res<_>>()?
+    } else {
+        vec![outer]
+    };
+    groups
+        .iter()
+        .map(|g| {
+            g.iter()
+                .map(|t| {
+                    let t = t.read_lock::<RArray>().ok_or_else(bad)?.clone();
+                    let [c, op, v] = <[Dynamic; 3]>::try_from(t).map_err(|_| bad())?;
+                    let c = c.into_string().map_err(|_| bad())?;
+                    let op = op.into_string().map_err(|_| bad())?;
+                    let v = match v.read_lock::<RArray>() {
+                        Some(a) => Value::list(
+                            a.iter()
+                                .map(|x| scalar(x, "read_parquet: a filter value"))
+                                .collect::<Res<Vec<_>>>()?,
+                        ),
+                        None => scalar(&v, "read_parquet: a filter value")?,
+                    };
+                    Ok((c, op, v))
+                })
+                .collect()
+        })
+        .collect()
+}
+
 fn read_parquet(path: &Dynamic, m: Option<Map>) -> Res<LazyFrame> {
-    let m = options(m, "read_parquet", &["columns"])?;
+    let m = options(m, "read_parquet", &["columns", "filters"])?;
     let columns = m.get("columns").map(|d| strings(d, "read_parquet: columns")).transpose()?;
-    Ok(LazyFrame { f: cd::read_parquet(&paths(path, "read_parquet")?, columns.as_deref()).map_err(err)? })
+    let filters = m.get("filters").map(parquet_filters).transpose()?;
+    let f = cd::read_parquet(&paths(path, "read_parquet")?, columns.as_deref(), filters.as_deref())
+        .map_err(err)?;
+    Ok(LazyFrame { f })
 }
 
 fn write_files(

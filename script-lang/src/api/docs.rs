@@ -677,8 +677,8 @@ pub const DOCS: &[FnDoc] = &[
     ),
     doc(
         "read_parquet",
-        "read_parquet(path_glob_or_dir, #{columns}) -> DataFrame",
-        "A lazy frame over Parquet files, one partition per row group; only the columns a computation needs are read.",
+        "read_parquet(path_glob_or_dir, #{columns, filters}) -> DataFrame",
+        "A lazy frame over Parquet files, one partition per row group; only the columns a computation needs are read. `filters` keeps the rows that pass `[[col, op, value], ...]` (all) or a list of such lists (any), with ops == != < <= > >= in, not in; row groups whose statistics rule a filter out are not read, and a filter written as `df[df[\"x\"] > 5]` right after `read_parquet` skips them too.",
         "from_columns(#{a: [1, 2, 3]}).to_parquet(\"/tmp/brisk-doc-read-pq\");\nread_parquet(\"/tmp/brisk-doc-read-pq\")[\"a\"].sum().compute()",
     ),
     doc(
