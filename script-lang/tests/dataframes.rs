@@ -125,6 +125,13 @@ r.pq_auto = auto.compute().to_maps();
 r.pq_filter_or = read_parquet(P, #{filters: [[["id", "<", 100]], [["key", "==", "k01"], ["y", ">=", 500]]]}).compute().to_maps();
 r.pq_filter_in = read_parquet(P, #{filters: [["key", "in", ["k01", "k02"]], ["x", "<", 0.0]], columns: ["id", "key"]}).compute().to_maps();
 r.pq_filter_ne = read_parquet(P, #{filters: [["key", "!=", "k01"]]}).compute().num_rows();
+
+// JSON lines written by pandas.
+let js = read_json(`${D}/*.jsonl`, #{blocksize: 5000});
+r.json_npartitions_ok = js.npartitions > 2;
+r.json = js.compute().to_maps();
+r.json_dtypes = js.dtypes;
+r.json_y_sum = js["y"].sum().compute();
 r
 "#;
 
@@ -184,6 +191,10 @@ fn bad_input_is_refused_clearly() {
         .expect("write");
     std::fs::rename(dir.join("pq/part.0.parquet"), &pq).expect("rename");
     let pq = pq.display();
+    let badjson = dir.join("bad.jsonl");
+    std::fs::write(&badjson, "{\"a\": 1}\n{\"a\": 2}\n{\"a\": 3\n{\"a\": 4}\n").expect("write");
+    let nested = dir.join("nested.jsonl");
+    std::fs::write(&nested, "{\"a\": [1, 2]}\n").expect("write");
     let cases = [
         ("read_csv(\"/nonexistent/brisk/*.csv\")".to_string(), "read_csv: no files match".to_string()),
         (
@@ -283,6 +294,10 @@ fn bad_input_is_refused_clearly() {
             "nlargest: column \"b\" is string, not numeric".into(),
         ),
         (format!("let d = read_csv(\"{g}\"); d.tail(-1)"), "tail: n must be 0 or more".into()),
+        ("read_json(\"/nonexistent/brisk/*.jsonl\")".into(), "read_json: no files match".into()),
+        (format!("read_json(\"{}\").compute()", badjson.display()), format!("{}, line 3", badjson.display())),
+        (format!("read_json(\"{}\")", nested.display()), "holds list".into()),
+        (format!("read_json(\"{e}\")"), "is empty (no records)".into()),
         (
             format!("read_parquet(\"{pq}\", #{{filters: [[\"q\", \">\", 1]]}})"),
             "filters name unknown column \"q\"".into(),

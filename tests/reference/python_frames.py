@@ -33,6 +33,11 @@ def gen(d):
             rows.append(f"{i},{key},{x},{y},{flag}")
         with open(os.path.join(d, f"part{f}.csv"), "w") as fh:
             fh.write("\n".join(rows) + "\n")
+    # The same rows as JSON lines written by pandas, in two files.
+    whole = frame(d)
+    half = len(whole) // 2
+    whole.iloc[:half].to_json(os.path.join(d, "a.jsonl"), orient="records", lines=True)
+    whole.iloc[half:].to_json(os.path.join(d, "b.jsonl"), orient="records", lines=True)
     # The same rows as Parquet written by pandas, in row groups of 200.
     frame(d).to_parquet(os.path.join(d, "pandas.parquet"), row_group_size=200, index=False)
 
@@ -159,6 +164,10 @@ def expected(d):
     e["pq_auto"] = records(df[df["id"] <= 200])
     e["pq_filter_or"] = records(df[(df["id"] < 100) | ((df["key"] == "k01") & (df["y"] >= 500))])
     e["pq_filter_in"] = records(df[df["key"].isin(["k01", "k02"]) & (df["x"] < 0.0)][["id", "key"]])
+    e["json_npartitions_ok"] = True
+    e["json"] = records(df)
+    e["json_dtypes"] = {"id": "int64", "key": "string", "x": "float64", "y": "float64", "flag": "bool"}
+    e["json_y_sum"] = clean(df["y"].sum())
     e["pq_filter_ne"] = int((df["key"].notna() & (df["key"] != "k01")).sum())
     return e
 

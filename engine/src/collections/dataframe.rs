@@ -48,6 +48,8 @@ pub enum FrameError {
     Csv(#[from] crate::frame::csv::CsvError),
     #[error(transparent)]
     Parquet(#[from] crate::frame::parquet::ParquetError),
+    #[error(transparent)]
+    Json(#[from] crate::frame::json::JsonError),
 }
 
 fn invalid(s: impl Into<String>) -> FrameError {
@@ -59,6 +61,11 @@ fn invalid(s: impl Into<String>) -> FrameError {
 pub enum Part {
     Key(Key),
     Csv {
+        path: Arc<str>,
+        start: u64,
+        end: u64,
+    },
+    Json {
         path: Arc<str>,
         start: u64,
         end: u64,
@@ -443,6 +450,10 @@ impl DataFrame {
                     let spec = self.csv.clone().unwrap_or_default();
                     (Source::Csv { spec, path: path.clone(), start: *start, end: *end }, vec![], vec![])
                 }
+                Part::Json { path, start, end } => {
+                    let schema = self.source_schema.clone();
+                    (Source::Json { schema, path: path.clone(), start: *start, end: *end }, vec![], vec![])
+                }
                 Part::Parquet { path, offset, len, .. } => {
                     let schema = self.source_schema.clone();
                     (
@@ -816,6 +827,42 @@ pub fn read_csv(
         }
         None => Ok(df),
     }
+}
+
+/// `read_json`: JSON lines, one partition per `blocksize` bytes of each
+/// file (one per file without a blocksize, as Dask); every file must have
+/// the fields of the first.
+pub fn read_json(paths: &[String], blocksize: Option<u64>) -> Result<DataFrame, FrameError> {
+    if paths.is_empty() {
+        return Err(invalid("read_json: no files matched"));
+    }
+    if blocksize == Some(0) {
+        return Err(invalid("read_json: blocksize must be at least 1 byte"));
+    }
+    let mut t = Tokenizer::new();
+    t.str("read_json").u64(blocksize.unwrap_or(0));
+    let schema = crate::frame::json::infer(&paths[0])?;
+    let mut parts = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|error| FrameError::Io { path: p.clone(), error })?;
+        if meta.is_dir() {
+            return Err(invalid(format!("read_json: {p} is a directory")));
+        }
+        t.file(std::path::Path::new(p), &meta);
+        let n = blocksize.map_or(1, |bs| meta.len().div_ceil(bs).max(1));
+        if parts.len() as u64 + n > MAX_PARTITIONS as u64 {
+            return Err(invalid(format!(
+                "read_json: the blocksize makes more than {MAX_PARTITIONS} partitions; use a larger blocksize"
+            )));
+        }
+        let path: Arc<str> = Arc::from(p.as_str());
+        let blocks = crate::bag::text::blocks(meta.len(), blocksize);
+        parts.extend(blocks.into_iter().map(|(start, end)| Part::Json { path: path.clone(), start, end }));
+    }
+    for (n, d) in &schema.cols {
+        t.str(n).str(d.name());
+    }
+    Ok(DataFrame::new_source(parts, vec![], None, schema, t.finish(), "read_json"))
 }
 
 /// A frame of a bag's partitions of maps (`Bag.to_dataframe`), one

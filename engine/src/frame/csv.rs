@@ -168,7 +168,7 @@ pub fn read(
                 let cut = again.iter().position(|&b| b == b'\n').map_or(again.len(), |i| i + 1);
                 again.drain(..cut);
             }
-            let line = bad_line(spec, &again, columns).map(|i| {
+            let line = bad_line(&again, |b| parse(spec, b.to_vec(), columns).is_err()).map(|i| {
                 let before = lines_before(path, start).unwrap_or(0);
                 before + i as u64 + 1 + u64::from(skipped_header)
             });
@@ -186,7 +186,7 @@ fn bad(path: &str, line: Option<u64>, e: &PolarsError) -> TaskError {
 }
 
 /// The number of lines that end before the block that starts at `start`.
-fn lines_before(path: &str, start: u64) -> std::io::Result<u64> {
+pub(crate) fn lines_before(path: &str, start: u64) -> std::io::Result<u64> {
     if start == 0 {
         return Ok(0);
     }
@@ -195,8 +195,9 @@ fn lines_before(path: &str, start: u64) -> std::io::Result<u64> {
     Ok(before.iter().filter(|&&b| b == b'\n').count() as u64)
 }
 
-/// Bisect the block's lines for the first one that fails to parse.
-fn bad_line(spec: &CsvSpec, bytes: &[u8], columns: Option<&[String]>) -> Option<usize> {
+/// Bisect the block's lines for the first one that fails to parse
+/// (`fails` parses a run of whole lines); its index in the block.
+pub(crate) fn bad_line(bytes: &[u8], fails: impl Fn(&[u8]) -> bool) -> Option<usize> {
     let mut starts = vec![0usize];
     starts.extend(bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1));
     if starts.last() == Some(&bytes.len()) {
@@ -206,7 +207,7 @@ fn bad_line(spec: &CsvSpec, bytes: &[u8], columns: Option<&[String]>) -> Option<
         let end = starts.get(b).copied().unwrap_or(bytes.len());
         &bytes[starts[a]..end]
     };
-    let fails = |a: usize, b: usize| parse(spec, span(a, b).to_vec(), columns).is_err();
+    let fails = |a: usize, b: usize| fails(span(a, b));
     let (mut lo, mut hi) = (0usize, starts.len());
     if !fails(lo, hi) {
         return None;

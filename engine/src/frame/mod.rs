@@ -7,6 +7,7 @@ pub mod agg;
 pub mod csv;
 pub mod dtype;
 pub mod expr;
+pub mod json;
 pub mod parquet;
 pub mod prune;
 pub mod shuffle;
@@ -127,6 +128,8 @@ pub enum Source {
     /// The task's first input, a list of records (maps): a bag partition
     /// (`to_dataframe`), with the columns of `schema`.
     Records(Arc<Schema>),
+    /// A block of a JSON lines file, as frames of `schema`.
+    Json { schema: Arc<Schema>, path: Arc<str>, start: u64, end: u64 },
     /// Rows `[offset, offset + len)` (a row group) of a Parquet file whose
     /// columns have the brisk types of `schema`.
     Parquet { schema: Arc<Schema>, path: Arc<str>, offset: u64, len: u64 },
@@ -301,6 +304,9 @@ fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
                 }
                 Source::Csv { spec, path, start, end } => {
                     csv::read(spec, path, *start, *end, columns.as_deref())?
+                }
+                Source::Json { schema, path, start, end } => {
+                    json::read(schema, path, *start, *end, columns.as_deref())?
                 }
                 Source::Parquet { schema, path, offset, len } => {
                     parquet::read(path, *offset, *len, columns.as_deref(), schema)?

@@ -183,6 +183,15 @@ fn read_csv(path: &Dynamic, m: Option<Map>) -> Res<LazyFrame> {
     Ok(LazyFrame { f })
 }
 
+fn read_json(path: &Dynamic, m: Option<Map>) -> Res<LazyFrame> {
+    let m = options(m, "read_json", &["blocksize"])?;
+    let blocksize = match m.get("blocksize").filter(|d| !d.is_unit()) {
+        Some(d) => Some(super::bag::bytes_arg(d, "read_json: blocksize")?),
+        None => None,
+    };
+    Ok(LazyFrame { f: cd::read_json(&paths(path, "read_json")?, blocksize).map_err(err)? })
+}
+
 /// Dask's `filters`: `[[col, op, value], ...]` (all must hold) or a list
 /// of such lists (any of them).
 fn parquet_filters(d: &Dynamic) -> Res<Vec<Vec<cd::ParquetFilter>>> {
@@ -527,6 +536,8 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
 
     engine.register_fn("read_csv", |p: Dynamic| read_csv(&p, None));
     engine.register_fn("read_csv", |p: Dynamic, m: Map| read_csv(&p, Some(m)));
+    engine.register_fn("read_json", |p: Dynamic| read_json(&p, None));
+    engine.register_fn("read_json", |p: Dynamic, m: Map| read_json(&p, Some(m)));
     engine.register_fn("read_parquet", |p: Dynamic| read_parquet(&p, None));
     engine.register_fn("read_parquet", |p: Dynamic, m: Map| read_parquet(&p, Some(m)));
     let st = state.clone();

@@ -676,6 +676,12 @@ pub const DOCS: &[FnDoc] = &[
         "from_columns(#{a: [1, 2], b: [\"x\", \"y\"]}).to_csv(\"/tmp/brisk-doc-read-csv\");\nread_csv(\"/tmp/brisk-doc-read-csv/*.part\").dtypes",
     ),
     doc(
+        "read_json",
+        "read_json(glob_or_array, #{blocksize}) -> DataFrame",
+        "A lazy frame over JSON lines files (one record per line, as pandas' `lines=True`): one partition per file, or per `blocksize` bytes cut at line ends. Types come from the first file; a bad line is an error naming file and line.",
+        "from_sequence([`{\"a\": 1, \"b\": \"x\"}`, `{\"a\": 2}`]).to_textfiles(\"/tmp/brisk-doc-json\");\nread_json(\"/tmp/brisk-doc-json/*.part\").compute()",
+    ),
+    doc(
         "read_parquet",
         "read_parquet(path_glob_or_dir, #{columns, filters}) -> DataFrame",
         "A lazy frame over Parquet files, one partition per row group; only the columns a computation needs are read. `filters` keeps the rows that pass `[[col, op, value], ...]` (all) or a list of such lists (any), with ops == != < <= > >= in, not in; row groups whose statistics rule a filter out are not read, and a filter written as `df[df[\"x\"] > 5]` right after `read_parquet` skips them too.",
