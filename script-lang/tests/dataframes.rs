@@ -126,6 +126,11 @@ r.pq_filter_or = read_parquet(P, #{filters: [[["id", "<", 100]], [["key", "==", 
 r.pq_filter_in = read_parquet(P, #{filters: [["key", "in", ["k01", "k02"]], ["x", "<", 0.0]], columns: ["id", "key"]}).compute().to_maps();
 r.pq_filter_ne = read_parquet(P, #{filters: [["key", "!=", "k01"]]}).compute().num_rows();
 
+// Dates: parsed by the reader, and by astype from text.
+let dts = read_csv(`${D}/dates.csv`, #{dtypes: #{t: "datetime64[ns]"}, blocksize: 2000});
+r.dt = dts.assign(#{yr: dts["t"].dt_year(), mo: dts["t"].dt_month(), dy: dts["t"].dt_day()})[["yr", "mo", "dy"]].compute().to_maps();
+r.dt_astype = read_csv(`${D}/dates.csv`).astype(#{t: "datetime64[ns]"})["t"].dt_year().compute().to_array();
+
 // JSON lines written by pandas.
 let js = read_json(`${D}/*.jsonl`, #{blocksize: 5000});
 r.json_npartitions_ok = js.npartitions > 2;
@@ -295,6 +300,14 @@ fn bad_input_is_refused_clearly() {
         ),
         (format!("let d = read_csv(\"{g}\"); d.tail(-1)"), "tail: n must be 0 or more".into()),
         ("read_json(\"/nonexistent/brisk/*.jsonl\")".into(), "read_json: no files match".into()),
+        (
+            format!("let d = read_csv(\"{g}\"); d[\"a\"].dt_year()"),
+            "dt_year needs a datetime column, not int64".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d.astype(#{{b: \"datetime64[ns]\"}}).compute()"),
+            "\"x\" is not a date and time".into(),
+        ),
         (format!("read_json(\"{}\").compute()", badjson.display()), format!("{}, line 3", badjson.display())),
         (format!("read_json(\"{}\")", nested.display()), "holds list".into()),
         (format!("read_json(\"{e}\")"), "is empty (no records)".into()),

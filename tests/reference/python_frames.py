@@ -33,6 +33,16 @@ def gen(d):
             rows.append(f"{i},{key},{x},{y},{flag}")
         with open(os.path.join(d, f"part{f}.csv"), "w") as fh:
             fh.write("\n".join(rows) + "\n")
+    # Dates and times, some missing, before and after 1970.
+    rows = ["t,v"]
+    for j in range(300):
+        if rng.random() < 0.05:
+            rows.append(f",{j}")
+        else:
+            secs = rng.randint(-20 * 365 * 86400, 80 * 365 * 86400)
+            rows.append(pd.Timestamp(secs, unit="s").strftime("%Y-%m-%d %H:%M:%S") + f",{j}")
+    with open(os.path.join(d, "dates.csv"), "w") as fh:
+        fh.write("\n".join(rows) + "\n")
     # The same rows as JSON lines written by pandas, in two files.
     whole = frame(d)
     half = len(whole) // 2
@@ -164,6 +174,9 @@ def expected(d):
     e["pq_auto"] = records(df[df["id"] <= 200])
     e["pq_filter_or"] = records(df[(df["id"] < 100) | ((df["key"] == "k01") & (df["y"] >= 500))])
     e["pq_filter_in"] = records(df[df["key"].isin(["k01", "k02"]) & (df["x"] < 0.0)][["id", "key"]])
+    dts = pd.read_csv(os.path.join(d, "dates.csv"), parse_dates=["t"])
+    e["dt"] = records(pd.DataFrame({"yr": dts["t"].dt.year, "mo": dts["t"].dt.month, "dy": dts["t"].dt.day}))
+    e["dt_astype"] = [clean(v) for v in dts["t"].dt.year]
     e["json_npartitions_ok"] = True
     e["json"] = records(df)
     e["json_dtypes"] = {"id": "int64", "key": "string", "x": "float64", "y": "float64", "flag": "bool"}

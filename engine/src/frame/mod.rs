@@ -519,11 +519,7 @@ pub fn from_values(schema: &Schema, columns: &[Vec<Value>]) -> Result<DataFrame,
                     })
                     .collect::<Result<_, _>>()?;
                 let s = Series::new(name, v);
-                if *t == DType::Datetime {
-                    s.strict_cast(&t.to_polars()).map_err(|e| format!("column \"{}\": {e}", s.name()))?
-                } else {
-                    s
-                }
+                if *t == DType::Datetime { expr::cast(&s, *t).map_err(|e| e.to_string())? } else { s }
             }
         };
         cols.push(s.into_column());

@@ -111,8 +111,8 @@ impl Stage {
                 let mut df = df;
                 for (name, t) in cols {
                     if has(&df, name) {
-                        let c = df.column(name)?.strict_cast(&t.to_polars())?;
-                        df.replace(name, c)?;
+                        let c = super::expr::cast(df.column(name)?.as_materialized_series(), *t)?;
+                        df.replace(name, c.into_column())?;
                     }
                 }
                 df

@@ -671,6 +671,9 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         ("str_lower", UnOp::Lower),
         ("str_upper", UnOp::Upper),
         ("str_len", UnOp::Len),
+        ("dt_year", UnOp::Year),
+        ("dt_month", UnOp::Month),
+        ("dt_day", UnOp::Day),
     ] {
         engine.register_fn(name, move |s: &mut LazySeries| un(s, op));
     }

@@ -933,6 +933,24 @@ pub const DOCS: &[FnDoc] = &[
         "The last `n` rows (5 by default), computed now, reading partitions from the end only as far as it needs.",
         "from_columns(#{a: [1, 2, 3, 4]}, #{npartitions: 2}).tail(3)",
     ),
+    doc(
+        "dt_year",
+        "s.dt_year() -> Series",
+        "The year of each datetime (as pandas' `dt.year`).",
+        "let df = from_columns(#{t: [\"2024-02-29 10:00:00\"]}).astype(#{t: \"datetime64[ns]\"});\ndf[\"t\"].dt_year().compute()",
+    ),
+    doc(
+        "dt_month",
+        "s.dt_month() -> Series",
+        "The month (1 to 12) of each datetime.",
+        "let df = from_columns(#{t: [\"2024-02-29 10:00:00\"]}).astype(#{t: \"datetime64[ns]\"});\ndf[\"t\"].dt_month().compute()",
+    ),
+    doc(
+        "dt_day",
+        "s.dt_day() -> Series",
+        "The day of the month of each datetime.",
+        "let df = from_columns(#{t: [\"2024-02-29 10:00:00\"]}).astype(#{t: \"datetime64[ns]\"});\ndf[\"t\"].dt_day().compute()",
+    ),
 ];
 
 /// The entry for `name`, if documented.
