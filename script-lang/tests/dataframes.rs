@@ -126,6 +126,13 @@ r.pq_filter_or = read_parquet(P, #{filters: [[["id", "<", 100]], [["key", "==", 
 r.pq_filter_in = read_parquet(P, #{filters: [["key", "in", ["k01", "k02"]], ["x", "<", 0.0]], columns: ["id", "key"]}).compute().to_maps();
 r.pq_filter_ne = read_parquet(P, #{filters: [["key", "!=", "k01"]]}).compute().num_rows();
 
+// Rolling windows across partition edges (partitions smaller than the window too).
+let num = df[["id", "x", "y"]];
+r.rolling_mean = num.rolling(3).mean().compute().to_maps();
+r.rolling_sum = df["y"].rolling(20).sum().compute().to_array();
+r.rolling_min = num.repartition(#{npartitions: 60}).rolling(25).min().compute().to_maps();
+r.rolling_max = x.rolling(4).max().compute().to_array();
+
 // Dates: parsed by the reader, and by astype from text.
 let dts = read_csv(`${D}/dates.csv`, #{dtypes: #{t: "datetime64[ns]"}, blocksize: 2000});
 r.dt = dts.assign(#{yr: dts["t"].dt_year(), mo: dts["t"].dt_month(), dy: dts["t"].dt_day()})[["yr", "mo", "dy"]].compute().to_maps();

@@ -174,6 +174,11 @@ def expected(d):
     e["pq_auto"] = records(df[df["id"] <= 200])
     e["pq_filter_or"] = records(df[(df["id"] < 100) | ((df["key"] == "k01") & (df["y"] >= 500))])
     e["pq_filter_in"] = records(df[df["key"].isin(["k01", "k02"]) & (df["x"] < 0.0)][["id", "key"]])
+    num = df[["id", "x", "y"]]
+    e["rolling_mean"] = records(num.rolling(3).mean())
+    e["rolling_sum"] = [clean(v) for v in df["y"].rolling(20).sum()]
+    e["rolling_min"] = records(num.rolling(25).min())
+    e["rolling_max"] = [clean(v) for v in df["x"].rolling(4).max()]
     dts = pd.read_csv(os.path.join(d, "dates.csv"), parse_dates=["t"])
     e["dt"] = records(pd.DataFrame({"yr": dts["t"].dt.year, "mo": dts["t"].dt.month, "dy": dts["t"].dt.day}))
     e["dt_astype"] = [clean(v) for v in dts["t"].dt.year]

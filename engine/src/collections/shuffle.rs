@@ -12,6 +12,7 @@ use super::dataframe::{DataFrame, FrameError, Series, block};
 use crate::Task;
 use crate::frame::agg::GroupSpec;
 use crate::frame::dtype::{DType, Schema};
+use crate::frame::rolling::RollAgg;
 use crate::frame::shuffle::{JoinHow, JoinSpec, Partitioner, ShuffleSpec};
 use crate::frame::{Finish, FrameOp, Sink, Then};
 use crate::graph::{Key, Layer, LayerRef, Tokenizer};
@@ -280,6 +281,53 @@ impl DataFrame {
         let label = if largest { "nlargest" } else { "nsmallest" };
         let (layer, key) = self.tree(ctx, label, sink, fin);
         Ok(DataFrame::of_keys(layer, vec![key], self.schema.as_ref().clone(), label))
+    }
+}
+
+impl DataFrame {
+    /// `rolling(window).agg()` over the numeric columns: each partition
+    /// with the `window - 1` rows before it (gathered across as many
+    /// partitions as it takes), as Dask's `map_overlap`.
+    pub fn rolling(&self, ctx: &Ctx, window: usize, agg: RollAgg) -> Result<DataFrame, FrameError> {
+        if window == 0 {
+            return Err(invalid("rolling: window must be at least 1"));
+        }
+        if let Some((n, t)) = self.schema.cols.iter().find(|(_, t)| !t.is_numeric()) {
+            return Err(invalid(format!(
+                "rolling: column \"{n}\" is {t}; select numeric columns first (df[[...]])"
+            )));
+        }
+        let columns: Vec<String> = self.schema.names().map(String::from).collect();
+        let (layer, parts) = self.partitions(ctx);
+        let tok =
+            Tokenizer::new().str(&self.token).str("rolling").u64(window as u64).str(agg.name()).finish();
+        let tails: Arc<str> = Arc::from(format!("rolling-edge-{tok}"));
+        let name: Arc<str> = Arc::from(format!("rolling-{}-{tok}", agg.name()));
+        let mut edge_tasks = Vec::new();
+        let mut tasks = Vec::new();
+        let mut keys = Vec::new();
+        let mut prev: Option<Key> = None;
+        for (i, p) in parts.iter().enumerate() {
+            let key = block(&name, i);
+            let op = FrameOp::Rolling { window, agg, columns: columns.clone() };
+            let mut deps = vec![p.clone()];
+            deps.extend(prev.clone());
+            tasks.push(task(ctx, key.clone(), op, deps_args(deps.len()), deps.clone()));
+            keys.push(key);
+            if window > 1 && i + 1 < parts.len() {
+                // The rows before partition i + 1: the tail of the rows
+                // before i followed by partition i.
+                let edge = block(&tails, i);
+                let mut deps = prev.clone().into_iter().collect::<Vec<_>>();
+                deps.push(p.clone());
+                let op = FrameOp::Combine(Sink::Tail(window - 1));
+                edge_tasks.push(task(ctx, edge.clone(), op, deps_args(deps.len()), deps));
+                prev = Some(edge);
+            }
+        }
+        let edges = Layer::new(tails, edge_tasks, vec![layer.clone()]);
+        let schema = Schema::new(columns.iter().map(|c| (c.clone(), DType::Float64)).collect());
+        Ok(DataFrame::of_keys(Layer::new(name, tasks, vec![layer, edges]), keys, schema, "rolling"))
     }
 }
 

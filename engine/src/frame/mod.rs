@@ -10,6 +10,7 @@ pub mod expr;
 pub mod json;
 pub mod parquet;
 pub mod prune;
+pub mod rolling;
 pub mod shuffle;
 pub mod stage;
 
@@ -183,6 +184,9 @@ pub enum FrameOp {
     /// Rows `[len * part / of, len * (part + 1) / of)` of the input frame
     /// (`repartition` to more partitions).
     Slice { part: u32, of: u32 },
+    /// A rolling aggregate of `columns` of the first input, the second
+    /// input (if any) being the rows just before it.
+    Rolling { window: usize, agg: rolling::RollAgg, columns: Vec<String> },
 }
 
 /// What a shuffle's output partition becomes.
@@ -241,6 +245,7 @@ impl FrameOp {
             FrameOp::Collect { .. } => "shuffle",
             FrameOp::Join(_) => "merge",
             FrameOp::Slice { .. } => "repartition",
+            FrameOp::Rolling { .. } => "rolling",
         }
     }
 }
@@ -343,6 +348,11 @@ fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
             let hi = h * (*part as usize + 1) / of;
             Ok(frame(df.slice(lo as i64, hi - lo)))
         }
+        FrameOp::Rolling { window, agg, columns } => {
+            let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
+            let before = args.get(1).map(frame_arg).transpose()?;
+            Ok(frame(rolling::rolling(part, before, *window, *agg, columns).map_err(err)?))
+        }
     }
 }
 
@@ -424,7 +434,8 @@ fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
         }
         Sink::Group(spec) => frame(spec.regroup(&concat(&frames(args)?).map_err(err)?).map_err(err)?),
         Sink::WriteCsv(_) | Sink::WriteParquet(_) | Sink::Split(..) => Value::list(args.to_vec()),
-        Sink::Sample { .. } | Sink::Tail(_) => frame(concat(&frames(args)?).map_err(err)?),
+        Sink::Sample { .. } => frame(concat(&frames(args)?).map_err(err)?),
+        Sink::Tail(n) => frame(concat(&frames(args)?).map_err(err)?.tail(Some(*n))),
         Sink::Top { on, n, largest } => {
             frame(top(&concat(&frames(args)?).map_err(err)?, on, *n, *largest).map_err(err)?)
         }

@@ -951,6 +951,12 @@ pub const DOCS: &[FnDoc] = &[
         "The day of the month of each datetime.",
         "let df = from_columns(#{t: [\"2024-02-29 10:00:00\"]}).astype(#{t: \"datetime64[ns]\"});\ndf[\"t\"].dt_day().compute()",
     ),
+    doc(
+        "rolling",
+        "df.rolling(window) / s.rolling(window), then .mean() .sum() .min() .max()",
+        "Rolling aggregates over `window` rows, across partition edges (each partition gets the rows before it, as Dask's map_overlap). As pandas with `min_periods = window`: the first `window - 1` rows, and any window with a missing value, give NaN. Numeric columns only; results are float64.",
+        "from_columns(#{x: [1, 2, 3, 4, 5]}, #{npartitions: 3}).rolling(2).mean().compute()",
+    ),
 ];
 
 /// The entry for `name`, if documented.

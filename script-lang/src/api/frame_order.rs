@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use brisk_engine::collections::dataframe::DataFrame;
 use brisk_engine::collections::shuffle::{self as sh, MergeArgs};
+use brisk_engine::frame::rolling::RollAgg;
 use brisk_engine::frame::shuffle::JoinHow;
 use brisk_engine::frame::{self as kernels, Frame};
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
@@ -21,6 +22,23 @@ use crate::error::runtime;
 use crate::session::SessionState;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
+
+/// `df.rolling(window)` (or a Series'), waiting for its aggregation.
+#[derive(Clone)]
+pub struct Rolling {
+    f: DataFrame,
+    window: usize,
+    /// The column when it came from a Series.
+    series: Option<String>,
+}
+
+fn roll(state: &SessionState, r: &Rolling, agg: RollAgg) -> Res<Dynamic> {
+    let f = r.f.rolling(&ctx(state), r.window, agg).map_err(err)?;
+    Ok(match &r.series {
+        Some(name) => Dynamic::from(LazySeries { s: f.column(name).map_err(err)? }),
+        None => Dynamic::from(LazyFrame { f }),
+    })
+}
 
 fn merge(
     state: &SessionState,
@@ -134,6 +152,21 @@ fn npartitions(m: Option<Map>, function: &str) -> Res<Option<usize>> {
 }
 
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
+    engine.register_type_with_name::<Rolling>("Rolling");
+    engine.register_fn("rolling", |f: &mut LazyFrame, w: i64| -> Res<Rolling> {
+        Ok(Rolling { f: f.f.clone(), window: positive(&Dynamic::from(w), "rolling: window")?, series: None })
+    });
+    engine.register_fn("rolling", |s: &mut LazySeries, w: i64| -> Res<Rolling> {
+        let window = positive(&Dynamic::from(w), "rolling: window")?;
+        Ok(Rolling { f: s.s.to_frame(), window, series: Some(s.s.name.clone()) })
+    });
+    for (name, agg) in
+        [("sum", RollAgg::Sum), ("mean", RollAgg::Mean), ("min", RollAgg::Min), ("max", RollAgg::Max)]
+    {
+        let st = state.clone();
+        engine.register_fn(name, move |r: &mut Rolling| roll(&st, r, agg));
+    }
+    engine.register_fn("to_string", |r: &mut Rolling| format!("Rolling [window={}]", r.window));
     let st = state.clone();
     engine.register_fn("merge", move |l: LazyFrame, r: LazyFrame| {
         merge(&st, &l.f, &r.f, None, "merge", "inner")
