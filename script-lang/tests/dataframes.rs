@@ -133,6 +133,11 @@ r.rolling_sum = df["y"].rolling(20).sum().compute().to_array();
 r.rolling_min = num.repartition(#{npartitions: 60}).rolling(25).min().compute().to_maps();
 r.rolling_max = x.rolling(4).max().compute().to_array();
 
+// Quantiles and describe (exact here: no partition has more than 1,000 values).
+r.quantiles = y.quantile([0.0, 0.1, 0.25, 0.5, 0.9, 1.0]).compute();
+r.median_x = x.quantile(0.5).compute();
+r.describe = df.describe().compute().to_maps();
+
 // Dates: parsed by the reader, and by astype from text.
 let dts = read_csv(`${D}/dates.csv`, #{dtypes: #{t: "datetime64[ns]"}, blocksize: 2000});
 r.dt = dts.assign(#{yr: dts["t"].dt_year(), mo: dts["t"].dt_month(), dy: dts["t"].dt_day()})[["yr", "mo", "dy"]].compute().to_maps();

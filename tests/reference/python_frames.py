@@ -179,6 +179,11 @@ def expected(d):
     e["rolling_sum"] = [clean(v) for v in df["y"].rolling(20).sum()]
     e["rolling_min"] = records(num.rolling(25).min())
     e["rolling_max"] = [clean(v) for v in df["x"].rolling(4).max()]
+    e["quantiles"] = [clean(v) for v in df["y"].quantile([0.0, 0.1, 0.25, 0.5, 0.9, 1.0])]
+    e["median_x"] = clean(df["x"].quantile(0.5))
+    desc = df[["id", "x", "y"]].describe()
+    desc.insert(0, "statistic", desc.index)
+    e["describe"] = records(desc)
     dts = pd.read_csv(os.path.join(d, "dates.csv"), parse_dates=["t"])
     e["dt"] = records(pd.DataFrame({"yr": dts["t"].dt.year, "mo": dts["t"].dt.month, "dy": dts["t"].dt.day}))
     e["dt_astype"] = [clean(v) for v in dts["t"].dt.year]

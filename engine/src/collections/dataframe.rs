@@ -400,6 +400,7 @@ impl DataFrame {
             | Sink::Top { .. }
             | Sink::Distinct(_) => self.schema.names().map(String::from).collect(),
             Sink::Stats(c) | Sink::Unique(c) | Sink::Sample { on: c, .. } => [c.clone()].into(),
+            Sink::Describe(cols) => cols.iter().cloned().collect(),
             Sink::Group(spec) => spec
                 .by
                 .iter()

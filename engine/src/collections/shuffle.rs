@@ -331,7 +331,47 @@ impl DataFrame {
     }
 }
 
+impl DataFrame {
+    /// `describe()`: count, mean, std, min, quartiles and max of every
+    /// numeric column, as one partition with a `statistic` column first.
+    pub fn describe(&self, ctx: &Ctx) -> Result<DataFrame, FrameError> {
+        let cols: Vec<(String, DType)> = self
+            .schema
+            .cols
+            .iter()
+            .filter(|(_, t)| matches!(t, DType::Int64 | DType::Float64))
+            .cloned()
+            .collect();
+        if cols.is_empty() {
+            return Err(invalid("describe: the frame has no numeric column"));
+        }
+        let names: Vec<String> = cols.iter().map(|(n, _)| n.clone()).collect();
+        let (layer, key) = self.tree(ctx, "describe", Sink::Describe(names), Finish::Describe(cols.clone()));
+        let mut schema = vec![("statistic".to_string(), DType::Str)];
+        schema.extend(cols.into_iter().map(|(n, _)| (n, DType::Float64)));
+        Ok(DataFrame::of_keys(layer, vec![key], Schema::new(schema), "describe"))
+    }
+}
+
 impl Series {
+    /// `quantile(q)`: from per-partition samples (exact when partitions
+    /// are no larger than the sample), as Dask's approximate quantiles.
+    pub fn quantile(&self, ctx: &Ctx, qs: &[f64], list: bool) -> Result<(LayerRef, Key), FrameError> {
+        if !matches!(self.dtype, DType::Int64 | DType::Float64) {
+            return Err(invalid(format!(
+                "quantile: Series \"{}\" is {}, not numeric",
+                self.name, self.dtype
+            )));
+        }
+        if let Some(q) = qs.iter().find(|q| !(0.0..=1.0).contains(*q)) {
+            return Err(invalid(format!("quantile: q must be between 0 and 1, got {q}")));
+        }
+        let f = self.to_frame();
+        let sink = Sink::Sample { on: self.name.clone(), k: crate::frame::quantile::POINTS };
+        let fin = Finish::Quantile { on: self.name.clone(), qs: qs.to_vec(), list };
+        Ok(f.tree(ctx, "quantile", sink, fin))
+    }
+
     /// `s.nlargest(n)` / `s.nsmallest(n)`.
     pub fn top(&self, ctx: &Ctx, n: usize, largest: bool) -> Result<Series, FrameError> {
         let f = self.to_frame().top(ctx, n, &self.name, largest)?;

@@ -10,6 +10,7 @@ pub mod expr;
 pub mod json;
 pub mod parquet;
 pub mod prune;
+pub mod quantile;
 pub mod rolling;
 pub mod shuffle;
 pub mod stage;
@@ -165,6 +166,8 @@ pub enum Sink {
     /// Rows with distinct values of these columns (all when `None`),
     /// the first of each.
     Distinct(Option<Vec<String>>),
+    /// Statistics and sample points of these columns (`describe`).
+    Describe(Vec<String>),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -219,6 +222,11 @@ pub enum Finish {
     Divisions { on: String, outputs: usize },
     /// `nlargest`/`nsmallest`: the kept rows in order.
     Top { on: String, n: usize, largest: bool },
+    /// Quantiles of a column from merged samples: a float, or a list of
+    /// floats when `list`.
+    Quantile { on: String, qs: Vec<f64>, list: bool },
+    /// The `describe` table of these columns.
+    Describe(Vec<(String, DType)>),
 }
 
 impl FrameOp {
@@ -238,6 +246,7 @@ impl FrameOp {
                 Sink::Top { .. } => "top",
                 Sink::Tail(_) => "tail",
                 Sink::Distinct(_) => "drop_duplicates",
+                Sink::Describe(_) => "describe",
             },
             FrameOp::Finish(_) => "finish",
             FrameOp::Collect { then: Then::Sort { .. }, .. } => "sort",
@@ -410,6 +419,7 @@ fn partial(sink: &Sink, df: DataFrame, args: &[Value]) -> Result<Value, TaskErro
         Sink::Top { on, n, largest } => frame(top(&df, on, *n, *largest).map_err(err)?),
         Sink::Tail(n) => frame(df.tail(Some(*n))),
         Sink::Distinct(subset) => frame(distinct(&df, subset.as_deref()).map_err(err)?),
+        Sink::Describe(cols) => quantile::describe_partial(&df, cols).map_err(err)?,
     })
 }
 
@@ -442,6 +452,9 @@ fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
         Sink::Distinct(subset) => {
             frame(distinct(&concat(&frames(args)?).map_err(err)?, subset.as_deref()).map_err(err)?)
         }
+        Sink::Describe(_) => quantile::describe_combine(args)
+            .map_err(err)?
+            .ok_or_else(|| TaskError::internal("bad describe partial"))?,
     })
 }
 
@@ -473,6 +486,19 @@ fn finish(f: &Finish, args: &[Value]) -> Result<Value, TaskError> {
         Finish::Divisions { on, outputs } => {
             frame(shuffle::divisions(frame_arg(one)?, on, *outputs).map_err(err)?)
         }
+        Finish::Quantile { on, qs, list } => {
+            let q = quantile::quantiles(frame_arg(one)?, on, qs).map_err(err)?;
+            if *list {
+                Value::list(q.into_iter().map(Value::Float).collect())
+            } else {
+                Value::Float(q.first().copied().unwrap_or(f64::NAN))
+            }
+        }
+        Finish::Describe(cols) => frame(
+            quantile::describe_finish(one, cols)
+                .map_err(err)?
+                .ok_or_else(|| TaskError::internal("bad describe partial"))?,
+        ),
         Finish::Top { on, n, largest } => frame(top(frame_arg(one)?, on, *n, *largest).map_err(err)?),
     })
 }

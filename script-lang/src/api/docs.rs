@@ -957,6 +957,18 @@ pub const DOCS: &[FnDoc] = &[
         "Rolling aggregates over `window` rows, across partition edges (each partition gets the rows before it, as Dask's map_overlap). As pandas with `min_periods = window`: the first `window - 1` rows, and any window with a missing value, give NaN. Numeric columns only; results are float64.",
         "from_columns(#{x: [1, 2, 3, 4, 5]}, #{npartitions: 3}).rolling(2).mean().compute()",
     ),
+    doc(
+        "quantile",
+        "s.quantile(q) -> Delayed (a float, or an array for an array of q)",
+        "Quantiles by linear interpolation, from up to 1,000 sample points per partition (Dask's approach): exact when no partition has more values than that, close otherwise.",
+        "from_columns(#{x: [1, 2, 4, 8]}, #{npartitions: 2})[\"x\"].quantile([0.25, 0.5]).compute()",
+    ),
+    doc(
+        "describe",
+        "df.describe() -> DataFrame",
+        "count, mean, std, min, 25%, 50%, 75% and max of every numeric column, one row each, named in a first `statistic` column; quartiles as `quantile`.",
+        "from_columns(#{x: [1, 2, 4, 8], y: [0.5, (), 1.5, 2.5]}).describe().compute()",
+    ),
 ];
 
 /// The entry for `name`, if documented.

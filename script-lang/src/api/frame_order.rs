@@ -245,6 +245,24 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     }
 
     let st = state.clone();
+    engine.register_fn("describe", move |f: &mut LazyFrame| -> Res<LazyFrame> {
+        Ok(LazyFrame { f: f.f.describe(&ctx(&st)).map_err(err)? })
+    });
+    let st = state.clone();
+    engine.register_fn("quantile", move |s: &mut LazySeries, q: Dynamic| -> Res<Delayed> {
+        let num = |d: &Dynamic| {
+            d.as_float().or_else(|_| d.as_int().map(|i| i as f64)).map_err(|_| {
+                runtime(format!("quantile: q must be a number or an array of numbers, not {}", d.type_name()))
+            })
+        };
+        let (qs, list) = match q.read_lock::<RArray>() {
+            Some(a) => (a.iter().map(num).collect::<Res<Vec<f64>>>()?, true),
+            None => (vec![num(&q)?], false),
+        };
+        let (layer, key) = s.s.quantile(&ctx(&st), &qs, list).map_err(err)?;
+        Ok(Delayed { layer, key, held: Arc::new(Vec::new()) })
+    });
+    let st = state.clone();
     engine.register_fn("tail", move |f: &mut LazyFrame| tail(&st, &f.f, 5).map(LocalFrame));
     let st = state.clone();
     engine.register_fn("tail", move |f: &mut LazyFrame, n: i64| tail(&st, &f.f, n).map(LocalFrame));
