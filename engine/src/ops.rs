@@ -81,7 +81,7 @@ pub enum Arg {
 /// A user closure in shipped form: the source chunks that define it, the name
 /// of the function to call and the values it captured. Every executor, local
 /// or remote, compiles the chunks (cached per thread) and calls `entry`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Udf {
     /// For keys and messages: `"inc"`, or `"lambda"` for anonymous closures.
     pub label: String,
@@ -189,7 +189,7 @@ pub fn execute(
                 Func::Builtin(b) => builtin(*b, args),
                 Func::Array(op) => Ok(crate::array::ops::execute(op, &args)?),
                 Func::Bag(op) => crate::bag::execute(op, &args, udfs, ctx),
-                Func::Frame(op) => crate::frame::execute(op, &args),
+                Func::Frame(op) => crate::frame::execute(op, &args, udfs, ctx),
             }
         }
         Op::Fused(steps) => {

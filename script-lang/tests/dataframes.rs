@@ -133,6 +133,13 @@ r.rolling_sum = df["y"].rolling(20).sum().compute().to_array();
 r.rolling_min = num.repartition(#{npartitions: 60}).rolling(25).min().compute().to_maps();
 r.rolling_max = x.rolling(4).max().compute().to_array();
 
+// Closures on partitions and on groups.
+r.map_rows = df.map_partitions(|p| p.to_maps().filter(|r| r.y != () && r.y > 500).map(|r| #{id: r.id, y2: r.y * 2})).compute().to_maps();
+r.map_same = df.map_partitions(|p| p).compute().to_maps();
+r.map_meta_total = df.map_partitions(|p| #{n: p.num_rows()}, #{meta: #{n: "int64"}})["n"].sum().compute();
+r.unordered_apply = df.groupby("key").apply(|g| #{n: g.num_rows(), first_id: g.to_maps()[0].id}).compute().to_maps();
+r.unordered_apply_rows = df.groupby("key").apply(|g| g.to_maps().filter(|r| r.flag).map(|r| #{key: r.key, id: r.id})).compute().to_maps();
+
 // Quantiles and describe (exact here: no partition has more than 1,000 values).
 r.quantiles = y.quantile([0.0, 0.1, 0.25, 0.5, 0.9, 1.0]).compute();
 r.median_x = x.quantile(0.5).compute();

@@ -179,6 +179,12 @@ def expected(d):
     e["rolling_sum"] = [clean(v) for v in df["y"].rolling(20).sum()]
     e["rolling_min"] = records(num.rolling(25).min())
     e["rolling_max"] = [clean(v) for v in df["x"].rolling(4).max()]
+    big = df[df["y"] > 500]
+    e["map_rows"] = records(pd.DataFrame({"id": big["id"], "y2": big["y"] * 2}))
+    e["map_same"] = records(df)
+    e["map_meta_total"] = len(df)
+    e["unordered_apply"] = [{"key": k, "n": len(g), "first_id": int(g["id"].iloc[0])} for k, g in df.groupby("key")]
+    e["unordered_apply_rows"] = records(df[df["flag"] & df["key"].notna()][["key", "id"]])
     e["quantiles"] = [clean(v) for v in df["y"].quantile([0.0, 0.1, 0.25, 0.5, 0.9, 1.0])]
     e["median_x"] = clean(df["x"].quantile(0.5))
     desc = df[["id", "x", "y"]].describe()

@@ -16,7 +16,7 @@ use crate::frame::rolling::RollAgg;
 use crate::frame::shuffle::{JoinHow, JoinSpec, Partitioner, ShuffleSpec};
 use crate::frame::{Finish, FrameOp, Sink, Then};
 use crate::graph::{Key, Layer, LayerRef, Tokenizer};
-use crate::ops::{Arg, Func, Op};
+use crate::ops::{Arg, Func, Op, Udf};
 
 /// A side of a join with at most this many partitions is sent whole to
 /// every partition of the other side (a broadcast join) instead of both
@@ -350,6 +350,63 @@ impl DataFrame {
         let mut schema = vec![("statistic".to_string(), DType::Str)];
         schema.extend(cols.into_iter().map(|(n, _)| (n, DType::Float64)));
         Ok(DataFrame::of_keys(layer, vec![key], Schema::new(schema), "describe"))
+    }
+}
+
+impl DataFrame {
+    /// `map_partitions(f)`: a shipped closure on every partition; its
+    /// results are frames of `schema` (found by the caller, as Dask's meta).
+    pub fn map_partitions(&self, ctx: &Ctx, udf: Arc<Udf>, token: &str, schema: Schema) -> DataFrame {
+        let (layer, parts) = self.partitions(ctx);
+        let name: Arc<str> = Arc::from(
+            Tokenizer::new().str(&self.token).str(token).str(&format!("{schema:?}")).name("map_partitions"),
+        );
+        let schema_arc = Arc::new(schema.clone());
+        let mut tasks = Vec::with_capacity(parts.len());
+        let mut keys = Vec::with_capacity(parts.len());
+        for (i, p) in parts.into_iter().enumerate() {
+            let key = block(&name, i);
+            let op = FrameOp::MapPartitions { udf: udf.clone(), schema: schema_arc.clone() };
+            tasks.push(task(ctx, key.clone(), op, vec![Arg::Dep(0)], vec![p]));
+            keys.push(key);
+        }
+        DataFrame::of_keys(Layer::new(name, tasks, vec![layer]), keys, schema, "map_partitions")
+    }
+
+    /// `groupby(by).apply(f)`: rows shuffled so each group is whole in one
+    /// partition, then the closure on every group.
+    pub fn groupby_apply(
+        &self,
+        ctx: &Ctx,
+        by: &[String],
+        udf: Arc<Udf>,
+        token: &str,
+        schema: Schema,
+    ) -> Result<DataFrame, FrameError> {
+        self.check_columns(by)?;
+        let n = self.npartitions();
+        let plan = Plan {
+            by: Partitioner::Hash(by.to_vec()),
+            outputs: n,
+            bounds: None,
+            then: Then::Rows,
+            schema: self.schema.as_ref().clone(),
+        };
+        let shuffled = if n == 1 { self.clone() } else { self.shuffled(ctx, "groupby-shuffle", plan) };
+        let (layer, parts) = shuffled.partitions(ctx);
+        let name: Arc<str> = Arc::from(
+            Tokenizer::new().str(&shuffled.token).str(token).str(&format!("{by:?}{schema:?}")).name("apply"),
+        );
+        let schema_arc = Arc::new(schema.clone());
+        let mut tasks = Vec::with_capacity(parts.len());
+        let mut keys = Vec::with_capacity(parts.len());
+        for (i, p) in parts.into_iter().enumerate() {
+            let key = block(&name, i);
+            let op = FrameOp::Apply { udf: udf.clone(), by: by.to_vec(), schema: schema_arc.clone() };
+            tasks.push(task(ctx, key.clone(), op, vec![Arg::Dep(0)], vec![p]));
+            keys.push(key);
+        }
+        Ok(DataFrame::of_keys(Layer::new(name, tasks, vec![layer]), keys, schema, "apply"))
     }
 }
 

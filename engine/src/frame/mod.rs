@@ -14,6 +14,7 @@ pub mod quantile;
 pub mod rolling;
 pub mod shuffle;
 pub mod stage;
+pub mod udf;
 
 use std::sync::Arc;
 
@@ -187,6 +188,12 @@ pub enum FrameOp {
     /// Rows `[len * part / of, len * (part + 1) / of)` of the input frame
     /// (`repartition` to more partitions).
     Slice { part: u32, of: u32 },
+    /// A script closure on the partition (`map_partitions`), its result a
+    /// frame of `schema`.
+    MapPartitions { udf: Arc<crate::ops::Udf>, schema: Arc<Schema> },
+    /// A script closure on each group of the partition by `by`
+    /// (`groupby(..).apply`, after a shuffle by `by`).
+    Apply { udf: Arc<crate::ops::Udf>, by: Vec<String>, schema: Arc<Schema> },
     /// A rolling aggregate of `columns` of the first input, the second
     /// input (if any) being the rows just before it.
     Rolling { window: usize, agg: rolling::RollAgg, columns: Vec<String> },
@@ -255,6 +262,8 @@ impl FrameOp {
             FrameOp::Join(_) => "merge",
             FrameOp::Slice { .. } => "repartition",
             FrameOp::Rolling { .. } => "rolling",
+            FrameOp::MapPartitions { .. } => "map_partitions",
+            FrameOp::Apply { .. } => "apply",
         }
     }
 }
@@ -289,9 +298,25 @@ pub fn concat(parts: &[&DataFrame]) -> PolarsResult<DataFrame> {
     Ok(out)
 }
 
-/// Run a frame kernel. Polars may panic on input it does not expect; a
-/// panic becomes the task's error, never the worker's death.
-pub fn execute(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
+/// Run a frame kernel (closures through `udfs`). Polars may panic on
+/// input it does not expect; a panic becomes the task's error, never the
+/// worker's death.
+pub fn execute(
+    op: &FrameOp,
+    args: &[Value],
+    udfs: &dyn crate::ops::UdfRunner,
+    ctx: &crate::ops::TaskContext<'_>,
+) -> Result<Value, TaskError> {
+    let first = || frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?);
+    match op {
+        FrameOp::MapPartitions { udf, schema } => {
+            return Ok(frame(udf::map_partition(udf, schema, first()?, udfs, ctx)?));
+        }
+        FrameOp::Apply { udf, by, schema } => {
+            return Ok(frame(udf::apply(udf, by, schema, first()?, udfs, ctx)?));
+        }
+        _ => {}
+    }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(op, args))) {
         Ok(r) => r,
         Err(p) => {
@@ -356,6 +381,9 @@ fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
             let lo = h * *part as usize / of;
             let hi = h * (*part as usize + 1) / of;
             Ok(frame(df.slice(lo as i64, hi - lo)))
+        }
+        FrameOp::MapPartitions { .. } | FrameOp::Apply { .. } => {
+            Err(TaskError::internal("a closure kernel without a script engine"))
         }
         FrameOp::Rolling { window, agg, columns } => {
             let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;

@@ -45,8 +45,8 @@ pub struct LocalSeries(pub Arc<Frame>);
 /// `df.groupby(by)`, waiting for its aggregation.
 #[derive(Clone)]
 pub struct GroupBy {
-    f: DataFrame,
-    by: Vec<String>,
+    pub(super) f: DataFrame,
+    pub(super) by: Vec<String>,
     /// Output partitions (Dask's `split_out`); 1 is a tree reduction.
     split_out: usize,
 }
@@ -75,7 +75,7 @@ pub(super) fn strings(d: &Dynamic, what: &str) -> Res<Vec<String>> {
     })
 }
 
-fn dtype_of(d: &Dynamic, what: &str) -> Res<DType> {
+pub(super) fn dtype_of(d: &Dynamic, what: &str) -> Res<DType> {
     let s = d
         .clone()
         .into_string()

@@ -969,6 +969,18 @@ pub const DOCS: &[FnDoc] = &[
         "count, mean, std, min, 25%, 50%, 75% and max of every numeric column, one row each, named in a first `statistic` column; quartiles as `quantile`.",
         "from_columns(#{x: [1, 2, 4, 8], y: [0.5, (), 1.5, 2.5]}).describe().compute()",
     ),
+    doc(
+        "map_partitions",
+        "df.map_partitions(|part| ..., #{meta}) -> DataFrame",
+        "A closure on every partition (a LocalDataFrame; `to_maps()`, `num_rows()`, `p[\"col\"]`), giving a frame, an array of row maps or one row map. The result's columns come from `meta` (`#{col: dtype}`), or from running the closure on the first partition now.",
+        "let df = from_columns(#{x: [1, 2, 3]}, #{npartitions: 2});\ndf.map_partitions(|p| p.to_maps().map(|r| #{x2: r.x * 2})).compute()",
+    ),
+    doc(
+        "apply",
+        "g.apply(|group| ..., #{meta}) -> DataFrame",
+        "A closure on every group (a LocalDataFrame), after a shuffle that puts each group in one partition. It gives a frame, rows or one row map; key columns it lacks are put first. Columns from `meta`, or from the first group, run now.",
+        "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1, 2, 3]});\ndf.groupby(\"k\").apply(|g| #{n: g.num_rows()}).compute()",
+    ),
 ];
 
 /// The entry for `name`, if documented.

@@ -13,13 +13,17 @@ use brisk_engine::frame::{self as kernels, Frame};
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::Delayed;
-use super::args::options;
+use super::args::{options, shipped};
 use super::dataframe::{
-    LazyFrame, LazySeries, LocalFrame, LocalSeries, compute_one, ctx, err, frame_value, positive, strings,
+    GroupBy, LazyFrame, LazySeries, LocalFrame, LocalSeries, compute_one, ctx, dtype_of, err, frame_value,
+    positive, strings,
 };
 use crate::convert::to_dynamic;
 use crate::error::runtime;
 use crate::session::SessionState;
+use brisk_engine::frame::dtype::Schema;
+use brisk_engine::frame::udf;
+use rhai::{FnPtr, NativeCallContext};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
@@ -146,6 +150,99 @@ fn divisions(state: &SessionState, f: &DataFrame) -> Res<RArray> {
     Ok(kernels::column_values(&frame.0, &name).iter().map(to_dynamic).collect())
 }
 
+/// The columns a closure's results have: `meta` when given (as Dask's
+/// `meta`), else what the closure gives on `sample`, run here now.
+fn meta_or_sample(
+    cx: &NativeCallContext<'_>,
+    f: &FnPtr,
+    meta: Option<&Dynamic>,
+    sample: impl FnOnce() -> Res<Option<Arc<Frame>>>,
+    function: &str,
+) -> Res<Schema> {
+    if let Some(m) = meta {
+        let m = m
+            .read_lock::<Map>()
+            .ok_or_else(|| runtime(format!("{function}: meta must be a map of column to dtype")))?;
+        let cols = m
+            .iter()
+            .map(|(k, v)| Ok((k.to_string(), dtype_of(v, &format!("{function}: meta"))?)))
+            .collect::<Res<Vec<_>>>()?;
+        if cols.is_empty() {
+            return Err(runtime(format!("{function}: meta names no column")));
+        }
+        return Ok(Schema::new(cols));
+    }
+    let Some(part) = sample()? else {
+        return Err(runtime(format!(
+            "{function}: there is no data to learn the result's columns from; give #{{meta: #{{column: dtype}}}}"
+        )));
+    };
+    let got: Dynamic = f.call_within_context(cx, (Dynamic::from(LocalFrame(part)),))?;
+    let v = crate::convert::to_value(&got, function).map_err(runtime)?;
+    let schema = udf::infer_schema(&v).map_err(|e| runtime(format!("{function}: {e}")))?;
+    if schema.cols.is_empty() {
+        return Err(runtime(format!(
+            "{function}: the closure gave no columns on the first partition; give #{{meta: #{{column: dtype}}}}"
+        )));
+    }
+    Ok(schema)
+}
+
+/// Partition `i`, computed now.
+fn partition(state: &SessionState, f: &DataFrame, i: usize) -> Res<Arc<Frame>> {
+    let (layer, key) = f.head_of(i, usize::MAX);
+    let d = compute_one(state, Dynamic::from(Delayed { layer, key, held: Arc::new(Vec::new()) }))?;
+    frame_value(&d).ok_or_else(|| runtime("a partition did not give a frame"))
+}
+
+fn map_partitions(
+    cx: &NativeCallContext<'_>,
+    state: &SessionState,
+    f: &DataFrame,
+    fp: &FnPtr,
+    m: Option<Map>,
+) -> Res<LazyFrame> {
+    let m = options(m, "map_partitions", &["meta"])?;
+    let (u, token) = shipped(state, fp)?;
+    let schema =
+        meta_or_sample(cx, fp, m.get("meta"), || partition(state, f, 0).map(Some), "map_partitions")?;
+    Ok(LazyFrame { f: f.map_partitions(&ctx(state), u, &token, schema) })
+}
+
+fn apply(
+    cx: &NativeCallContext<'_>,
+    state: &SessionState,
+    g: &GroupBy,
+    fp: &FnPtr,
+    m: Option<Map>,
+) -> Res<LazyFrame> {
+    let m = options(m, "apply", &["meta"])?;
+    let (u, token) = shipped(state, fp)?;
+    let first_group = || -> Res<Option<Arc<Frame>>> {
+        for i in 0..g.f.npartitions() {
+            let part = partition(state, &g.f, i)?;
+            let groups = udf::groups(&part.0, &g.by).map_err(|e| runtime(format!("apply: {e}")))?;
+            if let Some(first) = groups.into_iter().next() {
+                return Ok(Some(Arc::new(Frame(first))));
+            }
+        }
+        Ok(None)
+    };
+    let mut schema = meta_or_sample(cx, fp, m.get("meta"), first_group, "apply")?;
+    // Key columns the result lacks come first, as ordinary columns.
+    let missing: Vec<(String, brisk_engine::frame::dtype::DType)> =
+        g.by.iter()
+            .filter(|k| !schema.contains(k))
+            .map(|k| (k.clone(), g.f.schema.get(k).unwrap_or(brisk_engine::frame::dtype::DType::Str)))
+            .collect();
+    if !missing.is_empty() {
+        let mut cols = missing;
+        cols.extend(schema.cols);
+        schema = Schema::new(cols);
+    }
+    Ok(LazyFrame { f: g.f.groupby_apply(&ctx(state), &g.by, u, &token, schema).map_err(err)? })
+}
+
 fn npartitions(m: Option<Map>, function: &str) -> Res<Option<usize>> {
     let m = options(m, function, &["npartitions"])?;
     m.get("npartitions").map(|d| positive(d, &format!("{function}: npartitions"))).transpose()
@@ -244,6 +341,25 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         });
     }
 
+    let st = state.clone();
+    engine.register_fn("map_partitions", move |cx: NativeCallContext<'_>, f: &mut LazyFrame, fp: FnPtr| {
+        map_partitions(&cx, &st, &f.f, &fp, None)
+    });
+    let st = state.clone();
+    engine.register_fn(
+        "map_partitions",
+        move |cx: NativeCallContext<'_>, f: &mut LazyFrame, fp: FnPtr, m: Map| {
+            map_partitions(&cx, &st, &f.f, &fp, Some(m))
+        },
+    );
+    let st = state.clone();
+    engine.register_fn("apply", move |cx: NativeCallContext<'_>, g: &mut GroupBy, fp: FnPtr| {
+        apply(&cx, &st, g, &fp, None)
+    });
+    let st = state.clone();
+    engine.register_fn("apply", move |cx: NativeCallContext<'_>, g: &mut GroupBy, fp: FnPtr, m: Map| {
+        apply(&cx, &st, g, &fp, Some(m))
+    });
     let st = state.clone();
     engine.register_fn("describe", move |f: &mut LazyFrame| -> Res<LazyFrame> {
         Ok(LazyFrame { f: f.f.describe(&ctx(&st)).map_err(err)? })
