@@ -133,6 +133,9 @@ r.rolling_sum = df["y"].rolling(20).sum().compute().to_array();
 r.rolling_min = num.repartition(#{npartitions: 60}).rolling(25).min().compute().to_maps();
 r.rolling_max = x.rolling(4).max().compute().to_array();
 
+r.groupby_nunique = df.groupby("key").agg(#{x: "nunique", y: ["nunique", "sum"]}).compute().to_maps();
+r.groupby_nunique_all = df.groupby("flag").nunique().compute().to_maps();
+
 // Closures on partitions and on groups.
 r.map_rows = df.map_partitions(|p| p.to_maps().filter(|r| r.y != () && r.y > 500).map(|r| #{id: r.id, y2: r.y * 2})).compute().to_maps();
 r.map_same = df.map_partitions(|p| p).compute().to_maps();

@@ -179,6 +179,10 @@ def expected(d):
     e["rolling_sum"] = [clean(v) for v in df["y"].rolling(20).sum()]
     e["rolling_min"] = records(num.rolling(25).min())
     e["rolling_max"] = [clean(v) for v in df["x"].rolling(4).max()]
+    g = df.groupby("key").agg({"x": "nunique", "y": ["nunique", "sum"]})
+    g.columns = ["x", "y_nunique", "y_sum"]
+    e["groupby_nunique"] = records(g.reset_index())
+    e["groupby_nunique_all"] = records(df.groupby("flag").nunique().reset_index())
     big = df[df["y"] > 500]
     e["map_rows"] = records(pd.DataFrame({"id": big["id"], "y2": big["y"] * 2}))
     e["map_same"] = records(df)

@@ -582,9 +582,6 @@ impl DataFrame {
                 }
                 self.schema.get(col).unwrap_or(DType::Str)
             };
-            if *red == Red::NUnique {
-                return Err(invalid("groupby(..).nunique() is not supported yet"));
-            }
             let rt = red.dtype(t).map_err(|e| invalid(format!("groupby: {e} (column \"{col}\")")))?;
             spec.aggs.push((out.clone(), col.clone(), *red, t));
             schema.push((out.clone(), rt));
@@ -602,12 +599,52 @@ impl DataFrame {
         split_out: usize,
     ) -> Result<DataFrame, FrameError> {
         let (spec, schema) = self.group_spec(by, aggs)?;
+        if spec.aggs.iter().any(|a| a.2 == Red::NUnique) {
+            return self.groupby_with_nunique(ctx, spec, schema);
+        }
         let spec = Arc::new(spec);
         if split_out > 1 {
             return Ok(self.groupby_split(ctx, spec, schema, split_out));
         }
         let (layer, key) = self.tree(ctx, "groupby-agg", Sink::Group(spec.clone()), Finish::Group(spec));
         Ok(DataFrame::of_keys(layer, vec![key], schema, "groupby-agg"))
+    }
+
+    /// A groupby with `nunique` columns: one tree per `nunique` column over
+    /// the distinct (keys, value) rows, one for the other aggregations,
+    /// and their results (each every group, sorted by key) side by side.
+    fn groupby_with_nunique(
+        &self,
+        ctx: &Ctx,
+        spec: GroupSpec,
+        schema: Schema,
+    ) -> Result<DataFrame, FrameError> {
+        let by = spec.by.clone();
+        let (nunique, rest): (Vec<_>, Vec<_>) = spec.aggs.into_iter().partition(|a| a.2 == Red::NUnique);
+        let mut pieces: Vec<(LayerRef, Key)> = Vec::new();
+        if !rest.is_empty() {
+            let main = Arc::new(GroupSpec { by: by.clone(), aggs: rest });
+            pieces.push(self.tree(ctx, "groupby-agg", Sink::Group(main.clone()), Finish::Group(main)));
+        }
+        for (out, col, _, _) in nunique {
+            let mut cols = by.clone();
+            cols.push(col.clone());
+            let f = self.project(&cols)?.dropna(Some(by.clone()))?;
+            let fin = Finish::GroupNUnique { by: by.clone(), col, out };
+            pieces.push(f.tree(ctx, "groupby-nunique", Sink::Distinct(None), fin));
+        }
+        let names: Vec<String> = schema.names().map(String::from).collect();
+        let mut t = Tokenizer::new();
+        pieces.iter().for_each(|(_, k)| {
+            t.key(k);
+        });
+        let name = t.name("groupby-agg");
+        let key = Key::new(name.as_str());
+        let op = FrameOp::SideBySide { by, columns: names };
+        let (layers, keys): (Vec<LayerRef>, Vec<Key>) = pieces.into_iter().unzip();
+        let args = (0..keys.len()).map(|i| Arg::Dep(i as u32)).collect();
+        let tk = task(ctx, key.clone(), op, args, keys);
+        Ok(DataFrame::of_keys(Layer::new(name, vec![tk], layers), vec![key], schema, "groupby-agg"))
     }
 
     /// Write each partition to `dir/N.part` (Dask's `to_csv(dir)` names).

@@ -194,6 +194,9 @@ pub enum FrameOp {
     /// A script closure on each group of the partition by `by`
     /// (`groupby(..).apply`, after a shuffle by `by`).
     Apply { udf: Arc<crate::ops::Udf>, by: Vec<String>, schema: Arc<Schema> },
+    /// Grouped results with the same groups, sorted by key: the key
+    /// columns once, then the other columns of each, in `columns` order.
+    SideBySide { by: Vec<String>, columns: Vec<String> },
     /// A rolling aggregate of `columns` of the first input, the second
     /// input (if any) being the rows just before it.
     Rolling { window: usize, agg: rolling::RollAgg, columns: Vec<String> },
@@ -234,6 +237,9 @@ pub enum Finish {
     Quantile { on: String, qs: Vec<f64>, list: bool },
     /// The `describe` table of these columns.
     Describe(Vec<(String, DType)>),
+    /// Distinct (keys, value) rows to the number of distinct non-missing
+    /// values per group, as column `out`, sorted by key.
+    GroupNUnique { by: Vec<String>, col: String, out: String },
 }
 
 impl FrameOp {
@@ -262,6 +268,7 @@ impl FrameOp {
             FrameOp::Join(_) => "merge",
             FrameOp::Slice { .. } => "repartition",
             FrameOp::Rolling { .. } => "rolling",
+            FrameOp::SideBySide { .. } => "groupby",
             FrameOp::MapPartitions { .. } => "map_partitions",
             FrameOp::Apply { .. } => "apply",
         }
@@ -384,6 +391,21 @@ fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
         }
         FrameOp::MapPartitions { .. } | FrameOp::Apply { .. } => {
             Err(TaskError::internal("a closure kernel without a script engine"))
+        }
+        FrameOp::SideBySide { by, columns } => {
+            let all = frames(args)?;
+            let Some(first) = all.first() else { return Err(TaskError::internal("no grouped results")) };
+            let mut out: Vec<Column> =
+                by.iter().map(|b| first.column(b).cloned()).collect::<PolarsResult<_>>().map_err(err)?;
+            for df in &all {
+                for c in df.columns() {
+                    if !by.iter().any(|b| b.as_str() == c.name().as_str()) {
+                        out.push(c.clone());
+                    }
+                }
+            }
+            let df = DataFrame::new(first.height(), out).map_err(err)?;
+            Ok(frame(df.select(columns.iter().map(String::as_str)).map_err(err)?))
         }
         FrameOp::Rolling { window, agg, columns } => {
             let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
@@ -521,6 +543,23 @@ fn finish(f: &Finish, args: &[Value]) -> Result<Value, TaskError> {
             } else {
                 Value::Float(q.first().copied().unwrap_or(f64::NAN))
             }
+        }
+        Finish::GroupNUnique { by, col, out } => {
+            // Each row is a distinct (keys, value): count the present values.
+            let df = frame_arg(one)?;
+            let present =
+                !expr::missing(df.column(col).map_err(err)?.as_materialized_series()).map_err(err)?;
+            let ones =
+                present.into_series().cast(&DataType::Int64).map_err(err)?.with_name(out.as_str().into());
+            let mut keyed = df.select(by.iter().map(String::as_str)).map_err(err)?;
+            keyed.with_column(ones.into_column()).map_err(err)?;
+            let gb = keyed.group_by(by.iter().map(String::as_str)).map_err(err)?;
+            #[allow(deprecated)]
+            let summed = gb.select([out.as_str()]).sum().map_err(err)?;
+            let mut counted = summed;
+            let last = counted.get_column_names().last().map(|n| n.to_string()).unwrap_or_default();
+            counted.rename(&last, out.as_str().into()).map_err(err)?;
+            frame(sort(&counted, by, &vec![false; by.len()]).map_err(err)?)
         }
         Finish::Describe(cols) => frame(
             quantile::describe_finish(one, cols)

@@ -395,7 +395,7 @@ fn head(state: &SessionState, f: &DataFrame, n: i64) -> Res<Arc<Frame>> {
 fn red_of(name: &str, what: &str) -> Res<Red> {
     Red::parse(name).ok_or_else(|| {
         runtime(format!(
-            "{what}: unknown aggregation \"{name}\" (sum, mean, min, max, count, size, std, var)"
+            "{what}: unknown aggregation \"{name}\" (sum, mean, min, max, count, size, std, var, nunique)"
         ))
     })
 }
@@ -748,6 +748,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         ("size", Red::Size),
         ("std", Red::Std),
         ("variance", Red::Var),
+        ("nunique", Red::NUnique),
     ] {
         let st = state.clone();
         engine.register_fn(name, move |g: &mut GroupBy| group_all(&st, g, red));

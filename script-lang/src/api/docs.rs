@@ -714,7 +714,7 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "groupby",
         "df.groupby(col_or_cols) -> GroupBy",
-        "Group rows by key columns, then `agg(#{col: \"mean\"})` or `sum() mean() min() max() count() size() std() variance()`. Keys are ordinary columns of the result, sorted. `groupby(cols, #{split_out: n})` gives n partitions through a hash shuffle, for many groups (each partition sorted by key).",
+        "Group rows by key columns, then `agg(#{col: \"mean\"})` or `sum() mean() min() max() count() size() std() variance() nunique()`. Keys are ordinary columns of the result, sorted. `groupby(cols, #{split_out: n})` gives n partitions through a hash shuffle, for many groups (each partition sorted by key).",
         "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1, 2, 3]});\ndf.groupby(\"k\").agg(#{x: [\"sum\", \"max\"]}).compute()",
     ),
     doc(
@@ -750,7 +750,7 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "agg",
         "g.agg(#{col: \"mean\" or [\"sum\", \"max\"]}) / g.agg(spec, #{split_out}) -> DataFrame",
-        "Aggregate each group: one column per source with one aggregation (`x`), or `x_sum`, `x_max` with several. Aggregations: sum mean min max count size std var.",
+        "Aggregate each group: one column per source with one aggregation (`x`), or `x_sum`, `x_max` with several. Aggregations: sum mean min max count size std var nunique.",
         "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1.5, (), -2.0]});\ndf.groupby(\"k\").agg(#{x: \"sum\"}).compute()",
     ),
     doc(
