@@ -18,6 +18,7 @@ pub mod host;
 pub mod local;
 pub mod ops;
 pub mod scheduler;
+pub mod shuffle;
 pub mod value;
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TaskError;
 use crate::ops::{TaskContext, Udf, UdfRunner};
+use crate::shuffle::Pieces;
 use crate::value::Value;
 
 pub use agg::{Agg, Sink};
@@ -75,12 +76,13 @@ pub enum BagOp {
     Combine(Agg),
     /// The final value of a merged aggregate.
     Finish(Agg),
-    /// Shuffle, first half: split a partition into `parts` buckets by the
-    /// hash of `key(record)`; the result is a list of lists.
-    Split { key: Arc<Udf>, parts: u32 },
-    /// Shuffle, second half: bucket `part` of every split, grouped by key
-    /// into `[key, [records…]]` pairs.
-    Group { key: Arc<Udf>, part: u32 },
+    /// Shuffle, first half: split partition `input` into `parts` buckets
+    /// by the hash of `key(record)`, written to disk as the engine's
+    /// shuffle pieces; the result is the size of every piece.
+    Split { key: Arc<Udf>, parts: u32, input: u32, pieces: Pieces },
+    /// Shuffle, second half: bucket `part` of every split, read from disk,
+    /// grouped by key into `[key, [records…]]` pairs.
+    Group { key: Arc<Udf>, part: u32, pieces: Pieces },
     /// The records of every dependency, in order (a computed bag).
     Concat,
     /// Write a partition's records as lines of a text file.
@@ -163,7 +165,7 @@ pub fn execute(
             let mut run = Runner { udfs, ctx, part, offset: 0 };
             agg::finish(a, args.first().cloned().unwrap_or_default(), &mut run)
         }
-        BagOp::Split { key, parts } => {
+        BagOp::Split { key, parts, input, pieces } => {
             let records = records_of(args.first(), "a bag partition")?;
             let mut run = Runner { udfs, ctx, part, offset: 0 };
             let keys = run.call_each(key, &records)?;
@@ -172,15 +174,25 @@ pub fn execute(
                 let b = (VKey::hash_of(k) % buckets.len() as u64) as usize;
                 buckets[b].push(Value::list(vec![k.clone(), r]));
             }
-            Ok(Value::list(buckets.into_iter().map(Value::list).collect()))
+            let mut sizes = Vec::with_capacity(buckets.len());
+            for (out, b) in buckets.into_iter().enumerate() {
+                sizes.push(Value::Int(b.len() as i64));
+                if !b.is_empty() {
+                    let bytes = rmp_serde::to_vec(&Value::list(b))
+                        .map_err(|e| TaskError::user(format!("shuffle: a record cannot be written: {e}")))?;
+                    pieces.write(out as u32, *input, |w| w.write_all(&bytes).map_err(|e| e.to_string()))?;
+                }
+            }
+            Ok(Value::list(sizes))
         }
-        BagOp::Group { part: bucket, .. } => {
+        BagOp::Group { part: bucket, pieces, .. } => {
             let mut groups: Vec<(Value, Vec<Value>)> = Vec::new();
             let mut index: std::collections::HashMap<VKey, usize> = std::collections::HashMap::new();
-            for split in args {
-                let buckets = records_of(Some(split), "a shuffle split")?;
-                let Some(Value::List(pairs)) = buckets.get(*bucket as usize) else {
-                    return Err(TaskError::internal("a shuffle split without the bucket asked for"));
+            for bytes in pieces.take(*bucket, args)? {
+                let piece: Value = rmp_serde::from_slice(&bytes)
+                    .map_err(|e| TaskError::user(format!("shuffle: a piece cannot be read back: {e}")))?;
+                let Value::List(pairs) = piece else {
+                    return Err(TaskError::internal("a shuffle piece is not a list"));
                 };
                 for pair in pairs.iter() {
                     let Value::List(kv) = pair else {

@@ -13,6 +13,7 @@ use crate::Task;
 use crate::bag::{Agg, BagOp, Sink, Source, Stage};
 use crate::graph::{Key, Layer, LayerRef, Tokenizer};
 use crate::ops::{Arg, Func, Op, Udf};
+use crate::shuffle::Pieces;
 use crate::value::Value;
 
 /// The most partitions one bag may have (as the arrays' block limit).
@@ -236,18 +237,20 @@ pub fn aggregate_bag(ctx: &Ctx, bag: &Bag, agg: Agg, token: &str) -> Bag {
     Bag::of_keys(layer, vec![key], label)
 }
 
-/// `groupby(key)`: a hash shuffle into as many partitions as the bag has;
-/// each output record is `[key, [records…]]`.
+/// `groupby(key)`: a hash shuffle (the engine's disk-backed one) into as
+/// many partitions as the bag has; each output record is `[key, [records…]]`.
 pub fn groupby(ctx: &Ctx, bag: &Bag, key: Arc<Udf>, token: &str) -> Bag {
     let (layer, parts) = bag.partitions(ctx);
     let n = parts.len();
     let tok = Tokenizer::new().str(&bag.token).str("groupby").str(token).finish();
+    let pieces = Pieces::new(&tok);
     let split_name: Arc<str> = Arc::from(format!("shuffle-split-{tok}"));
     let split_tasks: Vec<Task> = parts
         .iter()
         .enumerate()
         .map(|(i, k)| {
-            let op = BagOp::Split { key: key.clone(), parts: n as u32 };
+            let op =
+                BagOp::Split { key: key.clone(), parts: n as u32, input: i as u32, pieces: pieces.clone() };
             task(ctx, block(&split_name, i), op, vec![Arg::Dep(0)], vec![k.clone()])
         })
         .collect();
@@ -260,7 +263,7 @@ pub fn groupby(ctx: &Ctx, bag: &Bag, key: Arc<Udf>, token: &str) -> Bag {
         .iter()
         .enumerate()
         .map(|(j, k)| {
-            let op = BagOp::Group { key: key.clone(), part: j as u32 };
+            let op = BagOp::Group { key: key.clone(), part: j as u32, pieces: pieces.clone() };
             task(ctx, k.clone(), op, args.clone(), splits.clone())
         })
         .collect();

@@ -594,3 +594,59 @@ fn join_spec(left: &DataFrame, right: &DataFrame, a: &MergeArgs) -> Result<(Join
     };
     Ok((spec, Schema::new(out)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnostics::Event;
+    use crate::frame::agg::Red;
+    use crate::graph::materialize;
+    use crate::local::{CancelToken, LocalConfig, Runtime};
+    use crate::ops::NoUdfs;
+    use crate::value::Value;
+
+    /// A sort of data many times larger than one partition holds at most a
+    /// few partitions' worth of results in memory at any time: the pieces
+    /// wait on disk, not in the scheduler.
+    #[test]
+    fn a_sort_keeps_memory_bounded_by_partitions_not_data() {
+        let dir = std::env::temp_dir().join(format!("brisk-shuffle-mem-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("data.csv");
+        let mut text = String::from("k,x,pad\n");
+        let rows = 60_000u64;
+        for i in 0..rows {
+            // A scrambled key, so every partition sends rows everywhere.
+            let k = (i * 7_919) % rows;
+            text += &format!("{k},{}.5,{}\n", i % 977, "p".repeat(40));
+        }
+        std::fs::write(&path, &text).expect("write");
+        let paths = vec![path.display().to_string()];
+        let blocksize = text.len() as u64 / 30;
+        let df =
+            super::super::dataframe::read_csv(&paths, Some(blocksize), b',', true, &[], None).expect("frame");
+        assert!(df.npartitions() >= 30);
+        let ctx = Ctx::default();
+        let sorted = df.sort_values(&ctx, &["k".to_string()], &[true]).expect("sort");
+        // Each sorted partition's first key: a reduction that keeps no partition.
+        let (layer, key) = sorted.column("k").expect("k").reduce(&ctx, Red::Min).expect("min");
+        let rt = Runtime::new(LocalConfig { threads: 2, ..LocalConfig::default() }, Arc::new(NoUdfs));
+        let events = rt.subscribe(1 << 16);
+        let out = rt
+            .compute(materialize(std::slice::from_ref(&layer)), &[key], &CancelToken::new())
+            .expect("compute");
+        assert_eq!(out, vec![Value::Int(0)]);
+        let peak = events
+            .try_iter()
+            .filter_map(|e| if let Event::Memory { bytes } = e { Some(bytes) } else { None })
+            .max()
+            .unwrap_or(0);
+        let data = text.len() as u64;
+        // Frames in memory are about the CSV's size; all of them would be
+        // about `data`. Two threads hold a few partitions at a time.
+        eprintln!("peak {peak} B of results for {data} B of CSV");
+        assert!(peak > 0, "memory was measured");
+        assert!(peak < data / 3, "peak {peak} B of results in memory for {data} B of data");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -10,13 +10,11 @@
 //! stacks them and removes them. Only the row counts of the pieces travel
 //! through the scheduler, so the data is never held twice in memory.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TaskError;
+use crate::shuffle::Pieces;
 use crate::value::Value;
 
 /// The hash seed of every shuffle ("brisk"): both sides of a join, and
@@ -39,27 +37,15 @@ pub enum Partitioner {
 /// One shuffle: where its pieces go and how many outputs it has.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShuffleSpec {
-    pub dir: Arc<str>,
+    pub pieces: Pieces,
     pub outputs: u32,
     pub by: Partitioner,
 }
 
 impl ShuffleSpec {
-    /// A shuffle whose pieces live under the temporary directory, in a
-    /// folder named by the shuffle's token (and this process, so two
-    /// processes never share pieces).
     pub fn new(token: &str, outputs: u32, by: Partitioner) -> ShuffleSpec {
-        let dir = std::env::temp_dir().join(format!("brisk-shuffle-{}-{token}", std::process::id()));
-        ShuffleSpec { dir: Arc::from(dir.display().to_string()), outputs, by }
+        ShuffleSpec { pieces: Pieces::new(token), outputs, by }
     }
-
-    fn piece(&self, out: u32, input: u32) -> PathBuf {
-        Path::new(self.dir.as_ref()).join(out.to_string()).join(format!("{input}.arrow"))
-    }
-}
-
-fn io(what: &str, path: &Path, e: impl std::fmt::Display) -> TaskError {
-    TaskError::user(format!("shuffle: cannot {what} {}: {e}", path.display()))
 }
 
 fn perr(e: PolarsError) -> TaskError {
@@ -160,14 +146,9 @@ pub fn split(
             continue;
         }
         let mut piece = df.take(&IdxCa::from_vec("idx".into(), idx)).map_err(perr)?;
-        let path = spec.piece(out as u32, input);
-        if let Some(d) = path.parent() {
-            std::fs::create_dir_all(d).map_err(|e| io("create", d, e))?;
-        }
-        let file = std::fs::File::create(&path).map_err(|e| io("write", &path, e))?;
-        let mut w = std::io::BufWriter::new(file);
-        IpcStreamWriter::new(&mut w).finish(&mut piece).map_err(perr)?;
-        std::io::Write::flush(&mut w).map_err(|e| io("write", &path, e))?;
+        spec.pieces.write(out as u32, input, |w| {
+            IpcStreamWriter::new(w).finish(&mut piece).map_err(|e| e.to_string())
+        })?;
     }
     Ok(Value::list(counts))
 }
@@ -176,39 +157,17 @@ pub fn split(
 /// the piece row counts, are `splits`), stacked in input order, then
 /// removed from disk. `None` when no split had a row for it.
 pub fn collect(spec: &ShuffleSpec, out: u32, splits: &[Value]) -> Result<Option<DataFrame>, TaskError> {
-    let mut frames = Vec::new();
-    let mut paths = Vec::new();
-    for (input, s) in splits.iter().enumerate() {
-        let Value::List(counts) = s else {
-            return Err(TaskError::internal("a shuffle split gave no piece counts"));
-        };
-        let rows = match counts.get(out as usize) {
-            Some(Value::Int(r)) => *r,
-            _ => return Err(TaskError::internal("a shuffle split without the piece asked for")),
-        };
-        if rows == 0 {
-            continue;
-        }
-        let path = spec.piece(out, input as u32);
-        let bytes = std::fs::read(&path).map_err(|e| io("read the piece", &path, e))?;
-        let df = IpcStreamReader::new(std::io::Cursor::new(bytes)).finish().map_err(perr)?;
-        frames.push(df);
-        paths.push(path);
+    let frames = spec
+        .pieces
+        .take(out, splits)?
+        .into_iter()
+        .map(|bytes| IpcStreamReader::new(std::io::Cursor::new(bytes)).finish().map_err(perr))
+        .collect::<Result<Vec<_>, _>>()?;
+    if frames.is_empty() {
+        return Ok(None);
     }
-    let df = if frames.is_empty() {
-        None
-    } else {
-        let refs: Vec<&DataFrame> = frames.iter().collect();
-        Some(super::concat(&refs).map_err(perr)?)
-    };
-    for p in &paths {
-        let _ = std::fs::remove_file(p);
-    }
-    let d = Path::new(spec.dir.as_ref());
-    let _ = std::fs::remove_dir(d.join(out.to_string()));
-    // The last output to finish leaves the folder empty; remove it then.
-    let _ = std::fs::remove_dir(d);
-    Ok(df)
+    let refs: Vec<&DataFrame> = frames.iter().collect();
+    Ok(Some(super::concat(&refs).map_err(perr)?))
 }
 
 /// Points of one column's distribution for computing sort boundaries:
@@ -368,7 +327,7 @@ mod tests {
             seen.extend(ks.iter().map(|k| (out, *k)));
         }
         assert_eq!(seen.len(), 8);
-        assert!(!Path::new(s.dir.as_ref()).exists(), "the pieces are removed");
+        assert!(!std::path::Path::new(s.pieces.dir.as_ref()).exists(), "the pieces are removed");
     }
 
     #[test]
