@@ -232,6 +232,12 @@ fn bad_input_is_refused_clearly() {
             format!("read_csv(\"{b}\", #{{blocksize: 500, dtypes: #{{a: \"int64\"}}}}).compute()"),
             format!("{b}, line 202"),
         ),
+        (
+            format!(
+                "read_csv(\"{b}\", #{{blocksize: 500, dtypes: #{{a: \"int64\"}}}}).groupby(\"b\").agg(#{{a: \"sum\"}}).compute()"
+            ),
+            format!("{b}, line 202"),
+        ),
         (format!("read_csv([\"{g}\", \"{o}\"])"), "all files must have the same columns".into()),
         (format!("read_csv(\"{e}\")"), "is empty".into()),
         (format!("read_csv(\"{g}\", #{{sep: \";;\"}})"), "sep must be one character".into()),

@@ -258,8 +258,19 @@ pub struct GroupSpec {
 
 const SEP: char = '\u{1}';
 
-fn partial_name(kind: &str, col: &str) -> String {
+pub(crate) fn partial_name(kind: &str, col: &str) -> String {
     format!("{kind}{SEP}{col}")
+}
+
+/// The partial columns of `g` as (kind, source column) pairs, in order.
+pub(crate) fn partial_names(g: &GroupSpec) -> Vec<(String, String)> {
+    g.partials()
+        .into_iter()
+        .map(|(n, _)| match n.split_once(SEP) {
+            Some((k, c)) => (k.to_string(), c.to_string()),
+            None => (n, String::new()),
+        })
+        .collect()
 }
 
 impl GroupSpec {

@@ -119,7 +119,7 @@ fn first_line_of(s: &str) -> &str {
 }
 
 /// Parse one block's bytes (no header) into the columns `columns`.
-fn parse(spec: &CsvSpec, bytes: Vec<u8>, columns: Option<&[String]>) -> PolarsResult<DataFrame> {
+pub(crate) fn parse(spec: &CsvSpec, bytes: Vec<u8>, columns: Option<&[String]>) -> PolarsResult<DataFrame> {
     let mut o = options(spec)
         .with_has_header(false)
         .with_schema(Some(polars_schema(spec)))
@@ -128,6 +128,27 @@ fn parse(spec: &CsvSpec, bytes: Vec<u8>, columns: Option<&[String]>) -> PolarsRe
         o = o.with_columns(Some(cols.iter().map(|c| PlSmallStr::from(c.as_str())).collect()));
     }
     o.into_reader_with_file_handle(Cursor::new(bytes)).finish()
+}
+
+/// A groupby partial of block `[start, end)` by the fused fast path, or
+/// `None` where it does not apply (the caller then reads the block).
+pub fn read_group(
+    spec: &CsvSpec,
+    path: &str,
+    start: u64,
+    end: u64,
+    stages: &[super::stage::Stage],
+    g: &super::agg::GroupSpec,
+) -> Result<Option<DataFrame>, TaskError> {
+    if !super::fastcsv::applies(spec, stages, g) {
+        return Ok(None);
+    }
+    let mut bytes = read_block(path, start, end)?;
+    if start == 0 && spec.header {
+        let cut = bytes.iter().position(|&b| b == b'\n').map_or(bytes.len(), |i| i + 1);
+        bytes.drain(..cut);
+    }
+    Ok(super::fastcsv::group_partial(spec, &bytes, stages, g))
 }
 
 /// Read block `[start, end)` of `path`, keeping only `columns` (all when

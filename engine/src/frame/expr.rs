@@ -359,15 +359,35 @@ fn binary(op: BinOp, a: &Series, b: &Series) -> PolarsResult<Series> {
         BinOp::Mul => (&numeric(a)? * &numeric(b)?)?,
         BinOp::Div => (&a.cast(&DataType::Float64)? / &b.cast(&DataType::Float64)?)?,
         BinOp::Mod => python_mod(&numeric(a)?, &numeric(b)?)?,
-        BinOp::Eq => fill_mask(a.equal(b)?, false)?.into_series(),
-        BinOp::Ne => fill_mask(a.not_equal(b)?, true)?.into_series(),
-        BinOp::Lt => fill_mask(a.lt(b)?, false)?.into_series(),
-        BinOp::Le => fill_mask(a.lt_eq(b)?, false)?.into_series(),
-        BinOp::Gt => fill_mask(a.gt(b)?, false)?.into_series(),
-        BinOp::Ge => fill_mask(a.gt_eq(b)?, false)?.into_series(),
+        BinOp::Eq => nan_is(fill_mask(a.equal(b)?, false)?, a, b, false)?.into_series(),
+        BinOp::Ne => nan_is(fill_mask(a.not_equal(b)?, true)?, a, b, true)?.into_series(),
+        BinOp::Lt => nan_is(fill_mask(a.lt(b)?, false)?, a, b, false)?.into_series(),
+        BinOp::Le => nan_is(fill_mask(a.lt_eq(b)?, false)?, a, b, false)?.into_series(),
+        BinOp::Gt => nan_is(fill_mask(a.gt(b)?, false)?, a, b, false)?.into_series(),
+        BinOp::Ge => nan_is(fill_mask(a.gt_eq(b)?, false)?, a, b, false)?.into_series(),
         BinOp::And => (a.bool()? & b.bool()?).into_series(),
         BinOp::Or => (a.bool()? | b.bool()?).into_series(),
     })
+}
+
+/// A comparison's mask with `value` where either side is NaN: NumPy
+/// compares NaN false with everything (polars orders it above all numbers).
+fn nan_is(mask: BooleanChunked, a: &Series, b: &Series, value: bool) -> PolarsResult<BooleanChunked> {
+    let n = mask.len();
+    let nan = |s: &Series| -> PolarsResult<Option<BooleanChunked>> {
+        if s.dtype() != &DataType::Float64 {
+            return Ok(None);
+        }
+        let m = fill_mask(broadcast(s, n).f64()?.is_nan(), false)?;
+        Ok(m.any().then_some(m))
+    };
+    let either = match (nan(a)?, nan(b)?) {
+        (None, None) => return Ok(mask),
+        (Some(x), None) | (None, Some(x)) => x,
+        (Some(x), Some(y)) => &x | &y,
+    };
+    let fill = BooleanChunked::full(mask.name().clone(), value, n);
+    fill.zip_with(&either, &mask).map(|m| m.with_name(mask.name().clone()))
 }
 
 /// `%` as Python and pandas define it: the result takes the divisor's
@@ -575,6 +595,20 @@ fn civil(days: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nan_compares_false_as_numpy() {
+        let df = df!("x" => [Some(1.0f64), Some(f64::NAN), None]).expect("df");
+        let gt = Expr::bin(BinOp::Gt, Expr::col("x"), Expr::Lit(Value::Int(0))).eval(&df).expect("gt");
+        let v: Vec<Option<bool>> = gt.bool().expect("bool").iter().collect();
+        assert_eq!(v, vec![Some(true), Some(false), Some(false)]);
+        let ne = Expr::bin(BinOp::Ne, Expr::col("x"), Expr::Lit(Value::Float(1.0))).eval(&df).expect("ne");
+        let v: Vec<Option<bool>> = ne.bool().expect("bool").iter().collect();
+        assert_eq!(v, vec![Some(false), Some(true), Some(true)]);
+        let eq = Expr::bin(BinOp::Eq, Expr::col("x"), Expr::col("x")).eval(&df).expect("eq");
+        let v: Vec<Option<bool>> = eq.bool().expect("bool").iter().collect();
+        assert_eq!(v, vec![Some(true), Some(false), Some(false)]);
+    }
 
     #[test]
     fn calendar_dates_from_day_counts() {

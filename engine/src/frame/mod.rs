@@ -7,6 +7,7 @@ pub mod agg;
 pub mod csv;
 pub mod dtype;
 pub mod expr;
+pub mod fastcsv;
 pub mod json;
 pub mod parquet;
 pub mod prune;
@@ -340,6 +341,11 @@ pub fn execute(
 fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
     match op {
         FrameOp::Run { source, columns, stages, sink } => {
+            if let (Source::Csv { spec, path, start, end }, Sink::Group(g)) = (source, sink)
+                && let Some(partial) = csv::read_group(spec, path, *start, *end, stages, g)?
+            {
+                return Ok(frame(partial));
+            }
             let mut df = match source {
                 Source::Dep => {
                     let df = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;

@@ -1,0 +1,408 @@
+//! A fused fast path for the commonest dataframe task: a CSV block read,
+//! filtered by simple comparisons and reduced to a groupby partial, in one
+//! pass over the bytes. No frame of the block is built: fields are found
+//! by scanning for separators, only the needed ones are parsed, and each
+//! row is added to its group's accumulators at once.
+//!
+//! It applies only where it gives exactly the general path's answer:
+//! unquoted blocks (no `"` anywhere), keys of type string or int64,
+//! numeric value columns, filters of the form `column op number`. Any
+//! other block, and any field that does not parse, falls back to the
+//! general path (polars' parser), which also names a bad line.
+
+use polars::prelude::*;
+use rustc_hash::FxHashMap;
+
+use super::agg::{GroupSpec, partial_names};
+use super::csv::CsvSpec;
+use super::dtype::{DType, Schema};
+use super::expr::{BinOp, Expr};
+use super::stage::Stage;
+use crate::value::Value;
+
+/// One accumulator column of the partial, indexed by group.
+enum Acc {
+    SumI(Vec<i64>),
+    SumF(Vec<f64>),
+    Count(Vec<i64>),
+    SumSq(Vec<f64>),
+    MinI(Vec<Option<i64>>),
+    MaxI(Vec<Option<i64>>),
+    MinF(Vec<Option<f64>>),
+    MaxF(Vec<Option<f64>>),
+    Size(Vec<i64>),
+}
+
+#[derive(Clone, Copy)]
+enum Num {
+    I(i64),
+    F(f64),
+}
+
+impl Num {
+    fn f(self) -> f64 {
+        match self {
+            Num::I(i) => i as f64,
+            Num::F(f) => f,
+        }
+    }
+}
+
+/// A filter `column op number`.
+struct Cmp {
+    field: usize,
+    op: BinOp,
+    v: f64,
+}
+
+fn comparisons(e: &Expr, schema: &Schema, out: &mut Vec<Cmp>) -> Option<()> {
+    match e {
+        Expr::Bin(BinOp::And, a, b) => {
+            comparisons(a, schema, out)?;
+            comparisons(b, schema, out)
+        }
+        Expr::Bin(op @ (BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq), a, b) => {
+            let (Expr::Col(c), Expr::Lit(v)) = (a.as_ref(), b.as_ref()) else { return None };
+            let v = match v {
+                Value::Int(i) => *i as f64,
+                Value::Float(f) => *f,
+                _ => return None,
+            };
+            let field =
+                schema.cols.iter().position(|(n, t)| n == c && matches!(t, DType::Int64 | DType::Float64))?;
+            out.push(Cmp { field, op: *op, v });
+            Some(())
+        }
+        _ => None,
+    }
+}
+
+fn parse_num(b: &[u8], t: DType) -> Option<Option<Num>> {
+    if b.is_empty() {
+        return Some(None);
+    }
+    let s = std::str::from_utf8(b).ok()?;
+    match t {
+        DType::Int64 => s.parse::<i64>().ok().map(|i| Some(Num::I(i))),
+        _ => s.parse::<f64>().ok().map(|f| if f.is_nan() { None } else { Some(Num::F(f)) }),
+    }
+}
+
+/// Whether the fast path can serve this task, before reading anything.
+pub fn applies(spec: &CsvSpec, stages: &[Stage], g: &GroupSpec) -> bool {
+    let schema = &spec.schema;
+    let mut filters = Vec::new();
+    let stages_ok = stages.iter().all(|s| match s {
+        Stage::Project(_) => true,
+        Stage::Filter(e) => comparisons(e, schema, &mut filters).is_some(),
+        _ => false,
+    });
+    let typed = |c: &str, ok: fn(DType) -> bool| schema.cols.iter().any(|(n, t)| n == c && ok(*t));
+    stages_ok
+        && !g.by.is_empty()
+        && g.by.iter().all(|b| typed(b, |t| matches!(t, DType::Str | DType::Int64)))
+        && partial_names(g).iter().all(|(k, c)| {
+            k == "size" || (k != "nunique" && typed(c, |t| matches!(t, DType::Int64 | DType::Float64)))
+        })
+}
+
+/// The groupby partial of CSV block bytes (the header already removed),
+/// or `None` when the fast path does not apply or a field does not parse.
+pub fn group_partial(spec: &CsvSpec, bytes: &[u8], stages: &[Stage], g: &GroupSpec) -> Option<DataFrame> {
+    let schema = &spec.schema;
+    let ncols = schema.cols.len();
+    if bytes.contains(&b'"') || ncols == 0 {
+        return None;
+    }
+    let mut filters = Vec::new();
+    for s in stages {
+        match s {
+            Stage::Project(_) => {}
+            Stage::Filter(e) => comparisons(e, schema, &mut filters)?,
+            _ => return None,
+        }
+    }
+    let field_of = |c: &str| schema.cols.iter().position(|(n, _)| n == c);
+    let mut keys: Vec<(usize, DType)> = Vec::new();
+    for b in &g.by {
+        let i = field_of(b)?;
+        let t = schema.cols[i].1;
+        if !matches!(t, DType::Str | DType::Int64) {
+            return None;
+        }
+        keys.push((i, t));
+    }
+    // The value columns, parsed once per row.
+    let mut values: Vec<(usize, DType)> = Vec::new();
+    let mut accs: Vec<(usize, Acc)> = Vec::new();
+    for (kind, col) in partial_names(g) {
+        if kind == "size" {
+            accs.push((usize::MAX, Acc::Size(Vec::new())));
+            continue;
+        }
+        let i = field_of(&col)?;
+        let t = schema.cols[i].1;
+        if !matches!(t, DType::Int64 | DType::Float64) {
+            return None;
+        }
+        let slot = match values.iter().position(|(f, _)| *f == i) {
+            Some(s) => s,
+            None => {
+                values.push((i, t));
+                values.len() - 1
+            }
+        };
+        let int = t == DType::Int64;
+        let acc = match kind.as_str() {
+            "sum" if int => Acc::SumI(Vec::new()),
+            "sum" => Acc::SumF(Vec::new()),
+            "count" => Acc::Count(Vec::new()),
+            "sumsq" => Acc::SumSq(Vec::new()),
+            "min" if int => Acc::MinI(Vec::new()),
+            "max" if int => Acc::MaxI(Vec::new()),
+            "min" => Acc::MinF(Vec::new()),
+            "max" => Acc::MaxF(Vec::new()),
+            _ => return None,
+        };
+        accs.push((slot, acc));
+    }
+    let filter_types: Vec<DType> = filters.iter().map(|f| schema.cols[f.field].1).collect();
+    let sep = spec.sep;
+    let single_str_key = keys.len() == 1 && keys[0].1 == DType::Str;
+    let mut by_str: FxHashMap<&[u8], u32> = FxHashMap::default();
+    let mut by_bytes: FxHashMap<Vec<u8>, u32> = FxHashMap::default();
+    // Per group, its key fields (raw bytes, or the parsed int as 8 bytes).
+    let mut group_keys: Vec<Vec<&[u8]>> = Vec::new();
+    let mut fields: Vec<&[u8]> = Vec::with_capacity(ncols);
+    let mut parsed: Vec<Option<Num>> = vec![None; values.len()];
+    let mut composite: Vec<u8> = Vec::new();
+    for line in bytes.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            continue;
+        }
+        fields.clear();
+        fields.extend(line.split(|&b| b == sep));
+        if fields.len() != ncols {
+            return None;
+        }
+        // Filters: a missing value passes no comparison (NumPy's rule).
+        let mut keep = true;
+        for (f, t) in filters.iter().zip(&filter_types) {
+            let Some(v) = parse_num(fields[f.field], *t)? else {
+                keep = false;
+                break;
+            };
+            let v = v.f();
+            let ok = match f.op {
+                BinOp::Lt => v < f.v,
+                BinOp::Le => v <= f.v,
+                BinOp::Gt => v > f.v,
+                BinOp::Ge => v >= f.v,
+                _ => v == f.v,
+            };
+            if !ok {
+                keep = false;
+                break;
+            }
+        }
+        if !keep {
+            continue;
+        }
+        // Rows with a missing key are dropped, as pandas does.
+        if keys.iter().any(|(i, _)| fields[*i].is_empty()) {
+            continue;
+        }
+        let next = group_keys.len() as u32;
+        let gid = if single_str_key {
+            let k = fields[keys[0].0];
+            *by_str.entry(k).or_insert(next)
+        } else {
+            composite.clear();
+            for (i, t) in &keys {
+                match t {
+                    DType::Int64 => {
+                        let v: i64 = std::str::from_utf8(fields[*i]).ok()?.parse().ok()?;
+                        composite.extend_from_slice(&v.to_le_bytes());
+                    }
+                    _ => {
+                        composite.extend_from_slice(fields[*i]);
+                        composite.push(0xFF);
+                    }
+                }
+            }
+            match by_bytes.get(composite.as_slice()) {
+                Some(g) => *g,
+                None => {
+                    by_bytes.insert(composite.clone(), next);
+                    next
+                }
+            }
+        } as usize;
+        if gid == group_keys.len() {
+            group_keys.push(keys.iter().map(|(i, _)| fields[*i]).collect());
+            for (_, a) in &mut accs {
+                match a {
+                    Acc::SumI(v) | Acc::Count(v) | Acc::Size(v) => v.push(0),
+                    Acc::SumF(v) | Acc::SumSq(v) => v.push(0.0),
+                    Acc::MinI(v) | Acc::MaxI(v) => v.push(None),
+                    Acc::MinF(v) | Acc::MaxF(v) => v.push(None),
+                }
+            }
+        }
+        for (slot, (i, t)) in parsed.iter_mut().zip(&values) {
+            *slot = parse_num(fields[*i], *t)?;
+        }
+        for (slot, a) in &mut accs {
+            if let Acc::Size(v) = a {
+                v[gid] += 1;
+                continue;
+            }
+            let Some(x) = parsed[*slot] else { continue };
+            match (a, x) {
+                (Acc::SumI(v), Num::I(i)) => v[gid] = v[gid].wrapping_add(i),
+                (Acc::SumF(v), x) => v[gid] += x.f(),
+                (Acc::Count(v), _) => v[gid] += 1,
+                (Acc::SumSq(v), x) => v[gid] += x.f() * x.f(),
+                (Acc::MinI(v), Num::I(i)) => v[gid] = Some(v[gid].map_or(i, |m| m.min(i))),
+                (Acc::MaxI(v), Num::I(i)) => v[gid] = Some(v[gid].map_or(i, |m| m.max(i))),
+                (Acc::MinF(v), x) => v[gid] = Some(v[gid].map_or(x.f(), |m| m.min(x.f()))),
+                (Acc::MaxF(v), x) => v[gid] = Some(v[gid].map_or(x.f(), |m| m.max(x.f()))),
+                _ => return None,
+            }
+        }
+    }
+    // The partial frame, as `GroupSpec::partial` makes it.
+    let n = group_keys.len();
+    let mut cols: Vec<Column> = Vec::with_capacity(keys.len() + accs.len());
+    for (k, (name, (_, t))) in g.by.iter().zip(&keys).enumerate() {
+        let c = match t {
+            DType::Int64 => {
+                let v: Vec<i64> = group_keys
+                    .iter()
+                    .map(|gk| std::str::from_utf8(gk[k]).ok().and_then(|s| s.parse().ok()))
+                    .collect::<Option<_>>()?;
+                Series::new(name.as_str().into(), v)
+            }
+            _ => {
+                let v: Vec<&str> =
+                    group_keys.iter().map(|gk| std::str::from_utf8(gk[k]).ok()).collect::<Option<_>>()?;
+                Series::new(name.as_str().into(), v)
+            }
+        };
+        cols.push(c.into_column());
+    }
+    for ((kind, col), (_, a)) in partial_names(g).into_iter().zip(accs) {
+        let name = super::agg::partial_name(&kind, &col);
+        let name: PlSmallStr = name.as_str().into();
+        let s = match a {
+            Acc::SumI(v) | Acc::Count(v) | Acc::Size(v) => Series::new(name, v),
+            Acc::SumF(v) | Acc::SumSq(v) => Series::new(name, v),
+            Acc::MinI(v) | Acc::MaxI(v) => Series::new(name, v),
+            Acc::MinF(v) | Acc::MaxF(v) => Series::new(name, v),
+        };
+        cols.push(s.into_column());
+    }
+    DataFrame::new(n, cols).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::agg::Red;
+
+    fn spec() -> CsvSpec {
+        CsvSpec {
+            sep: b',',
+            header: true,
+            schema: Schema::new(vec![
+                ("k".into(), DType::Str),
+                ("n".into(), DType::Int64),
+                ("x".into(), DType::Float64),
+                ("y".into(), DType::Int64),
+            ]),
+        }
+    }
+
+    fn same(a: &DataFrame, b: &DataFrame, what: &str) {
+        assert_eq!(a.get_column_names(), b.get_column_names(), "{what}");
+        assert_eq!(a.height(), b.height(), "{what}");
+        for (ca, cb) in a.columns().iter().zip(b.columns()) {
+            for i in 0..a.height() {
+                let (x, y) =
+                    (crate::frame::cell(ca.get(i).expect("a")), crate::frame::cell(cb.get(i).expect("b")));
+                let ok = match (&x, &y) {
+                    (Value::Float(p), Value::Float(q)) => {
+                        (p.is_nan() && q.is_nan()) || (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0)
+                    }
+                    _ => x == y,
+                };
+                assert!(ok, "{what}: column {} row {i}: {x:?} vs {y:?}", ca.name());
+            }
+        }
+    }
+
+    /// The fast path and the general path give the same answer.
+    #[test]
+    fn fast_partials_equal_the_general_ones() {
+        let mut text = String::new();
+        for i in 0..500i64 {
+            let k = if i % 17 == 0 { String::new() } else { format!("k{}", i % 7) };
+            let x = if i % 11 == 0 {
+                String::new()
+            } else if i % 23 == 0 {
+                "NaN".into()
+            } else {
+                format!("{}.25", i % 13 - 6)
+            };
+            let y = if i % 5 == 0 { String::new() } else { (i * 31 % 97 - 40).to_string() };
+            text += &format!("{k},{},{x},{y}\r\n", i % 3);
+        }
+        let bytes = text.as_bytes();
+        let sp = spec();
+        let general = super::super::csv::parse(&sp, bytes.to_vec(), None).expect("parse");
+        let reds = [Red::Sum, Red::Mean, Red::Min, Red::Max, Red::Count, Red::Std, Red::Size];
+        for by in [vec!["k".to_string()], vec!["k".to_string(), "n".to_string()], vec!["n".to_string()]] {
+            for col in ["x", "y"] {
+                let aggs = reds
+                    .iter()
+                    .map(|r| {
+                        (
+                            format!("{}{col}", r.name()),
+                            if *r == Red::Size { String::new() } else { col.to_string() },
+                            *r,
+                            sp.schema.get(col).unwrap_or(DType::Str),
+                        )
+                    })
+                    .collect();
+                let g = GroupSpec { by: by.clone(), aggs };
+                let cut = Expr::bin(BinOp::Gt, Expr::col("x"), Expr::Lit(Value::Float(-3.0)));
+                for stages in [vec![], vec![Stage::Filter(cut.clone())]] {
+                    let fast = group_partial(&sp, bytes, &stages, &g).expect("fast path applies");
+                    let mut df = general.clone();
+                    for s in &stages {
+                        df = s.apply(df).expect("stage");
+                    }
+                    let slow = g.partial(&df).expect("general");
+                    let a = g.finish(&g.regroup(&fast).expect("regroup")).expect("finish");
+                    let b = g.finish(&g.regroup(&slow).expect("regroup")).expect("finish");
+                    same(&a, &b, &format!("by {by:?} on {col}, {} stages", stages.len()));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn quotes_other_stages_and_bad_fields_fall_back() {
+        let sp = spec();
+        let g = GroupSpec {
+            by: vec!["k".into()],
+            aggs: vec![("x".into(), "x".into(), Red::Sum, DType::Float64)],
+        };
+        assert!(group_partial(&sp, b"\"a\",1,2.0,3\n", &[], &g).is_none());
+        assert!(group_partial(&sp, b"a,1,oops,3\n", &[], &g).is_none());
+        assert!(group_partial(&sp, b"a,1,2.0\n", &[], &g).is_none());
+        assert!(group_partial(&sp, b"a,1,2.0,3\n", &[Stage::DropNa(vec!["x".into()])], &g).is_none());
+        assert!(group_partial(&sp, b"a,1,2.0,3\n", &[], &g).is_some());
+    }
+}
