@@ -304,8 +304,17 @@ impl GroupSpec {
         out
     }
 
-    /// One partition's partial: per group, the partial columns.
+    /// One partition's partial: per group, the partial columns (in one
+    /// pass of our own where the keys and values allow, else by polars).
     pub fn partial(&self, df: &DataFrame) -> PolarsResult<DataFrame> {
+        if let Some(p) = super::fastagg::frame_partial(self, df) {
+            return Ok(p);
+        }
+        self.polars_partial(df)
+    }
+
+    /// The partial through polars' group_by.
+    pub(crate) fn polars_partial(&self, df: &DataFrame) -> PolarsResult<DataFrame> {
         // pandas drops rows whose key is missing (`dropna=True`).
         let mut df = df.drop_nulls(Some(&self.by))?;
         let h = df.height();

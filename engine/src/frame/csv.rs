@@ -140,7 +140,7 @@ pub fn read_group(
     stages: &[super::stage::Stage],
     g: &super::agg::GroupSpec,
 ) -> Result<Option<DataFrame>, TaskError> {
-    if !super::fastcsv::applies(spec, stages, g) {
+    if !super::fastagg::applies(spec, stages, g) {
         return Ok(None);
     }
     let mut bytes = read_block(path, start, end)?;
@@ -148,7 +148,7 @@ pub fn read_group(
         let cut = bytes.iter().position(|&b| b == b'\n').map_or(bytes.len(), |i| i + 1);
         bytes.drain(..cut);
     }
-    Ok(super::fastcsv::group_partial(spec, &bytes, stages, g))
+    Ok(super::fastagg::group_partial(spec, &bytes, stages, g))
 }
 
 /// Read block `[start, end)` of `path`, keeping only `columns` (all when

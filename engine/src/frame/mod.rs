@@ -7,7 +7,7 @@ pub mod agg;
 pub mod csv;
 pub mod dtype;
 pub mod expr;
-pub mod fastcsv;
+pub mod fastagg;
 pub mod json;
 pub mod parquet;
 pub mod prune;

@@ -1,8 +1,10 @@
-//! A fused fast path for the commonest dataframe task: a CSV block read,
-//! filtered by simple comparisons and reduced to a groupby partial, in one
-//! pass over the bytes. No frame of the block is built: fields are found
-//! by scanning for separators, only the needed ones are parsed, and each
-//! row is added to its group's accumulators at once.
+//! One-pass groupby partials, the commonest dataframe task. From a CSV
+//! block: read, filtered by simple comparisons and reduced in one pass
+//! over the bytes, with no frame of the block built (fields are found by
+//! scanning for separators, only the needed ones parsed, each row added
+//! to its group's accumulators at once). From a frame: one pass over the
+//! key and value columns, where polars' group_by would first build every
+//! group's row list.
 //!
 //! It applies only where it gives exactly the general path's answer:
 //! unquoted blocks (no `"` anywhere), keys of type string or int64,
@@ -21,7 +23,7 @@ use super::stage::Stage;
 use crate::value::Value;
 
 /// One accumulator column of the partial, indexed by group.
-enum Acc {
+pub(crate) enum Acc {
     SumI(Vec<i64>),
     SumF(Vec<f64>),
     Count(Vec<i64>),
@@ -34,7 +36,7 @@ enum Acc {
 }
 
 #[derive(Clone, Copy)]
-enum Num {
+pub(crate) enum Num {
     I(i64),
     F(f64),
 }
@@ -46,6 +48,172 @@ impl Num {
             Num::F(f) => f,
         }
     }
+}
+
+/// The accumulators of a groupby partial, one column per partial of the
+/// spec, indexed by group; `values` are the source columns (by field
+/// index) each row's parsed values come in.
+pub(crate) struct Partial {
+    accs: Vec<(usize, Acc)>,
+    pub(crate) values: Vec<(usize, DType)>,
+    groups: usize,
+}
+
+impl Partial {
+    /// Accumulators for `g`, where `field` gives a column's index and type;
+    /// `None` unless every value column is int64 or float64.
+    pub(crate) fn new(g: &GroupSpec, field: impl Fn(&str) -> Option<(usize, DType)>) -> Option<Partial> {
+        let mut values: Vec<(usize, DType)> = Vec::new();
+        let mut accs = Vec::new();
+        for (kind, col) in partial_names(g) {
+            if kind == "size" {
+                accs.push((usize::MAX, Acc::Size(Vec::new())));
+                continue;
+            }
+            let (i, t) = field(&col)?;
+            if !matches!(t, DType::Int64 | DType::Float64) {
+                return None;
+            }
+            let slot = match values.iter().position(|(f, _)| *f == i) {
+                Some(s) => s,
+                None => {
+                    values.push((i, t));
+                    values.len() - 1
+                }
+            };
+            let int = t == DType::Int64;
+            let acc = match kind.as_str() {
+                "sum" if int => Acc::SumI(Vec::new()),
+                "sum" => Acc::SumF(Vec::new()),
+                "count" => Acc::Count(Vec::new()),
+                "sumsq" => Acc::SumSq(Vec::new()),
+                "min" if int => Acc::MinI(Vec::new()),
+                "max" if int => Acc::MaxI(Vec::new()),
+                "min" => Acc::MinF(Vec::new()),
+                "max" => Acc::MaxF(Vec::new()),
+                _ => return None,
+            };
+            accs.push((slot, acc));
+        }
+        Some(Partial { accs, values, groups: 0 })
+    }
+
+    /// Room for one more group; its id.
+    pub(crate) fn push_group(&mut self) -> usize {
+        for (_, a) in &mut self.accs {
+            match a {
+                Acc::SumI(v) | Acc::Count(v) | Acc::Size(v) => v.push(0),
+                Acc::SumF(v) | Acc::SumSq(v) => v.push(0.0),
+                Acc::MinI(v) | Acc::MaxI(v) => v.push(None),
+                Acc::MinF(v) | Acc::MaxF(v) => v.push(None),
+            }
+        }
+        self.groups += 1;
+        self.groups - 1
+    }
+
+    /// Add one row of group `gid`, its values in `values` order (missing
+    /// values and NaN as `None`).
+    #[inline]
+    pub(crate) fn add(&mut self, gid: usize, parsed: &[Option<Num>]) -> Option<()> {
+        for (slot, a) in &mut self.accs {
+            if let Acc::Size(v) = a {
+                v[gid] += 1;
+                continue;
+            }
+            let Some(x) = parsed[*slot] else { continue };
+            match (a, x) {
+                (Acc::SumI(v), Num::I(i)) => v[gid] = v[gid].wrapping_add(i),
+                (Acc::SumF(v), x) => v[gid] += x.f(),
+                (Acc::Count(v), _) => v[gid] += 1,
+                (Acc::SumSq(v), x) => v[gid] += x.f() * x.f(),
+                (Acc::MinI(v), Num::I(i)) => v[gid] = Some(v[gid].map_or(i, |m| m.min(i))),
+                (Acc::MaxI(v), Num::I(i)) => v[gid] = Some(v[gid].map_or(i, |m| m.max(i))),
+                (Acc::MinF(v), x) => v[gid] = Some(v[gid].map_or(x.f(), |m| m.min(x.f()))),
+                (Acc::MaxF(v), x) => v[gid] = Some(v[gid].map_or(x.f(), |m| m.max(x.f()))),
+                _ => return None,
+            }
+        }
+        Some(())
+    }
+
+    /// The partial's frame: `keys` (one column per key, a value per
+    /// group), then the partial columns, as `GroupSpec::partial` names them.
+    pub(crate) fn frame(self, g: &GroupSpec, keys: Vec<Column>) -> Option<DataFrame> {
+        let mut cols = keys;
+        for ((kind, col), (_, a)) in partial_names(g).into_iter().zip(self.accs) {
+            let name = super::agg::partial_name(&kind, &col);
+            let name: PlSmallStr = name.as_str().into();
+            let s = match a {
+                Acc::SumI(v) | Acc::Count(v) | Acc::Size(v) => Series::new(name, v),
+                Acc::SumF(v) | Acc::SumSq(v) => Series::new(name, v),
+                Acc::MinI(v) | Acc::MaxI(v) => Series::new(name, v),
+                Acc::MinF(v) | Acc::MaxF(v) => Series::new(name, v),
+            };
+            cols.push(s.into_column());
+        }
+        DataFrame::new(self.groups, cols).ok()
+    }
+}
+
+/// A groupby partial of a frame in one pass over its rows, for one string
+/// or int64 key and int64/float64 values (polars' group_by builds every
+/// group's row list first, then gathers each aggregate); `None` otherwise.
+pub(crate) fn frame_partial(g: &GroupSpec, df: &DataFrame) -> Option<DataFrame> {
+    let [key] = g.by.as_slice() else { return None };
+    let columns = df.columns();
+    let field = |c: &str| -> Option<(usize, DType)> {
+        let i = columns.iter().position(|col| col.name().as_str() == c)?;
+        Some((i, DType::of_polars(columns[i].dtype())?))
+    };
+    let mut acc = Partial::new(g, field)?;
+    let mut iters: Vec<Box<dyn Iterator<Item = Option<Num>> + '_>> = Vec::new();
+    for (i, t) in &acc.values {
+        let s = columns[*i].as_materialized_series();
+        iters.push(match t {
+            DType::Int64 => Box::new(s.i64().ok()?.iter().map(|v| v.map(Num::I))),
+            _ => Box::new(s.f64().ok()?.iter().map(|v| v.filter(|f| !f.is_nan()).map(Num::F))),
+        });
+    }
+    let mut parsed: Vec<Option<Num>> = vec![None; iters.len()];
+    let mut next_row = |parsed: &mut [Option<Num>]| {
+        for (p, it) in parsed.iter_mut().zip(iters.iter_mut()) {
+            *p = it.next().flatten();
+        }
+    };
+    let k = df.column(key).ok()?.as_materialized_series();
+    let key_col = match k.dtype() {
+        DataType::String => {
+            let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
+            let mut order: Vec<&str> = Vec::new();
+            for v in k.str().ok()?.iter() {
+                next_row(&mut parsed);
+                let Some(v) = v else { continue };
+                let gid = *ids.entry(v).or_insert_with(|| {
+                    order.push(v);
+                    acc.push_group() as u32
+                });
+                acc.add(gid as usize, &parsed)?;
+            }
+            Series::new(key.as_str().into(), order)
+        }
+        DataType::Int64 => {
+            let mut ids: FxHashMap<i64, u32> = FxHashMap::default();
+            let mut order: Vec<i64> = Vec::new();
+            for v in k.i64().ok()?.iter() {
+                next_row(&mut parsed);
+                let Some(v) = v else { continue };
+                let gid = *ids.entry(v).or_insert_with(|| {
+                    order.push(v);
+                    acc.push_group() as u32
+                });
+                acc.add(gid as usize, &parsed)?;
+            }
+            Series::new(key.as_str().into(), order)
+        }
+        _ => return None,
+    };
+    acc.frame(g, vec![key_col.into_column()])
 }
 
 /// A filter `column op number`.
@@ -133,39 +301,7 @@ pub fn group_partial(spec: &CsvSpec, bytes: &[u8], stages: &[Stage], g: &GroupSp
         keys.push((i, t));
     }
     // The value columns, parsed once per row.
-    let mut values: Vec<(usize, DType)> = Vec::new();
-    let mut accs: Vec<(usize, Acc)> = Vec::new();
-    for (kind, col) in partial_names(g) {
-        if kind == "size" {
-            accs.push((usize::MAX, Acc::Size(Vec::new())));
-            continue;
-        }
-        let i = field_of(&col)?;
-        let t = schema.cols[i].1;
-        if !matches!(t, DType::Int64 | DType::Float64) {
-            return None;
-        }
-        let slot = match values.iter().position(|(f, _)| *f == i) {
-            Some(s) => s,
-            None => {
-                values.push((i, t));
-                values.len() - 1
-            }
-        };
-        let int = t == DType::Int64;
-        let acc = match kind.as_str() {
-            "sum" if int => Acc::SumI(Vec::new()),
-            "sum" => Acc::SumF(Vec::new()),
-            "count" => Acc::Count(Vec::new()),
-            "sumsq" => Acc::SumSq(Vec::new()),
-            "min" if int => Acc::MinI(Vec::new()),
-            "max" if int => Acc::MaxI(Vec::new()),
-            "min" => Acc::MinF(Vec::new()),
-            "max" => Acc::MaxF(Vec::new()),
-            _ => return None,
-        };
-        accs.push((slot, acc));
-    }
+    let mut acc = Partial::new(g, |c| field_of(c).map(|i| (i, schema.cols[i].1)))?;
     let filter_types: Vec<DType> = filters.iter().map(|f| schema.cols[f.field].1).collect();
     let sep = spec.sep;
     let single_str_key = keys.len() == 1 && keys[0].1 == DType::Str;
@@ -174,7 +310,7 @@ pub fn group_partial(spec: &CsvSpec, bytes: &[u8], stages: &[Stage], g: &GroupSp
     // Per group, its key fields (raw bytes, or the parsed int as 8 bytes).
     let mut group_keys: Vec<Vec<&[u8]>> = Vec::new();
     let mut fields: Vec<&[u8]> = Vec::with_capacity(ncols);
-    let mut parsed: Vec<Option<Num>> = vec![None; values.len()];
+    let mut parsed: Vec<Option<Num>> = vec![None; acc.values.len()];
     let mut composite: Vec<u8> = Vec::new();
     for line in bytes.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -241,40 +377,15 @@ pub fn group_partial(spec: &CsvSpec, bytes: &[u8], stages: &[Stage], g: &GroupSp
         } as usize;
         if gid == group_keys.len() {
             group_keys.push(keys.iter().map(|(i, _)| fields[*i]).collect());
-            for (_, a) in &mut accs {
-                match a {
-                    Acc::SumI(v) | Acc::Count(v) | Acc::Size(v) => v.push(0),
-                    Acc::SumF(v) | Acc::SumSq(v) => v.push(0.0),
-                    Acc::MinI(v) | Acc::MaxI(v) => v.push(None),
-                    Acc::MinF(v) | Acc::MaxF(v) => v.push(None),
-                }
-            }
+            acc.push_group();
         }
-        for (slot, (i, t)) in parsed.iter_mut().zip(&values) {
+        for (slot, (i, t)) in parsed.iter_mut().zip(&acc.values) {
             *slot = parse_num(fields[*i], *t)?;
         }
-        for (slot, a) in &mut accs {
-            if let Acc::Size(v) = a {
-                v[gid] += 1;
-                continue;
-            }
-            let Some(x) = parsed[*slot] else { continue };
-            match (a, x) {
-                (Acc::SumI(v), Num::I(i)) => v[gid] = v[gid].wrapping_add(i),
-                (Acc::SumF(v), x) => v[gid] += x.f(),
-                (Acc::Count(v), _) => v[gid] += 1,
-                (Acc::SumSq(v), x) => v[gid] += x.f() * x.f(),
-                (Acc::MinI(v), Num::I(i)) => v[gid] = Some(v[gid].map_or(i, |m| m.min(i))),
-                (Acc::MaxI(v), Num::I(i)) => v[gid] = Some(v[gid].map_or(i, |m| m.max(i))),
-                (Acc::MinF(v), x) => v[gid] = Some(v[gid].map_or(x.f(), |m| m.min(x.f()))),
-                (Acc::MaxF(v), x) => v[gid] = Some(v[gid].map_or(x.f(), |m| m.max(x.f()))),
-                _ => return None,
-            }
-        }
+        acc.add(gid, &parsed)?;
     }
     // The partial frame, as `GroupSpec::partial` makes it.
-    let n = group_keys.len();
-    let mut cols: Vec<Column> = Vec::with_capacity(keys.len() + accs.len());
+    let mut cols: Vec<Column> = Vec::with_capacity(keys.len());
     for (k, (name, (_, t))) in g.by.iter().zip(&keys).enumerate() {
         let c = match t {
             DType::Int64 => {
@@ -292,18 +403,7 @@ pub fn group_partial(spec: &CsvSpec, bytes: &[u8], stages: &[Stage], g: &GroupSp
         };
         cols.push(c.into_column());
     }
-    for ((kind, col), (_, a)) in partial_names(g).into_iter().zip(accs) {
-        let name = super::agg::partial_name(&kind, &col);
-        let name: PlSmallStr = name.as_str().into();
-        let s = match a {
-            Acc::SumI(v) | Acc::Count(v) | Acc::Size(v) => Series::new(name, v),
-            Acc::SumF(v) | Acc::SumSq(v) => Series::new(name, v),
-            Acc::MinI(v) | Acc::MaxI(v) => Series::new(name, v),
-            Acc::MinF(v) | Acc::MaxF(v) => Series::new(name, v),
-        };
-        cols.push(s.into_column());
-    }
-    DataFrame::new(n, cols).ok()
+    acc.frame(g, cols)
 }
 
 #[cfg(test)]
@@ -389,6 +489,41 @@ mod tests {
                     same(&a, &b, &format!("by {by:?} on {col}, {} stages", stages.len()));
                 }
             }
+        }
+    }
+
+    #[test]
+    fn frame_partials_equal_polars_group_by() {
+        let sp = spec();
+        let mut text = String::new();
+        for i in 0..300i64 {
+            let k = if i % 17 == 0 { String::new() } else { format!("k{}", i % 5) };
+            let x = if i % 11 == 0 {
+                String::new()
+            } else if i % 23 == 0 {
+                "NaN".into()
+            } else {
+                format!("{}.5", i % 13 - 6)
+            };
+            text += &format!("{k},{},{x},{}\n", i % 4, i * 7 % 31);
+        }
+        let df = super::super::csv::parse(&sp, text.into_bytes(), None).expect("parse");
+        for by in ["k", "n"] {
+            let aggs = [Red::Sum, Red::Mean, Red::Min, Red::Max, Red::Count, Red::Var, Red::Size]
+                .iter()
+                .flat_map(|r| {
+                    ["x", "y"].map(|c| {
+                        let src = if *r == Red::Size { String::new() } else { c.to_string() };
+                        (format!("{}{c}", r.name()), src, *r, sp.schema.get(c).unwrap_or(DType::Str))
+                    })
+                })
+                .collect();
+            let g = GroupSpec { by: vec![by.to_string()], aggs };
+            let fast = frame_partial(&g, &df).expect("fast path applies");
+            let slow = g.polars_partial(&df).expect("polars");
+            let a = g.finish(&g.regroup(&fast).expect("regroup")).expect("finish");
+            let b = g.finish(&g.regroup(&slow).expect("regroup")).expect("finish");
+            same(&a, &b, &format!("frame partial by {by}"));
         }
     }
 
