@@ -140,15 +140,27 @@ pub fn read_group(
     stages: &[super::stage::Stage],
     g: &super::agg::GroupSpec,
 ) -> Result<Option<DataFrame>, TaskError> {
+    thread_local! {
+        /// One block buffer per worker thread, reused from block to block.
+        static BLOCK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
     if !super::fastagg::applies(spec, stages, g) {
         return Ok(None);
     }
-    let mut bytes = read_block(path, start, end)?;
-    if start == 0 && spec.header {
-        let cut = bytes.iter().position(|&b| b == b'\n').map_or(bytes.len(), |i| i + 1);
-        bytes.drain(..cut);
-    }
-    Ok(super::fastagg::group_partial(spec, &bytes, stages, g))
+    BLOCK.with(|cell| {
+        let mut bytes = cell.borrow_mut();
+        crate::bag::text::read_block_into(path, start, end, &mut bytes)?;
+        let mut from = 0;
+        if start == 0 && spec.header {
+            from = bytes.iter().position(|&b| b == b'\n').map_or(bytes.len(), |i| i + 1);
+        }
+        let out = super::fastagg::group_partial(spec, &bytes[from..], stages, g);
+        // Keep the memory, but not a block much larger than usual.
+        if bytes.capacity() > 256 << 20 {
+            *bytes = Vec::new();
+        }
+        Ok(out)
+    })
 }
 
 /// Read block `[start, end)` of `path`, keeping only `columns` (all when
