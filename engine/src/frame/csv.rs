@@ -64,16 +64,7 @@ pub fn infer(
     dtypes: &[(String, DType)],
 ) -> Result<CsvSpec, CsvError> {
     let first = &paths[0];
-    let mut sample = Vec::new();
-    let f = std::fs::File::open(first).map_err(|error| CsvError::Io { path: first.clone(), error })?;
-    f.take(SAMPLE_BYTES as u64)
-        .read_to_end(&mut sample)
-        .map_err(|error| CsvError::Io { path: first.clone(), error })?;
-    if sample.len() == SAMPLE_BYTES
-        && let Some(cut) = sample.iter().rposition(|&b| b == b'\n')
-    {
-        sample.truncate(cut + 1);
-    }
+    let sample = sample_of(first).map_err(|error| CsvError::Io { path: first.clone(), error })?;
     if sample.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(CsvError::Bad(format!("{first} is empty (no header and no rows)")));
     }
@@ -112,6 +103,19 @@ pub fn infer(
         }
     }
     Ok(CsvSpec { sep, header, schema: Schema::new(cols) })
+}
+
+/// The first `SAMPLE_BYTES` of a file, cut after its last whole line,
+/// for inferring column types (CSV and JSON lines).
+pub(crate) fn sample_of(path: &str) -> std::io::Result<Vec<u8>> {
+    let mut sample = Vec::new();
+    std::fs::File::open(path)?.take(SAMPLE_BYTES as u64).read_to_end(&mut sample)?;
+    if sample.len() == SAMPLE_BYTES
+        && let Some(cut) = sample.iter().rposition(|&b| b == b'\n')
+    {
+        sample.truncate(cut + 1);
+    }
+    Ok(sample)
 }
 
 fn first_line_of(s: &str) -> &str {

@@ -175,45 +175,38 @@ pub(crate) fn frame_partial(g: &GroupSpec, df: &DataFrame) -> Option<DataFrame> 
             _ => Box::new(s.f64().ok()?.iter().map(|v| v.filter(|f| !f.is_nan()).map(Num::F))),
         });
     }
-    let mut parsed: Vec<Option<Num>> = vec![None; iters.len()];
-    let mut next_row = |parsed: &mut [Option<Num>]| {
-        for (p, it) in parsed.iter_mut().zip(iters.iter_mut()) {
-            *p = it.next().flatten();
-        }
-    };
     let k = df.column(key).ok()?.as_materialized_series();
+    let name: PlSmallStr = key.as_str().into();
     let key_col = match k.dtype() {
-        DataType::String => {
-            let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
-            let mut order: Vec<&str> = Vec::new();
-            for v in k.str().ok()?.iter() {
-                next_row(&mut parsed);
-                let Some(v) = v else { continue };
-                let gid = *ids.entry(v).or_insert_with(|| {
-                    order.push(v);
-                    acc.push_group() as u32
-                });
-                acc.add(gid as usize, &parsed)?;
-            }
-            Series::new(key.as_str().into(), order)
-        }
-        DataType::Int64 => {
-            let mut ids: FxHashMap<i64, u32> = FxHashMap::default();
-            let mut order: Vec<i64> = Vec::new();
-            for v in k.i64().ok()?.iter() {
-                next_row(&mut parsed);
-                let Some(v) = v else { continue };
-                let gid = *ids.entry(v).or_insert_with(|| {
-                    order.push(v);
-                    acc.push_group() as u32
-                });
-                acc.add(gid as usize, &parsed)?;
-            }
-            Series::new(key.as_str().into(), order)
-        }
+        DataType::String => Series::new(name, rows_by_key(k.str().ok()?.iter(), &mut iters, &mut acc)?),
+        DataType::Int64 => Series::new(name, rows_by_key(k.i64().ok()?.iter(), &mut iters, &mut acc)?),
         _ => return None,
     };
     acc.frame(g, vec![key_col.into_column()])
+}
+
+/// Every row into the accumulators of its key's group (rows with a
+/// missing key skipped); the keys in group order.
+fn rows_by_key<K: std::hash::Hash + Eq + Copy>(
+    keys: impl Iterator<Item = Option<K>>,
+    values: &mut [Box<dyn Iterator<Item = Option<Num>> + '_>],
+    acc: &mut Partial,
+) -> Option<Vec<K>> {
+    let mut parsed: Vec<Option<Num>> = vec![None; values.len()];
+    let mut ids: FxHashMap<K, u32> = FxHashMap::default();
+    let mut order: Vec<K> = Vec::new();
+    for k in keys {
+        for (p, it) in parsed.iter_mut().zip(values.iter_mut()) {
+            *p = it.next().flatten();
+        }
+        let Some(k) = k else { continue };
+        let gid = *ids.entry(k).or_insert_with(|| {
+            order.push(k);
+            acc.push_group() as u32
+        });
+        acc.add(gid as usize, &parsed)?;
+    }
+    Some(order)
 }
 
 /// A filter `column op number`.

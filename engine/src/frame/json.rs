@@ -3,12 +3,12 @@
 //! types inferred from a sample of the first file, every block parsed with
 //! that schema; a line that does not parse is an error naming file and line.
 
-use std::io::{Cursor, Read};
+use std::io::Cursor;
 use std::sync::Arc;
 
 use polars::prelude::*;
 
-use super::csv::{SAMPLE_BYTES, bad_line, lines_before};
+use super::csv::{bad_line, lines_before, sample_of};
 use super::dtype::{DType, Schema};
 use crate::bag::text::read_block;
 use crate::error::TaskError;
@@ -34,16 +34,7 @@ fn parse(bytes: Vec<u8>, schema: &Schema) -> PolarsResult<DataFrame> {
 
 /// The columns and types of the records at the start of `path`.
 pub fn infer(path: &str) -> Result<Schema, JsonError> {
-    let f = std::fs::File::open(path).map_err(|error| JsonError::Io { path: path.into(), error })?;
-    let mut sample = Vec::new();
-    f.take(SAMPLE_BYTES as u64)
-        .read_to_end(&mut sample)
-        .map_err(|error| JsonError::Io { path: path.into(), error })?;
-    if sample.len() == SAMPLE_BYTES
-        && let Some(cut) = sample.iter().rposition(|&b| b == b'\n')
-    {
-        sample.truncate(cut + 1);
-    }
+    let sample = sample_of(path).map_err(|error| JsonError::Io { path: path.into(), error })?;
     if sample.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(JsonError::Bad(format!("{path} is empty (no records)")));
     }
