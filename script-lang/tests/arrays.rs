@@ -40,6 +40,7 @@ let F = A.astype("f32");
 let Iv = I.compute().to_array();
 let Iw = Iv + [];
 let outer = from_array(Iv.map(|i| Iw.map(|j| i * j)));
+let Tr = T.rechunk([30, -1]);
 let cases = #{
     add: A + B,
     sub_scalar: 1.5 - A,
@@ -108,6 +109,9 @@ let cases = #{
     matmul_vec: A @ B,
     dot_square: S.dot(S),
     matmul_sum: (A.T @ A).sum(),
+    gram_cols: A.T @ A,
+    gram_long: Tr.T @ Tr,
+    gram_rows: Tr @ Tr.T,
     int_matmul: outer @ I,
     svd_s: svd(T)[1],
     svd_s_square: svd(S.rechunk(-1))[1],

@@ -102,6 +102,77 @@ where
     ArrayD::from_shape_vec(IxDyn(&[m, n]), out).map_err(|e| ArrayError::Shape(e.to_string()))
 }
 
+/// `Σ_t a_t @ a_tᵀ` for 2-d blocks of equal row count: the diagonal blocks of
+/// `x @ x.T`. Symmetric, so only the lower triangle is multiplied (as BLAS's
+/// `syrk`, which NumPy uses for `a @ a.T`) and then mirrored: half the work.
+pub fn gram_sum(a: &[Chunk]) -> Result<Chunk, ArrayError> {
+    let Some(a0) = a.first() else {
+        return Err(ArrayError::Value("matmul of no blocks".into()));
+    };
+    let dtype = a.iter().fold(DType::Bool, |t, c| DType::promote(t, c.dtype()));
+    let m = match a0.shape() {
+        [m, _] => *m,
+        s => return Err(ArrayError::Shape(format!("a Gram product takes 2-d blocks, got {}", fmt_shape(s)))),
+    };
+    let r = match dtype {
+        DType::F32 => Chunk::from_array(gram::<f32>(a, m)?),
+        _ => Chunk::from_array(gram::<f64>(a, m)?),
+    };
+    Ok(r.astype(dtype))
+}
+
+fn gram<T>(a: &[Chunk], m: usize) -> Result<ArrayD<T>, ArrayError>
+where
+    T: faer::traits::ComplexField + super::Elem + Copy + num_traits::Zero + num_traits::One,
+{
+    use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
+    let mut out: Vec<T> = vec![T::zero(); m * m];
+    for (t, x) in a.iter().enumerate() {
+        let xa = x.cast::<T>();
+        if xa.ndim() != 2 || xa.shape()[0] != m {
+            return Err(ArrayError::Shape(format!(
+                "a Gram product of blocks with {m} rows got a block of shape {}",
+                fmt_shape(xa.shape())
+            )));
+        }
+        let mut owned = Vec::new();
+        let Some(ma) = mat(&xa, &mut owned) else {
+            return Err(ArrayError::Value("internal: block without memory".into()));
+        };
+        let dst = MatMut::from_column_major_slice_mut(&mut out, m, m);
+        let accum = if t == 0 { Accum::Replace } else { Accum::Add };
+        tri_matmul(
+            dst,
+            BlockStructure::TriangularLower,
+            accum,
+            ma,
+            BlockStructure::Rectangular,
+            ma.transpose(),
+            BlockStructure::Rectangular,
+            T::one(),
+            Par::Seq,
+        );
+    }
+    mirror_lower(&mut out, m);
+    ArrayD::from_shape_vec(IxDyn(&[m, m]), out).map_err(|e| ArrayError::Shape(e.to_string()))
+}
+
+/// Copy the lower triangle of a column-major `m × m` matrix onto its upper
+/// triangle, in tiles so both sides stay in cache.
+fn mirror_lower<T: Copy>(c: &mut [T], m: usize) {
+    const TILE: usize = 64;
+    for jb in (0..m).step_by(TILE) {
+        for ib in (jb..m).step_by(TILE) {
+            for j in jb..(jb + TILE).min(m) {
+                for i in ib.max(j + 1)..(ib + TILE).min(m) {
+                    // (i, j) lies below the diagonal; (j, i) above it.
+                    c[i * m + j] = c[j * m + i];
+                }
+            }
+        }
+    }
+}
+
 /// A block as a faer matrix of f64 (a copy).
 fn to_mat(c: &Chunk) -> Result<Mat<f64>, ArrayError> {
     let a = c.cast::<f64>();
@@ -262,6 +333,30 @@ mod tests {
         let vv = matmul_sum(std::slice::from_ref(&v), std::slice::from_ref(&v)).expect("vv");
         assert_eq!(vv.ndim(), 0);
         assert!(matmul_sum(std::slice::from_ref(&a), std::slice::from_ref(&a)).is_err());
+    }
+
+    #[test]
+    fn gram_products_equal_full_products() {
+        // Odd sizes cross the mirror's tiles; two blocks along k are summed.
+        let (m, k) = (131, 37);
+        let v1: Vec<f64> = (0..m * k).map(|i| ((i * 7919) % 1000) as f64 / 997.0 - 0.4).collect();
+        let v2: Vec<f64> = (0..m * k).map(|i| ((i * 104729) % 1000) as f64 / 991.0).collect();
+        let a1 = Chunk::from_vec(&[m, k], v1).expect("a1");
+        let a2 = Chunk::from_vec(&[m, k], v2).expect("a2");
+        let t = |c: &Chunk| crate::array::shape::transpose(c, &[1, 0]).expect("t");
+        let full = matmul_sum(&[a1.clone(), a2.clone()], &[t(&a1), t(&a2)]).expect("full");
+        let g = gram_sum(&[a1.clone(), a2]).expect("gram");
+        close(&g, &full, 1e-12);
+        // Transposed (column-major) blocks and integers keep NumPy's dtype.
+        close(
+            &gram_sum(&[t(&t(&a1))]).expect("view"),
+            &matmul_sum(&[a1.clone()], &[t(&a1)]).expect("mm"),
+            1e-12,
+        );
+        let i = Chunk::from_vec(&[2, 2], vec![1i64, 2, 3, 4]).expect("i");
+        let gi = gram_sum(std::slice::from_ref(&i)).expect("int");
+        assert_eq!((gi.dtype(), gi.to_json()), (DType::I64, "[[5,11],[11,25]]".to_string()));
+        assert!(gram_sum(&[Chunk::from_vec(&[2], vec![1.0, 2.0]).expect("v")]).is_err());
     }
 
     fn close(a: &Chunk, b: &Chunk, tol: f64) {

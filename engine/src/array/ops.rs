@@ -78,6 +78,10 @@ pub enum ArrayOp {
     Matmul {
         nk: usize,
     },
+    /// `Σ_t a_t @ a_tᵀ` over the `nk` arguments: a diagonal block of `x @ x.T`.
+    Gram {
+        nk: usize,
+    },
     /// The k-th element of a list result (a factor of a decomposition).
     Item(usize),
     /// Thin QR of a block: `[Q, R]`.
@@ -164,7 +168,7 @@ impl ArrayOp {
             ArrayOp::Slice(_) => "getitem".into(),
             ArrayOp::Concat { .. } => "finalize".into(),
             ArrayOp::Rechunk { .. } => "rechunk".into(),
-            ArrayOp::Matmul { .. } => "matmul".into(),
+            ArrayOp::Matmul { .. } | ArrayOp::Gram { .. } => "matmul".into(),
             ArrayOp::Item(_) => "getitem".into(),
             ArrayOp::Qr => "qr".into(),
             ArrayOp::QrStack => "qr-stack".into(),
@@ -280,6 +284,11 @@ pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
             arity(op, args, 2 * nk)?;
             let blocks = args.iter().map(|v| chunk_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
             Value::array(super::linalg::matmul_sum(&blocks[..*nk], &blocks[*nk..])?)
+        }
+        ArrayOp::Gram { nk } => {
+            arity(op, args, *nk)?;
+            let blocks = args.iter().map(|v| chunk_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
+            Value::array(super::linalg::gram_sum(&blocks)?)
         }
         ArrayOp::Item(k) => match args {
             [Value::List(items)] => items

@@ -884,16 +884,15 @@ pub fn matmul(ctx: &Ctx, a: &Array, b: &Array) -> Result<Array, ArrayError> {
     let cols = if b.ndim() == 2 { b.chunks[1].len() } else { 1 };
     let nk = k.len();
     let partial_name: Arc<str> = Arc::from(t.name("matmul-partial").as_str());
+    // `x @ x.T` and `x.T @ x` are symmetric (NumPy calls BLAS's syrk
+    // there): blocks below the diagonal are transposes of those above it,
+    // and diagonal blocks are Gram products that multiply one triangle.
+    let gram = is_transpose_of(&b, &a) || is_transpose_of(&a, &b);
+    let a_key = |i: usize, kk: usize| if a.ndim() == 2 { a.block_key(&[i, kk]) } else { a.block_key(&[kk]) };
+    let b_key = |kk: usize, j: usize| if b.ndim() == 2 { b.block_key(&[kk, j]) } else { b.block_key(&[kk]) };
     let mut tasks = Vec::with_capacity(rows * cols);
     for i in 0..rows {
         for j in 0..cols {
-            let mut deps = Vec::with_capacity(2 * nk);
-            for kk in 0..nk {
-                deps.push(if a.ndim() == 2 { a.block_key(&[i, kk]) } else { a.block_key(&[kk]) });
-            }
-            for kk in 0..nk {
-                deps.push(if b.ndim() == 2 { b.block_key(&[kk, j]) } else { b.block_key(&[kk]) });
-            }
             let mut idx = Vec::new();
             if a.ndim() == 2 {
                 idx.push(i as u32);
@@ -902,27 +901,44 @@ pub fn matmul(ctx: &Ctx, a: &Array, b: &Array) -> Result<Array, ArrayError> {
                 idx.push(j as u32);
             }
             let key = Key::block(key_name.clone(), &idx);
+            if gram && i > j {
+                let mirror = Key::block(key_name.clone(), &[j as u32, i as u32]);
+                tasks.push(array_task(
+                    ctx,
+                    key,
+                    ArrayOp::Transpose(vec![1, 0]),
+                    vec![Arg::Dep(0)],
+                    vec![mirror],
+                ));
+                continue;
+            }
+            // The product of the blocks `lo..hi` along the contracted axis.
+            let product = |lo: usize, hi: usize| -> (ArrayOp, Vec<Key>) {
+                let mut deps: Vec<Key> = (lo..hi).map(|kk| a_key(i, kk)).collect();
+                if gram && i == j {
+                    return (ArrayOp::Gram { nk: hi - lo }, deps);
+                }
+                deps.extend((lo..hi).map(|kk| b_key(kk, j)));
+                (ArrayOp::Matmul { nk: hi - lo }, deps)
+            };
+            let dep_args = |n: usize| (0..n).map(|x| Arg::Dep(x as u32)).collect::<Vec<_>>();
             if nk <= MATMUL_FANIN {
-                let args = (0..deps.len()).map(|x| Arg::Dep(x as u32)).collect();
-                tasks.push(array_task(ctx, key, ArrayOp::Matmul { nk }, args, deps));
+                let (op, deps) = product(0, nk);
+                tasks.push(array_task(ctx, key, op, dep_args(deps.len()), deps));
                 continue;
             }
             // A long inner axis: partial products over groups of blocks,
             // then their sum, so no task holds every block of a row.
             let mut partials = Vec::new();
             for (g, lo) in (0..nk).step_by(MATMUL_FANIN).enumerate() {
-                let hi = (lo + MATMUL_FANIN).min(nk);
-                let mut gdeps: Vec<Key> = deps[lo..hi].to_vec();
-                gdeps.extend_from_slice(&deps[nk + lo..nk + hi]);
+                let (op, gdeps) = product(lo, (lo + MATMUL_FANIN).min(nk));
                 let mut pidx = idx.clone();
                 pidx.push(g as u32);
                 let pkey = Key::block(partial_name.clone(), &pidx);
-                let args = (0..gdeps.len()).map(|x| Arg::Dep(x as u32)).collect();
-                tasks.push(array_task(ctx, pkey.clone(), ArrayOp::Matmul { nk: hi - lo }, args, gdeps));
+                tasks.push(array_task(ctx, pkey.clone(), op, dep_args(gdeps.len()), gdeps));
                 partials.push(pkey);
             }
-            let args = (0..partials.len()).map(|x| Arg::Dep(x as u32)).collect();
-            tasks.push(array_task(ctx, key, ArrayOp::AddAll, args, partials));
+            tasks.push(array_task(ctx, key, ArrayOp::AddAll, dep_args(partials.len()), partials));
         }
     }
     let mut chunks = Vec::new();
@@ -933,6 +949,18 @@ pub fn matmul(ctx: &Ctx, a: &Array, b: &Array) -> Result<Array, ArrayError> {
         chunks.push(b.chunks[1].clone());
     }
     Ok(finish(name, tasks, vec![a.layer.clone(), b.layer.clone()], chunks, dtype))
+}
+
+/// Whether `b` is `a.T` for a 2-d `a`: its layer transposes `a`'s blocks.
+fn is_transpose_of(b: &Array, a: &Array) -> bool {
+    a.ndim() == 2
+        && b.ndim() == 2
+        && b.layer.deps.len() == 1
+        && b.layer.deps[0].name == a.layer.name
+        && b.layer.tasks.first().is_some_and(|t| {
+            matches!(&t.op, Op::Call { func: Func::Array(op), .. }
+                if matches!(&**op, ArrayOp::Transpose(p) if p[..] == [1, 0]))
+        })
 }
 
 /// A function to run on every block.

@@ -230,7 +230,20 @@ fn blocked_matmul_matches_one_block() {
     let at = transpose(&ctx, &a, None).expect("T");
     let wt = crate::array::shape::transpose(&wa, &[1, 0]).expect("t");
     let direct = crate::array::linalg::matmul_sum(std::slice::from_ref(&wa), &[wt]).expect("xxt");
-    close(&one(&matmul(&ctx, &a, &at).expect("xxt")), &direct);
+    let xxt = matmul(&ctx, &a, &at).expect("xxt");
+    close(&one(&xxt), &direct);
+    // It is symmetric: 3 Gram blocks on the diagonal, 3 products above it and
+    // 3 transposes of those below it.
+    let count = |f: fn(&ArrayOp) -> bool| {
+        xxt.layer
+            .tasks
+            .iter()
+            .filter(|t| matches!(&t.op, Op::Call { func: Func::Array(op), .. } if f(op)))
+            .count()
+    };
+    assert_eq!(count(|op| matches!(op, ArrayOp::Gram { .. })), 3);
+    assert_eq!(count(|op| matches!(op, ArrayOp::Matmul { .. })), 3);
+    assert_eq!(count(|op| matches!(op, ArrayOp::Transpose(_))), 3);
     // Vectors on either side.
     let v = from_chunk(&ctx, &sample(&[7]), &spec(&[3])).expect("v");
     let mv = crate::array::linalg::matmul_sum(std::slice::from_ref(&wa), &[sample(&[7])]).expect("mv");
