@@ -350,7 +350,7 @@ mod tests {
         // Transposed (column-major) blocks and integers keep NumPy's dtype.
         close(
             &gram_sum(&[t(&t(&a1))]).expect("view"),
-            &matmul_sum(&[a1.clone()], &[t(&a1)]).expect("mm"),
+            &matmul_sum(std::slice::from_ref(&a1), &[t(&a1)]).expect("mm"),
             1e-12,
         );
         let i = Chunk::from_vec(&[2, 2], vec![1i64, 2, 3, 4]).expect("i");
