@@ -339,11 +339,16 @@ impl Scratch {
                 Leaf::Contiguous { data, fortran: false } => Tile::Rows(data),
                 Leaf::Contiguous { data, fortran: true } => {
                     let mut v = self.take(n);
-                    // Element (i, j) of a column-major block is at j*rows + i.
-                    for jj in 0..tj {
-                        let col = &data[(j0 + jj) * rows + i0..][..ti];
-                        for (ii, &x) in col.iter().enumerate() {
-                            v[ii * tj + jj] = x;
+                    // Element (i, j) of a column-major block is at j*rows + i;
+                    // 8 × 8 squares keep both sides' cache lines few.
+                    for jb in (0..tj).step_by(8) {
+                        for ib in (0..ti).step_by(8) {
+                            for jj in jb..(jb + 8).min(tj) {
+                                let col = &data[(j0 + jj) * rows + i0 + ib..][..(8).min(ti - ib)];
+                                for (d, &x) in col.iter().enumerate() {
+                                    v[(ib + d) * tj + jj] = x;
+                                }
+                            }
                         }
                     }
                     Tile::Buf(v)
@@ -374,28 +379,13 @@ impl Scratch {
                     UnOp::Round => f64::round_ties_even,
                     UnOp::Not | UnOp::IsNan | UnOp::IsFinite => |x| x,
                 };
-                match self.eval(a, leaves, at) {
-                    Tile::Buf(mut v) => {
-                        v.iter_mut().for_each(|x| *x = f(*x));
-                        Tile::Buf(v)
-                    }
-                    rows_in_place => {
-                        let mut v = self.take(n);
-                        for ii in 0..ti {
-                            for (o, &x) in v[ii * tj..][..tj].iter_mut().zip(rows_in_place.row(at, ii)) {
-                                *o = f(x);
-                            }
-                        }
-                        Tile::Buf(v)
-                    }
-                }
+                let x = self.eval(a, leaves, at);
+                self.map(x, at, f)
             }
             Node::Bin(op, a, b) => {
-                let x = self.eval(a, leaves, at);
-                let y = self.eval(b, leaves, at);
                 macro_rules! apply {
                     ($f:expr) => {
-                        self.combine(x, y, at, $f)
+                        self.bin(a, b, leaves, at, $f)
                     };
                 }
                 match op {
@@ -409,6 +399,48 @@ impl Scratch {
                     // `fusable_bin` admits no other operator into a fused chain.
                     _ => unreachable!("{op:?} is never fused"),
                 }
+            }
+        }
+    }
+
+    /// `f(a, b)` elementwise; a number on either side is applied as it is,
+    /// not spread into a tile first.
+    fn bin<'a>(
+        &mut self,
+        a: &Node,
+        b: &Node,
+        leaves: &[Leaf<'a>],
+        at: At,
+        f: impl Fn(f64, f64) -> f64,
+    ) -> Tile<'a> {
+        if let Node::Const(c) = *b {
+            let x = self.eval(a, leaves, at);
+            return self.map(x, at, |p| f(p, c));
+        }
+        if let Node::Const(c) = *a {
+            let y = self.eval(b, leaves, at);
+            return self.map(y, at, |q| f(c, q));
+        }
+        let x = self.eval(a, leaves, at);
+        let y = self.eval(b, leaves, at);
+        self.combine(x, y, at, f)
+    }
+
+    /// `f(x)` elementwise, in place when the tile is a buffer.
+    fn map<'a>(&mut self, x: Tile<'a>, at: At, f: impl Fn(f64) -> f64) -> Tile<'a> {
+        match x {
+            Tile::Buf(mut v) => {
+                v.iter_mut().for_each(|x| *x = f(*x));
+                Tile::Buf(v)
+            }
+            rows_in_place => {
+                let mut v = self.take(at.ti * at.tj);
+                for ii in 0..at.ti {
+                    for (o, &x) in v[ii * at.tj..][..at.tj].iter_mut().zip(rows_in_place.row(at, ii)) {
+                        *o = f(x);
+                    }
+                }
+                Tile::Buf(v)
             }
         }
     }
