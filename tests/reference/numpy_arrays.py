@@ -90,6 +90,8 @@ cases = {
     "gram_cols": A.T @ A,
     "gram_long": T.T @ T,
     "gram_rows": T @ T.T,
+    "block_last": A[30:, 6:12],
+    "block_sum": A.sum(),
     "int_matmul": np.outer(I, I) @ I,
     "svd_s": np.linalg.svd(T, compute_uv=False),
     "svd_s_square": np.linalg.svd(S, compute_uv=False),

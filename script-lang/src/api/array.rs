@@ -1034,6 +1034,29 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine
         .register_indexer_get(move |x: &mut LazyArray, i: Dynamic| slice(&st, &Dynamic::from(x.clone()), &i));
 
+    // Dask's block view: `x.blocks()` lists every block (C order) as an
+    // array of one block; `x.blocks([i, j])` (or `x.blocks(i)`) is one.
+    let st = state.clone();
+    engine.register_fn("blocks", move |x: &mut LazyArray| -> Res<RArray> {
+        x.a.known("blocks").map_err(err)?;
+        let all = block_grid(&x.a.numblocks());
+        all.iter()
+            .map(|idx| {
+                let b = arr::block_at(&ctx(&st), &x.a, idx).map_err(err)?;
+                Ok(Dynamic::from(LazyArray { a: b, held: x.held.clone() }))
+            })
+            .collect()
+    });
+    let st = state.clone();
+    engine.register_fn("blocks", move |x: &mut LazyArray, index: Dynamic| -> Res<LazyArray> {
+        let idx: Vec<i64> = match index.clone().into_array() {
+            Ok(items) => items.iter().map(|d| int_of(d, "block index")).collect::<Res<_>>()?,
+            Err(_) => vec![int_of(&index, "block index")?],
+        };
+        let b = arr::block_at(&ctx(&st), &x.a, &idx).map_err(err)?;
+        Ok(LazyArray { a: b, held: x.held.clone() })
+    });
+
     // Linear algebra.
     let st = state.clone();
     engine.register_fn("qr", move |x: Dynamic| -> Res<RArray> {
@@ -1304,6 +1327,16 @@ fn register_local_with(engine: &mut Engine, st: &St) {
         );
         Ok(local_result(brisk_engine::array::shape::slice(c, &ranges).map_err(err)?))
     });
+}
+
+/// Every block index of a grid of `numblocks`, in C order.
+fn block_grid(numblocks: &[usize]) -> Vec<Vec<i64>> {
+    let mut out: Vec<Vec<i64>> = vec![Vec::new()];
+    for &n in numblocks {
+        out =
+            out.into_iter().flat_map(|p| (0..n as i64).map(move |i| [p.as_slice(), &[i]].concat())).collect();
+    }
+    out
 }
 
 fn ints(v: &[usize]) -> RArray {

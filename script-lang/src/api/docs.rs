@@ -232,6 +232,12 @@ pub const DOCS: &[FnDoc] = &[
         "random([10, 7], #{chunks: 4}).chunks",
     ),
     doc(
+        "blocks",
+        "x.blocks() -> array | x.blocks([i, j]) -> Array",
+        "Dask's block view: every block (in C order) as an array of one block, or the block at a block index (negative counts from the end).",
+        "random([10, 7], #{chunks: 4}).blocks([-1, 0]).shape",
+    ),
+    doc(
         "numblocks",
         "x.numblocks -> array",
         "How many blocks along each axis.",

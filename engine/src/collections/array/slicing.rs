@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{Array, Ctx, array_task, finish, grid, offsets};
 use crate::array::shape::AxisSlice;
-use crate::array::{ArrayError, ArrayOp};
+use crate::array::{ArrayError, ArrayOp, fmt_shape};
 use crate::graph::{Key, Tokenizer};
 use crate::ops::Arg;
 
@@ -77,6 +77,38 @@ fn plan_axis(ix: Index, chunks: &[usize], axis: usize) -> Result<AxisPlan, Array
 /// Elements kept by a range inside one block.
 fn count(r: &AxisSlice) -> usize {
     if r.stop <= r.start { 0 } else { (r.stop - r.start).div_ceil(r.step.max(1) as usize) }
+}
+
+/// `x.blocks[i, j]` (Dask's block view): the block at a block index, as an
+/// array of one block. Negative indices count from the end.
+pub fn block_at(ctx: &Ctx, a: &Array, index: &[i64]) -> Result<Array, ArrayError> {
+    a.known("blocks")?;
+    let nd = a.ndim();
+    if index.len() != nd {
+        return Err(ArrayError::Value(format!(
+            "blocks needs {nd} block indices (one per axis) for an array of {} blocks, got {}",
+            fmt_shape(&a.numblocks()),
+            index.len()
+        )));
+    }
+    let ranges = index
+        .iter()
+        .zip(a.chunks.iter())
+        .enumerate()
+        .map(|(d, (&i, sizes))| {
+            let n = sizes.len() as i64;
+            let k = if i < 0 { i + n } else { i };
+            if !(0..n).contains(&k) {
+                return Err(ArrayError::Value(format!(
+                    "block index {i} is out of bounds for axis {d} with {n} blocks"
+                )));
+            }
+            let start: usize = sizes[..k as usize].iter().sum();
+            let stop = start + sizes[k as usize];
+            Ok(Index::Range { start: Some(start as i64), stop: Some(stop as i64), step: 1 })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    slice(ctx, a, &ranges)
 }
 
 /// `x.slice(index)`: missing trailing entries mean whole axes.
