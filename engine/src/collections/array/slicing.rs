@@ -47,10 +47,11 @@ fn plan_axis(ix: Index, chunks: &[usize], axis: usize) -> Result<AxisPlan, Array
             false,
         )),
         Index::Range { start, stop, step } => {
-            if step <= 0 {
-                return Err(ArrayError::Value(format!(
-                    "slice step must be positive, got {step} (negative steps are not supported yet)"
-                )));
+            if step == 0 {
+                return Err(ArrayError::Value("slice step cannot be zero".into()));
+            }
+            if step < 0 {
+                return Ok((plan_reversed(start, stop, step.unsigned_abs() as usize, chunks, &offs), false));
             }
             let clamp = |v: i64| -> usize { (if v < 0 { v + ni } else { v }).clamp(0, ni) as usize };
             let s = start.map(clamp).unwrap_or(0);
@@ -74,9 +75,45 @@ fn plan_axis(ix: Index, chunks: &[usize], axis: usize) -> Result<AxisPlan, Array
     }
 }
 
+/// A negative step, by Python's rules: from `start` (default the last
+/// position) down to just above `stop` (default: past the first), so the
+/// blocks are visited last to first. Inside a block the range is ndarray's:
+/// `lo..hi` read from its end by `-k`, i.e. `hi - 1, hi - 1 - k, ...`.
+fn plan_reversed(
+    start: Option<i64>,
+    stop: Option<i64>,
+    k: usize,
+    chunks: &[usize],
+    offs: &[usize],
+) -> Vec<(usize, AxisSlice)> {
+    let n = chunks.iter().sum::<usize>() as i64;
+    // Positions as i64 in -1..n: -1 is "before the first element".
+    let clamp = |v: i64| (if v < 0 { v + n } else { v }).clamp(-1, n - 1);
+    let first = start.map(clamp).unwrap_or(n - 1);
+    let last_bound = stop.map(clamp).unwrap_or(-1);
+    let mut kept = Vec::new();
+    for (b, &c) in chunks.iter().enumerate().rev() {
+        let (lo, hi) = (offs[b] as i64, (offs[b] + c) as i64);
+        // The largest selected position below hi, and the smallest one
+        // in this block above the stop bound.
+        let k = k as i64;
+        let p = if first < hi { first } else { first - ((first - hi) / k + 1) * k };
+        let bound = lo.max(last_bound + 1);
+        if p < bound || p < lo {
+            continue;
+        }
+        let q = p - (p - bound) / k * k;
+        kept.push((b, AxisSlice { start: (q - lo) as usize, stop: (p - lo + 1) as usize, step: -k }));
+    }
+    if kept.is_empty() {
+        kept.push((0, AxisSlice { start: 0, stop: 0, step: 1 }));
+    }
+    kept
+}
+
 /// Elements kept by a range inside one block.
 fn count(r: &AxisSlice) -> usize {
-    if r.stop <= r.start { 0 } else { (r.stop - r.start).div_ceil(r.step.max(1) as usize) }
+    if r.stop <= r.start { 0 } else { (r.stop - r.start).div_ceil(r.step.unsigned_abs().max(1) as usize) }
 }
 
 /// `x.blocks[i, j]` (Dask's block view): the block at a block index, as an
