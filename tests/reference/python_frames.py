@@ -163,6 +163,7 @@ def expected(d):
     e["unordered_join"] = records(df[["key", "id"]].merge(right, on="key", how="left"))
     e["drop_duplicates"] = records(df[["key", "flag"]].drop_duplicates())
     e["drop_duplicates_subset"] = records(df.drop_duplicates(subset=["key"]))
+    e["drop_duplicates_last"] = records(df.drop_duplicates(subset=["key"], keep="last"))
     e["nlargest"] = [clean(v) for v in df["y"].nlargest(6)]
     e["nsmallest"] = [clean(v) for v in df["x"].nsmallest(4)]
     e["frame_nlargest"] = records(df.nlargest(5, "y"))

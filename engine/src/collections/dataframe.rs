@@ -398,7 +398,7 @@ impl DataFrame {
             | Sink::WriteParquet(_)
             | Sink::Split(..)
             | Sink::Top { .. }
-            | Sink::Distinct(_) => self.schema.names().map(String::from).collect(),
+            | Sink::Distinct { .. } => self.schema.names().map(String::from).collect(),
             Sink::Stats(c) | Sink::Unique(c) | Sink::Sample { on: c, .. } => [c.clone()].into(),
             Sink::Describe(cols) => cols.iter().cloned().collect(),
             Sink::Group(spec) => spec
@@ -631,7 +631,7 @@ impl DataFrame {
             cols.push(col.clone());
             let f = self.project(&cols)?.dropna(Some(by.clone()))?;
             let fin = Finish::GroupNUnique { by: by.clone(), col, out };
-            pieces.push(f.tree(ctx, "groupby-nunique", Sink::Distinct(None), fin));
+            pieces.push(f.tree(ctx, "groupby-nunique", Sink::Distinct { subset: None, last: false }, fin));
         }
         let names: Vec<String> = schema.names().map(String::from).collect();
         let mut t = Tokenizer::new();

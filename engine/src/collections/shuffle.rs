@@ -256,14 +256,14 @@ impl DataFrame {
 
     /// `drop_duplicates(subset)`: the first row of each distinct value of
     /// `subset` (all columns when `None`), in order, as one partition.
-    pub fn drop_duplicates(&self, ctx: &Ctx, subset: Option<Vec<String>>) -> Result<DataFrame, FrameError> {
+    pub fn drop_duplicates(&self, ctx: &Ctx, subset: Option<Vec<String>>, last: bool) -> Result<DataFrame, FrameError> {
         if let Some(s) = &subset {
             self.check_columns(s)?;
             if s.is_empty() {
                 return Err(invalid("drop_duplicates: subset is empty"));
             }
         }
-        let (layer, key) = self.tree(ctx, "drop_duplicates", Sink::Distinct(subset), Finish::Unique);
+        let (layer, key) = self.tree(ctx, "drop_duplicates", Sink::Distinct { subset, last }, Finish::Unique);
         Ok(DataFrame::of_keys(layer, vec![key], self.schema.as_ref().clone(), "drop_duplicates"))
     }
 

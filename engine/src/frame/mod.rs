@@ -165,9 +165,9 @@ pub enum Sink {
     Top { on: String, n: usize, largest: bool },
     /// Its last `n` rows.
     Tail(usize),
-    /// Rows with distinct values of these columns (all when `None`),
-    /// the first of each.
-    Distinct(Option<Vec<String>>),
+    /// Rows with distinct values of these columns (all when `None`), the
+    /// first of each (the last when `last`), in their original order.
+    Distinct { subset: Option<Vec<String>>, last: bool },
     /// Statistics and sample points of these columns (`describe`).
     Describe(Vec<String>),
 }
@@ -259,7 +259,7 @@ impl FrameOp {
                 Sink::Sample { .. } => "sample",
                 Sink::Top { .. } => "top",
                 Sink::Tail(_) => "tail",
-                Sink::Distinct(_) => "drop_duplicates",
+                Sink::Distinct { .. } => "drop_duplicates",
                 Sink::Describe(_) => "describe",
             },
             FrameOp::Finish(_) => "finish",
@@ -474,13 +474,16 @@ fn partial(sink: &Sink, df: DataFrame, args: &[Value]) -> Result<Value, TaskErro
         Sink::Sample { on, k } => frame(shuffle::sample(&df, on, *k).map_err(err)?),
         Sink::Top { on, n, largest } => frame(top(&df, on, *n, *largest).map_err(err)?),
         Sink::Tail(n) => frame(df.tail(Some(*n))),
-        Sink::Distinct(subset) => frame(distinct(&df, subset.as_deref()).map_err(err)?),
+        Sink::Distinct { subset, last } => frame(distinct(&df, subset.as_deref(), *last).map_err(err)?),
         Sink::Describe(cols) => quantile::describe_partial(&df, cols).map_err(err)?,
     })
 }
 
-fn distinct(df: &DataFrame, subset: Option<&[String]>) -> PolarsResult<DataFrame> {
-    df.unique_stable(subset, UniqueKeepStrategy::First, None)
+/// Partials concatenate in partition order, so keeping the first (or last)
+/// row per partition and again per combine keeps the global first (last).
+fn distinct(df: &DataFrame, subset: Option<&[String]>, last: bool) -> PolarsResult<DataFrame> {
+    let keep = if last { UniqueKeepStrategy::Last } else { UniqueKeepStrategy::First };
+    df.unique_stable(subset, keep, None)
 }
 
 fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
@@ -505,8 +508,8 @@ fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
         Sink::Top { on, n, largest } => {
             frame(top(&concat(&frames(args)?).map_err(err)?, on, *n, *largest).map_err(err)?)
         }
-        Sink::Distinct(subset) => {
-            frame(distinct(&concat(&frames(args)?).map_err(err)?, subset.as_deref()).map_err(err)?)
+        Sink::Distinct { subset, last } => {
+            frame(distinct(&concat(&frames(args)?).map_err(err)?, subset.as_deref(), *last).map_err(err)?)
         }
         Sink::Describe(_) => quantile::describe_combine(args)
             .map_err(err)?

@@ -917,8 +917,8 @@ pub const DOCS: &[FnDoc] = &[
     ),
     doc(
         "drop_duplicates",
-        "df.drop_duplicates(#{subset}) -> DataFrame",
-        "The first row of each distinct value of `subset` (all columns by default), in order.",
+        "df.drop_duplicates(#{subset, keep}) -> DataFrame",
+        "The first row (`keep: \"last\"`: the last) of each distinct value of `subset` (all columns by default), in order.",
         "from_columns(#{a: [1, 1, 2], b: [\"x\", \"y\", \"x\"]}).drop_duplicates(#{subset: [\"a\"]}).compute()",
     ),
     doc(

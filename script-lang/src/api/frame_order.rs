@@ -317,12 +317,16 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let dedup = move |f: &mut LazyFrame, m: Option<Map>| -> Res<LazyFrame> {
         let m = options(m, "drop_duplicates", &["subset", "keep"])?;
         let subset = m.get("subset").map(|d| strings(d, "drop_duplicates: subset")).transpose()?;
-        if let Some(k) = m.get("keep")
-            && k.clone().into_string().ok().as_deref() != Some("first")
-        {
-            return Err(runtime(format!("drop_duplicates: only keep \"first\" is supported, not {k}")));
-        }
-        Ok(LazyFrame { f: f.f.drop_duplicates(&ctx(&st), subset).map_err(err)? })
+        let last = match m.get("keep").map(|k| k.clone().into_string()) {
+            None => false,
+            Some(Ok(k)) if k == "first" => false,
+            Some(Ok(k)) if k == "last" => true,
+            Some(_) => {
+                let k = m.get("keep").map(|k| k.to_string()).unwrap_or_default();
+                return Err(runtime(format!("drop_duplicates: keep must be \"first\" or \"last\", not {k}")));
+            }
+        };
+        Ok(LazyFrame { f: f.f.drop_duplicates(&ctx(&st), subset, last).map_err(err)? })
     };
     let d2 = dedup.clone();
     engine.register_fn("drop_duplicates", move |f: &mut LazyFrame| d2(f, None));
