@@ -463,3 +463,43 @@ fn the_full_screen_dashboard_opens_and_closes() {
     assert!(screen.contains("error: <dash>:1:1: Variable not found: no_such_name"), "{screen}");
     assert!(lines.contains(&"142"), "the terminal and session work after an error: {screen}");
 }
+
+/// A shuffle whose graph fails half-way leaves pieces of the splits that
+/// finished; brisk removes them when it ends, and removes folders of brisk
+/// processes that died when the next one starts.
+#[test]
+fn shuffle_pieces_of_a_failed_graph_are_removed() {
+    let dir = std::env::temp_dir().join(format!("brisk-pieces-{}", std::process::id()));
+    let (data, tmp) = (dir.join("data"), dir.join("tmp"));
+    let stale = tmp.join("brisk-shuffle-4294967290-left/0");
+    for d in [&data, &stale] {
+        std::fs::create_dir_all(d).expect("dir");
+    }
+    for i in 0..6 {
+        let mut text = String::from("k,x\n");
+        for r in 0..200 {
+            text.push_str(&format!("{},{}\n", (r * 7 + i) % 13, r));
+        }
+        if i == 5 {
+            text.push_str("3,abc\n");
+        }
+        std::fs::write(data.join(format!("part{i}.csv")), text).expect("write");
+    }
+    let script = dir.join("fail.rhai");
+    let files: Vec<String> = (0..6).map(|i| format!("\"{}/part{i}.csv\"", data.display())).collect();
+    std::fs::write(
+        &script,
+        format!(
+            "config(#{{scheduler: \"sync\"}});\nread_csv([{}], #{{dtypes: #{{x: \"i64\"}}}}).shuffle(\"k\").compute()\n",
+            files.join(", ")
+        ),
+    )
+    .expect("script");
+    let out = brisk().arg("run").arg(&script).env("TMPDIR", &tmp).output().expect("run");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("part5.csv"), "{}", stderr(&out));
+    assert_no_panic(&out);
+    let left: Vec<_> = std::fs::read_dir(&tmp).expect("tmp").flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    std::fs::remove_dir_all(&dir).expect("clean");
+}

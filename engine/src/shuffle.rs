@@ -5,9 +5,15 @@
 //! task reads its output's pieces in input order and removes them. Data
 //! never waits in the scheduler's memory, so a shuffle of data many times
 //! larger than memory holds about one partition per running task.
+//!
+//! A graph that fails half-way leaves the pieces of its finished splits.
+//! The folders this process made are removed when brisk exits (the
+//! [`Cleanup`] guard in `main`), and folders of brisk processes that died
+//! without that are removed when the next one starts.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +26,11 @@ pub struct Pieces {
     pub dir: Arc<str>,
 }
 
+/// Folders this process has written pieces into.
+static MADE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+const PREFIX: &str = "brisk-shuffle-";
+
 fn io(what: &str, path: &Path, e: impl std::fmt::Display) -> TaskError {
     TaskError::user(format!("shuffle: cannot {what} {}: {e}", path.display()))
 }
@@ -28,7 +39,7 @@ impl Pieces {
     /// A folder under the temporary directory named by the shuffle's token
     /// (and this process, so two processes never share pieces).
     pub fn new(token: &str) -> Pieces {
-        let dir = std::env::temp_dir().join(format!("brisk-shuffle-{}-{token}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("{PREFIX}{}-{token}", std::process::id()));
         Pieces { dir: Arc::from(dir.display().to_string()) }
     }
 
@@ -45,6 +56,7 @@ impl Pieces {
     ) -> Result<(), TaskError> {
         let path = self.path(out, input);
         if let Some(d) = path.parent() {
+            MADE.lock().unwrap_or_else(|e| e.into_inner()).insert(self.dir.to_string());
             std::fs::create_dir_all(d).map_err(|e| io("create", d, e))?;
         }
         let file = std::fs::File::create(&path).map_err(|e| io("write", &path, e))?;
@@ -78,7 +90,71 @@ impl Pieces {
         let d = Path::new(self.dir.as_ref());
         let _ = std::fs::remove_dir(d.join(out.to_string()));
         // The last output to finish leaves the folder empty; remove it then.
-        let _ = std::fs::remove_dir(d);
+        if std::fs::remove_dir(d).is_ok() {
+            MADE.lock().unwrap_or_else(|e| e.into_inner()).remove(self.dir.as_ref());
+        }
         Ok(got)
+    }
+}
+
+/// Removes this process's shuffle folders when dropped: hold one for the
+/// life of the program (not of a runtime: several may share the process).
+#[must_use = "the folders are removed when the guard is dropped"]
+pub struct Cleanup(());
+
+impl Cleanup {
+    /// Also removes the folders of brisk processes that no longer run.
+    pub fn start() -> Cleanup {
+        remove_stale(&std::env::temp_dir());
+        Cleanup(())
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let made = std::mem::take(&mut *MADE.lock().unwrap_or_else(|e| e.into_inner()));
+        for d in made {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Removes `brisk-shuffle-PID-*` folders under `tmp` whose process is gone
+/// (on Linux, where `/proc` says so; elsewhere nothing is removed).
+fn remove_stale(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)).and_then(|r| r.split('-').next())
+        else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok_and(|p| !alive(p)) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    if cfg!(target_os = "linux") { Path::new("/proc").join(pid.to_string()).exists() } else { true }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folders_of_dead_processes_are_removed_and_live_ones_kept() {
+        let tmp = std::env::temp_dir().join(format!("brisk-stale-test-{}", std::process::id()));
+        let dead = tmp.join(format!("{PREFIX}4294967290-abc/0"));
+        let live = tmp.join(format!("{PREFIX}{}-abc/0", std::process::id()));
+        let other = tmp.join("brisk-shuffle-notapid/0");
+        for d in [&dead, &live, &other] {
+            std::fs::create_dir_all(d).expect("dir");
+        }
+        remove_stale(&tmp);
+        assert_eq!(dead.parent().expect("p").exists(), !cfg!(target_os = "linux"));
+        assert!(live.exists() && other.exists());
+        std::fs::remove_dir_all(&tmp).expect("clean");
     }
 }

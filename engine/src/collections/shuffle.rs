@@ -256,7 +256,12 @@ impl DataFrame {
 
     /// `drop_duplicates(subset)`: the first row of each distinct value of
     /// `subset` (all columns when `None`), in order, as one partition.
-    pub fn drop_duplicates(&self, ctx: &Ctx, subset: Option<Vec<String>>, last: bool) -> Result<DataFrame, FrameError> {
+    pub fn drop_duplicates(
+        &self,
+        ctx: &Ctx,
+        subset: Option<Vec<String>>,
+        last: bool,
+    ) -> Result<DataFrame, FrameError> {
         if let Some(s) = &subset {
             self.check_columns(s)?;
             if s.is_empty() {
