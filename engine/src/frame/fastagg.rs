@@ -137,6 +137,54 @@ impl Partial {
         Some(())
     }
 
+    /// Count every row with a group into the `size` accumulators.
+    fn add_sizes(&mut self, gids: &[u32]) {
+        for (_, a) in &mut self.accs {
+            if let Acc::Size(v) = a {
+                for &g in gids.iter().filter(|&&g| g != NO_GROUP) {
+                    v[g as usize] += 1;
+                }
+            }
+        }
+    }
+
+    /// Add a whole value column (source `slot`): row `r` goes to group
+    /// `gids[r]`; rows without a group or a value are skipped.
+    fn add_column<I>(&mut self, slot: usize, gids: &[u32], vals: impl Fn() -> I) -> Option<()>
+    where
+        I: Iterator<Item = Option<Num>>,
+    {
+        for (s, a) in &mut self.accs {
+            if *s != slot {
+                continue;
+            }
+            let rows = gids
+                .iter()
+                .zip(vals())
+                .filter_map(|(&g, x)| if g == NO_GROUP { None } else { Some((g as usize, x?)) });
+            macro_rules! int {
+                ($v:ident, $x:ident, $i:ident, $body:expr) => {
+                    for (g, $x) in rows {
+                        let Num::I($i) = $x else { return None };
+                        $v[g] = $body(g);
+                    }
+                };
+            }
+            match a {
+                Acc::SumI(v) => int!(v, x, i, |g: usize| v[g].wrapping_add(i)),
+                Acc::MinI(v) => int!(v, x, i, |g: usize| Some(v[g].map_or(i, |m: i64| m.min(i)))),
+                Acc::MaxI(v) => int!(v, x, i, |g: usize| Some(v[g].map_or(i, |m: i64| m.max(i)))),
+                Acc::SumF(v) => rows.for_each(|(g, x)| v[g] += x.f()),
+                Acc::Count(v) => rows.for_each(|(g, _)| v[g] += 1),
+                Acc::SumSq(v) => rows.for_each(|(g, x)| v[g] += x.f() * x.f()),
+                Acc::MinF(v) => rows.for_each(|(g, x)| v[g] = Some(v[g].map_or(x.f(), |m| m.min(x.f())))),
+                Acc::MaxF(v) => rows.for_each(|(g, x)| v[g] = Some(v[g].map_or(x.f(), |m| m.max(x.f())))),
+                Acc::Size(_) => {}
+            }
+        }
+        Some(())
+    }
+
     /// The partial's frame: `keys` (one column per key, a value per
     /// group), then the partial columns, as `GroupSpec::partial` names them.
     pub(crate) fn frame(self, g: &GroupSpec, keys: Vec<Column>) -> Option<DataFrame> {
@@ -156,9 +204,11 @@ impl Partial {
     }
 }
 
-/// A groupby partial of a frame in one pass over its rows, for one string
-/// or int64 key and int64/float64 values (polars' group_by builds every
-/// group's row list first, then gathers each aggregate); `None` otherwise.
+/// A groupby partial of a frame in one pass over its key column and one
+/// over each value column, for one string or int64 key and int64/float64
+/// values (polars' group_by builds every group's row list first, then
+/// gathers each aggregate); `None` otherwise. Each group's values are
+/// added in row order, as the row-by-row path adds them.
 pub(crate) fn frame_partial(g: &GroupSpec, df: &DataFrame) -> Option<DataFrame> {
     let [key] = g.by.as_slice() else { return None };
     let columns = df.columns();
@@ -167,46 +217,111 @@ pub(crate) fn frame_partial(g: &GroupSpec, df: &DataFrame) -> Option<DataFrame> 
         Some((i, DType::of_polars(columns[i].dtype())?))
     };
     let mut acc = Partial::new(g, field)?;
-    let mut iters: Vec<Box<dyn Iterator<Item = Option<Num>> + '_>> = Vec::new();
-    for (i, t) in &acc.values {
-        let s = columns[*i].as_materialized_series();
-        iters.push(match t {
-            DType::Int64 => Box::new(s.i64().ok()?.iter().map(|v| v.map(Num::I))),
-            _ => Box::new(s.f64().ok()?.iter().map(|v| v.filter(|f| !f.is_nan()).map(Num::F))),
-        });
-    }
     let k = df.column(key).ok()?.as_materialized_series();
     let name: PlSmallStr = key.as_str().into();
-    let key_col = match k.dtype() {
-        DataType::String => Series::new(name, rows_by_key(k.str().ok()?.iter(), &mut iters, &mut acc)?),
-        DataType::Int64 => Series::new(name, rows_by_key(k.i64().ok()?.iter(), &mut iters, &mut acc)?),
+    let (gids, key_col) = match k.dtype() {
+        DataType::String => {
+            let (gids, keys) = string_gids(k.str().ok()?);
+            (gids, Series::new(name, keys))
+        }
+        DataType::Int64 => {
+            let (gids, keys) = gids_of(k.i64().ok()?.iter());
+            (gids, Series::new(name, keys))
+        }
         _ => return None,
     };
+    for _ in 0..key_col.len() {
+        acc.push_group();
+    }
+    acc.add_sizes(&gids);
+    for slot in 0..acc.values.len() {
+        let (i, t) = acc.values[slot];
+        let s = columns[i].as_materialized_series();
+        if t == DType::Int64 {
+            let ca = s.i64().ok()?;
+            match ca.cont_slice() {
+                Ok(v) => acc.add_column(slot, &gids, || v.iter().map(|&i| Some(Num::I(i))))?,
+                Err(_) => acc.add_column(slot, &gids, || ca.iter().map(|v| v.map(Num::I)))?,
+            }
+        } else {
+            let ca = s.f64().ok()?;
+            let num = |f: f64| (!f.is_nan()).then_some(Num::F(f));
+            match ca.cont_slice() {
+                Ok(v) => acc.add_column(slot, &gids, || v.iter().map(|&f| num(f)))?,
+                Err(_) => acc.add_column(slot, &gids, || ca.iter().map(|v| v.and_then(num)))?,
+            }
+        }
+    }
     acc.frame(g, vec![key_col.into_column()])
 }
 
-/// Every row into the accumulators of its key's group (rows with a
-/// missing key skipped); the keys in group order.
-fn rows_by_key<K: std::hash::Hash + Eq + Copy>(
-    keys: impl Iterator<Item = Option<K>>,
-    values: &mut [Box<dyn Iterator<Item = Option<Num>> + '_>],
-    acc: &mut Partial,
-) -> Option<Vec<K>> {
-    let mut parsed: Vec<Option<Num>> = vec![None; values.len()];
+/// The group id of rows whose key is missing: they belong to no group.
+const NO_GROUP: u32 = u32::MAX;
+
+/// Each row's group id (`NO_GROUP` for a missing key) and the keys in
+/// group order.
+fn gids_of<K: std::hash::Hash + Eq + Copy>(keys: impl Iterator<Item = Option<K>>) -> (Vec<u32>, Vec<K>) {
     let mut ids: FxHashMap<K, u32> = FxHashMap::default();
     let mut order: Vec<K> = Vec::new();
-    for k in keys {
-        for (p, it) in parsed.iter_mut().zip(values.iter_mut()) {
-            *p = it.next().flatten();
-        }
-        let Some(k) = k else { continue };
-        let gid = *ids.entry(k).or_insert_with(|| {
-            order.push(k);
-            acc.push_group() as u32
-        });
-        acc.add(gid as usize, &parsed)?;
+    let gids = keys
+        .map(|k| match k {
+            None => NO_GROUP,
+            Some(k) => *ids.entry(k).or_insert_with(|| {
+                order.push(k);
+                (order.len() - 1) as u32
+            }),
+        })
+        .collect();
+    (gids, order)
+}
+
+/// A short string as its Arrow view. Fx hashes a `u128` as two words
+/// whose low bits barely mix, and short keys differ only in a few bytes
+/// (`k1`, `k2`, ...), so most fell in the same buckets: mix it first.
+#[derive(PartialEq, Eq)]
+struct ViewKey(u128);
+
+impl std::hash::Hash for ViewKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (lo, hi) = (self.0 as u64, (self.0 >> 64) as u64);
+        let mut x = lo ^ hi.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(32);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+        x ^= x >> 33;
+        state.write_u64(x);
     }
-    Some(order)
+}
+
+/// `gids_of` for a string column. A key of up to 12 bytes lies whole in
+/// its 16-byte Arrow view (length, then the bytes), so it is hashed and
+/// compared as one `u128`, with no string compare; longer keys go by text
+/// (and so do all keys of a column with missing values).
+fn string_gids(ca: &StringChunked) -> (Vec<u32>, Vec<&str>) {
+    if ca.null_count() > 0 {
+        return gids_of(ca.iter());
+    }
+    let mut gids = Vec::with_capacity(ca.len());
+    let mut short: FxHashMap<ViewKey, u32> = FxHashMap::default();
+    let mut long: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut order: Vec<&str> = Vec::new();
+    for arr in ca.downcast_iter() {
+        for (i, v) in arr.views().iter().enumerate() {
+            let new_group = || {
+                order.push(arr.value(i));
+                (order.len() - 1) as u32
+            };
+            let g = if v.length <= 12 {
+                // Bytes past the length are zero by Arrow's rules; masked anyway.
+                let bits = v.as_u128();
+                let key = if v.length == 12 { bits } else { bits & ((1u128 << (32 + 8 * v.length)) - 1) };
+                *short.entry(ViewKey(key)).or_insert_with(new_group)
+            } else {
+                *long.entry(arr.value(i)).or_insert_with(new_group)
+            };
+            gids.push(g);
+        }
+    }
+    (gids, order)
 }
 
 /// A filter `column op number`.
@@ -508,8 +623,15 @@ mod tests {
             };
             text += &format!("{k},{},{x},{}\n", i % 4, i * 7 % 31);
         }
-        let df = super::super::csv::parse(&sp, text.into_bytes(), None).expect("parse");
-        for by in ["k", "n"] {
+        let mut df = super::super::csv::parse(&sp, text.into_bytes(), None).expect("parse");
+        // A key without missing values, short (in the Arrow view) and long.
+        let w: Vec<String> = (0..300)
+            .map(|i| {
+                if i % 7 == 0 { format!("a key longer than twelve {}", i % 2) } else { format!("w{}", i % 3) }
+            })
+            .collect();
+        df.with_column(Series::new("w".into(), w).into_column()).expect("w");
+        for by in ["k", "n", "w"] {
             let aggs = [Red::Sum, Red::Mean, Red::Min, Red::Max, Red::Count, Red::Var, Red::Size]
                 .iter()
                 .flat_map(|r| {
