@@ -40,11 +40,21 @@ pub fn read_block_into(path: &str, start: u64, end: u64, buf: &mut Vec<u8>) -> R
     }
     let stop = after_newline(&mut f, end, len).map_err(|e| io_error(path, e))?;
     f.seek(SeekFrom::Start(begin)).map_err(|e| io_error(path, e))?;
-    // Room for a slightly larger next block too: growing would copy.
     let need = (stop - begin) as usize;
-    buf.reserve(need + need / 8);
-    buf.resize(need, 0);
-    f.read_exact(buf).map_err(|e| io_error(path, e))
+    if buf.capacity() < need {
+        // A fresh buffer, with room for a slightly larger next block: growing
+        // the old one would copy its whole capacity for nothing.
+        *buf = Vec::with_capacity(need + need / 8);
+    }
+    // Read into the spare capacity (not zeroed first, as `resize` would).
+    let got = (&mut f).take(need as u64).read_to_end(buf).map_err(|e| io_error(path, e))?;
+    if got != need {
+        return Err(io_error(
+            path,
+            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the file shrank while read"),
+        ));
+    }
+    Ok(())
 }
 
 /// The position just after the first `\n` at or past `pos` (or the end).

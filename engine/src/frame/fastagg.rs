@@ -275,7 +275,8 @@ fn gids_of<K: std::hash::Hash + Eq + Copy>(keys: impl Iterator<Item = Option<K>>
     (gids, order)
 }
 
-/// A short string as its Arrow view. Fx hashes a `u128` as two words
+/// A short string as one number (its Arrow view, or its bytes and length
+/// from a CSV field). Fx hashes a `u128` as two words
 /// whose low bits barely mix, and short keys differ only in a few bytes
 /// (`k1`, `k2`, ...), so most fell in the same buckets: mix it first.
 #[derive(PartialEq, Eq)]
@@ -414,27 +415,34 @@ pub fn group_partial(spec: &CsvSpec, bytes: &[u8], stages: &[Stage], g: &GroupSp
     let sep = spec.sep;
     let single_str_key = keys.len() == 1 && keys[0].1 == DType::Str;
     let mut by_str: FxHashMap<&[u8], u32> = FxHashMap::default();
+    let mut by_short: FxHashMap<ViewKey, u32> = FxHashMap::default();
     let mut by_bytes: FxHashMap<Vec<u8>, u32> = FxHashMap::default();
     // Per group, its key fields (raw bytes, or the parsed int as 8 bytes).
     let mut group_keys: Vec<Vec<&[u8]>> = Vec::new();
     let mut fields: Vec<&[u8]> = Vec::with_capacity(ncols);
     let mut parsed: Vec<Option<Num>> = vec![None; acc.values.len()];
     let mut composite: Vec<u8> = Vec::new();
-    let mut start = 0;
-    for end in memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len())) {
-        let line = &bytes[start..end.max(start)];
-        start = end + 1;
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.is_empty() {
+    // One SIMD scan finds every separator and line end of the block; a
+    // field runs from just after one to the next.
+    let mut field_start = 0;
+    let mut new_line = true;
+    for pos in memchr::memchr2_iter(sep, b'\n', bytes).chain(std::iter::once(bytes.len())) {
+        if new_line {
+            fields.clear();
+            new_line = false;
+        }
+        fields.push(&bytes[field_start..pos]);
+        field_start = pos + 1;
+        if pos < bytes.len() && bytes[pos] == sep {
             continue;
         }
-        fields.clear();
-        let mut rest = line;
-        while let Some(i) = memchr::memchr(sep, rest) {
-            fields.push(&rest[..i]);
-            rest = &rest[i + 1..];
+        new_line = true;
+        if let Some(last) = fields.last_mut() {
+            *last = last.strip_suffix(b"\r").unwrap_or(last);
         }
-        fields.push(rest);
+        if fields.len() == 1 && fields[0].is_empty() {
+            continue;
+        }
         if fields.len() != ncols {
             return None;
         }
@@ -468,7 +476,15 @@ pub fn group_partial(spec: &CsvSpec, bytes: &[u8], stages: &[Stage], g: &GroupSp
         let next = group_keys.len() as u32;
         let gid = if single_str_key {
             let k = fields[keys[0].0];
-            *by_str.entry(k).or_insert(next)
+            if k.len() < 16 {
+                // Short keys as one number: no string hash or compare.
+                let mut b = [0u8; 16];
+                b[..k.len()].copy_from_slice(k);
+                b[15] = k.len() as u8;
+                *by_short.entry(ViewKey(u128::from_le_bytes(b))).or_insert(next)
+            } else {
+                *by_str.entry(k).or_insert(next)
+            }
         } else {
             composite.clear();
             for (i, t) in &keys {
@@ -563,7 +579,16 @@ mod tests {
     fn fast_partials_equal_the_general_ones() {
         let mut text = String::new();
         for i in 0..500i64 {
-            let k = if i % 17 == 0 { String::new() } else { format!("k{}", i % 7) };
+            let k = if i % 17 == 0 {
+                String::new()
+            } else if i % 19 == 0 {
+                format!("a key of sixteen bytes or more {}", i % 2)
+            } else {
+                format!("k{}", i % 7)
+            };
+            if i % 50 == 49 {
+                text += "\n";
+            }
             let x = if i % 11 == 0 {
                 String::new()
             } else if i % 23 == 0 {
