@@ -42,9 +42,10 @@ pub fn read_block_into(path: &str, start: u64, end: u64, buf: &mut Vec<u8>) -> R
     f.seek(SeekFrom::Start(begin)).map_err(|e| io_error(path, e))?;
     let need = (stop - begin) as usize;
     if buf.capacity() < need {
-        // A fresh buffer, with room for a slightly larger next block: growing
-        // the old one would copy its whole capacity for nothing.
-        *buf = Vec::with_capacity(need + need / 8);
+        // A fresh buffer (growing the old one would copy its whole capacity
+        // for nothing); a reused one gets room for a slightly larger block.
+        let room = if buf.capacity() == 0 { 0 } else { need / 8 };
+        *buf = Vec::with_capacity(need + room);
     }
     // Read into the spare capacity (not zeroed first, as `resize` would).
     let got = (&mut f).take(need as u64).read_to_end(buf).map_err(|e| io_error(path, e))?;

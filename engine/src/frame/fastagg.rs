@@ -121,17 +121,8 @@ impl Partial {
                 v[gid] += 1;
                 continue;
             }
-            let Some(x) = parsed[*slot] else { continue };
-            match (a, x) {
-                (Acc::SumI(v), Num::I(i)) => v[gid] = v[gid].wrapping_add(i),
-                (Acc::SumF(v), x) => v[gid] += x.f(),
-                (Acc::Count(v), _) => v[gid] += 1,
-                (Acc::SumSq(v), x) => v[gid] += x.f() * x.f(),
-                (Acc::MinI(v), Num::I(i)) => v[gid] = Some(v[gid].map_or(i, |m| m.min(i))),
-                (Acc::MaxI(v), Num::I(i)) => v[gid] = Some(v[gid].map_or(i, |m| m.max(i))),
-                (Acc::MinF(v), x) => v[gid] = Some(v[gid].map_or(x.f(), |m| m.min(x.f()))),
-                (Acc::MaxF(v), x) => v[gid] = Some(v[gid].map_or(x.f(), |m| m.max(x.f()))),
-                _ => return None,
+            if let Some(x) = parsed[*slot] {
+                fold(a, gid, x)?;
             }
         }
         Some(())
@@ -158,28 +149,10 @@ impl Partial {
             if *s != slot {
                 continue;
             }
-            let rows = gids
-                .iter()
-                .zip(vals())
-                .filter_map(|(&g, x)| if g == NO_GROUP { None } else { Some((g as usize, x?)) });
-            macro_rules! int {
-                ($v:ident, $x:ident, $i:ident, $body:expr) => {
-                    for (g, $x) in rows {
-                        let Num::I($i) = $x else { return None };
-                        $v[g] = $body(g);
-                    }
-                };
-            }
-            match a {
-                Acc::SumI(v) => int!(v, x, i, |g: usize| v[g].wrapping_add(i)),
-                Acc::MinI(v) => int!(v, x, i, |g: usize| Some(v[g].map_or(i, |m: i64| m.min(i)))),
-                Acc::MaxI(v) => int!(v, x, i, |g: usize| Some(v[g].map_or(i, |m: i64| m.max(i)))),
-                Acc::SumF(v) => rows.for_each(|(g, x)| v[g] += x.f()),
-                Acc::Count(v) => rows.for_each(|(g, _)| v[g] += 1),
-                Acc::SumSq(v) => rows.for_each(|(g, x)| v[g] += x.f() * x.f()),
-                Acc::MinF(v) => rows.for_each(|(g, x)| v[g] = Some(v[g].map_or(x.f(), |m| m.min(x.f())))),
-                Acc::MaxF(v) => rows.for_each(|(g, x)| v[g] = Some(v[g].map_or(x.f(), |m| m.max(x.f())))),
-                Acc::Size(_) => {}
+            for (&g, x) in gids.iter().zip(vals()) {
+                if let (true, Some(x)) = (g != NO_GROUP, x) {
+                    fold(a, g as usize, x)?;
+                }
             }
         }
         Some(())
@@ -202,6 +175,24 @@ impl Partial {
         }
         DataFrame::new(self.groups, cols).ok()
     }
+}
+
+/// Add value `x` of group `g` to one accumulator (not `size`); `None` when
+/// an int accumulator meets a float.
+#[inline]
+fn fold(a: &mut Acc, g: usize, x: Num) -> Option<()> {
+    match (a, x) {
+        (Acc::SumI(v), Num::I(i)) => v[g] = v[g].wrapping_add(i),
+        (Acc::SumF(v), x) => v[g] += x.f(),
+        (Acc::Count(v), _) => v[g] += 1,
+        (Acc::SumSq(v), x) => v[g] += x.f() * x.f(),
+        (Acc::MinI(v), Num::I(i)) => v[g] = Some(v[g].map_or(i, |m| m.min(i))),
+        (Acc::MaxI(v), Num::I(i)) => v[g] = Some(v[g].map_or(i, |m| m.max(i))),
+        (Acc::MinF(v), x) => v[g] = Some(v[g].map_or(x.f(), |m| m.min(x.f()))),
+        (Acc::MaxF(v), x) => v[g] = Some(v[g].map_or(x.f(), |m| m.max(x.f()))),
+        _ => return None,
+    }
+    Some(())
 }
 
 /// A groupby partial of a frame in one pass over its key column and one

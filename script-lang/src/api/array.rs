@@ -1038,14 +1038,8 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     // array of one block; `x.blocks([i, j])` (or `x.blocks(i)`) is one.
     let st = state.clone();
     engine.register_fn("blocks", move |x: &mut LazyArray| -> Res<RArray> {
-        x.a.known("blocks").map_err(err)?;
-        let all = block_grid(&x.a.numblocks());
-        all.iter()
-            .map(|idx| {
-                let b = arr::block_at(&ctx(&st), &x.a, idx).map_err(err)?;
-                Ok(Dynamic::from(LazyArray { a: b, held: x.held.clone() }))
-            })
-            .collect()
+        let all = arr::all_blocks(&ctx(&st), &x.a).map_err(err)?;
+        Ok(all.into_iter().map(|b| Dynamic::from(LazyArray { a: b, held: x.held.clone() })).collect())
     });
     let st = state.clone();
     engine.register_fn("blocks", move |x: &mut LazyArray, index: Dynamic| -> Res<LazyArray> {
@@ -1327,16 +1321,6 @@ fn register_local_with(engine: &mut Engine, st: &St) {
         );
         Ok(local_result(brisk_engine::array::shape::slice(c, &ranges).map_err(err)?))
     });
-}
-
-/// Every block index of a grid of `numblocks`, in C order.
-fn block_grid(numblocks: &[usize]) -> Vec<Vec<i64>> {
-    let mut out: Vec<Vec<i64>> = vec![Vec::new()];
-    for &n in numblocks {
-        out =
-            out.into_iter().flat_map(|p| (0..n as i64).map(move |i| [p.as_slice(), &[i]].concat())).collect();
-    }
-    out
 }
 
 fn ints(v: &[usize]) -> RArray {

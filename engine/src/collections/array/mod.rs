@@ -23,7 +23,7 @@ use crate::value::Value;
 pub use chunks::{AUTO_BYTES, AxisChunks, ChunkSpec, MAX_BLOCKS, normalize_chunks, regular};
 pub use linalg::{lstsq, norm, qr, solve, svd, svd_compressed, tensordot};
 pub use reduction::reduction;
-pub use slicing::{Index, block_at, local_ranges, slice};
+pub use slicing::{Index, all_blocks, block_at, local_ranges, slice};
 pub use structure::{chunk_size_tasks, concatenate, cumsum, histogram, mask, reshape, stack, unique};
 
 /// A lazy n-d array: the layer holding its blocks' tasks and its metadata.

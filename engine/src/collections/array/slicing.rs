@@ -51,7 +51,7 @@ fn plan_axis(ix: Index, chunks: &[usize], axis: usize) -> Result<AxisPlan, Array
                 return Err(ArrayError::Value("slice step cannot be zero".into()));
             }
             if step < 0 {
-                return Ok((plan_reversed(start, stop, step.unsigned_abs() as usize, chunks, &offs), false));
+                return Ok((plan_reversed(start, stop, -step, chunks, &offs), false));
             }
             let clamp = |v: i64| -> usize { (if v < 0 { v + ni } else { v }).clamp(0, ni) as usize };
             let s = start.map(clamp).unwrap_or(0);
@@ -82,7 +82,7 @@ fn plan_axis(ix: Index, chunks: &[usize], axis: usize) -> Result<AxisPlan, Array
 fn plan_reversed(
     start: Option<i64>,
     stop: Option<i64>,
-    k: usize,
+    k: i64,
     chunks: &[usize],
     offs: &[usize],
 ) -> Vec<(usize, AxisSlice)> {
@@ -96,10 +96,9 @@ fn plan_reversed(
         let (lo, hi) = (offs[b] as i64, (offs[b] + c) as i64);
         // The largest selected position below hi, and the smallest one
         // in this block above the stop bound.
-        let k = k as i64;
         let p = if first < hi { first } else { first - ((first - hi) / k + 1) * k };
         let bound = lo.max(last_bound + 1);
-        if p < bound || p < lo {
+        if p < bound {
             continue;
         }
         let q = p - (p - bound) / k * k;
@@ -140,12 +139,21 @@ pub fn block_at(ctx: &Ctx, a: &Array, index: &[i64]) -> Result<Array, ArrayError
                     "block index {i} is out of bounds for axis {d} with {n} blocks"
                 )));
             }
-            let start: usize = sizes[..k as usize].iter().sum();
+            let start = offsets(sizes)[k as usize];
             let stop = start + sizes[k as usize];
             Ok(Index::Range { start: Some(start as i64), stop: Some(stop as i64), step: 1 })
         })
         .collect::<Result<Vec<_>, _>>()?;
     slice(ctx, a, &ranges)
+}
+
+/// `x.blocks` listed: every block, in C order, as an array of one block.
+pub fn all_blocks(ctx: &Ctx, a: &Array) -> Result<Vec<Array>, ArrayError> {
+    a.known("blocks")?;
+    grid(&a.numblocks())
+        .into_iter()
+        .map(|idx| block_at(ctx, a, &idx.iter().map(|&i| i as i64).collect::<Vec<_>>()))
+        .collect()
 }
 
 /// `x.slice(index)`: missing trailing entries mean whole axes.
