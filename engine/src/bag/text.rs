@@ -21,41 +21,71 @@ fn io_error(path: &str, e: std::io::Error) -> TaskError {
 /// after the first line end at or past `start` (from 0 for the first
 /// block), through the first line end at or past `end`.
 pub fn read_block(path: &str, start: u64, end: u64) -> Result<Vec<u8>, TaskError> {
-    let mut buf = Vec::new();
-    read_block_into(path, start, end, &mut buf)?;
+    let Some((f, need)) = open_block(path, start, end)? else { return Ok(Vec::new()) };
+    // Read into the spare capacity (not zeroed first, as `resize` would).
+    let mut buf = Vec::with_capacity(need as usize);
+    let got = f.take(need).read_to_end(&mut buf).map_err(|e| io_error(path, e))?;
+    if got as u64 != need {
+        return Err(shrank(path));
+    }
     Ok(buf)
 }
 
-/// `read_block` into `buf` (cleared first). A buffer kept across blocks
-/// saves the page faults of fresh memory, which cost more than the copy.
-pub fn read_block_into(path: &str, start: u64, end: u64, buf: &mut Vec<u8>) -> Result<(), TaskError> {
-    buf.clear();
+/// The file, positioned at the first byte block `[start, end)` owns, and
+/// how many bytes it owns; `None` when it owns none.
+fn open_block(path: &str, start: u64, end: u64) -> Result<Option<(File, u64)>, TaskError> {
     let mut f = File::open(path).map_err(|e| io_error(path, e))?;
     let len = f.metadata().map_err(|e| io_error(path, e))?.len();
     let end = end.min(len);
     let begin =
         if start == 0 { 0 } else { after_newline(&mut f, start, len).map_err(|e| io_error(path, e))? };
     if begin > end || begin >= len {
-        return Ok(());
+        return Ok(None);
     }
     let stop = after_newline(&mut f, end, len).map_err(|e| io_error(path, e))?;
     f.seek(SeekFrom::Start(begin)).map_err(|e| io_error(path, e))?;
-    let need = (stop - begin) as usize;
-    if buf.capacity() < need {
-        // A fresh buffer (growing the old one would copy its whole capacity
-        // for nothing); a reused one gets room for a slightly larger block.
-        let room = if buf.capacity() == 0 { 0 } else { need / 8 };
-        *buf = Vec::with_capacity(need + room);
+    Ok(Some((f, stop - begin)))
+}
+
+fn shrank(path: &str) -> TaskError {
+    io_error(path, std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the file shrank while read"))
+}
+
+/// How much of a file `for_each_lines` reads at a time: small enough that
+/// the run just read is still in the core's cache when it is parsed.
+const RUN: usize = 512 << 10;
+
+/// Call `f` on the lines of block `[start, end)` (as `read_block` owns
+/// them) in runs of whole lines, read `RUN` bytes at a time into `buf`,
+/// so that a block is never in memory whole. Stops at the first `None`
+/// from `f` and returns it.
+pub fn for_each_lines(
+    path: &str,
+    start: u64,
+    end: u64,
+    buf: &mut Vec<u8>,
+    mut f: impl FnMut(&[u8]) -> Option<()>,
+) -> Result<Option<()>, TaskError> {
+    buf.clear();
+    let Some((mut file, mut left)) = open_block(path, start, end)? else { return Ok(Some(())) };
+    while left > 0 {
+        // `buf` holds the unfinished last line of the previous run, if any.
+        let want = left.min(RUN as u64);
+        buf.reserve(want as usize);
+        let got = (&mut file).take(want).read_to_end(buf).map_err(|e| io_error(path, e))?;
+        if got as u64 != want {
+            return Err(shrank(path));
+        }
+        left -= want;
+        let whole = if left == 0 { buf.len() } else { memchr::memrchr(b'\n', buf).map_or(0, |i| i + 1) };
+        if whole > 0 {
+            if f(&buf[..whole]).is_none() {
+                return Ok(None);
+            }
+            buf.drain(..whole);
+        }
     }
-    // Read into the spare capacity (not zeroed first, as `resize` would).
-    let got = (&mut f).take(need as u64).read_to_end(buf).map_err(|e| io_error(path, e))?;
-    if got != need {
-        return Err(io_error(
-            path,
-            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the file shrank while read"),
-        ));
-    }
-    Ok(())
+    Ok(Some(()))
 }
 
 /// The position just after the first `\n` at or past `pos` (or the end).
@@ -248,6 +278,48 @@ mod tests {
         let p = dir.join(name);
         std::fs::write(&p, text).expect("write");
         p.display().to_string()
+    }
+
+    /// Runs are whole lines, and together they are the block's bytes,
+    /// also where a line is longer than a run and at the file's end.
+    #[test]
+    fn runs_of_lines_make_up_the_block() {
+        let mut text = String::new();
+        for i in 0..40_000 {
+            let len = if i == 777 { RUN + 1000 } else { i % 37 };
+            text += &"x".repeat(len);
+            text += "\n";
+        }
+        text += "no line end";
+        let path = file("runs.txt", &text);
+        let size = text.len() as u64;
+        let mut buf = Vec::new();
+        for (start, end) in
+            [(0, size), (0, 1), (5, 300_000), (300_000, size), (size - 3, size), (size, size + 9)]
+        {
+            let want = read_block(&path, start, end).expect("block");
+            let mut got = Vec::new();
+            let mut runs = 0;
+            let fed = for_each_lines(&path, start, end, &mut buf, |run| {
+                assert!(run.ends_with(b"\n") || run.ends_with(b"no line end"), "a run of whole lines");
+                got.extend_from_slice(run);
+                runs += 1;
+                Some(())
+            });
+            assert_eq!(fed.expect("read"), Some(()));
+            assert!(got == want, "block {start}..{end}: {} bytes vs {}", got.len(), want.len());
+            if want.len() > 2 * RUN {
+                assert!(runs > 2, "read in runs");
+            }
+        }
+        // The callback stops the reading.
+        let mut calls = 0;
+        let fed = for_each_lines(&path, 0, size, &mut buf, |_| {
+            calls += 1;
+            None
+        });
+        assert_eq!((fed.expect("read"), calls), (None, 1));
+        assert!(for_each_lines("/no/such/file", 0, 1, &mut buf, |_| Some(())).is_err());
     }
 
     fn strs(v: &[Value]) -> Vec<String> {

@@ -145,26 +145,29 @@ pub fn read_group(
     g: &super::agg::GroupSpec,
 ) -> Result<Option<DataFrame>, TaskError> {
     thread_local! {
-        /// One block buffer per worker thread, reused from block to block.
-        static BLOCK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        /// One read buffer per worker thread, reused from block to block.
+        static RUNS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    if !super::fastagg::applies(spec, stages, g) {
-        return Ok(None);
-    }
-    BLOCK.with(|cell| {
-        let mut bytes = cell.borrow_mut();
-        crate::bag::text::read_block_into(path, start, end, &mut bytes)?;
-        let mut from = 0;
-        if start == 0 && spec.header {
-            from = bytes.iter().position(|&b| b == b'\n').map_or(bytes.len(), |i| i + 1);
+    let Some(mut groups) = super::fastagg::CsvGroups::new(spec, stages, g) else { return Ok(None) };
+    let mut header = start == 0 && spec.header;
+    let fed = RUNS.with(|cell| {
+        let mut buf = cell.borrow_mut();
+        let fed = crate::bag::text::for_each_lines(path, start, end, &mut buf, |lines| {
+            let lines = if header {
+                header = false;
+                lines.iter().position(|&b| b == b'\n').map_or(&[][..], |i| &lines[i + 1..])
+            } else {
+                lines
+            };
+            groups.feed(lines)
+        });
+        // Keep the buffer, but not one grown by some very long line.
+        if buf.capacity() > 16 << 20 {
+            *buf = Vec::new();
         }
-        let out = super::fastagg::group_partial(spec, &bytes[from..], stages, g);
-        // Keep the memory, but not a block much larger than usual.
-        if bytes.capacity() > 256 << 20 {
-            *bytes = Vec::new();
-        }
-        Ok(out)
-    })
+        fed
+    })?;
+    Ok(fed.and_then(|()| groups.finish()))
 }
 
 /// Read block `[start, end)` of `path`, keeping only `columns` (all when

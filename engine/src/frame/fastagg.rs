@@ -284,6 +284,59 @@ impl std::hash::Hash for ViewKey {
     }
 }
 
+/// Group ids of short keys as numbers (`ViewKey`'s bits, never zero): an
+/// open-addressed table probed linearly from a multiplicative hash, the
+/// one lookup every CSV row makes. It is a third of the cost of a general
+/// hash map's entry call at a thousand groups.
+struct ShortKeys {
+    /// `(key, group)`, key 0 for an empty slot.
+    slots: Vec<(u128, u32)>,
+    len: usize,
+}
+
+impl ShortKeys {
+    fn new() -> ShortKeys {
+        ShortKeys { slots: vec![(0, 0); 64], len: 0 }
+    }
+
+    fn start(&self, key: u128) -> usize {
+        let x = (key as u64 ^ ((key >> 64) as u64).rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (x >> (64 - self.slots.len().trailing_zeros())) as usize
+    }
+
+    /// The group of `key` (not 0), `next` when it is new.
+    #[inline]
+    fn get_or_insert(&mut self, key: u128, next: u32) -> u32 {
+        let mask = self.slots.len() - 1;
+        let mut i = self.start(key);
+        loop {
+            let (k, g) = self.slots[i];
+            if k == key {
+                return g;
+            }
+            if k == 0 {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = (key, next);
+        self.len += 1;
+        if self.len * 2 > self.slots.len() {
+            let grown = vec![(0, 0); self.slots.len() * 2];
+            let old = std::mem::replace(&mut self.slots, grown);
+            let mask = self.slots.len() - 1;
+            for (k, g) in old.into_iter().filter(|(k, _)| *k != 0) {
+                let mut i = self.start(k);
+                while self.slots[i].0 != 0 {
+                    i = (i + 1) & mask;
+                }
+                self.slots[i] = (k, g);
+            }
+        }
+        next
+    }
+}
+
 /// `gids_of` for a string column. A key of up to 12 bytes lies whole in
 /// its 16-byte Arrow view (length, then the bytes), so it is hashed and
 /// compared as one `u128`, with no string compare; longer keys go by text
@@ -356,177 +409,345 @@ fn parse_num(b: &[u8], t: DType) -> Option<Option<Num>> {
     }
 }
 
-/// Whether the fast path can serve this task, before reading anything.
-pub fn applies(spec: &CsvSpec, stages: &[Stage], g: &GroupSpec) -> bool {
-    let schema = &spec.schema;
-    let mut filters = Vec::new();
-    let stages_ok = stages.iter().all(|s| match s {
-        Stage::Project(_) => true,
-        Stage::Filter(e) => comparisons(e, schema, &mut filters).is_some(),
-        _ => false,
-    });
-    let typed = |c: &str, ok: fn(DType) -> bool| schema.cols.iter().any(|(n, t)| n == c && ok(*t));
-    stages_ok
-        && !g.by.is_empty()
-        && g.by.iter().all(|b| typed(b, |t| matches!(t, DType::Str | DType::Int64)))
-        && partial_names(g).iter().all(|(k, c)| {
-            k == "size" || (k != "nunique" && typed(c, |t| matches!(t, DType::Int64 | DType::Float64)))
+/// The number at the start of `b` and the bytes it took, found while
+/// parsing (no separate scan for the field's end). The caller checks that
+/// a separator or line end follows. NaN is a missing value.
+#[inline]
+fn parse_num_prefix(b: &[u8], t: DType) -> Option<(Option<Num>, usize)> {
+    match t {
+        DType::Int64 => {
+            let (neg, start) = match b.first() {
+                Some(b'-') => (true, 1),
+                Some(b'+') => (false, 1),
+                _ => (false, 0),
+            };
+            let mut v: i64 = 0;
+            let mut i = start;
+            while let Some(d) = b.get(i).map(|c| c.wrapping_sub(b'0')).filter(|d| *d < 10) {
+                // Accumulate negatively so that i64::MIN parses too.
+                v = v.checked_mul(10)?.checked_sub(i64::from(d))?;
+                i += 1;
+            }
+            if i == start {
+                return None;
+            }
+            let v = if neg { v } else { v.checked_neg()? };
+            Some((Some(Num::I(v)), i))
+        }
+        _ => {
+            let (f, n) = fast_float2::parse_partial::<f64, _>(b).ok()?;
+            Some(((!f.is_nan()).then_some(Num::F(f)), n))
+        }
+    }
+}
+
+/// The end of the field starting at `p`: the first separator or `\n`.
+#[inline]
+fn field_end(bytes: &[u8], mut p: usize, sep: u8) -> usize {
+    // Fields are short as a rule: a plain loop beats a SIMD call's set-up.
+    let short = (p + 32).min(bytes.len());
+    while p < short {
+        if bytes[p] == sep || bytes[p] == b'\n' {
+            return p;
+        }
+        p += 1;
+    }
+    p + memchr::memchr2(sep, b'\n', &bytes[p..]).unwrap_or(bytes.len() - p)
+}
+
+/// What the row loop does with one field of the file.
+#[derive(Clone, Copy, Default)]
+struct Role {
+    /// Its index among the group keys (its text is kept).
+    key: Option<usize>,
+    /// Its slot among the parsed numbers (a value or a filter column).
+    num: Option<usize>,
+    /// Its type, for parsing.
+    t: Option<DType>,
+}
+
+/// A groupby partial built from CSV bytes fed in runs of whole lines
+/// (the header already removed): every row parsed, filtered and added to
+/// its group as it is met, with no frame of the block built.
+pub(crate) struct CsvGroups<'a> {
+    g: &'a GroupSpec,
+    sep: u8,
+    roles: Vec<Role>,
+    /// The filters, each on a number slot.
+    filters: Vec<(usize, Cmp)>,
+    keys: Vec<(usize, DType)>,
+    acc: Partial,
+    /// This row's numbers: `acc.values` first, then filter-only columns.
+    nums: Vec<Option<Num>>,
+    /// This row's key fields, as byte ranges of the current run.
+    spans: Vec<(usize, usize)>,
+    by_short: ShortKeys,
+    by_text: FxHashMap<Vec<u8>, u32>,
+    composite: Vec<u8>,
+    /// Per key, its text in each group (group order).
+    key_text: Vec<Vec<Vec<u8>>>,
+}
+
+impl<'a> CsvGroups<'a> {
+    /// `None` when the fast path does not apply to these stages and spec.
+    pub(crate) fn new(spec: &CsvSpec, stages: &[Stage], g: &'a GroupSpec) -> Option<CsvGroups<'a>> {
+        let schema = &spec.schema;
+        let ncols = schema.cols.len();
+        if ncols == 0 || g.by.is_empty() {
+            return None;
+        }
+        let mut cmps = Vec::new();
+        for s in stages {
+            match s {
+                Stage::Project(_) => {}
+                Stage::Filter(e) => comparisons(e, schema, &mut cmps)?,
+                _ => return None,
+            }
+        }
+        let field_of = |c: &str| schema.cols.iter().position(|(n, _)| n == c);
+        let mut roles = vec![Role::default(); ncols];
+        let mut keys: Vec<(usize, DType)> = Vec::new();
+        for b in &g.by {
+            let i = field_of(b)?;
+            let t = schema.cols[i].1;
+            if !matches!(t, DType::Str | DType::Int64) || roles[i].key.is_some() {
+                return None;
+            }
+            roles[i].key = Some(keys.len());
+            keys.push((i, t));
+        }
+        let acc = Partial::new(g, |c| field_of(c).map(|i| (i, schema.cols[i].1)))?;
+        for (slot, (i, t)) in acc.values.iter().enumerate() {
+            roles[*i].num = Some(slot);
+            roles[*i].t = Some(*t);
+        }
+        let mut slots = acc.values.len();
+        let mut filters = Vec::new();
+        for c in cmps {
+            let r = &mut roles[c.field];
+            let slot = match r.num {
+                Some(s) => s,
+                None => {
+                    r.num = Some(slots);
+                    r.t = Some(schema.cols[c.field].1);
+                    slots += 1;
+                    slots - 1
+                }
+            };
+            filters.push((slot, c));
+        }
+        Some(CsvGroups {
+            g,
+            sep: spec.sep,
+            roles,
+            filters,
+            key_text: vec![Vec::new(); keys.len()],
+            spans: vec![(0, 0); keys.len()],
+            keys,
+            acc,
+            nums: vec![None; slots],
+            by_short: ShortKeys::new(),
+            by_text: FxHashMap::default(),
+            composite: Vec::new(),
         })
+    }
+
+    /// Add the rows of `bytes`, whole lines (the last may lack its `\n`).
+    /// `None` where the fast path cannot give the general path's answer
+    /// (a quote, a field that does not parse, a row of other width).
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> Option<()> {
+        if memchr::memchr(b'"', bytes).is_some() {
+            return None;
+        }
+        let (sep, len, ncols) = (self.sep, bytes.len(), self.roles.len());
+        let mut p = 0;
+        while p < len {
+            // A blank line holds no row.
+            match bytes[p] {
+                b'\n' => {
+                    p += 1;
+                    continue;
+                }
+                b'\r' if bytes.get(p + 1).is_none_or(|&c| c == b'\n') => {
+                    p += 2;
+                    continue;
+                }
+                _ => {}
+            }
+            // Filters: a missing value passes no comparison (NumPy's rule).
+            // A row that fails one is still walked to check its width.
+            let mut keep = true;
+            for f in 0..ncols {
+                let role = self.roles[f];
+                let start = p;
+                match (role.num, role.key) {
+                    (Some(slot), None) if keep => {
+                        let t = role.t?;
+                        let at_end = p == len || bytes[p] == sep || bytes[p] == b'\n' || bytes[p] == b'\r';
+                        self.nums[slot] = if at_end {
+                            None
+                        } else {
+                            let (v, n) = parse_num_prefix(&bytes[p..], t)?;
+                            p += n;
+                            v
+                        };
+                        if !self.passes(slot) {
+                            keep = false;
+                        }
+                    }
+                    _ => {
+                        p = field_end(bytes, p, sep);
+                        if keep && (role.key.is_some() || role.num.is_some()) {
+                            let mut end = p;
+                            if f + 1 == ncols && end > start && bytes[end - 1] == b'\r' {
+                                end -= 1;
+                            }
+                            if let Some(k) = role.key {
+                                self.spans[k] = (start, end);
+                            }
+                            if let Some(slot) = role.num {
+                                self.nums[slot] = parse_num(&bytes[start..end], role.t?)?;
+                                if !self.passes(slot) {
+                                    keep = false;
+                                }
+                            }
+                        }
+                    }
+                }
+                // The field's end: a separator, or the line's end for the last.
+                if f + 1 < ncols {
+                    if bytes.get(p) != Some(&sep) {
+                        return None;
+                    }
+                    p += 1;
+                } else {
+                    match bytes.get(p) {
+                        None => {}
+                        Some(b'\n') => p += 1,
+                        Some(b'\r') if bytes.get(p + 1).is_none_or(|&c| c == b'\n') => p += 2,
+                        Some(_) => return None,
+                    }
+                }
+            }
+            // Rows with a missing key are dropped, as pandas does.
+            if !keep || self.spans.iter().any(|(a, b)| a == b) {
+                continue;
+            }
+            let gid = self.group_of(bytes)?;
+            self.acc.add(gid, &self.nums[..self.acc.values.len()])?;
+        }
+        Some(())
+    }
+
+    /// Whether this row's number in `slot` passes the filters on it.
+    #[inline]
+    fn passes(&self, slot: usize) -> bool {
+        self.filters.iter().filter(|(s, _)| *s == slot).all(|(_, c)| {
+            let Some(v) = self.nums[slot] else { return false };
+            let v = v.f();
+            match c.op {
+                BinOp::Lt => v < c.v,
+                BinOp::Le => v <= c.v,
+                BinOp::Gt => v > c.v,
+                BinOp::Ge => v >= c.v,
+                _ => v == c.v,
+            }
+        })
+    }
+
+    /// The group of this row's keys (`spans` into `bytes`), made if new.
+    #[inline]
+    fn group_of(&mut self, bytes: &[u8]) -> Option<usize> {
+        let next = self.key_text.first().map_or(0, Vec::len) as u32;
+        let gid = if let [(a, b)] = self.spans[..]
+            && self.keys[0].1 == DType::Str
+        {
+            let k = &bytes[a..b];
+            if k.len() < 16 {
+                // Short keys as one number (bytes, then the length in the
+                // top byte): no string hash or compare. Mid-run the 16
+                // bytes are loaded at once and masked, as a byte copy
+                // into a buffer would stall the load that follows it.
+                let bits = match bytes.get(a..a + 16) {
+                    Some(w) => u128::from_le_bytes(w.try_into().ok()?) & ((1u128 << (8 * k.len())) - 1),
+                    None => {
+                        let mut w = [0u8; 16];
+                        w[..k.len()].copy_from_slice(k);
+                        u128::from_le_bytes(w)
+                    }
+                };
+                self.by_short.get_or_insert(bits | (k.len() as u128) << 120, next)
+            } else {
+                match self.by_text.get(k) {
+                    Some(g) => *g,
+                    None => {
+                        self.by_text.insert(k.to_vec(), next);
+                        next
+                    }
+                }
+            }
+        } else {
+            self.composite.clear();
+            for ((_, t), (a, b)) in self.keys.iter().zip(&self.spans) {
+                let field = &bytes[*a..*b];
+                match t {
+                    DType::Int64 => {
+                        let v: i64 = std::str::from_utf8(field).ok()?.parse().ok()?;
+                        self.composite.extend_from_slice(&v.to_le_bytes());
+                    }
+                    _ => {
+                        self.composite.extend_from_slice(field);
+                        self.composite.push(0xFF);
+                    }
+                }
+            }
+            match self.by_text.get(self.composite.as_slice()) {
+                Some(g) => *g,
+                None => {
+                    self.by_text.insert(self.composite.clone(), next);
+                    next
+                }
+            }
+        };
+        if gid == next {
+            for (texts, (a, b)) in self.key_text.iter_mut().zip(&self.spans) {
+                texts.push(bytes[*a..*b].to_vec());
+            }
+            self.acc.push_group();
+        }
+        Some(gid as usize)
+    }
+
+    /// The partial frame, as `GroupSpec::partial` makes it.
+    pub(crate) fn finish(self) -> Option<DataFrame> {
+        let mut cols: Vec<Column> = Vec::with_capacity(self.keys.len());
+        for ((name, (_, t)), texts) in self.g.by.iter().zip(&self.keys).zip(&self.key_text) {
+            let c = match t {
+                DType::Int64 => {
+                    let v: Vec<i64> = texts
+                        .iter()
+                        .map(|k| std::str::from_utf8(k).ok().and_then(|s| s.parse().ok()))
+                        .collect::<Option<_>>()?;
+                    Series::new(name.as_str().into(), v)
+                }
+                _ => {
+                    let v: Vec<&str> =
+                        texts.iter().map(|k| std::str::from_utf8(k).ok()).collect::<Option<_>>()?;
+                    Series::new(name.as_str().into(), v)
+                }
+            };
+            cols.push(c.into_column());
+        }
+        self.acc.frame(self.g, cols)
+    }
 }
 
 /// The groupby partial of CSV block bytes (the header already removed),
 /// or `None` when the fast path does not apply or a field does not parse.
 pub fn group_partial(spec: &CsvSpec, bytes: &[u8], stages: &[Stage], g: &GroupSpec) -> Option<DataFrame> {
-    let schema = &spec.schema;
-    let ncols = schema.cols.len();
-    if bytes.contains(&b'"') || ncols == 0 {
-        return None;
-    }
-    let mut filters = Vec::new();
-    for s in stages {
-        match s {
-            Stage::Project(_) => {}
-            Stage::Filter(e) => comparisons(e, schema, &mut filters)?,
-            _ => return None,
-        }
-    }
-    let field_of = |c: &str| schema.cols.iter().position(|(n, _)| n == c);
-    let mut keys: Vec<(usize, DType)> = Vec::new();
-    for b in &g.by {
-        let i = field_of(b)?;
-        let t = schema.cols[i].1;
-        if !matches!(t, DType::Str | DType::Int64) {
-            return None;
-        }
-        keys.push((i, t));
-    }
-    // The value columns, parsed once per row.
-    let mut acc = Partial::new(g, |c| field_of(c).map(|i| (i, schema.cols[i].1)))?;
-    let filter_types: Vec<DType> = filters.iter().map(|f| schema.cols[f.field].1).collect();
-    let sep = spec.sep;
-    let single_str_key = keys.len() == 1 && keys[0].1 == DType::Str;
-    let mut by_str: FxHashMap<&[u8], u32> = FxHashMap::default();
-    let mut by_short: FxHashMap<ViewKey, u32> = FxHashMap::default();
-    let mut by_bytes: FxHashMap<Vec<u8>, u32> = FxHashMap::default();
-    // Per group, its key fields (raw bytes, or the parsed int as 8 bytes).
-    let mut group_keys: Vec<Vec<&[u8]>> = Vec::new();
-    let mut fields: Vec<&[u8]> = Vec::with_capacity(ncols);
-    let mut parsed: Vec<Option<Num>> = vec![None; acc.values.len()];
-    let mut composite: Vec<u8> = Vec::new();
-    // One SIMD scan finds every separator and line end of the block; a
-    // field runs from just after one to the next.
-    let mut field_start = 0;
-    let mut new_line = true;
-    for pos in memchr::memchr2_iter(sep, b'\n', bytes).chain(std::iter::once(bytes.len())) {
-        if new_line {
-            fields.clear();
-            new_line = false;
-        }
-        fields.push(&bytes[field_start..pos]);
-        field_start = pos + 1;
-        if pos < bytes.len() && bytes[pos] == sep {
-            continue;
-        }
-        new_line = true;
-        if let Some(last) = fields.last_mut() {
-            *last = last.strip_suffix(b"\r").unwrap_or(last);
-        }
-        if fields.len() == 1 && fields[0].is_empty() {
-            continue;
-        }
-        if fields.len() != ncols {
-            return None;
-        }
-        // Filters: a missing value passes no comparison (NumPy's rule).
-        let mut keep = true;
-        for (f, t) in filters.iter().zip(&filter_types) {
-            let Some(v) = parse_num(fields[f.field], *t)? else {
-                keep = false;
-                break;
-            };
-            let v = v.f();
-            let ok = match f.op {
-                BinOp::Lt => v < f.v,
-                BinOp::Le => v <= f.v,
-                BinOp::Gt => v > f.v,
-                BinOp::Ge => v >= f.v,
-                _ => v == f.v,
-            };
-            if !ok {
-                keep = false;
-                break;
-            }
-        }
-        if !keep {
-            continue;
-        }
-        // Rows with a missing key are dropped, as pandas does.
-        if keys.iter().any(|(i, _)| fields[*i].is_empty()) {
-            continue;
-        }
-        let next = group_keys.len() as u32;
-        let gid = if single_str_key {
-            let k = fields[keys[0].0];
-            if k.len() < 16 {
-                // Short keys as one number: no string hash or compare.
-                let mut b = [0u8; 16];
-                b[..k.len()].copy_from_slice(k);
-                b[15] = k.len() as u8;
-                *by_short.entry(ViewKey(u128::from_le_bytes(b))).or_insert(next)
-            } else {
-                *by_str.entry(k).or_insert(next)
-            }
-        } else {
-            composite.clear();
-            for (i, t) in &keys {
-                match t {
-                    DType::Int64 => {
-                        let v: i64 = std::str::from_utf8(fields[*i]).ok()?.parse().ok()?;
-                        composite.extend_from_slice(&v.to_le_bytes());
-                    }
-                    _ => {
-                        composite.extend_from_slice(fields[*i]);
-                        composite.push(0xFF);
-                    }
-                }
-            }
-            match by_bytes.get(composite.as_slice()) {
-                Some(g) => *g,
-                None => {
-                    by_bytes.insert(composite.clone(), next);
-                    next
-                }
-            }
-        } as usize;
-        if gid == group_keys.len() {
-            group_keys.push(keys.iter().map(|(i, _)| fields[*i]).collect());
-            acc.push_group();
-        }
-        for (slot, (i, t)) in parsed.iter_mut().zip(&acc.values) {
-            *slot = parse_num(fields[*i], *t)?;
-        }
-        acc.add(gid, &parsed)?;
-    }
-    // The partial frame, as `GroupSpec::partial` makes it.
-    let mut cols: Vec<Column> = Vec::with_capacity(keys.len());
-    for (k, (name, (_, t))) in g.by.iter().zip(&keys).enumerate() {
-        let c = match t {
-            DType::Int64 => {
-                let v: Vec<i64> = group_keys
-                    .iter()
-                    .map(|gk| std::str::from_utf8(gk[k]).ok().and_then(|s| s.parse().ok()))
-                    .collect::<Option<_>>()?;
-                Series::new(name.as_str().into(), v)
-            }
-            _ => {
-                let v: Vec<&str> =
-                    group_keys.iter().map(|gk| std::str::from_utf8(gk[k]).ok()).collect::<Option<_>>()?;
-                Series::new(name.as_str().into(), v)
-            }
-        };
-        cols.push(c.into_column());
-    }
-    acc.frame(g, cols)
+    let mut groups = CsvGroups::new(spec, stages, g)?;
+    groups.feed(bytes)?;
+    groups.finish()
 }
 
 #[cfg(test)]
@@ -622,6 +843,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Lines fed in several runs give the partial of one feed, and many
+    /// short keys (the table grows) or keys at a run's very end hash alike.
+    #[test]
+    fn runs_and_many_keys_give_one_partial() {
+        let sp = spec();
+        let mut text = String::new();
+        for i in 0..6000i64 {
+            text += &format!("k{},{},{}.5,{}\n", i * 7919 % 3001, i % 3, i % 100, i64::MIN + i);
+        }
+        let g = GroupSpec {
+            by: vec!["k".into()],
+            aggs: vec![
+                ("x".into(), "x".into(), Red::Sum, DType::Float64),
+                ("y".into(), "y".into(), Red::Min, DType::Int64),
+            ],
+        };
+        let one = group_partial(&sp, text.as_bytes(), &[], &g).expect("one feed");
+        assert_eq!(one.height(), 3001);
+        let mut groups = CsvGroups::new(&sp, &[], &g).expect("applies");
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        for run in lines.chunks(777) {
+            groups.feed(run.concat().as_bytes()).expect("feeds");
+        }
+        let runs = groups.finish().expect("finish");
+        let general = super::super::csv::parse(&sp, text.clone().into_bytes(), None).expect("parse");
+        let slow = g.partial(&general).expect("general");
+        let fin = |df: &DataFrame| g.finish(&g.regroup(df).expect("regroup")).expect("finish");
+        same(&fin(&one), &fin(&runs), "one feed and runs");
+        same(&fin(&one), &fin(&slow), "fast and general");
+        // An int beyond i64 falls back; so does a number with trailing text.
+        assert!(group_partial(&sp, b"a,1,2.0,9223372036854775808\n", &[], &g).is_none());
+        assert!(group_partial(&sp, b"a,1,2.0x,3\n", &[], &g).is_none());
+        assert!(group_partial(&sp, b"a,1,2.0,3,4\n", &[], &g).is_none());
     }
 
     #[test]
