@@ -266,37 +266,23 @@ fn gids_of<K: std::hash::Hash + Eq + Copy>(keys: impl Iterator<Item = Option<K>>
     (gids, order)
 }
 
-/// A short string as one number (its Arrow view, or its bytes and length
-/// from a CSV field). Fx hashes a `u128` as two words
-/// whose low bits barely mix, and short keys differ only in a few bytes
-/// (`k1`, `k2`, ...), so most fell in the same buckets: mix it first.
-#[derive(PartialEq, Eq)]
-struct ViewKey(u128);
-
-impl std::hash::Hash for ViewKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let (lo, hi) = (self.0 as u64, (self.0 >> 64) as u64);
-        let mut x = lo ^ hi.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(32);
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-        x ^= x >> 33;
-        state.write_u64(x);
-    }
-}
-
-/// Group ids of short keys as numbers (`ViewKey`'s bits, never zero): an
-/// open-addressed table probed linearly from a multiplicative hash, the
-/// one lookup every CSV row makes. It is a third of the cost of a general
-/// hash map's entry call at a thousand groups.
+/// Group ids of short strings as numbers (an Arrow view, or a CSV
+/// field's bytes and length): an open-addressed table probed linearly
+/// from a multiplicative hash, the one lookup every row makes. Short keys
+/// differ in a few bytes only (`k1`, `k2`, ...), which the multiply
+/// spreads to the top bits the index is taken from. Cheaper than a
+/// general hash map's entry call.
 struct ShortKeys {
     /// `(key, group)`, key 0 for an empty slot.
     slots: Vec<(u128, u32)>,
     len: usize,
+    /// The group of key 0 itself.
+    zero: Option<u32>,
 }
 
 impl ShortKeys {
     fn new() -> ShortKeys {
-        ShortKeys { slots: vec![(0, 0); 64], len: 0 }
+        ShortKeys { slots: vec![(0, 0); 64], len: 0, zero: None }
     }
 
     fn start(&self, key: u128) -> usize {
@@ -304,9 +290,12 @@ impl ShortKeys {
         (x >> (64 - self.slots.len().trailing_zeros())) as usize
     }
 
-    /// The group of `key` (not 0), `next` when it is new.
+    /// The group of `key`, `next` when it is new.
     #[inline]
     fn get_or_insert(&mut self, key: u128, next: u32) -> u32 {
+        if key == 0 {
+            return *self.zero.get_or_insert(next);
+        }
         let mask = self.slots.len() - 1;
         let mut i = self.start(key);
         loop {
@@ -346,23 +335,23 @@ fn string_gids(ca: &StringChunked) -> (Vec<u32>, Vec<&str>) {
         return gids_of(ca.iter());
     }
     let mut gids = Vec::with_capacity(ca.len());
-    let mut short: FxHashMap<ViewKey, u32> = FxHashMap::default();
+    let mut short = ShortKeys::new();
     let mut long: FxHashMap<&str, u32> = FxHashMap::default();
     let mut order: Vec<&str> = Vec::new();
     for arr in ca.downcast_iter() {
         for (i, v) in arr.views().iter().enumerate() {
-            let new_group = || {
-                order.push(arr.value(i));
-                (order.len() - 1) as u32
-            };
+            let next = order.len() as u32;
             let g = if v.length <= 12 {
                 // Bytes past the length are zero by Arrow's rules; masked anyway.
                 let bits = v.as_u128();
                 let key = if v.length == 12 { bits } else { bits & ((1u128 << (32 + 8 * v.length)) - 1) };
-                *short.entry(ViewKey(key)).or_insert_with(new_group)
+                short.get_or_insert(key, next)
             } else {
-                *long.entry(arr.value(i)).or_insert_with(new_group)
+                *long.entry(arr.value(i)).or_insert(next)
             };
+            if g == next {
+                order.push(arr.value(i));
+            }
             gids.push(g);
         }
     }
@@ -878,6 +867,19 @@ mod tests {
         assert!(group_partial(&sp, b"a,1,2.0,9223372036854775808\n", &[], &g).is_none());
         assert!(group_partial(&sp, b"a,1,2.0x,3\n", &[], &g).is_none());
         assert!(group_partial(&sp, b"a,1,2.0,3,4\n", &[], &g).is_none());
+    }
+
+    #[test]
+    fn short_keys_keep_their_ids_through_growth() {
+        let mut t = ShortKeys::new();
+        let keys: Vec<u128> = (0..5000u128).map(|i| if i == 0 { 0 } else { i << 100 | i }).collect();
+        for (g, k) in keys.iter().enumerate() {
+            assert_eq!(t.get_or_insert(*k, g as u32), g as u32);
+        }
+        for (g, k) in keys.iter().enumerate().rev() {
+            assert_eq!(t.get_or_insert(*k, 99_999), g as u32, "key {k:x}");
+        }
+        assert!(t.slots.len() >= 2 * t.len);
     }
 
     #[test]
