@@ -108,6 +108,8 @@ r.unordered_join = df[["key", "id"]].join(right5, #{on: "key"}).compute().to_map
 r.drop_duplicates = df[["key", "flag"]].drop_duplicates().compute().to_maps();
 r.drop_duplicates_subset = df.drop_duplicates(#{subset: ["key"]}).compute().to_maps();
 r.drop_duplicates_last = df.drop_duplicates(#{subset: ["key"], keep: "last"}).compute().to_maps();
+r.drop_duplicates_none = df[["key", "flag"]].drop_duplicates(#{keep: false}).compute().to_maps();
+r.drop_duplicates_none_subset = df.drop_duplicates(#{subset: ["y"], keep: false}).compute().to_maps();
 r.nlargest = y.nlargest(6).compute().to_array();
 r.nsmallest = x.nsmallest(4).compute().to_array();
 r.frame_nlargest = df.nlargest(5, "y").compute().to_maps();
@@ -316,8 +318,8 @@ fn bad_input_is_refused_clearly() {
         ),
         (format!("let d = read_csv(\"{g}\"); d.repartition(#{{}})"), "give #{npartitions: N}".into()),
         (
-            format!("let d = read_csv(\"{g}\"); d.drop_duplicates(#{{keep: false}})"),
-            "keep must be \"first\" or \"last\", not false".into(),
+            format!("let d = read_csv(\"{g}\"); d.drop_duplicates(#{{keep: true}})"),
+            "keep must be \"first\", \"last\" or false, not true".into(),
         ),
         (
             format!("let d = read_csv(\"{g}\"); d.drop_duplicates(#{{subset: [\"q\"]}})"),

@@ -164,6 +164,8 @@ def expected(d):
     e["drop_duplicates"] = records(df[["key", "flag"]].drop_duplicates())
     e["drop_duplicates_subset"] = records(df.drop_duplicates(subset=["key"]))
     e["drop_duplicates_last"] = records(df.drop_duplicates(subset=["key"], keep="last"))
+    e["drop_duplicates_none"] = records(df[["key", "flag"]].drop_duplicates(keep=False))
+    e["drop_duplicates_none_subset"] = records(df.drop_duplicates(subset=["y"], keep=False))
     e["nlargest"] = [clean(v) for v in df["y"].nlargest(6)]
     e["nsmallest"] = [clean(v) for v in df["x"].nsmallest(4)]
     e["frame_nlargest"] = records(df.nlargest(5, "y"))

@@ -24,7 +24,7 @@ use crate::frame::dtype::{DType, Schema};
 use crate::frame::expr::{BinOp, Expr, UnOp};
 use crate::frame::parquet::GroupStats;
 use crate::frame::stage::Stage;
-use crate::frame::{Finish, FrameOp, Sink, Source};
+use crate::frame::{Finish, FrameOp, Keep, Sink, Source};
 use crate::graph::{Key, Layer, LayerRef, Tokenizer};
 use crate::ops::{Arg, Func, Op};
 use crate::value::Value;
@@ -631,7 +631,12 @@ impl DataFrame {
             cols.push(col.clone());
             let f = self.project(&cols)?.dropna(Some(by.clone()))?;
             let fin = Finish::GroupNUnique { by: by.clone(), col, out };
-            pieces.push(f.tree(ctx, "groupby-nunique", Sink::Distinct { subset: None, last: false }, fin));
+            pieces.push(f.tree(
+                ctx,
+                "groupby-nunique",
+                Sink::Distinct { subset: None, keep: Keep::First },
+                fin,
+            ));
         }
         let names: Vec<String> = schema.names().map(String::from).collect();
         let mut t = Tokenizer::new();

@@ -14,7 +14,7 @@ use crate::frame::agg::GroupSpec;
 use crate::frame::dtype::{DType, Schema};
 use crate::frame::rolling::RollAgg;
 use crate::frame::shuffle::{JoinHow, JoinSpec, Partitioner, ShuffleSpec};
-use crate::frame::{Finish, FrameOp, Sink, Then};
+use crate::frame::{DUPLICATED, Finish, FrameOp, Keep, Sink, Then};
 use crate::graph::{Key, Layer, LayerRef, Tokenizer};
 use crate::ops::{Arg, Func, Op, Udf};
 
@@ -260,7 +260,7 @@ impl DataFrame {
         &self,
         ctx: &Ctx,
         subset: Option<Vec<String>>,
-        last: bool,
+        keep: Keep,
     ) -> Result<DataFrame, FrameError> {
         if let Some(s) = &subset {
             self.check_columns(s)?;
@@ -268,7 +268,11 @@ impl DataFrame {
                 return Err(invalid("drop_duplicates: subset is empty"));
             }
         }
-        let (layer, key) = self.tree(ctx, "drop_duplicates", Sink::Distinct { subset, last }, Finish::Unique);
+        if self.schema.get(DUPLICATED).is_some() {
+            return Err(invalid(format!("drop_duplicates: a column may not be named {DUPLICATED}")));
+        }
+        let fin = if keep == Keep::Unique { Finish::Singles } else { Finish::Unique };
+        let (layer, key) = self.tree(ctx, "drop_duplicates", Sink::Distinct { subset, keep }, fin);
         Ok(DataFrame::of_keys(layer, vec![key], self.schema.as_ref().clone(), "drop_duplicates"))
     }
 

@@ -166,8 +166,8 @@ pub enum Sink {
     /// Its last `n` rows.
     Tail(usize),
     /// Rows with distinct values of these columns (all when `None`), the
-    /// first of each (the last when `last`), in their original order.
-    Distinct { subset: Option<Vec<String>>, last: bool },
+    /// one `keep` says of each, in their original order.
+    Distinct { subset: Option<Vec<String>>, keep: Keep },
     /// Statistics and sample points of these columns (`describe`).
     Describe(Vec<String>),
 }
@@ -214,6 +214,21 @@ pub enum Then {
     Group(Arc<GroupSpec>),
 }
 
+/// Which row of duplicates `drop_duplicates` keeps (pandas' `keep`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Keep {
+    First,
+    Last,
+    /// None of them: only rows whose values occur once. Partials keep the
+    /// first row of each value with a flag column, `DUPLICATED`, set when
+    /// the value occurs more than once in the rows it stands for; the
+    /// finish drops the flagged rows and the flag.
+    Unique,
+}
+
+/// The flag column of `Keep::Unique` partials.
+pub const DUPLICATED: &str = "__brisk_duplicated";
+
 /// How a tree of partials ends.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Finish {
@@ -223,6 +238,8 @@ pub enum Finish {
     NUnique,
     /// The distinct values: a frame of one column.
     Unique,
+    /// The rows of `Keep::Unique` partials not flagged duplicated.
+    Singles,
     /// The grouped result, sorted by key.
     Group(Arc<GroupSpec>),
     /// `value_counts`: a grouped size, sorted by count, largest first.
@@ -474,16 +491,44 @@ fn partial(sink: &Sink, df: DataFrame, args: &[Value]) -> Result<Value, TaskErro
         Sink::Sample { on, k } => frame(shuffle::sample(&df, on, *k).map_err(err)?),
         Sink::Top { on, n, largest } => frame(top(&df, on, *n, *largest).map_err(err)?),
         Sink::Tail(n) => frame(df.tail(Some(*n))),
-        Sink::Distinct { subset, last } => frame(distinct(&df, subset.as_deref(), *last).map_err(err)?),
+        Sink::Distinct { subset, keep } => {
+            frame(distinct(&df, subset.as_deref(), *keep, false).map_err(err)?)
+        }
         Sink::Describe(cols) => quantile::describe_partial(&df, cols).map_err(err)?,
     })
 }
 
 /// Partials concatenate in partition order, so keeping the first (or last)
 /// row per partition and again per combine keeps the global first (last).
-fn distinct(df: &DataFrame, subset: Option<&[String]>, last: bool) -> PolarsResult<DataFrame> {
-    let keep = if last { UniqueKeepStrategy::Last } else { UniqueKeepStrategy::First };
-    df.unique_stable(subset, keep, None)
+/// The distinct rows of `df` (a partition, or stacked partials when
+/// `stacked`) by `subset`.
+fn distinct(df: &DataFrame, subset: Option<&[String]>, keep: Keep, stacked: bool) -> PolarsResult<DataFrame> {
+    match keep {
+        Keep::First => df.unique_stable(subset, UniqueKeepStrategy::First, None),
+        Keep::Last => df.unique_stable(subset, UniqueKeepStrategy::Last, None),
+        Keep::Unique => {
+            // A value is duplicated if it occurs twice here, or if any of
+            // the partials it came in already says so.
+            let cols: Vec<String> = match subset {
+                Some(s) => s.to_vec(),
+                None => df
+                    .get_column_names()
+                    .into_iter()
+                    .filter(|c| c.as_str() != DUPLICATED)
+                    .map(|c| c.to_string())
+                    .collect(),
+            };
+            let mut dup = df.select(cols.iter().map(|c| c.as_str()))?.is_duplicated()?;
+            if stacked {
+                dup = &dup | df.column(DUPLICATED)?.bool()?;
+            }
+            let mut flagged = df.clone();
+            flagged.with_column(dup.with_name(DUPLICATED.into()).into_column())?;
+            // The first row of each value carries the flag of all of them.
+            let firsts = flagged.unique_stable(Some(&cols), UniqueKeepStrategy::First, None)?;
+            Ok(firsts)
+        }
+    }
 }
 
 fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
@@ -508,9 +553,9 @@ fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
         Sink::Top { on, n, largest } => {
             frame(top(&concat(&frames(args)?).map_err(err)?, on, *n, *largest).map_err(err)?)
         }
-        Sink::Distinct { subset, last } => {
-            frame(distinct(&concat(&frames(args)?).map_err(err)?, subset.as_deref(), *last).map_err(err)?)
-        }
+        Sink::Distinct { subset, keep } => frame(
+            distinct(&concat(&frames(args)?).map_err(err)?, subset.as_deref(), *keep, true).map_err(err)?,
+        ),
         Sink::Describe(_) => quantile::describe_combine(args)
             .map_err(err)?
             .ok_or_else(|| TaskError::internal("bad describe partial"))?,
@@ -525,6 +570,11 @@ fn finish(f: &Finish, args: &[Value]) -> Result<Value, TaskError> {
             .finish(*red, *t),
         Finish::NUnique => Value::Int(frame_arg(one)?.height() as i64),
         Finish::Unique => one.clone(),
+        Finish::Singles => {
+            let df = frame_arg(one)?;
+            let dup = df.column(DUPLICATED).map_err(err)?.bool().map_err(err)?;
+            frame(df.filter(&!dup).map_err(err)?.drop(DUPLICATED).map_err(err)?)
+        }
         Finish::Head(n) => frame(frame_arg(one)?.head(Some(*n))),
         Finish::Group(spec) => frame(spec.finish(frame_arg(one)?).map_err(err)?),
         Finish::ValueCounts { column } => {

@@ -918,8 +918,8 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "drop_duplicates",
         "df.drop_duplicates(#{subset, keep}) -> DataFrame",
-        "The first row (`keep: \"last\"`: the last) of each distinct value of `subset` (all columns by default), in order.",
-        "from_columns(#{a: [1, 1, 2], b: [\"x\", \"y\", \"x\"]}).drop_duplicates(#{subset: [\"a\"]}).compute()",
+        "The first row (`keep: \"last\"`: the last; `keep: false`: none) of each distinct value of `subset` (all columns by default), in order.",
+        "from_columns(#{a: [1, 1, 2], b: [\"x\", \"y\", \"x\"]}).drop_duplicates(#{subset: [\"a\"], keep: false}).compute()",
     ),
     doc(
         "nlargest",

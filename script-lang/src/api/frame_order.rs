@@ -9,7 +9,7 @@ use brisk_engine::collections::dataframe::DataFrame;
 use brisk_engine::collections::shuffle::{self as sh, MergeArgs};
 use brisk_engine::frame::rolling::RollAgg;
 use brisk_engine::frame::shuffle::JoinHow;
-use brisk_engine::frame::{self as kernels, Frame};
+use brisk_engine::frame::{self as kernels, Frame, Keep};
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::Delayed;
@@ -317,16 +317,19 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let dedup = move |f: &mut LazyFrame, m: Option<Map>| -> Res<LazyFrame> {
         let m = options(m, "drop_duplicates", &["subset", "keep"])?;
         let subset = m.get("subset").map(|d| strings(d, "drop_duplicates: subset")).transpose()?;
-        let last = match m.get("keep").map(|k| k.clone().into_string()) {
-            None => false,
-            Some(Ok(k)) if k == "first" => false,
-            Some(Ok(k)) if k == "last" => true,
-            Some(_) => {
-                let k = m.get("keep").map(|k| k.to_string()).unwrap_or_default();
-                return Err(runtime(format!("drop_duplicates: keep must be \"first\" or \"last\", not {k}")));
+        // pandas' keep: "first", "last", or false (no row of a duplicated value).
+        let keep = match m.get("keep") {
+            None => Keep::First,
+            Some(k) if k.clone().into_string().is_ok_and(|k| k == "first") => Keep::First,
+            Some(k) if k.clone().into_string().is_ok_and(|k| k == "last") => Keep::Last,
+            Some(k) if k.as_bool() == Ok(false) => Keep::Unique,
+            Some(k) => {
+                return Err(runtime(format!(
+                    "drop_duplicates: keep must be \"first\", \"last\" or false, not {k}"
+                )));
             }
         };
-        Ok(LazyFrame { f: f.f.drop_duplicates(&ctx(&st), subset, last).map_err(err)? })
+        Ok(LazyFrame { f: f.f.drop_duplicates(&ctx(&st), subset, keep).map_err(err)? })
     };
     let d2 = dedup.clone();
     engine.register_fn("drop_duplicates", move |f: &mut LazyFrame| d2(f, None));
