@@ -93,6 +93,11 @@ r.divisions_ends = [dv[0], dv[dv.len() - 1]];
 let dv_sorted = true;
 for i in 1..dv.len() { if dv[i] < dv[i - 1] { dv_sorted = false; } }
 r.divisions_sorted = dv_sorted;
+// Row-wise stages that leave the index column alone keep the divisions.
+let pos = si[si["x"] > 0.0];
+let kept = pos.assign(#{z: pos["x"] * 2.0}).fillna(#{key: "none"})[["y", "z", "key"]];
+r.divisions_kept = to_json(kept.divisions) == to_json(dv);
+r.divisions_dropped = si.assign(#{y: si["y"] + 1}).divisions[0] == () && si[["x", "key"]].divisions[0] == ();
 r.unordered_shuffle = df.shuffle("key").compute().to_maps();
 r.shuffle_npartitions = df.shuffle(["key", "flag"], #{npartitions: 3}).npartitions;
 r.unordered_groupby_split = df.groupby("key", #{split_out: 3}).agg(#{x: "mean", y: "sum"}).compute().to_maps();

@@ -145,6 +145,8 @@ def expected(d):
     e["divisions_len_ok"] = True
     e["divisions_ends"] = [clean(df["y"].min()), clean(df["y"].max())]
     e["divisions_sorted"] = True
+    e["divisions_kept"] = True
+    e["divisions_dropped"] = True
     e["unordered_shuffle"] = records(df)
     e["shuffle_npartitions"] = 3
     g = df.groupby("key").agg({"x": "mean", "y": "sum"}).reset_index()

@@ -95,9 +95,20 @@ pub struct DataFrame {
     pub token: String,
     /// What made the frame, for its summary (`"read_csv"`, `"assign"`).
     pub label: &'static str,
-    /// The task that computes the divisions of a frame `set_index` made
-    /// (`npartitions + 1` values); `None` when they are unknown.
-    pub divisions: Option<(LayerRef, Key)>,
+    /// The divisions of a frame `set_index` made; `None` when unknown.
+    pub divisions: Option<Divisions>,
+}
+
+/// Known divisions: the task that computes them (`npartitions + 1`
+/// values of column `on`) and the identity of `on` they hold for. Stages
+/// keep them while that column is unchanged, as Dask keeps a frame's
+/// divisions through filters and new columns: rows never leave their
+/// partition in a stage.
+#[derive(Clone, Debug)]
+pub struct Divisions {
+    pub task: (LayerRef, Key),
+    pub on: String,
+    pub token: String,
 }
 
 /// A column expression over a frame.
@@ -153,7 +164,7 @@ impl DataFrame {
         self.parts.len()
     }
 
-    fn col_token(&self, name: &str) -> Option<&String> {
+    pub(crate) fn col_token(&self, name: &str) -> Option<&String> {
         self.schema.cols.iter().position(|(n, _)| n == name).map(|i| &self.col_tokens[i])
     }
 
@@ -164,6 +175,9 @@ impl DataFrame {
         let token = Tokenizer::new().str(&self.token).str(label).str(&format!("{stage:?}")).finish();
         let mut stages = self.stages.as_ref().clone();
         stages.push(stage);
+        let divisions = self.divisions.clone().filter(|d| {
+            schema.cols.iter().position(|(n, _)| *n == d.on).is_some_and(|i| col_tokens[i] == d.token)
+        });
         DataFrame {
             stages: Arc::new(stages),
             schema: Arc::new(schema),
@@ -173,9 +187,9 @@ impl DataFrame {
             } else {
                 self.rows.clone()
             },
+            divisions,
             token,
             label,
-            divisions: None,
             ..self.clone()
         }
     }

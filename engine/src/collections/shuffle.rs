@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::array::Ctx;
-use super::dataframe::{DataFrame, FrameError, Series, block};
+use super::dataframe::{DataFrame, Divisions, FrameError, Series, block};
 use crate::Task;
 use crate::frame::agg::GroupSpec;
 use crate::frame::dtype::{DType, Schema};
@@ -194,7 +194,8 @@ impl DataFrame {
         let mut f = sorted.project(&order)?;
         f.label = "set_index";
         // The same task the sort's split tasks read (tokens are deterministic).
-        f.divisions = Some(self.divisions_task(ctx, col));
+        let token = f.col_token(col).cloned().unwrap_or_default();
+        f.divisions = Some(Divisions { task: self.divisions_task(ctx, col), on: col.to_string(), token });
         Ok(f)
     }
 

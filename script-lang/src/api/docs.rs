@@ -780,7 +780,7 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "divisions",
         "df.divisions -> array",
-        "The index boundaries of the partitions (`npartitions + 1` values): known after `set_index`, where reading them computes the sampled quantiles; `()` each otherwise.",
+        "The index boundaries of the partitions (`npartitions + 1` values): known after `set_index` (reading them computes the sampled quantiles) and through filters and new columns that leave the index column unchanged; `()` each otherwise.",
         "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1.5, (), -2.0]}, #{npartitions: 2});\ndf.set_index(\"x\").divisions",
     ),
     doc(

@@ -141,7 +141,7 @@ fn tail(state: &SessionState, f: &DataFrame, n: i64) -> Res<Arc<Frame>> {
 }
 
 fn divisions(state: &SessionState, f: &DataFrame) -> Res<RArray> {
-    let Some((layer, key)) = f.divisions.clone() else {
+    let Some((layer, key)) = f.divisions.clone().map(|d| d.task) else {
         return Ok(vec![Dynamic::UNIT; f.npartitions() + 1]);
     };
     let d = compute_one(state, Dynamic::from(Delayed { layer, key, held: Arc::new(Vec::new()) }))?;
