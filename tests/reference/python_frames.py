@@ -193,6 +193,8 @@ def expected(d):
     e["map_same"] = records(df)
     e["map_meta_total"] = len(df)
     e["unordered_apply"] = [{"key": k, "n": len(g), "first_id": int(g["id"].iloc[0])} for k, g in df.groupby("key")]
+    e["unordered_apply_scalar"] = [{"key": k, "0": 2 * len(g)} for k, g in df.groupby("key")]
+    e["unordered_apply_meta"] = [{"key": k, "total": int(g["y"].sum())} for k, g in df.groupby("key")]
     e["unordered_apply_rows"] = records(df[df["flag"] & df["key"].notna()][["key", "id"]])
     e["quantiles"] = [clean(v) for v in df["y"].quantile([0.0, 0.1, 0.25, 0.5, 0.9, 1.0])]
     e["median_x"] = clean(df["x"].quantile(0.5))

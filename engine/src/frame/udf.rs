@@ -1,6 +1,8 @@
 //! Script closures over partitions (`map_partitions`) and over groups
 //! (`groupby(..).apply`). A closure gets a local frame and gives back a
-//! frame, an array of row maps, or one row map; that becomes a frame of
+//! frame, an array of row maps, one row map, or one value (a number,
+//! string or bool: one row of one column, named `0` as pandas names an
+//! unnamed Series' values after `reset_index`); that becomes a frame of
 //! the schema the lazy frame stated, or a clear error.
 
 use std::sync::Arc;
@@ -29,12 +31,18 @@ pub fn infer_schema(v: &Value) -> Result<Schema, String> {
         }
         Value::Map(m) => infer_rows(std::slice::from_ref(&Value::Map(m.clone()))),
         Value::List(rows) => infer_rows(rows),
+        Value::Int(_) | Value::Float(_) | Value::Str(_) | Value::Bool(_) => {
+            Ok(Schema::new(vec![(SCALAR.to_string(), super::infer_dtype(SCALAR, std::slice::from_ref(v))?)]))
+        }
         other => Err(format!(
-            "the closure gave {}, not a frame, an array of row maps or a row map",
+            "the closure gave {}, not a frame, an array of row maps, a row map or a single value",
             other.type_name()
         )),
     }
 }
+
+/// The column a closure's single values go in when no `meta` names it.
+pub const SCALAR: &str = "0";
 
 fn infer_rows(rows: &[Value]) -> Result<Schema, String> {
     let mut names: Vec<String> = Vec::new();
@@ -92,6 +100,17 @@ pub fn to_frame(v: &Value, schema: &Schema, what: &str) -> Result<DataFrame, Tas
             Ok(out)
         }
         Value::Map(_) => to_frame(&Value::list(vec![v.clone()]), schema, what),
+        Value::Int(_) | Value::Float(_) | Value::Str(_) | Value::Bool(_) | Value::Unit => {
+            match &schema.cols[..] {
+                [(name, _)] => super::from_values(schema, &[vec![v.clone()]])
+                    .map_err(|e| bad(format!("column \"{name}\": {e}"))),
+                _ => Err(bad(format!(
+                    "the closure gave a single value ({}), but the result has the columns {}",
+                    v.type_name(),
+                    schema.listing()
+                ))),
+            }
+        }
         Value::List(rows) => {
             let mut cols: Vec<Vec<Value>> = vec![Vec::with_capacity(rows.len()); schema.cols.len()];
             for (i, r) in rows.iter().enumerate() {
@@ -111,7 +130,7 @@ pub fn to_frame(v: &Value, schema: &Schema, what: &str) -> Result<DataFrame, Tas
             super::from_values(schema, &cols).map_err(bad)
         }
         other => Err(bad(format!(
-            "the closure gave {}, not a frame, an array of row maps or a row map",
+            "the closure gave {}, not a frame, an array of row maps, a row map or a single value",
             other.type_name()
         ))),
     }

@@ -978,14 +978,14 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "map_partitions",
         "df.map_partitions(|part| ..., #{meta}) -> DataFrame",
-        "A closure on every partition (a LocalDataFrame; `to_maps()`, `num_rows()`, `p[\"col\"]`), giving a frame, an array of row maps or one row map. The result's columns come from `meta` (`#{col: dtype}`), or from running the closure on the first partition now.",
+        "A closure on every partition (a LocalDataFrame; `to_maps()`, `num_rows()`, `p[\"col\"]`), giving a frame, an array of row maps, one row map or one value (a row of one column, `0`). The result's columns come from `meta` (`#{col: dtype}`), or from running the closure on the first partition now.",
         "let df = from_columns(#{x: [1, 2, 3]}, #{npartitions: 2});\ndf.map_partitions(|p| p.to_maps().map(|r| #{x2: r.x * 2})).compute()",
     ),
     doc(
         "apply",
         "g.apply(|group| ..., #{meta}) -> DataFrame",
-        "A closure on every group (a LocalDataFrame), after a shuffle that puts each group in one partition. It gives a frame, rows or one row map; key columns it lacks are put first. Columns from `meta`, or from the first group, run now.",
-        "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1, 2, 3]});\ndf.groupby(\"k\").apply(|g| #{n: g.num_rows()}).compute()",
+        "A closure on every group (a LocalDataFrame), after a shuffle that puts each group in one partition. It gives a frame, rows, one row map or one value (a column named `0`, as pandas' `reset_index` names it, or the one column of `meta`); key columns it lacks are put first. Columns from `meta`, or from the first group, run now.",
+        "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1, 2, 3]});\ndf.groupby(\"k\").apply(|g| #{n: g.num_rows()}).compute();\ndf.groupby(\"k\").apply(|g| g.num_rows() * 10, #{meta: #{n10: \"int64\"}}).compute()",
     ),
 ];
 
