@@ -1,8 +1,9 @@
 //! One-pass groupby partials, the commonest dataframe task. From a CSV
 //! block: read, filtered by simple comparisons and reduced in one pass
-//! over the bytes, with no frame of the block built (fields are found by
-//! scanning for separators, only the needed ones parsed, each row added
-//! to its group's accumulators at once). From a frame: one pass over the
+//! over the bytes, with no frame of the block built (a numeric field is
+//! parsed where it starts and the parse finds its end, other fields are
+//! scanned for the separator, each row is added to its group's
+//! accumulators at once). From a frame: one pass over the
 //! key and value columns, where polars' group_by would first build every
 //! group's row list.
 //!
