@@ -149,6 +149,9 @@ r.map_rows = df.map_partitions(|p| p.to_maps().filter(|r| r.y != () && r.y > 500
 r.map_same = df.map_partitions(|p| p).compute().to_maps();
 r.map_meta_total = df.map_partitions(|p| #{n: p.num_rows()}, #{meta: #{n: "int64"}})["n"].sum().compute();
 r.unordered_apply = df.groupby("key").apply(|g| #{n: g.num_rows(), first_id: g.to_maps()[0].id}).compute().to_maps();
+let c = df.compute();
+r.local_reductions = [c["x"].sum(), c["x"].mean(), c["y"].min(), c["y"].max(), c["x"].count(), c["x"].std(), c["y"].variance(), c["key"].nunique(), c["key"].min()];
+r.unordered_apply_sum = df.groupby("key").apply(|g| g["x"].sum()).compute().to_maps();
 r.unordered_apply_scalar = df.groupby("key").apply(|g| g.num_rows() * 2).compute().to_maps();
 r.unordered_apply_meta = df.groupby("key").apply(|g| g.to_maps().reduce(|s, r| if r.y == () { s } else { s + r.y }, 0), #{meta: #{total: "int64"}}).compute().to_maps();
 r.unordered_apply_rows = df.groupby("key").apply(|g| g.to_maps().filter(|r| r.flag).map(|r| #{key: r.key, id: r.id})).compute().to_maps();
@@ -258,6 +261,10 @@ fn bad_input_is_refused_clearly() {
         (format!("read_csv(\"{g}\")[[\"a\", \"q\"]]"), "unknown column \"q\"".into()),
         (format!("let d = read_csv(\"{g}\"); d[\"b\"] + 1"), "cannot apply + to string and int64".into()),
         (format!("let d = read_csv(\"{g}\"); d[d[\"a\"]]"), "a row mask must be a bool Series".into()),
+        (
+            format!("let d = read_csv(\"{g}\"); d.compute()[\"b\"].sum()"),
+            "sum is not defined for a string column".into(),
+        ),
         (
             format!(
                 "let d = read_csv(\"{g}\"); d.groupby(\"b\").apply(|g| 1, #{{meta: #{{p: \"int64\", q: \"int64\"}}}}).compute()"

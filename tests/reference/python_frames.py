@@ -193,6 +193,8 @@ def expected(d):
     e["map_same"] = records(df)
     e["map_meta_total"] = len(df)
     e["unordered_apply"] = [{"key": k, "n": len(g), "first_id": int(g["id"].iloc[0])} for k, g in df.groupby("key")]
+    e["local_reductions"] = [clean(v) for v in [df["x"].sum(), df["x"].mean(), df["y"].min(), df["y"].max(), df["x"].count(), df["x"].std(), df["y"].var(), df["key"].nunique(), df["key"].dropna().min()]]
+    e["unordered_apply_sum"] = [{"key": k, "0": clean(g["x"].sum())} for k, g in df.groupby("key")]
     e["unordered_apply_scalar"] = [{"key": k, "0": 2 * len(g)} for k, g in df.groupby("key")]
     e["unordered_apply_meta"] = [{"key": k, "total": int(g["y"].sum())} for k, g in df.groupby("key")]
     e["unordered_apply_rows"] = records(df[df["flag"] & df["key"].notna()][["key", "id"]])

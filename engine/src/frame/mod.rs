@@ -768,6 +768,22 @@ pub fn rows(df: &DataFrame) -> Vec<Value> {
         .collect()
 }
 
+/// A reduction of a local frame's first column (a computed Series), with
+/// the lazy path's rules: missing values (and NaN) skipped, pandas' NaN
+/// for the mean of nothing, `nunique` over the values present.
+pub fn reduce_column(df: &DataFrame, red: Red) -> Result<Value, String> {
+    let col = df.columns().first().ok_or("the series has no column")?;
+    let t =
+        DType::of_polars(col.dtype()).ok_or_else(|| format!("a {} column cannot be reduced", col.dtype()))?;
+    red.dtype(t)?;
+    let s = col.as_materialized_series();
+    if red == Red::NUnique {
+        let present = s.drop_nulls();
+        return present.n_unique().map(|n| Value::Int(n as i64)).map_err(|e| e.to_string());
+    }
+    Ok(Stats::of(s).map_err(|e| e.to_string())?.finish(red, t))
+}
+
 /// One column's values.
 pub fn column_values(df: &DataFrame, name: &str) -> Vec<Value> {
     match df.column(name) {

@@ -801,6 +801,21 @@ pub fn register_local(engine: &mut Engine) {
     engine.register_fn("to_debug", |f: &mut LocalFrame| local_frame_text(&f.0));
     engine.register_fn("to_array", |s: &mut LocalSeries| local_series_values(&s.0));
     engine.register_fn("num_rows", |s: &mut LocalSeries| s.0.height() as i64);
+    for (name, red) in [
+        ("sum", Red::Sum),
+        ("mean", Red::Mean),
+        ("min", Red::Min),
+        ("max", Red::Max),
+        ("count", Red::Count),
+        ("std", Red::Std),
+        ("variance", Red::Var),
+        ("nunique", Red::NUnique),
+    ] {
+        engine.register_fn(name, move |s: &mut LocalSeries| -> Res<Dynamic> {
+            let v = kernels::reduce_column(&s.0.0, red).map_err(runtime)?;
+            Ok(to_dynamic(&v))
+        });
+    }
     engine.register_fn("to_string", |s: &mut LocalSeries| local_series_text(&s.0));
     engine.register_fn("to_debug", |s: &mut LocalSeries| local_series_text(&s.0));
     engine.register_indexer_get(|f: &mut LocalFrame, c: &str| -> Res<LocalSeries> {

@@ -828,7 +828,7 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "nunique",
         "s.nunique() -> lazy int",
-        "The number of distinct present values.",
+        "The number of distinct present values. On a computed Series (`df.compute()[\"k\"]`, a group in `apply`) this and `sum mean min max count std variance` give the value at once.",
         "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1.5, (), -2.0]});\ndf[\"k\"].nunique().compute()",
     ),
     doc(
