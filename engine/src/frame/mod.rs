@@ -498,10 +498,10 @@ fn partial(sink: &Sink, df: DataFrame, args: &[Value]) -> Result<Value, TaskErro
     })
 }
 
-/// Partials concatenate in partition order, so keeping the first (or last)
-/// row per partition and again per combine keeps the global first (last).
 /// The distinct rows of `df` (a partition, or stacked partials when
-/// `stacked`) by `subset`.
+/// `stacked`) by `subset`. Partials concatenate in partition order, so
+/// keeping the first (or last) row per partition and again per combine
+/// keeps the global first (last).
 fn distinct(df: &DataFrame, subset: Option<&[String]>, keep: Keep, stacked: bool) -> PolarsResult<DataFrame> {
     match keep {
         Keep::First => df.unique_stable(subset, UniqueKeepStrategy::First, None),

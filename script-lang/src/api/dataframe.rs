@@ -22,6 +22,18 @@ use crate::session::SessionState;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
+/// The reductions a Series has, lazy or computed (`var` is reserved in Rhai).
+const SERIES_REDUCTIONS: [(&str, Red); 8] = [
+    ("sum", Red::Sum),
+    ("mean", Red::Mean),
+    ("min", Red::Min),
+    ("max", Red::Max),
+    ("count", Red::Count),
+    ("std", Red::Std),
+    ("variance", Red::Var),
+    ("nunique", Red::NUnique),
+];
+
 /// A lazy frame in Rhai (type name "DataFrame").
 #[derive(Clone)]
 pub struct LazyFrame {
@@ -704,16 +716,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("rename", |s: &mut LazySeries, name: &str| LazySeries { s: s.s.rename(name) });
     engine.register_fn("to_frame", |s: &mut LazySeries| LazyFrame { f: s.s.to_frame() });
 
-    for (name, red) in [
-        ("sum", Red::Sum),
-        ("mean", Red::Mean),
-        ("min", Red::Min),
-        ("max", Red::Max),
-        ("count", Red::Count),
-        ("std", Red::Std),
-        ("variance", Red::Var),
-        ("nunique", Red::NUnique),
-    ] {
+    for (name, red) in SERIES_REDUCTIONS {
         let st = state.clone();
         engine.register_fn(name, move |s: &mut LazySeries| reduce(&st, s, red));
     }
@@ -801,16 +804,7 @@ pub fn register_local(engine: &mut Engine) {
     engine.register_fn("to_debug", |f: &mut LocalFrame| local_frame_text(&f.0));
     engine.register_fn("to_array", |s: &mut LocalSeries| local_series_values(&s.0));
     engine.register_fn("num_rows", |s: &mut LocalSeries| s.0.height() as i64);
-    for (name, red) in [
-        ("sum", Red::Sum),
-        ("mean", Red::Mean),
-        ("min", Red::Min),
-        ("max", Red::Max),
-        ("count", Red::Count),
-        ("std", Red::Std),
-        ("variance", Red::Var),
-        ("nunique", Red::NUnique),
-    ] {
+    for (name, red) in SERIES_REDUCTIONS {
         engine.register_fn(name, move |s: &mut LocalSeries| -> Res<Dynamic> {
             let v = kernels::reduce_column(&s.0.0, red).map_err(runtime)?;
             Ok(to_dynamic(&v))
