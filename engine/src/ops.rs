@@ -25,6 +25,31 @@ pub enum Op {
     Fused(Vec<Step>),
 }
 
+impl Op {
+    /// The shuffle folders this task writes or reads pieces in.
+    pub fn shuffle_pieces(&self) -> Vec<&crate::shuffle::Pieces> {
+        use crate::bag::BagOp;
+        use crate::frame::{FrameOp, Sink};
+        match self {
+            Op::Literal(_) => Vec::new(),
+            Op::Fused(steps) => steps.iter().flat_map(|s| s.op.shuffle_pieces()).collect(),
+            Op::Call { func, .. } => match func {
+                Func::Bag(b) => match b.as_ref() {
+                    BagOp::Split { pieces, .. } | BagOp::Group { pieces, .. } => vec![pieces],
+                    _ => Vec::new(),
+                },
+                Func::Frame(f) => match f.as_ref() {
+                    FrameOp::Run { sink: Sink::Split(spec, _), .. } | FrameOp::Collect { spec, .. } => {
+                        vec![&spec.pieces]
+                    }
+                    _ => Vec::new(),
+                },
+                Func::Udf(_) | Func::Builtin(_) | Func::Array(_) => Vec::new(),
+            },
+        }
+    }
+}
+
 /// A callable: a shipped user closure or a native builtin.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Func {

@@ -7,11 +7,17 @@
 //! larger than memory holds about one partition per running task.
 //!
 //! A graph that fails half-way leaves the pieces of its finished splits.
-//! The folders this process made are removed when brisk exits (the
-//! [`Cleanup`] guard in `main`), and folders of brisk processes that died
-//! without that are removed when the next one starts.
+//! Every task definition a runtime holds that names a shuffle folder holds
+//! a [`Lease`] on it (and so does a task while it runs); when the last
+//! lease in the process goes (the graph's tasks were released, as after a
+//! failed compute), the folder is removed with whatever it still holds.
+//! Folders are named by the shuffle's token, so two runtimes computing the
+//! same graph share one, and it stays while either needs it. What is left
+//! anyway is removed when brisk exits (the [`Cleanup`] guard in `main`),
+//! and folders of brisk processes that died without that are removed when
+//! the next one starts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -97,6 +103,36 @@ impl Pieces {
     }
 }
 
+/// How many leases each shuffle folder has, over all runtimes.
+static LEASES: Mutex<BTreeMap<Arc<str>, usize>> = Mutex::new(BTreeMap::new());
+
+/// A hold on a shuffle folder: while one is held the folder stays; the
+/// last one dropped removes it, with any pieces left in it.
+#[derive(Debug)]
+pub struct Lease(Arc<str>);
+
+impl Lease {
+    pub fn new(pieces: &Pieces) -> Lease {
+        *LEASES.lock().unwrap_or_else(|e| e.into_inner()).entry(pieces.dir.clone()).or_insert(0) += 1;
+        Lease(pieces.dir.clone())
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut leases = LEASES.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(n) = leases.get_mut(&self.0) else { return };
+        *n -= 1;
+        if *n == 0 {
+            leases.remove(&self.0);
+            // Under the lock, so that a new lease on the same folder (the
+            // same graph again) cannot see its pieces removed after it.
+            let _ = std::fs::remove_dir_all(self.0.as_ref());
+            MADE.lock().unwrap_or_else(|e| e.into_inner()).remove(self.0.as_ref());
+        }
+    }
+}
+
 /// Removes this process's shuffle folders when dropped: hold one for the
 /// life of the program (not of a runtime: several may share the process).
 #[must_use = "the folders are removed when the guard is dropped"]
@@ -156,5 +192,22 @@ mod tests {
         assert_eq!(dead.parent().expect("p").exists(), !cfg!(target_os = "linux"));
         assert!(live.exists() && other.exists());
         std::fs::remove_dir_all(&tmp).expect("clean");
+    }
+
+    /// The folder stays while any lease on it is held, and the last one
+    /// dropped removes it with the pieces in it.
+    #[test]
+    fn the_last_lease_removes_the_folder() {
+        let pieces = Pieces::new(&format!("lease-test-{}", std::process::id()));
+        let (a, b) = (Lease::new(&pieces), Lease::new(&pieces));
+        pieces.write(0, 0, |w| w.write_all(b"piece").map_err(|e| e.to_string())).expect("write");
+        let dir = Path::new(pieces.dir.as_ref());
+        drop(a);
+        assert!(dir.join("0").join("0.piece").exists(), "a lease is still held");
+        drop(b);
+        assert!(!dir.exists(), "the last lease removes the folder");
+        assert!(!MADE.lock().expect("made").contains(pieces.dir.as_ref()));
+        // A folder never written is no error.
+        drop(Lease::new(&pieces));
     }
 }

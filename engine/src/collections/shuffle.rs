@@ -614,6 +614,62 @@ mod tests {
     use crate::local::{CancelToken, LocalConfig, Runtime};
     use crate::ops::NoUdfs;
     use crate::value::Value;
+    use std::collections::BTreeSet;
+
+    /// A shuffle whose graph fails half-way (a bad row in the last block)
+    /// leaves no folder: the finished splits' pieces go with the graph's
+    /// tasks, not at the process's exit.
+    #[test]
+    fn a_failed_shuffle_leaves_no_pieces() {
+        let dir = std::env::temp_dir().join(format!("brisk-shuffle-fail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("data.csv");
+        let mut text = String::from("k,x\n");
+        // Past the 256 kB the column types are inferred from.
+        for i in 0..40_000u64 {
+            text += &format!("{},{}.5\n", i * 7_919 % 40_000, i % 977);
+        }
+        text += "not a number,1.5\n";
+        std::fs::write(&path, &text).expect("write");
+        let paths = vec![path.display().to_string()];
+        let df =
+            super::super::dataframe::read_csv(&paths, Some(text.len() as u64 / 20), b',', true, &[], None)
+                .expect("frame");
+        let ctx = Ctx::default();
+        let shuffled = df.shuffle(&ctx, &["k".to_string()], None).expect("shuffle");
+        let (layer, key) = shuffled.column("k").expect("k").reduce(&ctx, Red::Min).expect("min");
+        let graph = materialize(std::slice::from_ref(&layer));
+        let folders: BTreeSet<String> =
+            graph.tasks().iter().flat_map(|t| t.op.shuffle_pieces()).map(|p| p.dir.to_string()).collect();
+        assert_eq!(folders.len(), 1, "one shuffle");
+        let rt = Runtime::new(LocalConfig { threads: 2, ..LocalConfig::default() }, Arc::new(NoUdfs));
+        let events = rt.subscribe(1 << 16);
+        let err = rt.compute(graph, &[key], &CancelToken::new()).expect_err("the bad row fails the graph");
+        assert!(err.to_string().contains("not a number") || err.to_string().contains("line"), "{err}");
+        // Splits that finished wrote pieces, so the folder was there.
+        let splits_done = events
+            .try_iter()
+            .filter(
+                |e| matches!(e, Event::TaskRan { key, ok: true, .. } if key.to_string().contains("split")),
+            )
+            .count();
+        assert!(splits_done > 0, "no split finished before the failure");
+        // A split still running when the graph failed holds its folder
+        // until it ends; then it goes too.
+        let gone = |f: &str| {
+            (0..500).any(|_| {
+                !std::path::Path::new(f).exists() || {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    false
+                }
+            })
+        };
+        for f in &folders {
+            assert!(gone(f), "{f} is left after the failed graph");
+        }
+        drop(rt);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// A sort of data many times larger than one partition holds at most a
     /// few partitions' worth of results in memory at any time: the pieces

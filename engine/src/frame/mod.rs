@@ -5,6 +5,7 @@
 
 pub mod agg;
 pub mod csv;
+mod decimal;
 pub mod dtype;
 pub mod expr;
 pub mod fastagg;

@@ -89,8 +89,23 @@ pub(crate) struct Shared {
     started: Instant,
 }
 
+/// A task's operation with leases on the shuffle folders it names, so a
+/// folder stays while a task that names it is defined or running, and
+/// goes (with the pieces a failed graph left) when none is.
+struct Held {
+    op: Op,
+    _leases: Vec<crate::shuffle::Lease>,
+}
+
+impl Held {
+    fn new(op: Op) -> Held {
+        let leases = op.shuffle_pieces().into_iter().map(crate::shuffle::Lease::new).collect();
+        Held { op, _leases: leases }
+    }
+}
+
 struct Spec {
-    op: Arc<Op>,
+    op: Arc<Held>,
     /// The task's dependencies in `Arg::Dep` order.
     inputs: Vec<TaskId>,
 }
@@ -100,7 +115,7 @@ struct Job {
     task: TaskId,
     run: u32,
     key: Key,
-    op: Arc<Op>,
+    op: Arc<Held>,
     inputs: Vec<Value>,
     cancel: Arc<AtomicBool>,
 }
@@ -300,7 +315,7 @@ impl Shared {
             // task left without a definition fails when run, it cannot hang.
             let inputs: Option<Vec<TaskId>> = t.deps.iter().map(|d| st.core.lookup(d)).collect();
             if let Some(inputs) = inputs {
-                st.specs.insert(id, Spec { op: Arc::new(t.op), inputs });
+                st.specs.insert(id, Spec { op: Arc::new(Held::new(t.op)), inputs });
             }
         }
         // The scheduler checked the outputs too; nothing below can fail, so
@@ -488,7 +503,7 @@ impl Shared {
             cancelled: &job.cancel,
             interrupt: interrupt.map(CancelToken::flag),
         };
-        match catch_unwind(AssertUnwindSafe(|| execute(&job.op, &job.inputs, &*self.udfs, &ctx))) {
+        match catch_unwind(AssertUnwindSafe(|| execute(&job.op.op, &job.inputs, &*self.udfs, &ctx))) {
             Ok(r) => r,
             Err(panic) => {
                 Err(TaskError::panic(format!("task {} panicked: {}", job.key, panic_message(&*panic))))
