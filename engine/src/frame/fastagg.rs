@@ -77,6 +77,23 @@ impl Vals {
             Vals::I(v) => v.clear(),
         }
     }
+
+    fn col(&self) -> Col<'_> {
+        match self {
+            Vals::F(v) => Col::F(v),
+            Vals::I(v) => Col::I(v),
+        }
+    }
+}
+
+/// A value column as `Partial::add_batch` reads it: floats (NaN missing),
+/// ints that may be missing, or ints without missing values (a frame's
+/// column as it is, with no copy).
+#[derive(Clone, Copy)]
+enum Col<'a> {
+    F(&'a [f64]),
+    I(&'a [Option<i64>]),
+    Ints(&'a [i64]),
 }
 
 /// The accumulators of a groupby partial, one column per partial of the
@@ -141,75 +158,62 @@ impl Partial {
         self.groups - 1
     }
 
-    /// Add a batch of rows: row `r` goes to group `gids[r]`, its values in
-    /// `vals` (by slot). One tight loop per accumulator, with no dispatch
-    /// per row; each group's values are still added in row order.
-    fn add_batch(&mut self, gids: &[u32], vals: &[Vals]) -> Option<()> {
+    /// Add a batch of rows: row `r` goes to group `gids[r]` (none for
+    /// `NO_GROUP`), its values in `cols` (by slot). One tight loop per
+    /// accumulator, with no dispatch per row; each group's values are
+    /// still added in row order.
+    fn add_batch(&mut self, gids: &[u32], cols: &[Col<'_>]) -> Option<()> {
+        const NONE: usize = NO_GROUP as usize;
+        let rows = || gids.iter().map(|&g| g as usize);
         for (slot, a) in &mut self.accs {
             if let Acc::Size(v) = a {
-                for &g in gids {
-                    v[g as usize] += 1;
+                for g in rows().filter(|&g| g != NONE) {
+                    v[g] += 1;
                 }
                 continue;
             }
-            let rows = gids.iter().map(|&g| g as usize);
-            match (&vals[*slot], a) {
-                (Vals::F(x), Acc::SumF(v)) => {
-                    for (g, &x) in rows.zip(x).filter(|(_, x)| !x.is_nan()) {
+            match (cols[*slot], a) {
+                (Col::F(x), Acc::SumF(v)) => {
+                    for (g, &x) in rows().zip(x).filter(|(g, _)| *g != NONE).filter(|(_, x)| !x.is_nan()) {
                         v[g] += x;
                     }
                 }
-                (Vals::F(x), Acc::Count(v)) => {
-                    for (g, &x) in rows.zip(x) {
+                (Col::F(x), Acc::Count(v)) => {
+                    for (g, &x) in rows().zip(x).filter(|(g, _)| *g != NONE) {
                         v[g] += i64::from(!x.is_nan());
                     }
                 }
-                (Vals::F(x), Acc::SumSq(v)) => {
-                    for (g, &x) in rows.zip(x).filter(|(_, x)| !x.is_nan()) {
+                (Col::F(x), Acc::SumSq(v)) => {
+                    for (g, &x) in rows().zip(x).filter(|(g, _)| *g != NONE).filter(|(_, x)| !x.is_nan()) {
                         v[g] += x * x;
                     }
                 }
-                (Vals::F(x), a) => {
-                    for (g, &x) in rows.zip(x).filter(|(_, x)| !x.is_nan()) {
+                (Col::F(x), a) => {
+                    for (g, &x) in rows().zip(x).filter(|(g, _)| *g != NONE).filter(|(_, x)| !x.is_nan()) {
                         fold(a, g, Num::F(x))?;
                     }
                 }
-                (Vals::I(x), a) => {
-                    for (g, x) in rows.zip(x) {
+                (Col::Ints(x), Acc::SumI(v)) => {
+                    for (g, &i) in rows().zip(x).filter(|(g, _)| *g != NONE) {
+                        v[g] = v[g].wrapping_add(i);
+                    }
+                }
+                (Col::Ints(x), Acc::Count(v)) => {
+                    for (g, _) in rows().zip(x).filter(|(g, _)| *g != NONE) {
+                        v[g] += 1;
+                    }
+                }
+                (Col::Ints(x), a) => {
+                    for (g, &i) in rows().zip(x).filter(|(g, _)| *g != NONE) {
+                        fold(a, g, Num::I(i))?;
+                    }
+                }
+                (Col::I(x), a) => {
+                    for (g, x) in rows().zip(x).filter(|(g, _)| *g != NONE) {
                         if let Some(i) = *x {
                             fold(a, g, Num::I(i))?;
                         }
                     }
-                }
-            }
-        }
-        Some(())
-    }
-
-    /// Count every row with a group into the `size` accumulators.
-    fn add_sizes(&mut self, gids: &[u32]) {
-        for (_, a) in &mut self.accs {
-            if let Acc::Size(v) = a {
-                for &g in gids.iter().filter(|&&g| g != NO_GROUP) {
-                    v[g as usize] += 1;
-                }
-            }
-        }
-    }
-
-    /// Add a whole value column (source `slot`): row `r` goes to group
-    /// `gids[r]`; rows without a group or a value are skipped.
-    fn add_column<I>(&mut self, slot: usize, gids: &[u32], vals: impl Fn() -> I) -> Option<()>
-    where
-        I: Iterator<Item = Option<Num>>,
-    {
-        for (s, a) in &mut self.accs {
-            if *s != slot {
-                continue;
-            }
-            for (&g, x) in gids.iter().zip(vals()) {
-                if let (true, Some(x)) = (g != NO_GROUP, x) {
-                    fold(a, g as usize, x)?;
                 }
             }
         }
@@ -282,25 +286,38 @@ pub(crate) fn frame_partial(g: &GroupSpec, df: &DataFrame) -> Option<DataFrame> 
     for _ in 0..key_col.len() {
         acc.push_group();
     }
-    acc.add_sizes(&gids);
-    for slot in 0..acc.values.len() {
-        let (i, t) = acc.values[slot];
+    // Each value column as it is when it has no missing values; else
+    // copied once, a missing value as NaN or `None`.
+    let mut owned: Vec<Vals> = Vec::new();
+    for &(i, t) in &acc.values {
         let s = columns[i].as_materialized_series();
         if t == DType::Int64 {
             let ca = s.i64().ok()?;
-            match ca.cont_slice() {
-                Ok(v) => acc.add_column(slot, &gids, || v.iter().map(|&i| Some(Num::I(i))))?,
-                Err(_) => acc.add_column(slot, &gids, || ca.iter().map(|v| v.map(Num::I)))?,
+            if ca.cont_slice().is_err() {
+                owned.push(Vals::I(ca.iter().collect()));
             }
         } else {
             let ca = s.f64().ok()?;
-            let num = |f: f64| (!f.is_nan()).then_some(Num::F(f));
-            match ca.cont_slice() {
-                Ok(v) => acc.add_column(slot, &gids, || v.iter().map(|&f| num(f)))?,
-                Err(_) => acc.add_column(slot, &gids, || ca.iter().map(|v| v.and_then(num)))?,
+            if ca.cont_slice().is_err() {
+                owned.push(Vals::F(ca.iter().map(|v| v.unwrap_or(f64::NAN)).collect()));
             }
         }
     }
+    let mut copies = owned.iter();
+    let mut cols: Vec<Col<'_>> = Vec::with_capacity(acc.values.len());
+    for &(i, t) in &acc.values {
+        let s = columns[i].as_materialized_series();
+        let col = if t == DType::Int64 {
+            s.i64().ok()?.cont_slice().ok().map(Col::Ints)
+        } else {
+            s.f64().ok()?.cont_slice().ok().map(Col::F)
+        };
+        cols.push(match col {
+            Some(c) => c,
+            None => copies.next()?.col(),
+        });
+    }
+    acc.add_batch(&gids, &cols)?;
     acc.frame(g, vec![key_col.into_column()])
 }
 
@@ -719,7 +736,8 @@ impl<'a> CsvGroups<'a> {
                 col.push(*x)?;
             }
         }
-        let added = self.acc.add_batch(&self.gids, &self.vals);
+        let cols: Vec<Col<'_>> = self.vals.iter().map(Vals::col).collect();
+        let added = self.acc.add_batch(&self.gids, &cols);
         self.gids.clear();
         self.vals.iter_mut().for_each(Vals::clear);
         added
@@ -992,7 +1010,9 @@ mod tests {
             } else {
                 format!("{}.5", i % 13 - 6)
             };
-            text += &format!("{k},{},{x},{}\n", i % 4, i * 7 % 31);
+            // Missing ints too (the column is then copied, not borrowed).
+            let y = if i % 9 == 0 { String::new() } else { (i * 7 % 31).to_string() };
+            text += &format!("{k},{},{x},{y}\n", i % 4);
         }
         let mut df = super::super::csv::parse(&sp, text.into_bytes(), None).expect("parse");
         // A key without missing values, short (in the Arrow view) and long.
@@ -1002,13 +1022,23 @@ mod tests {
             })
             .collect();
         df.with_column(Series::new("w".into(), w).into_column()).expect("w");
+        // Value columns without missing values (read in place, not copied).
+        let z: Vec<f64> = (0..300).map(|i| f64::from(i % 17) - 4.25).collect();
+        let c: Vec<i64> = (0..300).map(|i| i * 13 % 41 - 20).collect();
+        df.with_column(Series::new("z".into(), z).into_column()).expect("z");
+        df.with_column(Series::new("c".into(), c).into_column()).expect("c");
+        let dtype = |c: &str| match c {
+            "z" => DType::Float64,
+            "c" => DType::Int64,
+            _ => sp.schema.get(c).unwrap_or(DType::Str),
+        };
         for by in ["k", "n", "w"] {
             let aggs = [Red::Sum, Red::Mean, Red::Min, Red::Max, Red::Count, Red::Var, Red::Size]
                 .iter()
                 .flat_map(|r| {
-                    ["x", "y"].map(|c| {
+                    ["x", "y", "z", "c"].map(|c| {
                         let src = if *r == Red::Size { String::new() } else { c.to_string() };
-                        (format!("{}{c}", r.name()), src, *r, sp.schema.get(c).unwrap_or(DType::Str))
+                        (format!("{}{c}", r.name()), src, *r, dtype(c))
                     })
                 })
                 .collect();
