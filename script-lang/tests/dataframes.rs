@@ -151,6 +151,10 @@ r.map_meta_total = df.map_partitions(|p| #{n: p.num_rows()}, #{meta: #{n: "int64
 r.unordered_apply = df.groupby("key").apply(|g| #{n: g.num_rows(), first_id: g.to_maps()[0].id}).compute().to_maps();
 let c = df.compute();
 r.local_reductions = [c["x"].sum(), c["x"].mean(), c["y"].min(), c["y"].max(), c["x"].count(), c["x"].std(), c["y"].variance(), c["key"].nunique(), c["key"].min()];
+r.local_arith = c["x"] * 2.0 + c["id"];
+r.local_compare = c["y"] > 3;
+r.local_unary = [(-(c["id"] % 7)).to_array(), c["y"].isna().to_array(), (c["x"] - 0.5).abs().to_array(), c["key"].str_upper().to_array(), (c["key"] + "_s").to_array()];
+r.unordered_apply_arith = df.groupby("key").apply(|g| (g["x"] * 2.0 + 1).sum()).compute().to_maps();
 r.unordered_apply_sum = df.groupby("key").apply(|g| g["x"].sum()).compute().to_maps();
 r.unordered_apply_scalar = df.groupby("key").apply(|g| g.num_rows() * 2).compute().to_maps();
 r.unordered_apply_meta = df.groupby("key").apply(|g| g.to_maps().reduce(|s, r| if r.y == () { s } else { s + r.y }, 0), #{meta: #{total: "int64"}}).compute().to_maps();
@@ -260,6 +264,14 @@ fn bad_input_is_refused_clearly() {
         (format!("read_csv(\"{g}\")[\"z\"]"), "unknown column \"z\" (columns: a, b)".into()),
         (format!("read_csv(\"{g}\")[[\"a\", \"q\"]]"), "unknown column \"q\"".into()),
         (format!("let d = read_csv(\"{g}\"); d[\"b\"] + 1"), "cannot apply + to string and int64".into()),
+        (
+            format!("let d = read_csv(\"{g}\").compute(); d[\"b\"] * 2"),
+            "cannot apply * to string and int64".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d.head(1)[\"a\"] + d.head(2)[\"a\"]"),
+            "the Series have 1 and 2 rows".into(),
+        ),
         (format!("let d = read_csv(\"{g}\"); d[d[\"a\"]]"), "a row mask must be a bool Series".into()),
         (
             format!("let d = read_csv(\"{g}\"); d.compute()[\"b\"].sum()"),

@@ -194,6 +194,16 @@ def expected(d):
     e["map_meta_total"] = len(df)
     e["unordered_apply"] = [{"key": k, "n": len(g), "first_id": int(g["id"].iloc[0])} for k, g in df.groupby("key")]
     e["local_reductions"] = [clean(v) for v in [df["x"].sum(), df["x"].mean(), df["y"].min(), df["y"].max(), df["x"].count(), df["x"].std(), df["y"].var(), df["key"].nunique(), df["key"].dropna().min()]]
+    e["local_arith"] = [clean(v) for v in df["x"] * 2.0 + df["id"]]
+    e["local_compare"] = [bool(v) for v in df["y"] > 3]
+    e["local_unary"] = [
+        [clean(v) for v in -(df["id"] % 7)],
+        [bool(v) for v in df["y"].isna()],
+        [clean(v) for v in (df["x"] - 0.5).abs()],
+        [clean(v) for v in df["key"].str.upper()],
+        [clean(v) for v in df["key"] + "_s"],
+    ]
+    e["unordered_apply_arith"] = [{"key": k, "0": clean((g["x"] * 2.0 + 1).sum())} for k, g in df.groupby("key")]
     e["unordered_apply_sum"] = [{"key": k, "0": clean(g["x"].sum())} for k, g in df.groupby("key")]
     e["unordered_apply_scalar"] = [{"key": k, "0": 2 * len(g)} for k, g in df.groupby("key")]
     e["unordered_apply_meta"] = [{"key": k, "total": int(g["y"].sum())} for k, g in df.groupby("key")]

@@ -36,6 +36,12 @@ use stage::Stage;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Frame(pub DataFrame);
 
+/// One side of an operator on computed Series.
+pub enum Operand<'a> {
+    Series(&'a Frame),
+    Scalar(Value),
+}
+
 impl Frame {
     pub fn height(&self) -> usize {
         self.0.height()
@@ -48,6 +54,58 @@ impl Frame {
     /// One column as a frame of its own.
     pub fn select_one(&self, name: &str) -> Option<Frame> {
         self.0.select([name]).ok().map(Frame)
+    }
+
+    /// `a op b` on computed Series (one-column frames), or on one and a
+    /// scalar: the lazy path's typing (an ill-typed operator is refused
+    /// with the reason) and kernels, on local data. The result is named
+    /// after the first Series operand.
+    pub fn series_binary(op: expr::BinOp, a: Operand<'_>, b: Operand<'_>) -> Result<Frame, String> {
+        let mut cols = Vec::new();
+        let mut name = None;
+        let mut height = None;
+        let mut side = |o: Operand<'_>, tag: &str| -> Result<expr::Expr, String> {
+            match o {
+                Operand::Scalar(v) => Ok(expr::Expr::Lit(v)),
+                Operand::Series(f) => {
+                    let c = f.0.columns().first().ok_or("a Series without a column")?;
+                    if let Some(h) = height
+                        && h != c.len()
+                    {
+                        return Err(format!(
+                            "the Series have {h} and {} rows; an operator on two Series needs the same rows",
+                            c.len()
+                        ));
+                    }
+                    height = Some(c.len());
+                    name.get_or_insert_with(|| c.name().to_string());
+                    cols.push(c.clone().with_name(tag.into()));
+                    Ok(expr::Expr::col(tag))
+                }
+            }
+        };
+        let e = expr::Expr::bin(op, side(a, "a")?, side(b, "b")?);
+        let name = name.ok_or("an operator on Series needs a Series")?;
+        Frame::evaluate(DataFrame::new(height.unwrap_or(0), cols).map_err(|e| e.to_string())?, &e, &name)
+    }
+
+    /// `op a` on a computed Series.
+    pub fn series_unary(op: expr::UnOp, a: &Frame) -> Result<Frame, String> {
+        let c = a.0.columns().first().ok_or("a Series without a column")?;
+        let name = c.name().to_string();
+        let df = DataFrame::new(c.len(), vec![c.clone().with_name("a".into())]).map_err(|e| e.to_string())?;
+        Frame::evaluate(df, &expr::Expr::un(op, expr::Expr::col("a")), &name)
+    }
+
+    fn evaluate(df: DataFrame, e: &expr::Expr, name: &str) -> Result<Frame, String> {
+        let mut cols = Vec::new();
+        for c in df.columns() {
+            let t = DType::of_polars(c.dtype()).ok_or_else(|| format!("a Series of type {}", c.dtype()))?;
+            cols.push((c.name().to_string(), t));
+        }
+        e.dtype(&Schema::new(cols)).map_err(|e| e.0)?;
+        let s = e.eval(&df).map_err(|e| e.to_string())?.with_name(name.into());
+        DataFrame::new(s.len(), vec![s.into_column()]).map(Frame).map_err(|e| e.to_string())
     }
 
     /// Frames stacked in order; an empty frame of `schema` when there are none.

@@ -355,6 +355,53 @@ fn assign(f: &LazyFrame, m: Map) -> Res<LazyFrame> {
     Ok(LazyFrame { f: f.f.assign(cols).map_err(err)? })
 }
 
+/// The Series operators (lazy and computed Series alike).
+const SERIES_OPERATORS: [(&str, BinOp); 13] = [
+    ("+", BinOp::Add),
+    ("-", BinOp::Sub),
+    ("*", BinOp::Mul),
+    ("/", BinOp::Div),
+    ("%", BinOp::Mod),
+    ("==", BinOp::Eq),
+    ("!=", BinOp::Ne),
+    ("<", BinOp::Lt),
+    ("<=", BinOp::Le),
+    (">", BinOp::Gt),
+    (">=", BinOp::Ge),
+    ("&", BinOp::And),
+    ("|", BinOp::Or),
+];
+
+/// The element-wise Series methods (lazy and computed Series alike).
+const SERIES_UNARY: [(&str, UnOp); 9] = [
+    ("abs", UnOp::Abs),
+    ("isna", UnOp::IsNa),
+    ("notna", UnOp::NotNa),
+    ("str_lower", UnOp::Lower),
+    ("str_upper", UnOp::Upper),
+    ("str_len", UnOp::Len),
+    ("dt_year", UnOp::Year),
+    ("dt_month", UnOp::Month),
+    ("dt_day", UnOp::Day),
+];
+
+/// `a op b` where one side at least is a computed Series.
+fn local_binary(a: &Dynamic, b: &Dynamic, op: BinOp) -> Res<LocalSeries> {
+    let (x, y) = (
+        a.read_lock::<LocalSeries>().map(|s| s.0.clone()),
+        b.read_lock::<LocalSeries>().map(|s| s.0.clone()),
+    );
+    let scalar_of = |d: &Dynamic| scalar(d, "the other operand");
+    let (l, r) = match (&x, &y) {
+        (Some(x), Some(y)) => (kernels::Operand::Series(x), kernels::Operand::Series(y)),
+        (Some(x), None) => (kernels::Operand::Series(x), kernels::Operand::Scalar(scalar_of(b)?)),
+        (None, Some(y)) => (kernels::Operand::Scalar(scalar_of(a)?), kernels::Operand::Series(y)),
+        (None, None) => return Err(runtime("a Series operator needs a Series")),
+    };
+    let f = Frame::series_binary(op, l, r).map_err(runtime)?;
+    Ok(LocalSeries(Arc::new(f)))
+}
+
 fn series_binary(a: &Dynamic, b: &Dynamic, op: BinOp) -> Res<LazySeries> {
     let s = match (a.read_lock::<LazySeries>(), b.read_lock::<LazySeries>()) {
         (Some(x), Some(y)) => x.s.binary(op, &y.s),
@@ -634,22 +681,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     });
 
     // Series operators, with Series and scalars on either side.
-    let ops: [(&str, BinOp); 13] = [
-        ("+", BinOp::Add),
-        ("-", BinOp::Sub),
-        ("*", BinOp::Mul),
-        ("/", BinOp::Div),
-        ("%", BinOp::Mod),
-        ("==", BinOp::Eq),
-        ("!=", BinOp::Ne),
-        ("<", BinOp::Lt),
-        ("<=", BinOp::Le),
-        (">", BinOp::Gt),
-        (">=", BinOp::Ge),
-        ("&", BinOp::And),
-        ("|", BinOp::Or),
-    ];
-    for (name, op) in ops {
+    for (name, op) in SERIES_OPERATORS {
         engine.register_fn(name, move |a: LazySeries, b: LazySeries| {
             series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
         });
@@ -676,17 +708,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         |s: &LazySeries, op: UnOp| -> Res<LazySeries> { Ok(LazySeries { s: s.s.unary(op).map_err(err)? }) };
     engine.register_fn("-", move |s: LazySeries| un(&s, UnOp::Neg));
     engine.register_fn("!", move |s: LazySeries| un(&s, UnOp::Not));
-    for (name, op) in [
-        ("abs", UnOp::Abs),
-        ("isna", UnOp::IsNa),
-        ("notna", UnOp::NotNa),
-        ("str_lower", UnOp::Lower),
-        ("str_upper", UnOp::Upper),
-        ("str_len", UnOp::Len),
-        ("dt_year", UnOp::Year),
-        ("dt_month", UnOp::Month),
-        ("dt_day", UnOp::Day),
-    ] {
+    for (name, op) in SERIES_UNARY {
         engine.register_fn(name, move |s: &mut LazySeries| un(s, op));
     }
     engine.register_fn("round", move |s: &mut LazySeries| un(s, UnOp::Round(0)));
@@ -812,6 +834,42 @@ pub fn register_local(engine: &mut Engine) {
     }
     engine.register_fn("to_string", |s: &mut LocalSeries| local_series_text(&s.0));
     engine.register_fn("to_debug", |s: &mut LocalSeries| local_series_text(&s.0));
+    // Operators as on lazy Series, evaluated at once.
+    for (name, op) in SERIES_OPERATORS {
+        engine.register_fn(name, move |a: LocalSeries, b: LocalSeries| {
+            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+        engine.register_fn(name, move |a: LocalSeries, b: i64| {
+            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+        engine.register_fn(name, move |a: LocalSeries, b: f64| {
+            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+        engine.register_fn(name, move |a: LocalSeries, b: bool| {
+            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+        engine.register_fn(name, move |a: LocalSeries, b: rhai::ImmutableString| {
+            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+        engine.register_fn(name, move |a: i64, b: LocalSeries| {
+            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+        engine.register_fn(name, move |a: f64, b: LocalSeries| {
+            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
+        });
+    }
+    let un = |s: &LocalSeries, op: UnOp| -> Res<LocalSeries> {
+        Frame::series_unary(op, &s.0).map(|f| LocalSeries(Arc::new(f))).map_err(runtime)
+    };
+    engine.register_fn("-", move |s: LocalSeries| un(&s, UnOp::Neg));
+    engine.register_fn("!", move |s: LocalSeries| un(&s, UnOp::Not));
+    for (name, op) in SERIES_UNARY {
+        engine.register_fn(name, move |s: &mut LocalSeries| un(s, op));
+    }
+    engine.register_fn("round", move |s: &mut LocalSeries| un(s, UnOp::Round(0)));
+    engine.register_fn("round", move |s: &mut LocalSeries, d: i64| {
+        un(s, UnOp::Round(d.clamp(-300, 300) as i32))
+    });
     engine.register_indexer_get(|f: &mut LocalFrame, c: &str| -> Res<LocalSeries> {
         let col = f.0.select_one(c).ok_or_else(|| runtime(format!("unknown column \"{c}\"")))?;
         Ok(LocalSeries(Arc::new(col)))
