@@ -203,6 +203,13 @@ def expected(d):
         [clean(v) for v in df["key"].str.upper()],
         [clean(v) for v in df["key"] + "_s"],
     ]
+    e["local_methods"] = [
+        [bool(v) for v in df["key"].isin(["k01", "k02"])],
+        [bool(v) for v in df["y"].between(100, 200)],
+        [clean(v) for v in df["x"].fillna(-1.0)],
+        [clean(v) for v in df["id"].astype("float64")],
+        [bool(v) for v in df["key"].fillna("none").str.contains("0[1-3]$")],
+    ]
     e["unordered_apply_arith"] = [{"key": k, "0": clean((g["x"] * 2.0 + 1).sum())} for k, g in df.groupby("key")]
     e["unordered_apply_sum"] = [{"key": k, "0": clean(g["x"].sum())} for k, g in df.groupby("key")]
     e["unordered_apply_scalar"] = [{"key": k, "0": 2 * len(g)} for k, g in df.groupby("key")]

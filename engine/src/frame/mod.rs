@@ -89,12 +89,12 @@ impl Frame {
         Frame::evaluate(DataFrame::new(height.unwrap_or(0), cols).map_err(|e| e.to_string())?, &e, &name)
     }
 
-    /// `op a` on a computed Series.
-    pub fn series_unary(op: expr::UnOp, a: &Frame) -> Result<Frame, String> {
+    /// `f` of a computed Series' column (an element-wise method).
+    pub fn series_map(a: &Frame, f: impl FnOnce(Box<expr::Expr>) -> expr::Expr) -> Result<Frame, String> {
         let c = a.0.columns().first().ok_or("a Series without a column")?;
         let name = c.name().to_string();
         let df = DataFrame::new(c.len(), vec![c.clone().with_name("a".into())]).map_err(|e| e.to_string())?;
-        Frame::evaluate(df, &expr::Expr::un(op, expr::Expr::col("a")), &name)
+        Frame::evaluate(df, &f(Box::new(expr::Expr::col("a"))), &name)
     }
 
     fn evaluate(df: DataFrame, e: &expr::Expr, name: &str) -> Result<Frame, String> {

@@ -858,9 +858,10 @@ pub fn register_local(engine: &mut Engine) {
             local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
         });
     }
-    let un = |s: &LocalSeries, op: UnOp| -> Res<LocalSeries> {
-        Frame::series_unary(op, &s.0).map(|f| LocalSeries(Arc::new(f))).map_err(runtime)
-    };
+    fn map(s: &LocalSeries, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<LocalSeries> {
+        Frame::series_map(&s.0, f).map(|f| LocalSeries(Arc::new(f))).map_err(runtime)
+    }
+    let un = |s: &LocalSeries, op: UnOp| map(s, |e| Expr::Un(op, e));
     engine.register_fn("-", move |s: LocalSeries| un(&s, UnOp::Neg));
     engine.register_fn("!", move |s: LocalSeries| un(&s, UnOp::Not));
     for (name, op) in SERIES_UNARY {
@@ -869,6 +870,26 @@ pub fn register_local(engine: &mut Engine) {
     engine.register_fn("round", move |s: &mut LocalSeries| un(s, UnOp::Round(0)));
     engine.register_fn("round", move |s: &mut LocalSeries, d: i64| {
         un(s, UnOp::Round(d.clamp(-300, 300) as i32))
+    });
+    engine.register_fn("astype", |s: &mut LocalSeries, t: &str| -> Res<LocalSeries> {
+        let t = dtype_of(&Dynamic::from(t.to_string()), "astype")?;
+        map(s, |e| Expr::Cast(e, t))
+    });
+    engine.register_fn("isin", |s: &mut LocalSeries, vals: RArray| -> Res<LocalSeries> {
+        let vals = vals.iter().map(|v| scalar(v, "isin")).collect::<Res<Vec<_>>>()?;
+        map(s, |e| Expr::IsIn(e, vals))
+    });
+    engine.register_fn("between", |s: &mut LocalSeries, lo: Dynamic, hi: Dynamic| -> Res<LocalSeries> {
+        let (lo, hi) = (scalar(&lo, "between")?, scalar(&hi, "between")?);
+        map(s, |e| Expr::Between(e, lo, hi))
+    });
+    engine.register_fn("str_contains", |s: &mut LocalSeries, pat: &str| -> Res<LocalSeries> {
+        let pat = pat.to_string();
+        map(s, |e| Expr::Contains(e, pat))
+    });
+    engine.register_fn("fillna", |s: &mut LocalSeries, v: Dynamic| -> Res<LocalSeries> {
+        let v = scalar(&v, "fillna")?;
+        map(s, |e| Expr::FillNa(e, v))
     });
     engine.register_indexer_get(|f: &mut LocalFrame, c: &str| -> Res<LocalSeries> {
         let col = f.0.select_one(c).ok_or_else(|| runtime(format!("unknown column \"{c}\"")))?;
