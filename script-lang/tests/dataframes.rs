@@ -155,6 +155,8 @@ r.local_arith = c["x"] * 2.0 + c["id"];
 r.local_compare = c["y"] > 3;
 r.local_unary = [(-(c["id"] % 7)).to_array(), c["y"].isna().to_array(), (c["x"] - 0.5).abs().to_array(), c["key"].str_upper().to_array(), (c["key"] + "_s").to_array()];
 r.local_methods = [c["key"].isin(["k01", "k02"]).to_array(), c["y"].between(100, 200).to_array(), c["x"].fillna(-1.0).to_array(), c["id"].astype("float64").to_array(), c["key"].fillna("none").str_contains("0[1-3]$").to_array()];
+r.local_mask = c[c["y"] > 150].to_maps();
+r.unordered_apply_mask = df.groupby("key").apply(|g| g[g["x"] > 0.5].num_rows()).compute().to_maps();
 r.unordered_apply_arith = df.groupby("key").apply(|g| (g["x"] * 2.0 + 1).sum()).compute().to_maps();
 r.unordered_apply_sum = df.groupby("key").apply(|g| g["x"].sum()).compute().to_maps();
 r.unordered_apply_scalar = df.groupby("key").apply(|g| g.num_rows() * 2).compute().to_maps();
@@ -266,6 +268,14 @@ fn bad_input_is_refused_clearly() {
         (format!("read_csv(\"{g}\")[[\"a\", \"q\"]]"), "unknown column \"q\"".into()),
         (format!("let d = read_csv(\"{g}\"); d[\"b\"] + 1"), "cannot apply + to string and int64".into()),
         (format!("let d = read_csv(\"{g}\").compute(); d[\"b\"].str_contains(\"(\")"), "bad pattern".into()),
+        (
+            format!("let d = read_csv(\"{g}\").compute(); d[d[\"a\"]]"),
+            "a row mask must be a bool Series, not one of type int64".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d.compute()[d.head(1)[\"a\"] > 0]"),
+            "the mask has 1 rows and the frame".into(),
+        ),
         (
             format!("let d = read_csv(\"{g}\").compute(); d[\"b\"] * 2"),
             "cannot apply * to string and int64".into(),

@@ -210,6 +210,8 @@ def expected(d):
         [clean(v) for v in df["id"].astype("float64")],
         [bool(v) for v in df["key"].fillna("none").str.contains("0[1-3]$")],
     ]
+    e["local_mask"] = records(df[df["y"] > 150])
+    e["unordered_apply_mask"] = [{"key": k, "0": int((g["x"] > 0.5).sum())} for k, g in df.groupby("key")]
     e["unordered_apply_arith"] = [{"key": k, "0": clean((g["x"] * 2.0 + 1).sum())} for k, g in df.groupby("key")]
     e["unordered_apply_sum"] = [{"key": k, "0": clean(g["x"].sum())} for k, g in df.groupby("key")]
     e["unordered_apply_scalar"] = [{"key": k, "0": 2 * len(g)} for k, g in df.groupby("key")]

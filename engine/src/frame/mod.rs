@@ -89,6 +89,24 @@ impl Frame {
         Frame::evaluate(DataFrame::new(height.unwrap_or(0), cols).map_err(|e| e.to_string())?, &e, &name)
     }
 
+    /// The rows where `mask` (a computed bool Series of the same rows) is
+    /// true; a missing value keeps no row, as the lazy filter does.
+    pub fn rows_where(&self, mask: &Frame) -> Result<Frame, String> {
+        let c = mask.0.columns().first().ok_or("a Series without a column")?;
+        let m = c.as_materialized_series().bool().map_err(|_| {
+            let t =
+                DType::of_polars(c.dtype()).map_or_else(|| c.dtype().to_string(), |t| t.name().to_string());
+            format!("a row mask must be a bool Series, not one of type {t}")
+        })?;
+        if m.len() != self.height() {
+            return Err(format!("the mask has {} rows and the frame {}", m.len(), self.height()));
+        }
+        self.0
+            .filter(&m.fill_null_with_values(false).map_err(|e| e.to_string())?)
+            .map(Frame)
+            .map_err(|e| e.to_string())
+    }
+
     /// `f` of a computed Series' column (an element-wise method).
     pub fn series_map(a: &Frame, f: impl FnOnce(Box<expr::Expr>) -> expr::Expr) -> Result<Frame, String> {
         let c = a.0.columns().first().ok_or("a Series without a column")?;

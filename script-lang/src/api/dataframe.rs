@@ -891,6 +891,9 @@ pub fn register_local(engine: &mut Engine) {
         let v = scalar(&v, "fillna")?;
         map(s, |e| Expr::FillNa(e, v))
     });
+    engine.register_indexer_get(|f: &mut LocalFrame, mask: LocalSeries| -> Res<LocalFrame> {
+        f.0.rows_where(&mask.0).map(|r| LocalFrame(Arc::new(r))).map_err(runtime)
+    });
     engine.register_indexer_get(|f: &mut LocalFrame, c: &str| -> Res<LocalSeries> {
         let col = f.0.select_one(c).ok_or_else(|| runtime(format!("unknown column \"{c}\"")))?;
         Ok(LocalSeries(Arc::new(col)))

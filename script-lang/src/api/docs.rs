@@ -984,7 +984,7 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "apply",
         "g.apply(|group| ..., #{meta}) -> DataFrame",
-        "A closure on every group (a LocalDataFrame), after a shuffle that puts each group in one partition. It gives a frame, rows, one row map or one value (a column named `0`, as pandas' `reset_index` names it, or the one column of `meta`); key columns it lacks are put first. Columns from `meta`, or from the first group, run now. A group's columns (`g[\"x\"]`, computed Series) take the Series operators, element-wise methods and reductions at once.",
+        "A closure on every group (a LocalDataFrame), after a shuffle that puts each group in one partition. It gives a frame, rows, one row map or one value (a column named `0`, as pandas' `reset_index` names it, or the one column of `meta`); key columns it lacks are put first. Columns from `meta`, or from the first group, run now. A group's columns (`g[\"x\"]`, computed Series) take the Series operators, element-wise methods and reductions at once, and a bool one selects rows (`g[g[\"x\"] > 1]`).",
         "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1, 2, 3]});\ndf.groupby(\"k\").apply(|g| #{n: g.num_rows()}).compute();\ndf.groupby(\"k\").apply(|g| g.num_rows() * 10, #{meta: #{n10: \"int64\"}}).compute();\ndf.groupby(\"k\").apply(|g| (g[\"x\"] * 2 + 1).sum()).compute()",
     ),
 ];
