@@ -118,7 +118,8 @@ impl Frame {
     fn evaluate(df: DataFrame, e: &expr::Expr, name: &str) -> Result<Frame, String> {
         let mut cols = Vec::new();
         for c in df.columns() {
-            let t = DType::of_polars(c.dtype()).ok_or_else(|| format!("a Series of type {}", c.dtype()))?;
+            let t = DType::of_polars(c.dtype())
+                .ok_or_else(|| format!("a Series of type {} takes no operators or methods", c.dtype()))?;
             cols.push((c.name().to_string(), t));
         }
         e.dtype(&Schema::new(cols)).map_err(|e| e.0)?;

@@ -385,6 +385,24 @@ const SERIES_UNARY: [(&str, UnOp); 9] = [
     ("dt_day", UnOp::Day),
 ];
 
+/// The Series operators for `S` (a lazy or a computed Series): with
+/// another `S`, or with a scalar on either side, through `apply`.
+fn register_operators<S: Clone + Send + Sync + 'static>(
+    engine: &mut Engine,
+    apply: fn(&Dynamic, &Dynamic, BinOp) -> Res<S>,
+) {
+    for (name, op) in SERIES_OPERATORS {
+        let f = move |a: Dynamic, b: Dynamic| apply(&a, &b, op);
+        engine.register_fn(name, move |a: S, b: S| f(Dynamic::from(a), Dynamic::from(b)));
+        engine.register_fn(name, move |a: S, b: i64| f(Dynamic::from(a), Dynamic::from(b)));
+        engine.register_fn(name, move |a: S, b: f64| f(Dynamic::from(a), Dynamic::from(b)));
+        engine.register_fn(name, move |a: S, b: bool| f(Dynamic::from(a), Dynamic::from(b)));
+        engine.register_fn(name, move |a: S, b: rhai::ImmutableString| f(Dynamic::from(a), Dynamic::from(b)));
+        engine.register_fn(name, move |a: i64, b: S| f(Dynamic::from(a), Dynamic::from(b)));
+        engine.register_fn(name, move |a: f64, b: S| f(Dynamic::from(a), Dynamic::from(b)));
+    }
+}
+
 /// `a op b` where one side at least is a computed Series.
 fn local_binary(a: &Dynamic, b: &Dynamic, op: BinOp) -> Res<LocalSeries> {
     let (x, y) = (
@@ -681,29 +699,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     });
 
     // Series operators, with Series and scalars on either side.
-    for (name, op) in SERIES_OPERATORS {
-        engine.register_fn(name, move |a: LazySeries, b: LazySeries| {
-            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-        engine.register_fn(name, move |a: LazySeries, b: i64| {
-            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-        engine.register_fn(name, move |a: LazySeries, b: f64| {
-            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-        engine.register_fn(name, move |a: LazySeries, b: bool| {
-            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-        engine.register_fn(name, move |a: LazySeries, b: rhai::ImmutableString| {
-            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-        engine.register_fn(name, move |a: i64, b: LazySeries| {
-            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-        engine.register_fn(name, move |a: f64, b: LazySeries| {
-            series_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-    }
+    register_operators::<LazySeries>(engine, series_binary);
     let un =
         |s: &LazySeries, op: UnOp| -> Res<LazySeries> { Ok(LazySeries { s: s.s.unary(op).map_err(err)? }) };
     engine.register_fn("-", move |s: LazySeries| un(&s, UnOp::Neg));
@@ -835,29 +831,7 @@ pub fn register_local(engine: &mut Engine) {
     engine.register_fn("to_string", |s: &mut LocalSeries| local_series_text(&s.0));
     engine.register_fn("to_debug", |s: &mut LocalSeries| local_series_text(&s.0));
     // Operators as on lazy Series, evaluated at once.
-    for (name, op) in SERIES_OPERATORS {
-        engine.register_fn(name, move |a: LocalSeries, b: LocalSeries| {
-            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-        engine.register_fn(name, move |a: LocalSeries, b: i64| {
-            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-        engine.register_fn(name, move |a: LocalSeries, b: f64| {
-            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-        engine.register_fn(name, move |a: LocalSeries, b: bool| {
-            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-        engine.register_fn(name, move |a: LocalSeries, b: rhai::ImmutableString| {
-            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-        engine.register_fn(name, move |a: i64, b: LocalSeries| {
-            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-        engine.register_fn(name, move |a: f64, b: LocalSeries| {
-            local_binary(&Dynamic::from(a), &Dynamic::from(b), op)
-        });
-    }
+    register_operators::<LocalSeries>(engine, local_binary);
     fn map(s: &LocalSeries, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<LocalSeries> {
         Frame::series_map(&s.0, f).map(|f| LocalSeries(Arc::new(f))).map_err(runtime)
     }
