@@ -759,10 +759,6 @@ impl Series {
         Series::typed(self.frame.clone(), e, self.name.clone())
     }
 
-    pub fn unary(&self, op: UnOp) -> Result<Series, FrameError> {
-        Series::typed(self.frame.clone(), Expr::un(op, self.expr.clone()), self.name.clone())
-    }
-
     pub fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Result<Series, FrameError> {
         Series::typed(self.frame.clone(), f(Box::new(self.expr.clone())), self.name.clone())
     }

@@ -2,8 +2,9 @@
 //! block: read, filtered by simple comparisons and reduced in one pass
 //! over the bytes, with no frame of the block built (a numeric field is
 //! parsed where it starts and the parse finds its end, other fields are
-//! scanned for the separator, each row is added to its group's
-//! accumulators at once). From a frame: one pass over the
+//! scanned for the separator, a run's rows are gathered as group ids and
+//! value columns and added with one loop per accumulator). From a frame:
+//! one pass over the
 //! key and value columns, where polars' group_by would first build every
 //! group's row list.
 //!
@@ -288,35 +289,23 @@ pub(crate) fn frame_partial(g: &GroupSpec, df: &DataFrame) -> Option<DataFrame> 
     }
     // Each value column as it is when it has no missing values; else
     // copied once, a missing value as NaN or `None`.
-    let mut owned: Vec<Vals> = Vec::new();
-    for &(i, t) in &acc.values {
-        let s = columns[i].as_materialized_series();
-        if t == DType::Int64 {
-            let ca = s.i64().ok()?;
-            if ca.cont_slice().is_err() {
-                owned.push(Vals::I(ca.iter().collect()));
-            }
-        } else {
-            let ca = s.f64().ok()?;
-            if ca.cont_slice().is_err() {
-                owned.push(Vals::F(ca.iter().map(|v| v.unwrap_or(f64::NAN)).collect()));
-            }
-        }
-    }
-    let mut copies = owned.iter();
-    let mut cols: Vec<Col<'_>> = Vec::with_capacity(acc.values.len());
-    for &(i, t) in &acc.values {
-        let s = columns[i].as_materialized_series();
-        let col = if t == DType::Int64 {
-            s.i64().ok()?.cont_slice().ok().map(Col::Ints)
-        } else {
-            s.f64().ok()?.cont_slice().ok().map(Col::F)
-        };
-        cols.push(match col {
-            Some(c) => c,
-            None => copies.next()?.col(),
-        });
-    }
+    let sources: Vec<Result<Col<'_>, Vals>> = acc
+        .values
+        .iter()
+        .map(|&(i, t)| {
+            let s = columns[i].as_materialized_series();
+            Some(if t == DType::Int64 {
+                let ca = s.i64().ok()?;
+                ca.cont_slice().map(Col::Ints).map_err(|_| Vals::I(ca.iter().collect()))
+            } else {
+                let ca = s.f64().ok()?;
+                ca.cont_slice()
+                    .map(Col::F)
+                    .map_err(|_| Vals::F(ca.iter().map(|v| v.unwrap_or(f64::NAN)).collect()))
+            })
+        })
+        .collect::<Option<_>>()?;
+    let cols: Vec<Col<'_>> = sources.iter().map(|s| s.as_ref().map_or_else(Vals::col, |c| *c)).collect();
     acc.add_batch(&gids, &cols)?;
     acc.frame(g, vec![key_col.into_column()])
 }
@@ -556,8 +545,9 @@ struct Role {
 }
 
 /// A groupby partial built from CSV bytes fed in runs of whole lines
-/// (the header already removed): every row parsed, filtered and added to
-/// its group as it is met, with no frame of the block built.
+/// (the header already removed): every row parsed and filtered as it is
+/// met, each run's kept rows added to their groups at the run's end, with
+/// no frame of the block built.
 pub(crate) struct CsvGroups<'a> {
     g: &'a GroupSpec,
     sep: u8,

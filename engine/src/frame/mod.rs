@@ -56,6 +56,11 @@ impl Frame {
         self.0.select([name]).ok().map(Frame)
     }
 
+    /// The column of a computed Series (a one-column frame).
+    fn series_column(&self) -> Result<&Column, String> {
+        self.0.columns().first().ok_or_else(|| "a Series without a column".to_string())
+    }
+
     /// `a op b` on computed Series (one-column frames), or on one and a
     /// scalar: the lazy path's typing (an ill-typed operator is refused
     /// with the reason) and kernels, on local data. The result is named
@@ -68,7 +73,7 @@ impl Frame {
             match o {
                 Operand::Scalar(v) => Ok(expr::Expr::Lit(v)),
                 Operand::Series(f) => {
-                    let c = f.0.columns().first().ok_or("a Series without a column")?;
+                    let c = f.series_column()?;
                     if let Some(h) = height
                         && h != c.len()
                     {
@@ -92,7 +97,7 @@ impl Frame {
     /// The rows where `mask` (a computed bool Series of the same rows) is
     /// true; a missing value keeps no row, as the lazy filter does.
     pub fn rows_where(&self, mask: &Frame) -> Result<Frame, String> {
-        let c = mask.0.columns().first().ok_or("a Series without a column")?;
+        let c = mask.series_column()?;
         let m = c.as_materialized_series().bool().map_err(|_| {
             let t =
                 DType::of_polars(c.dtype()).map_or_else(|| c.dtype().to_string(), |t| t.name().to_string());
@@ -109,7 +114,7 @@ impl Frame {
 
     /// `f` of a computed Series' column (an element-wise method).
     pub fn series_map(a: &Frame, f: impl FnOnce(Box<expr::Expr>) -> expr::Expr) -> Result<Frame, String> {
-        let c = a.0.columns().first().ok_or("a Series without a column")?;
+        let c = a.series_column()?;
         let name = c.name().to_string();
         let df = DataFrame::new(c.len(), vec![c.clone().with_name("a".into())]).map_err(|e| e.to_string())?;
         Frame::evaluate(df, &f(Box::new(expr::Expr::col("a"))), &name)
@@ -603,8 +608,7 @@ fn distinct(df: &DataFrame, subset: Option<&[String]>, keep: Keep, stacked: bool
             let mut flagged = df.clone();
             flagged.with_column(dup.with_name(DUPLICATED.into()).into_column())?;
             // The first row of each value carries the flag of all of them.
-            let firsts = flagged.unique_stable(Some(&cols), UniqueKeepStrategy::First, None)?;
-            Ok(firsts)
+            flagged.unique_stable(Some(&cols), UniqueKeepStrategy::First, None)
         }
     }
 }

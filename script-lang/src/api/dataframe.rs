@@ -403,6 +403,57 @@ fn register_operators<S: Clone + Send + Sync + 'static>(
     }
 }
 
+/// A Series, lazy or computed, as the element-wise methods see it: a
+/// column expression that can be extended.
+trait ElementWise: Clone + Send + Sync + 'static {
+    fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<Self>;
+}
+
+impl ElementWise for LazySeries {
+    fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<Self> {
+        Ok(LazySeries { s: self.s.map_expr(f).map_err(err)? })
+    }
+}
+
+impl ElementWise for LocalSeries {
+    /// Evaluated at once, with the lazy path's typing and kernels.
+    fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<Self> {
+        Frame::series_map(&self.0, f).map(|f| LocalSeries(Arc::new(f))).map_err(runtime)
+    }
+}
+
+/// The element-wise Series methods and unary operators for `S`.
+fn register_elementwise<S: ElementWise>(engine: &mut Engine) {
+    let un = |s: &S, op: UnOp| s.map_expr(|e| Expr::Un(op, e));
+    engine.register_fn("-", move |s: S| un(&s, UnOp::Neg));
+    engine.register_fn("!", move |s: S| un(&s, UnOp::Not));
+    for (name, op) in SERIES_UNARY {
+        engine.register_fn(name, move |s: &mut S| un(s, op));
+    }
+    engine.register_fn("round", move |s: &mut S| un(s, UnOp::Round(0)));
+    engine.register_fn("round", move |s: &mut S, d: i64| un(s, UnOp::Round(d.clamp(-300, 300) as i32)));
+    engine.register_fn("astype", |s: &mut S, t: &str| -> Res<S> {
+        let t = dtype_of(&Dynamic::from(t.to_string()), "astype")?;
+        s.map_expr(|e| Expr::Cast(e, t))
+    });
+    engine.register_fn("isin", |s: &mut S, vals: RArray| -> Res<S> {
+        let vals = vals.iter().map(|v| scalar(v, "isin")).collect::<Res<Vec<_>>>()?;
+        s.map_expr(|e| Expr::IsIn(e, vals))
+    });
+    engine.register_fn("between", |s: &mut S, lo: Dynamic, hi: Dynamic| -> Res<S> {
+        let (lo, hi) = (scalar(&lo, "between")?, scalar(&hi, "between")?);
+        s.map_expr(|e| Expr::Between(e, lo, hi))
+    });
+    engine.register_fn("str_contains", |s: &mut S, pat: &str| -> Res<S> {
+        let pat = pat.to_string();
+        s.map_expr(|e| Expr::Contains(e, pat))
+    });
+    engine.register_fn("fillna", |s: &mut S, v: Dynamic| -> Res<S> {
+        let v = scalar(&v, "fillna")?;
+        s.map_expr(|e| Expr::FillNa(e, v))
+    });
+}
+
 /// `a op b` where one side at least is a computed Series.
 fn local_binary(a: &Dynamic, b: &Dynamic, op: BinOp) -> Res<LocalSeries> {
     let (x, y) = (
@@ -700,37 +751,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
 
     // Series operators, with Series and scalars on either side.
     register_operators::<LazySeries>(engine, series_binary);
-    let un =
-        |s: &LazySeries, op: UnOp| -> Res<LazySeries> { Ok(LazySeries { s: s.s.unary(op).map_err(err)? }) };
-    engine.register_fn("-", move |s: LazySeries| un(&s, UnOp::Neg));
-    engine.register_fn("!", move |s: LazySeries| un(&s, UnOp::Not));
-    for (name, op) in SERIES_UNARY {
-        engine.register_fn(name, move |s: &mut LazySeries| un(s, op));
-    }
-    engine.register_fn("round", move |s: &mut LazySeries| un(s, UnOp::Round(0)));
-    engine.register_fn("round", move |s: &mut LazySeries, d: i64| {
-        un(s, UnOp::Round(d.clamp(-300, 300) as i32))
-    });
-    engine.register_fn("astype", |s: &mut LazySeries, t: &str| -> Res<LazySeries> {
-        let t = dtype_of(&Dynamic::from(t.to_string()), "astype")?;
-        Ok(LazySeries { s: s.s.map_expr(|e| Expr::Cast(e, t)).map_err(err)? })
-    });
-    engine.register_fn("isin", |s: &mut LazySeries, vals: RArray| -> Res<LazySeries> {
-        let vals = vals.iter().map(|v| scalar(v, "isin")).collect::<Res<Vec<_>>>()?;
-        Ok(LazySeries { s: s.s.map_expr(|e| Expr::IsIn(e, vals)).map_err(err)? })
-    });
-    engine.register_fn("between", |s: &mut LazySeries, lo: Dynamic, hi: Dynamic| -> Res<LazySeries> {
-        let (lo, hi) = (scalar(&lo, "between")?, scalar(&hi, "between")?);
-        Ok(LazySeries { s: s.s.map_expr(|e| Expr::Between(e, lo, hi)).map_err(err)? })
-    });
-    engine.register_fn("str_contains", |s: &mut LazySeries, pat: &str| -> Res<LazySeries> {
-        let pat = pat.to_string();
-        Ok(LazySeries { s: s.s.map_expr(|e| Expr::Contains(e, pat)).map_err(err)? })
-    });
-    engine.register_fn("fillna", |s: &mut LazySeries, v: Dynamic| -> Res<LazySeries> {
-        let v = scalar(&v, "fillna")?;
-        Ok(LazySeries { s: s.s.map_expr(|e| Expr::FillNa(e, v)).map_err(err)? })
-    });
+    register_elementwise::<LazySeries>(engine);
     engine.register_fn("rename", |s: &mut LazySeries, name: &str| LazySeries { s: s.s.rename(name) });
     engine.register_fn("to_frame", |s: &mut LazySeries| LazyFrame { f: s.s.to_frame() });
 
@@ -832,39 +853,7 @@ pub fn register_local(engine: &mut Engine) {
     engine.register_fn("to_debug", |s: &mut LocalSeries| local_series_text(&s.0));
     // Operators as on lazy Series, evaluated at once.
     register_operators::<LocalSeries>(engine, local_binary);
-    fn map(s: &LocalSeries, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<LocalSeries> {
-        Frame::series_map(&s.0, f).map(|f| LocalSeries(Arc::new(f))).map_err(runtime)
-    }
-    let un = |s: &LocalSeries, op: UnOp| map(s, |e| Expr::Un(op, e));
-    engine.register_fn("-", move |s: LocalSeries| un(&s, UnOp::Neg));
-    engine.register_fn("!", move |s: LocalSeries| un(&s, UnOp::Not));
-    for (name, op) in SERIES_UNARY {
-        engine.register_fn(name, move |s: &mut LocalSeries| un(s, op));
-    }
-    engine.register_fn("round", move |s: &mut LocalSeries| un(s, UnOp::Round(0)));
-    engine.register_fn("round", move |s: &mut LocalSeries, d: i64| {
-        un(s, UnOp::Round(d.clamp(-300, 300) as i32))
-    });
-    engine.register_fn("astype", |s: &mut LocalSeries, t: &str| -> Res<LocalSeries> {
-        let t = dtype_of(&Dynamic::from(t.to_string()), "astype")?;
-        map(s, |e| Expr::Cast(e, t))
-    });
-    engine.register_fn("isin", |s: &mut LocalSeries, vals: RArray| -> Res<LocalSeries> {
-        let vals = vals.iter().map(|v| scalar(v, "isin")).collect::<Res<Vec<_>>>()?;
-        map(s, |e| Expr::IsIn(e, vals))
-    });
-    engine.register_fn("between", |s: &mut LocalSeries, lo: Dynamic, hi: Dynamic| -> Res<LocalSeries> {
-        let (lo, hi) = (scalar(&lo, "between")?, scalar(&hi, "between")?);
-        map(s, |e| Expr::Between(e, lo, hi))
-    });
-    engine.register_fn("str_contains", |s: &mut LocalSeries, pat: &str| -> Res<LocalSeries> {
-        let pat = pat.to_string();
-        map(s, |e| Expr::Contains(e, pat))
-    });
-    engine.register_fn("fillna", |s: &mut LocalSeries, v: Dynamic| -> Res<LocalSeries> {
-        let v = scalar(&v, "fillna")?;
-        map(s, |e| Expr::FillNa(e, v))
-    });
+    register_elementwise::<LocalSeries>(engine);
     engine.register_indexer_get(|f: &mut LocalFrame, mask: LocalSeries| -> Res<LocalFrame> {
         f.0.rows_where(&mask.0).map(|r| LocalFrame(Arc::new(r))).map_err(runtime)
     });
