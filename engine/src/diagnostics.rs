@@ -50,6 +50,8 @@ pub struct Snapshot {
     pub threads: usize,
     pub busy_threads: usize,
     pub transitions: u64,
+    /// Tasks the scheduler holds (0 once nothing is referenced).
+    pub tasks_held: usize,
 }
 
 impl Snapshot {

@@ -8,6 +8,7 @@
 
 pub mod array;
 pub mod bag;
+pub mod client;
 pub mod collections;
 pub mod diagnostics;
 pub mod error;
@@ -24,6 +25,7 @@ pub mod value;
 #[cfg(test)]
 mod testing;
 
+pub use client::{CancelToken, Client, Future};
 pub use error::{EngineError, SourcePos, TaskError, TaskErrorKind};
 pub use graph::{Graph, Key, Task};
 pub use value::Value;

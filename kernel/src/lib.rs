@@ -10,6 +10,7 @@
 
 pub mod install;
 mod progress;
+mod report;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -31,20 +32,7 @@ use jupyter_zmq_client::{
 };
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-/// What the session thread reports while it runs a cell.
-#[derive(Debug)]
-pub enum Out {
-    Stdout(String),
-    Stderr(String),
-    Display(Rendered),
-    /// A progress display: shown first, then updated in place.
-    Progress {
-        id: String,
-        plain: String,
-        html: String,
-        first: bool,
-    },
-}
+pub use report::Out;
 
 /// Work for the session thread.
 type Job = Box<dyn FnOnce(&mut Session) + Send>;
@@ -79,7 +67,7 @@ pub fn run(connection_file: &Path) -> Result<(), KernelError> {
 }
 
 /// The session thread: runs jobs in order, reports outputs on `out`.
-fn session_thread(out: UnboundedSender<Out>) -> (mpsc::Sender<Job>, brisk_engine::local::CancelToken) {
+fn session_thread(out: UnboundedSender<Out>) -> (mpsc::Sender<Job>, brisk_engine::CancelToken) {
     let (tx, rx) = mpsc::channel::<Job>();
     let (token_tx, token_rx) = mpsc::channel();
     std::thread::Builder::new()

@@ -13,7 +13,7 @@ use brisk_engine::diagnostics::Snapshot;
 use brisk_script::SessionState;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::Out;
+use crate::report::Out;
 
 const DELAY: Duration = Duration::from_millis(500);
 const TICK: Duration = Duration::from_millis(250);
@@ -92,13 +92,13 @@ pub fn render(groups: &[(String, u64, u64)], elapsed: Duration) -> (String, Stri
 }
 
 fn watch(state: &SessionState, out: &UnboundedSender<Out>, stop: &AtomicBool, id: &str) {
-    let base = state.runtime().snapshot();
+    let base = state.client().snapshot();
     let t0 = Instant::now();
     let mut shown = false;
     let mut last = Vec::new();
     loop {
         let stopping = stop.load(Ordering::SeqCst);
-        let now = state.runtime().snapshot();
+        let now = state.client().snapshot();
         let g = groups(&base, &now);
         if !g.is_empty() {
             last = g;

@@ -77,9 +77,9 @@ fn history_path() -> Option<PathBuf> {
 
 /// Run the REPL until `:quit` or Ctrl-D.
 pub fn run(session: Session) -> anyhow::Result<ExitCode> {
-    crate::interrupt_on_ctrl_c(&session, false);
+    crate::terminal::interrupt_on_ctrl_c(&session, false);
     session.set_output(std::sync::Arc::new(crate::dash::inline::print_line));
-    let colour = crate::colour_on(&std::io::stdout());
+    let colour = crate::terminal::colour_on(&std::io::stdout());
     let session = Rc::new(RefCell::new(session));
     let mut rl: Editor<BriskHelper, DefaultHistory> = Editor::new()?;
     rl.set_helper(Some(BriskHelper { session: session.clone(), hinter: HistoryHinter::new(), colour }));

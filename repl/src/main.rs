@@ -5,6 +5,7 @@
 mod dash;
 mod highlight;
 mod interactive;
+mod terminal;
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use brisk_script::{ErrorKind, Session};
 use clap::{Parser, Subcommand};
+use terminal::{colour_on, interrupt_on_ctrl_c};
 
 #[derive(Parser)]
 #[command(
@@ -152,27 +154,6 @@ fn repl() -> anyhow::Result<ExitCode> {
         return Ok(report(result));
     }
     interactive::run(session)
-}
-
-/// Ctrl-C cancels what the session runs (the script and any compute it
-/// waits for, running tasks included). In `brisk run` a second Ctrl-C ends
-/// the process; the REPL keeps going.
-fn interrupt_on_ctrl_c(session: &Session, second_exits: bool) {
-    let token = session.cancel_token();
-    let installed = ctrlc::set_handler(move || {
-        if second_exits && token.is_cancelled() {
-            std::process::exit(130);
-        }
-        token.cancel();
-    });
-    if let Err(e) = installed {
-        eprintln!("warning: Ctrl-C will end brisk at once ({e})");
-    }
-}
-
-/// Colours on a terminal, unless `NO_COLOR` is set (no-color.org).
-pub fn colour_on(stream: &impl IsTerminal) -> bool {
-    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
 /// Print an error once, clearly; the exit code tells what kind it was.

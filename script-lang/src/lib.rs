@@ -3,6 +3,7 @@
 //! form (`ship`).
 
 pub mod api;
+pub mod collection;
 pub mod complete;
 pub mod convert;
 pub mod display;

@@ -6,13 +6,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use brisk_engine::graph::Annotations;
-use brisk_engine::local::{CancelToken, LocalConfig, Runtime};
+use brisk_engine::graph::{Annotations, LayerRef, materialize};
+use brisk_engine::local::{LocalConfig, Runtime};
 use brisk_engine::ops::{Code, SourceChunk};
-use rhai::{AST, Dynamic, Engine, Scope};
+use brisk_engine::{CancelToken, Client, Future, Graph, Key, Value};
+use rhai::{AST, Dynamic, Engine, EvalAltResult, Scope};
 
 use crate::api::{self, AnnotationScope, SessionConfig};
-use crate::error::ScriptError;
+use crate::error::{ScriptError, engine_error};
 use crate::ship::{self, RhaiUdfs};
 
 /// Where `print` output goes.
@@ -32,7 +33,9 @@ pub type DisplaySink = Arc<dyn Fn(&Rendered) + Send + Sync>;
 
 /// What registered functions share with the session.
 pub struct SessionState {
-    runtime: RwLock<Arc<Runtime>>,
+    /// Whatever runs the session's graphs: the embedded local runtime, or
+    /// (later) a client of a remote scheduler. Nothing else knows which.
+    client: RwLock<Arc<dyn Client>>,
     config: Mutex<SessionConfig>,
     code: Mutex<Arc<Code>>,
     /// For each script function (closures included), the input that
@@ -54,9 +57,38 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+type Res<T> = Result<T, Box<EvalAltResult>>;
+
 impl SessionState {
-    pub fn runtime(&self) -> Arc<Runtime> {
-        self.runtime.read().unwrap_or_else(|e| e.into_inner()).clone()
+    /// The session's client now (a `config` change may replace it).
+    pub fn client(&self) -> Arc<dyn Client> {
+        self.client.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Run `graph` for `outputs`. Every graph the session runs, whatever
+    /// built it, goes through here.
+    pub fn submit(&self, graph: Graph, outputs: &[Key]) -> Res<Vec<Future>> {
+        self.client().submit(graph, outputs).map_err(engine_error)
+    }
+
+    /// The values of `outputs` of the layers reachable from `roots`.
+    pub fn compute(&self, roots: &[LayerRef], outputs: &[Key]) -> Res<Vec<Value>> {
+        let futures = self.submit(materialize(roots), outputs)?;
+        self.gather(&futures)
+    }
+
+    /// Compute `outputs` and keep them on the client, as long as the
+    /// futures live. Waits until they are there, as Dask's local
+    /// schedulers do, so a failure shows at `persist`.
+    pub fn persist(&self, root: &LayerRef, outputs: &[Key]) -> Res<Vec<Future>> {
+        let futures = self.submit(materialize(std::slice::from_ref(root)), outputs)?;
+        self.gather(&futures)?;
+        Ok(futures)
+    }
+
+    /// The results of `futures`, in order; an interrupt stops the wait.
+    pub fn gather(&self, futures: &[Future]) -> Res<Vec<Value>> {
+        self.client().gather(futures, &self.cancel).map_err(engine_error)
     }
 
     pub fn config(&self) -> SessionConfig {
@@ -72,8 +104,8 @@ impl SessionState {
         *cur = next.clone();
         drop(cur);
         if restart {
-            let rt = Arc::new(make_runtime(&next, &self.udfs));
-            *self.runtime.write().unwrap_or_else(|e| e.into_inner()) = rt;
+            let client = make_client(&next, &self.udfs);
+            *self.client.write().unwrap_or_else(|e| e.into_inner()) = client;
         }
     }
 
@@ -135,14 +167,14 @@ impl SessionState {
     }
 }
 
-fn make_runtime(config: &SessionConfig, udfs: &Arc<RhaiUdfs>) -> Runtime {
+fn make_client(config: &SessionConfig, udfs: &Arc<RhaiUdfs>) -> Arc<dyn Client> {
     let local = LocalConfig {
         threads: config.num_workers,
         sync: config.scheduler == "sync",
         fuse: config.fuse,
         resources: Vec::new(),
     };
-    Runtime::new(local, udfs.clone())
+    Arc::new(Runtime::new(local, udfs.clone()))
 }
 
 /// A scripting session.
@@ -162,10 +194,10 @@ impl Session {
     pub fn with_config(config: SessionConfig) -> Session {
         ship::init();
         let udfs = Arc::new(RhaiUdfs::new(api::worker_engine));
-        let runtime = Arc::new(make_runtime(&config, &udfs));
+        let client = make_client(&config, &udfs);
         let stdout: OutputSink = Arc::new(|s: &str| println!("{s}"));
         let state = Arc::new(SessionState {
-            runtime: RwLock::new(runtime),
+            client: RwLock::new(client),
             config: Mutex::new(config),
             code: Mutex::new(Arc::new(Code { id: ship::code_id(&[]), chunks: Vec::new() })),
             fn_sources: Mutex::new(HashMap::new()),

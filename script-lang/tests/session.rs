@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use brisk_engine::CancelToken;
 use brisk_engine::Value;
-use brisk_engine::local::CancelToken;
 use brisk_engine::ops::{TaskContext, UdfRunner};
 use brisk_script::{ErrorKind, Session};
 
@@ -43,13 +43,13 @@ fn eval_interrupted_after(s: &mut Session, text: &str, after: Duration) {
 
 /// Wait (up to 5 s) until the runtime has no running task and holds nothing.
 fn wait_until_drained(s: &Session) {
-    let rt = s.state().runtime();
+    let rt = s.state().client();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while (rt.snapshot().busy_threads > 0 || rt.tasks_held() > 0) && Instant::now() < deadline {
+    while (rt.snapshot().busy_threads > 0 || rt.snapshot().tasks_held > 0) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(rt.snapshot().busy_threads, 0, "a task is still running");
-    assert_eq!(rt.tasks_held(), 0, "the runtime still holds tasks");
+    assert_eq!(rt.snapshot().tasks_held, 0, "the runtime still holds tasks");
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn shared_sub_expressions_run_once() {
     let _ = eval_ok(&mut s, "let x = delayed(|v| v * 2).call(21); let a = x + 1; let b = x - 1;");
     let v = eval_ok(&mut s, "compute(a, b)");
     assert_eq!(brisk_script::convert::to_value(&v, "r").ok().map(|v| v.to_json()), Some("[43,41]".into()));
-    let groups = s.state().runtime().snapshot().groups;
+    let groups = s.state().client().snapshot().groups;
     let lambda = groups.iter().find(|g| &*g.name == "lambda").expect("lambda group");
     assert_eq!(lambda.total, 1, "x was computed once for both results");
 }
@@ -243,12 +243,12 @@ fn persisted_values_are_reused_not_recomputed() {
     let v = eval_ok(&mut s, "compute(x + 1, x - 1) + [x.compute()]");
     let v = brisk_script::convert::to_value(&v, "r").expect("value");
     assert_eq!(v.to_json(), "[43,41,42]");
-    let groups = s.state().runtime().snapshot().groups;
+    let groups = s.state().client().snapshot().groups;
     let lambda = groups.iter().find(|g| &*g.name == "lambda").expect("lambda group");
     assert_eq!((lambda.total, lambda.done), (1, 1), "the persisted task ran once");
     // Dropping the persisted value releases it.
     let _ = eval_ok(&mut s, "x = ();");
-    assert_eq!(s.state().runtime().tasks_held(), 0);
+    assert_eq!(s.state().client().snapshot().tasks_held, 0);
 }
 
 #[test]
@@ -338,4 +338,50 @@ fn an_error_inside_a_function_points_into_the_input_that_defines_it() {
     let _ = s.eval("let a = 1;\nfn bad(x) {\n    x.nope()\n}", "<input 1>").expect("defines");
     let e = s.eval("bad(1)", "<input 2>").expect_err("fails");
     assert_eq!((e.origin.as_str(), e.line, e.column), ("<input 1>", Some(3), Some(7)), "{e}");
+}
+
+/// The collection protocol: `persist()` on every kind of collection gives
+/// the same kind back, backed by results the client holds. Later graphs
+/// read those results (the persisted tasks run once), the answers stay the
+/// same, and dropping the collection releases everything.
+#[test]
+fn every_collection_persists_to_the_same_kind() {
+    let (mut s, _) = session();
+    let script = r#"
+        let b = from_sequence([1, 2, 3, 4, 5, 6], #{npartitions: 3}).map(|x| x * 10);
+        let df = from_columns(#{x: [1, 2, 3, 4, 5, 6], y: [6, 5, 4, 3, 2, 1]}, #{npartitions: 2});
+        let f = df.map_partitions(|p| p);
+        let kinds = [];
+        let pb = b.persist();
+        let pf = f.persist();
+        let ps = (f["x"] + f["y"]).persist();
+        let pd = delayed(|v| v * 2).call(21).persist();
+        let pa = arange(0, 10, 1, #{chunks: 5}).persist();
+        for v in [pb, pf, ps, pd, pa] { kinds.push(type_of(v)); }
+        kinds
+    "#;
+    let kinds = eval_ok(&mut s, script);
+    let kinds = brisk_script::convert::to_value(&kinds, "kinds").expect("kinds").to_json();
+    assert_eq!(kinds, r#"["Bag","DataFrame","Series","Delayed","Array"]"#);
+    let before = s.state().client().snapshot().groups;
+    let total = |groups: &[brisk_engine::diagnostics::GroupProgress], name: &str| {
+        groups.iter().filter(|g| &*g.name == name).map(|g| g.total).sum::<u64>()
+    };
+    let (map_runs, part_runs) = (total(&before, "map"), total(&before, "map_partitions"));
+    assert_eq!((map_runs, part_runs), (3, 2), "each partition ran once: {before:?}");
+    let v = eval_ok(
+        &mut s,
+        r#"[pb.sum().compute(), pb.count().compute(), pf["x"].sum().compute(), ps.max().compute(),
+            pf.compute().num_rows(), pd.compute(), pa.sum().compute(), (pa * 2).sum().compute()]"#,
+    );
+    let v = brisk_script::convert::to_value(&v, "results").expect("results").to_json();
+    assert_eq!(v, "[210,6,21,7,6,42,45,90]");
+    let after = s.state().client().snapshot().groups;
+    assert_eq!(
+        (total(&after, "map"), total(&after, "map_partitions")),
+        (map_runs, part_runs),
+        "computing persisted collections did not run their tasks again"
+    );
+    let _ = eval_ok(&mut s, "pb = (); pf = (); ps = (); pd = (); pa = (); b = (); f = (); df = ();");
+    wait_until_drained(&s);
 }

@@ -136,6 +136,21 @@ impl Bag {
     }
 }
 
+impl super::Collection for Bag {
+    fn partitions(&self) -> (LayerRef, Vec<Key>) {
+        Bag::partitions(self, &Ctx::default())
+    }
+
+    fn finalize(&self) -> (LayerRef, Key) {
+        finalize(self)
+    }
+
+    fn persisted(&self, keys: Vec<Key>, futures: Vec<crate::client::Future>) -> Bag {
+        let layer = super::held_layer(format!("persisted-{}", self.token), futures);
+        Bag::of_keys(layer, keys, self.label)
+    }
+}
+
 /// Dask's partitioning of a sequence: `npartitions` parts, or about 100
 /// (one record each for 100 records or fewer).
 pub fn from_sequence(ctx: &Ctx, records: Vec<Value>, npartitions: Option<usize>) -> Result<Bag, BagError> {

@@ -696,6 +696,45 @@ impl DataFrame {
 }
 
 /// What `assign` puts in a column.
+impl super::Collection for DataFrame {
+    fn partitions(&self) -> (LayerRef, Vec<Key>) {
+        DataFrame::partitions(self, &Ctx::default())
+    }
+
+    fn finalize(&self) -> (LayerRef, Key) {
+        DataFrame::finalize(self)
+    }
+
+    /// Same columns, rows and identities: Series of this frame still fit
+    /// the persisted one, and known divisions stay known.
+    fn persisted(&self, keys: Vec<Key>, futures: Vec<crate::client::Future>) -> DataFrame {
+        let layer = super::held_layer(format!("persisted-{}", self.token), futures);
+        DataFrame {
+            parts: Arc::new(keys.into_iter().map(Part::Key).collect()),
+            deps: vec![layer],
+            csv: None,
+            source_schema: self.schema.clone(),
+            stages: Arc::new(Vec::new()),
+            ..self.clone()
+        }
+    }
+}
+
+impl super::Collection for Series {
+    fn partitions(&self) -> (LayerRef, Vec<Key>) {
+        self.to_frame().partitions(&Ctx::default())
+    }
+
+    fn finalize(&self) -> (LayerRef, Key) {
+        self.to_frame().finalize()
+    }
+
+    fn persisted(&self, keys: Vec<Key>, futures: Vec<crate::client::Future>) -> Series {
+        let frame = self.to_frame().persisted(keys, futures);
+        Series { frame, expr: Expr::Col(self.name.clone()), name: self.name.clone(), dtype: self.dtype }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum Assigned {
     Series(Series),

@@ -5,12 +5,42 @@
 pub mod array;
 pub mod bag;
 pub mod dataframe;
+pub mod delayed;
 pub mod shuffle;
 
 use std::sync::Arc;
 
 use crate::Task;
-use crate::graph::{Key, Layer, LayerRef};
+use crate::client::Future;
+use crate::graph::{Key, Layer, LayerRef, Pin};
+
+/// What every lazy collection tells the code that runs it (Dask's
+/// `__dask_graph__`, `__dask_keys__`, `__dask_postcompute__` and
+/// `__dask_postpersist__`). `compute`, `persist` and `visualize` are
+/// written once against it.
+pub trait Collection {
+    /// The tasks that compute the partitions (blocks, or the one value of a
+    /// `Delayed`), and one key per partition, in order.
+    fn partitions(&self) -> (LayerRef, Vec<Key>);
+
+    /// One task from the partitions to the value `compute` returns (blocks
+    /// joined into one array, partitions stacked into one frame), and its key.
+    fn finalize(&self) -> (LayerRef, Key);
+
+    /// The same collection read from results already held under the keys
+    /// of `partitions()`, which `futures` keep alive for as long as
+    /// anything built on the returned collection exists.
+    fn persisted(&self, keys: Vec<Key>, futures: Vec<Future>) -> Self
+    where
+        Self: Sized;
+}
+
+/// A layer without tasks whose keys are results held by a client, kept
+/// alive by `futures`.
+pub(crate) fn held_layer(name: impl Into<Arc<str>>, futures: Vec<Future>) -> LayerRef {
+    let pin: Pin = Arc::new(futures);
+    Layer::pinned(name, Vec::new(), Vec::new(), vec![pin])
+}
 
 /// The combine levels of a tree reduction over `level` (the keys of
 /// `first`): groups of `fan_in` keys are merged by `combine(key, group)`

@@ -608,10 +608,11 @@ fn join_spec(left: &DataFrame, right: &DataFrame, a: &MergeArgs) -> Result<(Join
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::{CancelToken, Client};
     use crate::diagnostics::Event;
     use crate::frame::agg::Red;
     use crate::graph::materialize;
-    use crate::local::{CancelToken, LocalConfig, Runtime};
+    use crate::local::{LocalConfig, Runtime};
     use crate::ops::NoUdfs;
     use crate::value::Value;
     use std::collections::BTreeSet;

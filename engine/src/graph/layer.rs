@@ -2,26 +2,58 @@
 //! holding its tasks and `Arc`s to the layers it reads, so building an
 //! expression is O(tasks it adds), never a copy of the whole graph.
 
+use std::any::Any;
+use std::fmt;
 use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 
 use super::{Graph, Task};
 
+/// What keeps results held by a client alive (its futures), type-erased so
+/// that graphs need not know the client.
+pub type Pin = Arc<dyn Any + Send + Sync>;
+
 /// One operation's tasks and the layers they read.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Layer {
     /// Deterministic name (`"inc-<token>"`); layers with equal names hold equal tasks.
     pub name: Arc<str>,
     pub tasks: Vec<Task>,
     pub deps: Vec<LayerRef>,
+    /// Results that tasks of this layer's dependents read as *external*
+    /// keys (persisted collections, futures passed as arguments). Held here
+    /// so that they live exactly as long as anything built on them, as Dask
+    /// keeps the futures of a persisted collection inside its graph.
+    pub pins: Vec<Pin>,
+}
+
+impl fmt::Debug for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Layer")
+            .field("name", &self.name)
+            .field("tasks", &self.tasks.len())
+            .field("deps", &self.deps.len())
+            .field("pins", &self.pins.len())
+            .finish()
+    }
 }
 
 pub type LayerRef = Arc<Layer>;
 
 impl Layer {
     pub fn new(name: impl Into<Arc<str>>, tasks: Vec<Task>, deps: Vec<LayerRef>) -> LayerRef {
-        Arc::new(Layer { name: name.into(), tasks, deps })
+        Arc::new(Layer { name: name.into(), tasks, deps, pins: Vec::new() })
+    }
+
+    /// A layer that also keeps `pins` alive.
+    pub fn pinned(
+        name: impl Into<Arc<str>>,
+        tasks: Vec<Task>,
+        deps: Vec<LayerRef>,
+        pins: Vec<Pin>,
+    ) -> LayerRef {
+        Arc::new(Layer { name: name.into(), tasks, deps, pins })
     }
 }
 

@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 pub use key::{Key, group_of};
-pub use layer::{Layer, LayerRef, materialize};
+pub use layer::{Layer, LayerRef, Pin, materialize};
 pub use token::Tokenizer;
 
 use crate::ops::Op;

@@ -5,8 +5,6 @@
 //! lock acquisition. `sync` mode runs the very same loop on the calling
 //! thread (STYLE habit 3): no pool, tasks run while a client waits.
 
-mod future;
-
 use std::collections::BinaryHeap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,9 +14,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-pub use future::{AsCompleted, Future, Status, gather, wait};
-use future::{Cell, Inner};
-
+use crate::client::{CancelToken, Cell, Client, Future, FutureHost, Status, WorkerInfo};
 use crate::diagnostics::{Event, Hub, Snapshot};
 use crate::error::{EngineError, TaskError};
 use crate::graph::{self, Graph, Key};
@@ -47,30 +43,6 @@ impl Default for LocalConfig {
             fuse: true,
             resources: Vec::new(),
         }
-    }
-}
-
-/// A flag to stop waiting (Ctrl-C, a Jupyter interrupt). Passed in, never global.
-#[derive(Clone, Debug, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
-
-impl CancelToken {
-    pub fn new() -> CancelToken {
-        CancelToken::default()
-    }
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-    pub fn reset(&self) {
-        self.0.store(false, Ordering::SeqCst);
-    }
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    /// The flag itself, for code that must poll it where a token cannot go.
-    pub fn flag(&self) -> &Arc<AtomicBool> {
-        &self.0
     }
 }
 
@@ -212,34 +184,6 @@ impl Runtime {
         &self.shared.config
     }
 
-    /// Optimize a graph (cull to `outputs`, fuse, order) and start computing
-    /// it; one future per output, in order. Keys the graph uses but does not
-    /// define must be held by this runtime (futures, persisted results).
-    pub fn submit(&self, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
-        self.shared.submit(graph, outputs)
-    }
-
-    /// Submit, wait for every output and return their values.
-    pub fn compute(
-        &self,
-        graph: Graph,
-        outputs: &[Key],
-        cancel: &CancelToken,
-    ) -> Result<Vec<Value>, EngineError> {
-        let futures = self.submit(graph, outputs)?;
-        gather(&futures, cancel)
-    }
-
-    /// Per-group progress and memory, now.
-    pub fn snapshot(&self) -> Snapshot {
-        self.shared.snapshot()
-    }
-
-    /// Events as they happen (bounded, lossy: see `diagnostics`).
-    pub fn subscribe(&self, capacity: usize) -> crossbeam_channel::Receiver<Event> {
-        self.shared.lock().hub.subscribe(capacity)
-    }
-
     /// Tasks the scheduler holds now (for tests: 0 once nothing is referenced).
     pub fn tasks_held(&self) -> usize {
         self.shared.lock().core.ntasks()
@@ -247,6 +191,49 @@ impl Runtime {
 
     pub fn validate(&self) -> Result<(), String> {
         self.shared.lock().core.validate()
+    }
+}
+
+impl Client for Runtime {
+    /// Cull to `outputs`, fuse, order, then hand the tasks to the state machine.
+    fn submit(&self, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
+        self.shared.submit(graph, outputs)
+    }
+
+    fn workers(&self) -> Vec<WorkerInfo> {
+        let snap = self.shared.snapshot();
+        vec![WorkerInfo {
+            name: "local".into(),
+            address: "inproc://local".into(),
+            threads: snap.threads,
+            running: snap.busy_threads,
+            memory: snap.memory_bytes,
+            memory_limit: None,
+            spilled: 0,
+            gpu: "no GPU".into(),
+            resources: self.shared.config.resources.clone(),
+        }]
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.shared.snapshot()
+    }
+
+    fn subscribe(&self, capacity: usize) -> crossbeam_channel::Receiver<Event> {
+        self.shared.lock().hub.subscribe(capacity)
+    }
+
+    fn describe(&self) -> String {
+        let cfg = &self.shared.config;
+        format!(
+            "<Client: local, threads={}, scheduler={}>",
+            cfg.threads,
+            if cfg.sync { "sync" } else { "threads" }
+        )
+    }
+
+    fn close(&self) {
+        self.shared.break_down("the client was closed");
     }
 }
 
@@ -263,10 +250,6 @@ impl Drop for Runtime {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn is_sync(&self) -> bool {
-        self.config.sync
     }
 
     fn submit(self: &Arc<Self>, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
@@ -321,18 +304,11 @@ impl Shared {
         // The scheduler checked the outputs too; nothing below can fail, so
         // no reference it counted for them can leak.
         let mut futures = Vec::with_capacity(outputs.len());
+        let host: Weak<dyn FutureHost> = Arc::downgrade(self) as Weak<dyn FutureHost>;
         for (k, task) in outputs.iter().filter_map(|k| st.core.lookup(k).map(|t| (k, t))) {
-            let cell = Cell::new();
+            let (future, cell) = Future::pending(k.clone(), task.to_bits(), host.clone());
             st.cells.entry(task).or_default().push(Arc::downgrade(&cell));
-            futures.push(Future {
-                inner: Arc::new(Inner {
-                    key: k.clone(),
-                    task,
-                    cell,
-                    runtime: Arc::downgrade(self),
-                    released: AtomicBool::new(false),
-                }),
-            });
+            futures.push(future);
         }
         self.apply(st);
         Ok(futures)
@@ -357,7 +333,7 @@ impl Shared {
     }
 
     /// Drop one want (a future went away).
-    pub(crate) fn release(&self, task: TaskId, cell: &Arc<Cell>) {
+    fn release_task(&self, task: TaskId, cell: &Arc<Cell>) {
         let mut st = self.lock();
         if st.shutdown {
             return;
@@ -558,7 +534,7 @@ impl Shared {
 
     /// Sync mode: run the next job on this thread. An interrupt of the
     /// waiting client stops the job and puts it back: the task did not fail.
-    pub(crate) fn run_one_inline(&self, interrupt: &CancelToken) -> Result<(), EngineError> {
+    fn run_one_inline(&self, interrupt: &CancelToken) -> Result<(), EngineError> {
         let mut st = self.lock();
         if st.shutdown {
             return Err(EngineError::Shutdown);
@@ -589,7 +565,7 @@ impl Shared {
         })
     }
 
-    pub(crate) fn wait_for(&self, cells: &[Arc<Cell>], cancel: &CancelToken) -> Result<(), EngineError> {
+    fn wait_cells(&self, cells: &[Arc<Cell>], cancel: &CancelToken) -> Result<(), EngineError> {
         for cell in cells {
             loop {
                 if cell.status() != Status::Pending {
@@ -616,7 +592,22 @@ impl Shared {
             threads: self.config.threads,
             busy_threads: st.busy,
             transitions: st.core.transition_count(),
+            tasks_held: st.core.ntasks(),
         }
+    }
+}
+
+impl FutureHost for Shared {
+    fn release(&self, id: u64, cell: &Arc<Cell>) {
+        self.release_task(TaskId::from_bits(id), cell);
+    }
+
+    fn wait_for(&self, cells: &[Arc<Cell>], cancel: &CancelToken) -> Result<(), EngineError> {
+        self.wait_cells(cells, cancel)
+    }
+
+    fn run_inline(&self, cancel: &CancelToken) -> Option<Result<(), EngineError>> {
+        self.config.sync.then(|| self.run_one_inline(cancel))
     }
 }
 

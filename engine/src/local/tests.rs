@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::client::AsCompleted;
 use crate::graph::{Annotations, Task};
 use crate::ops::{Arg, Builtin, Code, Func, NoUdfs, Udf};
 

@@ -36,6 +36,17 @@ pub use slab::SlabId;
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct TaskId(SlabId);
 
+impl TaskId {
+    /// The id as one number, for handles outside the scheduler (futures).
+    pub fn to_bits(self) -> u64 {
+        (u64::from(self.0.generation) << 32) | u64::from(self.0.index)
+    }
+
+    pub fn from_bits(bits: u64) -> TaskId {
+        TaskId(SlabId { index: bits as u32, generation: (bits >> 32) as u32 })
+    }
+}
+
 /// A worker: a pool of threads with its own memory (a process, or the whole
 /// local thread pool).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use brisk_engine::local::CancelToken;
+use brisk_engine::CancelToken;
 use brisk_script::SessionState;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::style::Style;
@@ -28,7 +28,7 @@ pub fn show<T>(
     let mut terminal = ratatui::try_init()?;
     let drawer = std::thread::Builder::new().name("brisk-dash".into()).spawn(move || {
         let sampler = Sampler::new(state);
-        let events = sampler.state().runtime().subscribe(65_536);
+        let events = sampler.state().client().subscribe(65_536);
         let mut model = Model::new(&Default::default());
         let mut result = Ok(());
         loop {

@@ -28,7 +28,7 @@ impl Sampler {
     }
 
     pub fn snapshot(&self) -> brisk_engine::diagnostics::Snapshot {
-        self.state.runtime().snapshot()
+        self.state.client().snapshot()
     }
 
     pub fn sample(&self) -> Sample {

@@ -277,7 +277,14 @@ mod tests {
     fn sample(ms: u64, groups: Vec<GroupProgress>, cpu: f64, memory: u64) -> Sample {
         Sample {
             at: Duration::from_millis(ms),
-            snapshot: Snapshot { groups, memory_bytes: memory, threads: 4, busy_threads: 3, transitions: 0 },
+            snapshot: Snapshot {
+                groups,
+                memory_bytes: memory,
+                threads: 4,
+                busy_threads: 3,
+                transitions: 0,
+                tasks_held: 0,
+            },
             cpu_seconds: Some(cpu),
             memory_limit: Some(8 << 30),
             gpus: Gpus::None("no GPU device".into()),

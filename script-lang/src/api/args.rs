@@ -2,32 +2,16 @@
 //! inside the arguments (also inside arrays and maps) become dependencies,
 //! everything else a literal; all of it feeds the deterministic token.
 
+use brisk_engine::Future;
 use brisk_engine::Key;
 use brisk_engine::graph::{LayerRef, Tokenizer};
-use brisk_engine::local::Future;
 use brisk_engine::ops::Arg;
 use rhai::{Array, Dynamic, Map};
 use std::collections::HashMap as FxHashMap;
 
-use super::{Delayed, LazyArray, RFuture};
+use super::RFuture;
+use crate::collection::Lazy;
 use crate::convert::to_value;
-
-/// A lazy value's graph and output key, if `d` is one.
-pub fn collection_of(d: &Dynamic) -> Option<(LayerRef, Key)> {
-    if let Some(x) = d.read_lock::<LazyArray>() {
-        return Some(brisk_engine::collections::array::finalize(&x.a));
-    }
-    if let Some(b) = d.read_lock::<super::LazyBag>() {
-        return Some(brisk_engine::collections::bag::finalize(&b.b));
-    }
-    if let Some(f) = d.read_lock::<super::LazyFrame>() {
-        return Some(f.f.finalize());
-    }
-    if let Some(s) = d.read_lock::<super::LazySeries>() {
-        return Some(s.s.to_frame().finalize());
-    }
-    d.read_lock::<Delayed>().map(|x| (x.layer.clone(), x.key.clone()))
-}
 
 #[derive(Default)]
 pub struct ArgBuilder {
@@ -51,14 +35,10 @@ impl ArgBuilder {
     }
 
     pub fn arg(&mut self, d: &Dynamic, what: &str) -> Result<Arg, String> {
-        if let Some((layer, key)) = collection_of(d) {
+        if let Some(lazy) = Lazy::of(d) {
+            // The computed value, as `compute` would give it.
+            let (layer, key) = lazy.collection().finalize();
             self.layers.push(layer);
-            if let Some(x) = d.read_lock::<Delayed>() {
-                self.futures.extend(x.held.iter().cloned());
-            }
-            if let Some(x) = d.read_lock::<LazyArray>() {
-                self.futures.extend(x.held.iter().cloned());
-            }
             return Ok(self.dep(key));
         }
         if let Some(f) = d.read_lock::<RFuture>() {
@@ -90,7 +70,7 @@ impl ArgBuilder {
 /// Whether a value holds a lazy value or future anywhere inside (not
 /// looking deeper than values may nest, see `convert::MAX_DEPTH`).
 fn contains_lazy(d: &Dynamic, depth: usize) -> bool {
-    if d.is::<Delayed>() || d.is::<RFuture>() || d.is::<LazyArray>() {
+    if Lazy::is(d) || d.is::<RFuture>() {
         return true;
     }
     if depth > crate::convert::MAX_DEPTH {

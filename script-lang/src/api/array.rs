@@ -11,25 +11,22 @@ use brisk_engine::array::reduce::{self, BlockPlace, Reduction};
 use brisk_engine::array::{ArrayError, Chunk, DType, Scalar, fmt_shape, norm_axes, norm_axis};
 use brisk_engine::collections::array::{self as arr, Array, AxisChunks, ChunkSpec, Ctx, Operand};
 use brisk_engine::graph::materialize;
-use brisk_engine::local::Future;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
-use crate::error::{engine_error, runtime};
+use crate::error::runtime;
 use crate::session::SessionState;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
-/// A lazy array in a script: the engine's array plus the futures it reads
-/// (after `persist`), which stay alive as long as the array does.
+/// A lazy array in a script (type name "Array").
 #[derive(Clone)]
 pub struct LazyArray {
     pub a: Array,
-    pub held: Arc<Vec<Future>>,
 }
 
 impl LazyArray {
-    fn new(a: Array) -> LazyArray {
-        LazyArray { a, held: Arc::new(Vec::new()) }
+    pub fn new(a: Array) -> LazyArray {
+        LazyArray { a }
     }
 }
 
@@ -47,17 +44,6 @@ fn err(e: ArrayError) -> Box<EvalAltResult> {
 
 fn ctx(state: &SessionState) -> Ctx {
     Ctx { annotations: state.annotations() }
-}
-
-/// Keep the futures of every input alive in the result.
-fn with_held(a: Array, inputs: &[&Dynamic]) -> LazyArray {
-    let mut held = Vec::new();
-    for d in inputs {
-        if let Some(x) = d.read_lock::<LazyArray>() {
-            held.extend(x.held.iter().cloned());
-        }
-    }
-    LazyArray { a, held: Arc::new(held) }
 }
 
 // ----- arguments -----
@@ -245,7 +231,7 @@ fn binary(st: &St, op: BinOp, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
         let state = need(st)?;
         let (x, y) = (lazy_operand(state, a, op.symbol())?, lazy_operand(state, b, op.symbol())?);
         let r = arr::binary(&ctx(state), op, &x, &y).map_err(err)?;
-        return Ok(Dynamic::from(with_held(r, &[a, b])));
+        return Ok(Dynamic::from(LazyArray::new(r)));
     }
     let (x, y) = (LocalArg::of(a, op.symbol())?, LocalArg::of(b, op.symbol())?);
     Ok(local_result(elementwise::binary(op, x.operand(), y.operand()).map_err(err)?))
@@ -261,7 +247,7 @@ fn matmul(st: &St, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
             }
         };
         let r = arr::matmul(&ctx(state), &as_array(a)?, &as_array(b)?).map_err(err)?;
-        return Ok(Dynamic::from(with_held(r, &[a, b])));
+        return Ok(Dynamic::from(LazyArray::new(r)));
     }
     let (Some(x), Some(y)) = (a.read_lock::<Chunk>(), b.read_lock::<Chunk>()) else {
         return Err(super::wrong_type("@", "two arrays", a));
@@ -284,7 +270,7 @@ fn unary(st: &St, op: UnOp, a: &Dynamic) -> Res<Dynamic> {
     if let Some(x) = a.read_lock::<LazyArray>() {
         let state = need(st)?;
         let r = arr::unary(&ctx(state), op, &x.a).map_err(err)?;
-        return Ok(Dynamic::from(with_held(r, &[a])));
+        return Ok(Dynamic::from(LazyArray::new(r)));
     }
     match a.read_lock::<Chunk>() {
         Some(c) => Ok(local_result(elementwise::unary(op, &c).map_err(err)?)),
@@ -301,7 +287,7 @@ fn where_(st: &St, c: &Dynamic, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
             lazy_operand(state, b, "where")?,
         ];
         let r = arr::where_(&ctx(state), &ops[0], &ops[1], &ops[2]).map_err(err)?;
-        return Ok(Dynamic::from(with_held(r, &[c, a, b])));
+        return Ok(Dynamic::from(LazyArray::new(r)));
     }
     let (k, x, y) = (LocalArg::of(c, "where")?, LocalArg::of(a, "where")?, LocalArg::of(b, "where")?);
     Ok(local_result(elementwise::where_(k.operand(), x.operand(), y.operand()).map_err(err)?))
@@ -311,7 +297,7 @@ fn astype(st: &St, a: &Dynamic, dtype: &str) -> Res<Dynamic> {
     let t = dtype_arg(&Dynamic::from(dtype.to_string()))?;
     if let Some(x) = a.read_lock::<LazyArray>() {
         let state = need(st)?;
-        return Ok(Dynamic::from(with_held(arr::astype(&ctx(state), &x.a, t).map_err(err)?, &[a])));
+        return Ok(Dynamic::from(LazyArray::new(arr::astype(&ctx(state), &x.a, t).map_err(err)?)));
     }
     match a.read_lock::<Chunk>() {
         Some(c) => Ok(Dynamic::from(c.astype(t))),
@@ -358,7 +344,7 @@ fn reduce_call(
     if let Some(a) = x.read_lock::<LazyArray>() {
         let state = need(st)?;
         let r = arr::reduction(&ctx(state), &a.a, red, axis.as_deref(), keepdims, split).map_err(err)?;
-        return Ok(Dynamic::from(with_held(r, &[x])));
+        return Ok(Dynamic::from(LazyArray::new(r)));
     }
     let Some(c) = x.read_lock::<Chunk>().map(|c| c.clone()) else {
         return Err(super::wrong_type(red.name(), "an array", x));
@@ -394,7 +380,7 @@ fn transpose(st: &St, x: &Dynamic, axes: Option<Vec<i64>>) -> Res<Dynamic> {
     if let Some(a) = x.read_lock::<LazyArray>() {
         let state = need(st)?;
         let r = arr::transpose(&ctx(state), &a.a, axes.as_deref()).map_err(err)?;
-        return Ok(Dynamic::from(with_held(r, &[x])));
+        return Ok(Dynamic::from(LazyArray::new(r)));
     }
     let Some(c) = x.read_lock::<Chunk>().map(|c| c.clone()) else {
         return Err(super::wrong_type("transpose", "an array", x));
@@ -455,7 +441,7 @@ fn slice(st: &St, x: &Dynamic, index: &Dynamic) -> Res<Dynamic> {
     if let Some(a) = x.read_lock::<LazyArray>() {
         let state = need(st)?;
         let r = arr::slice(&ctx(state), &a.a, &idx).map_err(err)?;
-        return Ok(Dynamic::from(with_held(r, &[x])));
+        return Ok(Dynamic::from(LazyArray::new(r)));
     }
     let Some(c) = x.read_lock::<Chunk>().map(|c| c.clone()) else {
         return Err(super::wrong_type("slice", "an array", x));
@@ -471,8 +457,8 @@ fn lazy(state: &SessionState, d: &Dynamic, what: &str) -> Res<Array> {
     }
 }
 
-fn arrays(parts: Vec<Array>, held: &[&Dynamic]) -> RArray {
-    parts.into_iter().map(|a| Dynamic::from(with_held(a, held))).collect()
+fn arrays(parts: Vec<Array>) -> RArray {
+    parts.into_iter().map(|a| Dynamic::from(LazyArray::new(a))).collect()
 }
 
 /// `x.map_blocks(|block| ...)`: the closure runs on every block (an
@@ -510,7 +496,7 @@ fn map_blocks(state: &SessionState, x: &LazyArray, f: &rhai::FnPtr, m: Option<Ma
     let dtype = o.dtype(x.a.dtype)?;
     let f = arr::BlockFn { func: brisk_engine::ops::Func::Udf(udf), label, token };
     let r = arr::map_blocks(&ctx(state), &x.a, &f, chunks, &drop, dtype).map_err(err)?;
-    Ok(LazyArray { a: r, held: x.held.clone() })
+    Ok(LazyArray { a: r })
 }
 
 // ----- creation -----
@@ -663,20 +649,7 @@ pub fn to_nested(c: &Chunk) -> Dynamic {
     go(c.shape(), &c.scalars(), &mut 0)
 }
 
-// ----- persist and summaries -----
-
-fn persist(state: &SessionState, x: &LazyArray) -> Res<LazyArray> {
-    let graph = materialize(std::slice::from_ref(&x.a.layer));
-    let keys: Vec<_> = x.a.block_indices().iter().map(|i| x.a.block_key(i)).collect();
-    let futures = state.runtime().submit(graph, &keys).map_err(engine_error)?;
-    // The local scheduler persists synchronously, as Dask's local schedulers do.
-    brisk_engine::local::gather(&futures, &state.cancel).map_err(engine_error)?;
-    let layer = brisk_engine::graph::Layer::new(x.a.name.clone(), Vec::new(), Vec::new());
-    let a = Array { layer, ..x.a.clone() };
-    let mut held = futures;
-    held.extend(x.held.iter().cloned());
-    Ok(LazyArray { a, held: Arc::new(held) })
-}
+// ----- summaries -----
 
 /// A shape, with `nan` for a length not known yet.
 fn shape_text(a: &Array, shape: &[usize]) -> String {
@@ -718,7 +691,7 @@ pub fn repr(x: &LazyArray) -> String {
 pub fn summary(x: &LazyArray) -> String {
     let a = &x.a;
     let graph = materialize(std::slice::from_ref(&a.layer));
-    let layers = super::delayed::layer_count(&a.layer);
+    let layers = crate::collection::layer_count(&a.layer);
     let block_bytes = a.chunksize().iter().product::<usize>() * a.dtype.itemsize();
     let mut t = comfy_table::Table::new();
     t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED);
@@ -885,7 +858,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("from_npy", move |path: &str, m: Map| f(path, Some(m)));
     let st = state.clone();
     engine.register_fn("to_npy", move |x: &mut LazyArray, path: &str| -> Res<()> {
-        let mut out = super::delayed::compute_all(&st, &[Dynamic::from(x.clone())])?;
+        let mut out = crate::collection::compute_all(&st, &[Dynamic::from(x.clone())])?;
         let v = out.pop().unwrap_or(Dynamic::UNIT);
         let c = match crate::convert::to_value(&v, "the array")? {
             brisk_engine::Value::Array(c) => Chunk::clone(&c),
@@ -910,7 +883,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("mask", move |x: &mut LazyArray, cond: Dynamic| -> Res<LazyArray> {
         let c = lazy(&st, &cond, "mask")?;
         let r = arr::mask(&ctx(&st), &x.a, &c).map_err(err)?;
-        Ok(with_held(r, &[&Dynamic::from(x.clone()), &cond]))
+        Ok(LazyArray::new(r))
     });
     engine.register_fn("mask", |x: &mut Chunk, cond: Chunk| -> Res<Dynamic> {
         Ok(local_result(brisk_engine::array::shape::mask(x, &cond).map_err(err)?))
@@ -921,7 +894,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             return Ok(Dynamic::from(brisk_engine::array::shape::unique(&c)));
         }
         let r = arr::unique(&ctx(&st), &lazy(&st, &x, "unique")?).map_err(err)?;
-        Ok(Dynamic::from(with_held(r, &[&x])))
+        Ok(Dynamic::from(LazyArray::new(r)))
     });
     let st = state.clone();
     engine.register_fn("compute_chunk_sizes", move |x: &mut LazyArray| -> Res<LazyArray> {
@@ -929,19 +902,15 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             return Ok(x.clone());
         }
         let (layer, keys) = arr::chunk_size_tasks(&x.a);
-        let graph = materialize(&[layer]);
-        let futures = st.runtime().submit(graph, &keys).map_err(engine_error)?;
-        let sizes = brisk_engine::local::gather(&futures, &st.cancel).map_err(engine_error)?;
-        let mut chunks = x.a.chunks.to_vec();
-        chunks[0] = sizes
+        let sizes = st
+            .compute(&[layer], &keys)?
             .iter()
             .map(|v| match v {
                 brisk_engine::Value::Int(n) => Ok(*n as usize),
                 other => Err(runtime(format!("a chunk size came back as {}", other.type_name()))),
             })
             .collect::<Res<Vec<_>>>()?;
-        let a = Array { chunks: Arc::new(chunks), unknown: false, ..x.a.clone() };
-        Ok(LazyArray { a, held: x.held.clone() })
+        Ok(LazyArray::new(x.a.with_chunk_sizes(sizes).map_err(err)?))
     });
 
     let zarr = |st: Arc<SessionState>| {
@@ -960,8 +929,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("to_zarr", move |x: &mut LazyArray, path: &str| -> Res<()> {
         let (layer, keys) = arr::to_zarr(&ctx(&st), &x.a, std::path::Path::new(path)).map_err(err)?;
-        let futures = st.runtime().submit(materialize(&[layer]), &keys).map_err(engine_error)?;
-        brisk_engine::local::gather(&futures, &st.cancel).map_err(engine_error)?;
+        st.compute(&[layer], &keys)?;
         Ok(())
     });
 
@@ -976,7 +944,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
                 arr::concatenate(&ctx(&st), &arrays, axis)
             }
             .map_err(err)?;
-            Ok(with_held(r, &xs.iter().collect::<Vec<_>>()))
+            Ok(LazyArray::new(r))
         }
     };
     for (name, is_stack) in [("concatenate", false), ("stack", true)] {
@@ -993,12 +961,12 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         };
         let dims = items.iter().map(|d| int_of(d, "a dimension")).collect::<Res<Vec<_>>>()?;
         let r = arr::reshape(&ctx(&st), &x.a, &dims).map_err(err)?;
-        Ok(LazyArray { a: r, held: x.held.clone() })
+        Ok(LazyArray { a: r })
     });
     let st = state.clone();
     engine.register_fn("cumsum", move |x: &mut LazyArray, axis: i64| -> Res<LazyArray> {
         let r = arr::cumsum(&ctx(&st), &x.a, axis).map_err(err)?;
-        Ok(LazyArray { a: r, held: x.held.clone() })
+        Ok(LazyArray { a: r })
     });
     let st = state.clone();
     engine.register_fn("histogram", move |x: Dynamic, m: Map| -> Res<RArray> {
@@ -1022,7 +990,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             float_of(hi, "hi")?,
         )
         .map_err(err)?;
-        Ok(arrays(vec![c, e], &[&x]))
+        Ok(arrays(vec![c, e]))
     });
 
     // Indexing.
@@ -1039,7 +1007,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("blocks", move |x: &mut LazyArray| -> Res<RArray> {
         let all = arr::all_blocks(&ctx(&st), &x.a).map_err(err)?;
-        Ok(all.into_iter().map(|b| Dynamic::from(LazyArray { a: b, held: x.held.clone() })).collect())
+        Ok(all.into_iter().map(|b| Dynamic::from(LazyArray { a: b })).collect())
     });
     let st = state.clone();
     engine.register_fn("blocks", move |x: &mut LazyArray, index: Dynamic| -> Res<LazyArray> {
@@ -1048,19 +1016,19 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             Err(_) => vec![int_of(&index, "block index")?],
         };
         let b = arr::block_at(&ctx(&st), &x.a, &idx).map_err(err)?;
-        Ok(LazyArray { a: b, held: x.held.clone() })
+        Ok(LazyArray { a: b })
     });
 
     // Linear algebra.
     let st = state.clone();
     engine.register_fn("qr", move |x: Dynamic| -> Res<RArray> {
         let (q, r) = arr::qr(&ctx(&st), &lazy(&st, &x, "qr")?).map_err(err)?;
-        Ok(arrays(vec![q, r], &[&x]))
+        Ok(arrays(vec![q, r]))
     });
     let st = state.clone();
     engine.register_fn("svd", move |x: Dynamic| -> Res<RArray> {
         let (u, s, v) = arr::svd(&ctx(&st), &lazy(&st, &x, "svd")?).map_err(err)?;
-        Ok(arrays(vec![u, s, v], &[&x]))
+        Ok(arrays(vec![u, s, v]))
     });
     let compressed = |st: Arc<SessionState>| {
         move |x: Dynamic, k: i64, m: Option<Map>| -> Res<RArray> {
@@ -1086,7 +1054,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
                 count("n_power_iter", 0)?,
             )
             .map_err(err)?;
-            Ok(arrays(vec![u, s, v], &[&x]))
+            Ok(arrays(vec![u, s, v]))
         }
     };
     let f = compressed(state.clone());
@@ -1096,13 +1064,13 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("solve", move |a: Dynamic, b: Dynamic| -> Res<Dynamic> {
         let r = arr::solve(&ctx(&st), &lazy(&st, &a, "solve")?, &lazy(&st, &b, "solve")?).map_err(err)?;
-        Ok(Dynamic::from(with_held(r, &[&a, &b])))
+        Ok(Dynamic::from(LazyArray::new(r)))
     });
     let st = state.clone();
     engine.register_fn("lstsq", move |a: Dynamic, b: Dynamic| -> Res<RArray> {
         let (x, res, rank, s) =
             arr::lstsq(&ctx(&st), &lazy(&st, &a, "lstsq")?, &lazy(&st, &b, "lstsq")?).map_err(err)?;
-        Ok(arrays(vec![x, res, rank, s], &[&a, &b]))
+        Ok(arrays(vec![x, res, rank, s]))
     });
     let td = |st: Arc<SessionState>| {
         move |a: Dynamic, b: Dynamic, axes: Dynamic| -> Res<LazyArray> {
@@ -1121,7 +1089,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
                 (axes_arg(l)?.unwrap_or_default(), axes_arg(r)?.unwrap_or_default())
             };
             let r = arr::tensordot(&ctx(&st), &xa, &xb, &pa, &pb).map_err(err)?;
-            Ok(with_held(r, &[&a, &b]))
+            Ok(LazyArray::new(r))
         }
     };
     let f = td(state.clone());
@@ -1131,7 +1099,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("norm", move |x: Dynamic| -> Res<Dynamic> {
         let r = arr::norm(&ctx(&st), &lazy(&st, &x, "norm")?).map_err(err)?;
-        Ok(Dynamic::from(with_held(r, &[&x])))
+        Ok(Dynamic::from(LazyArray::new(r)))
     });
 
     // Creation.
@@ -1223,7 +1191,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("rechunk", move |x: &mut LazyArray, chunks: Dynamic| -> Res<LazyArray> {
         let r = arr::rechunk(&ctx(&st), &x.a, &chunks_arg(&chunks)?).map_err(err)?;
-        Ok(LazyArray { a: r, held: x.held.clone() })
+        Ok(LazyArray { a: r })
     });
     engine.register_get("chunks", |x: &mut LazyArray| -> RArray {
         x.a.chunks
@@ -1250,17 +1218,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_get("size", |x: &mut LazyArray| x.a.size() as i64);
     engine.register_get("nbytes", |x: &mut LazyArray| x.a.nbytes() as i64);
     engine.register_get("dtype", |x: &mut LazyArray| x.a.dtype.name().to_string());
-    let st = state.clone();
-    engine.register_fn("compute", move |x: &mut LazyArray| -> Res<Dynamic> {
-        let mut out = super::delayed::compute_all(&st, &[Dynamic::from(x.clone())])?;
-        Ok(out.pop().unwrap_or(Dynamic::UNIT))
-    });
-    let st = state.clone();
-    engine.register_fn("persist", move |x: &mut LazyArray| persist(&st, x));
-    engine.register_fn("visualize", |x: &mut LazyArray, path: &str| -> Res<()> {
-        super::write_graph(&materialize(std::slice::from_ref(&x.a.layer)), path)
-    });
-    engine.register_fn("graph_info", |x: &mut LazyArray| super::delayed::graph_info(&x.a.layer));
+    crate::collection::register::<LazyArray>(engine, state);
     engine.register_fn("to_string", |x: &mut LazyArray| repr(x));
     engine.register_fn("to_debug", |x: &mut LazyArray| repr(x));
 }

@@ -10,15 +10,16 @@ use brisk_engine::bag::agg::KeyBy;
 use brisk_engine::bag::{Agg, Stage};
 use brisk_engine::collections::array::Ctx;
 use brisk_engine::collections::bag::{self as cb, Bag, BagError};
-use brisk_engine::graph::{Tokenizer, materialize};
+use brisk_engine::graph::Tokenizer;
 use brisk_engine::ops::Udf;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
 use super::Delayed;
 use super::args::options;
 use super::args::shipped as closure;
+use crate::collection::compute_all;
 use crate::convert::{to_dynamic, to_value};
-use crate::error::{engine_error, runtime};
+use crate::error::runtime;
 use crate::session::SessionState;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
@@ -136,7 +137,7 @@ fn closure_stage(state: &SessionState, b: &LazyBag, f: &FnPtr, make: fn(Arc<Udf>
 
 fn item(state: &SessionState, b: &LazyBag, agg: Agg, token: &str) -> Delayed {
     let (layer, key) = cb::aggregate(&ctx(state), &b.b, agg, token);
-    Delayed { layer, key, held: Arc::new(Vec::new()) }
+    Delayed { layer, key }
 }
 
 fn records_bag(state: &SessionState, b: &LazyBag, agg: Agg, token: &str) -> LazyBag {
@@ -203,17 +204,15 @@ fn take(state: &SessionState, b: &LazyBag, n: i64) -> Res<RArray> {
     let token = Tokenizer::new().str(&b.b.token).str("take-first-partition").finish();
     let first = Bag { parts: Arc::new(b.b.parts.iter().take(1).cloned().collect()), token, ..b.b.clone() };
     let (layer, key) = cb::finalize(&first);
-    let d = Delayed { layer, key, held: Arc::new(Vec::new()) };
-    let out = super::delayed::compute_all(state, &[Dynamic::from(d)])?;
+    let d = Delayed { layer, key };
+    let out = compute_all(state, &[Dynamic::from(d)])?;
     let all = out.into_iter().next().and_then(|d| d.try_cast::<RArray>()).unwrap_or_default();
     Ok(all.into_iter().take(n as usize).collect())
 }
 
 fn to_textfiles(state: &SessionState, b: &LazyBag, dir: &str) -> Res<RArray> {
     let (layer, keys) = cb::to_textfiles(&ctx(state), &b.b, std::path::Path::new(dir)).map_err(err)?;
-    let graph = materialize(std::slice::from_ref(&layer));
-    let futures = state.runtime().submit(graph, &keys).map_err(engine_error)?;
-    let paths = brisk_engine::local::gather(&futures, &state.cancel).map_err(engine_error)?;
+    let paths = state.compute(&[layer], &keys)?;
     Ok(paths.iter().map(to_dynamic).collect())
 }
 
@@ -352,19 +351,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("to_textfiles", move |b: &mut LazyBag, dir: &str| to_textfiles(&st, b, dir));
     engine.register_get("npartitions", |b: &mut LazyBag| b.b.npartitions() as i64);
-    let st = state.clone();
-    engine.register_fn("compute", move |b: &mut LazyBag| -> Res<Dynamic> {
-        let mut out = super::delayed::compute_all(&st, &[Dynamic::from(b.clone())])?;
-        Ok(out.pop().unwrap_or(Dynamic::UNIT))
-    });
-    engine.register_fn("visualize", |b: &mut LazyBag, path: &str| -> Res<()> {
-        let (layer, _) = cb::finalize(&b.b);
-        super::write_graph(&materialize(std::slice::from_ref(&layer)), path)
-    });
-    engine.register_fn("graph_info", |b: &mut LazyBag| {
-        let (layer, _) = cb::finalize(&b.b);
-        super::delayed::graph_info(&layer)
-    });
+    crate::collection::register::<LazyBag>(engine, state);
     engine.register_fn("to_string", |b: &mut LazyBag| repr(b));
     engine.register_fn("to_debug", |b: &mut LazyBag| repr(b));
 }

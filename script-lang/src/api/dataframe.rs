@@ -11,13 +11,12 @@ use brisk_engine::frame::agg::Red;
 use brisk_engine::frame::dtype::{DType, Schema};
 use brisk_engine::frame::expr::{BinOp, Expr, UnOp};
 use brisk_engine::frame::{self as kernels, Frame};
-use brisk_engine::graph::materialize;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::Delayed;
 use super::args::options;
 use crate::convert::{to_dynamic, to_value};
-use crate::error::{engine_error, runtime};
+use crate::error::runtime;
 use crate::session::SessionState;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
@@ -257,9 +256,7 @@ fn write_files(
     layer: brisk_engine::graph::LayerRef,
     keys: Vec<brisk_engine::Key>,
 ) -> Res<RArray> {
-    let graph = materialize(std::slice::from_ref(&layer));
-    let futures = state.runtime().submit(graph, &keys).map_err(engine_error)?;
-    let paths = brisk_engine::local::gather(&futures, &state.cancel).map_err(engine_error)?;
+    let paths = state.compute(&[layer], &keys)?;
     Ok(paths.iter().map(to_dynamic).collect())
 }
 
@@ -482,7 +479,7 @@ fn series_binary(a: &Dynamic, b: &Dynamic, op: BinOp) -> Res<LazySeries> {
 }
 
 fn delayed(layer: brisk_engine::graph::LayerRef, key: brisk_engine::Key) -> Delayed {
-    Delayed { layer, key, held: Arc::new(Vec::new()) }
+    Delayed { layer, key }
 }
 
 fn reduce(state: &SessionState, s: &LazySeries, red: Red) -> Res<Delayed> {
@@ -490,10 +487,7 @@ fn reduce(state: &SessionState, s: &LazySeries, red: Red) -> Res<Delayed> {
     Ok(delayed(layer, key))
 }
 
-pub(super) fn compute_one(state: &SessionState, d: Dynamic) -> Res<Dynamic> {
-    let mut out = super::delayed::compute_all(state, &[d])?;
-    Ok(out.pop().unwrap_or(Dynamic::UNIT))
-}
+pub(super) use crate::collection::compute_one;
 
 pub(super) fn frame_value(d: &Dynamic) -> Option<Arc<Frame>> {
     d.read_lock::<LocalFrame>().map(|f| f.0.clone())
@@ -803,10 +797,8 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     });
 
     // Compute and output.
-    let st = state.clone();
-    engine.register_fn("compute", move |f: &mut LazyFrame| compute_one(&st, Dynamic::from(f.clone())));
-    let st = state.clone();
-    engine.register_fn("compute", move |s: &mut LazySeries| compute_one(&st, Dynamic::from(s.clone())));
+    crate::collection::register::<LazyFrame>(engine, state);
+    crate::collection::register::<LazySeries>(engine, state);
     let st = state.clone();
     engine.register_fn("to_csv", move |f: &mut LazyFrame, dir: &str| -> Res<RArray> {
         let (layer, keys) = f.f.to_csv(&ctx(&st), std::path::Path::new(dir)).map_err(err)?;
@@ -816,14 +808,6 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("to_parquet", move |f: &mut LazyFrame, dir: &str| -> Res<RArray> {
         let (layer, keys) = f.f.to_parquet(&ctx(&st), std::path::Path::new(dir)).map_err(err)?;
         write_files(&st, layer, keys)
-    });
-    engine.register_fn("visualize", |f: &mut LazyFrame, path: &str| -> Res<()> {
-        let (layer, _) = f.f.finalize();
-        super::write_graph(&materialize(std::slice::from_ref(&layer)), path)
-    });
-    engine.register_fn("graph_info", |f: &mut LazyFrame| {
-        let (layer, _) = f.f.finalize();
-        super::delayed::graph_info(&layer)
     });
     engine.register_fn("to_string", |f: &mut LazyFrame| repr(&f.f));
     engine.register_fn("to_debug", |f: &mut LazyFrame| repr(&f.f));

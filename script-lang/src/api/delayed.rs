@@ -3,27 +3,18 @@
 
 use std::sync::Arc;
 
-use brisk_engine::graph::{Layer, LayerRef, Task, materialize};
-use brisk_engine::local::{Future, gather};
+use brisk_engine::Key;
+pub use brisk_engine::collections::delayed::Delayed;
+use brisk_engine::graph::{Layer, Pin, Task};
 use brisk_engine::ops::{Builtin, Func, Op};
-use brisk_engine::{Graph, Key};
-use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, Map};
+use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr};
 
-use super::args::{ArgBuilder, collection_of};
-use crate::convert::to_dynamic;
-use crate::error::{engine_error, runtime};
+use super::args::ArgBuilder;
+use crate::collection::compute_all;
+use crate::error::runtime;
 use crate::session::SessionState;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
-
-/// A lazy value: the layer that computes it and its key. Holds the futures
-/// it reads so that their results stay alive until it is computed.
-#[derive(Clone)]
-pub struct Delayed {
-    pub layer: LayerRef,
-    pub key: Key,
-    pub held: Arc<Vec<Future>>,
-}
 
 /// A function made lazy by `delayed(f)`.
 #[derive(Clone)]
@@ -73,8 +64,10 @@ pub fn call_task(state: &SessionState, func: &Func, label: &str, args: &[Dynamic
     let key = Key::new(name.as_str());
     let mut task = Task::new(key.clone(), Op::Call { func: func.clone(), args: built }, b.deps);
     task.annotations = state.annotations();
-    let layer = Layer::new(name, vec![task], b.layers);
-    Ok(Delayed { layer, key, held: Arc::new(b.futures) })
+    // Futures among the arguments stay alive as long as this task's layer.
+    let pins: Vec<Pin> = if b.futures.is_empty() { Vec::new() } else { vec![Arc::new(b.futures)] };
+    let layer = Layer::pinned(name, vec![task], b.layers, pins);
+    Ok(Delayed { layer, key })
 }
 
 fn value_task(state: &SessionState, v: &Dynamic) -> Res<Delayed> {
@@ -83,71 +76,6 @@ fn value_task(state: &SessionState, v: &Dynamic) -> Res<Delayed> {
     }
     let d = call_task(state, &Func::Builtin(Builtin::Identity), "literal", std::slice::from_ref(v))?;
     Ok(d)
-}
-
-/// Compute everything lazy inside `values` in one graph (shared work runs
-/// once) and return the values with the results put in place.
-pub fn compute_all(state: &SessionState, values: &[Dynamic]) -> Res<Vec<Dynamic>> {
-    let mut layers = Vec::new();
-    let mut outputs = Vec::new();
-    for v in values {
-        collect(v, &mut layers, &mut outputs, 0);
-    }
-    if outputs.is_empty() {
-        return Ok(values.to_vec());
-    }
-    let graph: Graph = materialize(&layers);
-    let runtime = state.runtime();
-    let futures = runtime.submit(graph, &outputs).map_err(engine_error)?;
-    let results = gather(&futures, &state.cancel).map_err(engine_error)?;
-    drop(futures);
-    let mut it = results.iter();
-    Ok(values.iter().map(|v| replace(v, &mut it, 0)).collect())
-}
-
-/// Lazy values inside `v` (arrays and maps are traversed, as Dask does,
-/// down to `convert::MAX_DEPTH`).
-fn collect(v: &Dynamic, layers: &mut Vec<LayerRef>, outputs: &mut Vec<Key>, depth: usize) {
-    if let Some((layer, key)) = collection_of(v) {
-        layers.push(layer);
-        outputs.push(key);
-    } else if depth > crate::convert::MAX_DEPTH {
-    } else if let Some(a) = v.read_lock::<Array>() {
-        a.iter().for_each(|x| collect(x, layers, outputs, depth + 1));
-    } else if let Some(m) = v.read_lock::<Map>() {
-        m.values().for_each(|x| collect(x, layers, outputs, depth + 1));
-    }
-}
-
-fn replace<'a>(
-    v: &Dynamic,
-    results: &mut impl Iterator<Item = &'a brisk_engine::Value>,
-    depth: usize,
-) -> Dynamic {
-    if collection_of(v).is_some() {
-        let r = results.next().map(to_dynamic).unwrap_or(Dynamic::UNIT);
-        // A Series computes to a local Series, not a one-column frame.
-        if v.is::<super::LazySeries>()
-            && let Some(f) = r.read_lock::<super::LocalFrame>()
-        {
-            return Dynamic::from(super::LocalSeries(f.0.clone()));
-        }
-        return r;
-    }
-    if depth > crate::convert::MAX_DEPTH {
-        return v.clone();
-    }
-    if let Some(a) = v.read_lock::<Array>() {
-        return Dynamic::from_array(a.iter().map(|x| replace(x, results, depth + 1)).collect());
-    }
-    if let Some(m) = v.read_lock::<Map>() {
-        let mut out = Map::new();
-        for (k, x) in m.iter() {
-            out.insert(k.clone(), replace(x, results, depth + 1));
-        }
-        return Dynamic::from_map(out);
-    }
-    v.clone()
 }
 
 /// The native function behind a lazy function's `d.call(...)`. Rhai reserves
@@ -226,11 +154,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     register_compute!(engine, state; a, b, c, d, e, f);
     register_compute!(engine, state; a, b, c, d, e, f, g);
     register_compute!(engine, state; a, b, c, d, e, f, g, h);
-    let st = state.clone();
-    engine.register_fn("compute", move |d: &mut Delayed| -> Res<Dynamic> {
-        let mut out = compute_all(&st, &[Dynamic::from(d.clone())])?;
-        Ok(out.pop().unwrap_or(Dynamic::UNIT))
-    });
+    crate::collection::register::<Delayed>(engine, state);
     register_binop!(engine, state, "+", Builtin::Add);
     register_binop!(engine, state, "-", Builtin::Sub);
     register_binop!(engine, state, "*", Builtin::Mul);
@@ -251,76 +175,6 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         call_task(&st, &Func::Builtin(Builtin::GetItem), "getitem", &[Dynamic::from(x.clone()), i])
     });
     engine.register_get("key", |d: &mut Delayed| d.key.to_string());
-    let st = state.clone();
-    engine.register_fn("persist", move |d: &mut Delayed| persist(&st, d));
-    engine.register_fn("visualize", |d: &mut Delayed, path: &str| -> Res<()> {
-        let graph = materialize(std::slice::from_ref(&d.layer));
-        super::write_graph(&graph, path)
-    });
-    engine.register_fn("graph_info", |d: &mut Delayed| graph_info(&d.layer));
     engine.register_fn("to_string", |d: &mut Delayed| super::display_scalar(&Dynamic::from(d.clone())));
     engine.register_fn("to_debug", |d: &mut Delayed| super::display_scalar(&Dynamic::from(d.clone())));
-}
-
-/// `x.graph_info()`: tasks, layers and literal bytes of the graph behind `root`.
-pub fn graph_info(root: &LayerRef) -> Map {
-    let g = materialize(std::slice::from_ref(root));
-    let mut m = Map::new();
-    m.insert("tasks".into(), Dynamic::from_int(g.len() as i64));
-    m.insert("layers".into(), Dynamic::from_int(layer_count(root) as i64));
-    // Literal data carried in the graph (shipped with it to workers).
-    let nbytes: u64 = g.tasks().iter().map(|t| literal_bytes(&t.op)).sum();
-    m.insert("bytes".into(), Dynamic::from_int(nbytes as i64));
-    m
-}
-
-/// How many distinct layers are reachable from `root`.
-pub fn layer_count(root: &LayerRef) -> usize {
-    let mut names = layer_names(root);
-    names.sort_unstable();
-    names.dedup();
-    names.len()
-}
-
-/// Names of every layer reachable from `root`.
-fn layer_names(root: &LayerRef) -> Vec<Arc<str>> {
-    let mut out = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let mut stack = vec![root];
-    while let Some(l) = stack.pop() {
-        if seen.insert(Arc::as_ptr(l)) {
-            out.push(l.name.clone());
-            stack.extend(l.deps.iter());
-        }
-    }
-    out
-}
-
-fn literal_bytes(op: &Op) -> u64 {
-    use brisk_engine::ops::Arg;
-    fn arg(a: &Arg) -> u64 {
-        match a {
-            Arg::Lit(v) => v.nbytes(),
-            Arg::List(xs) => xs.iter().map(arg).sum(),
-            Arg::Map(xs) => xs.iter().map(|(_, x)| arg(x)).sum(),
-            Arg::Dep(_) => 0,
-        }
-    }
-    match op {
-        Op::Literal(v) => v.nbytes(),
-        Op::Call { args, .. } => args.iter().map(arg).sum(),
-        Op::Fused(steps) => steps.iter().map(|s| literal_bytes(&s.op)).sum(),
-    }
-}
-
-/// `x.persist()`: compute now, keep the result in the runtime's memory, and
-/// return a lazy value backed by it (later graphs read it, nothing reruns).
-fn persist(state: &SessionState, d: &Delayed) -> Res<Delayed> {
-    let graph = materialize(std::slice::from_ref(&d.layer));
-    let mut futures = state.runtime().submit(graph, std::slice::from_ref(&d.key)).map_err(engine_error)?;
-    let future = futures.pop().ok_or_else(|| runtime("persist got no future"))?;
-    // The local scheduler persists synchronously, as Dask's local schedulers do.
-    future.result(&state.cancel).map_err(engine_error)?;
-    let layer = Layer::new(format!("persisted-{}", d.key), Vec::new(), Vec::new());
-    Ok(Delayed { layer, key: d.key.clone(), held: Arc::new(vec![future]) })
 }

@@ -131,7 +131,7 @@ fn tail(state: &SessionState, f: &DataFrame, n: i64) -> Res<Arc<Frame>> {
             break;
         }
         let (layer, key) = f.tail_of(i, n - rows);
-        let d = compute_one(state, Dynamic::from(Delayed { layer, key, held: Arc::new(Vec::new()) }))?;
+        let d = compute_one(state, Dynamic::from(Delayed { layer, key }))?;
         let part = frame_value(&d).ok_or_else(|| runtime("tail: a partition did not give a frame"))?;
         rows += part.0.height();
         got.push(part);
@@ -144,7 +144,7 @@ fn divisions(state: &SessionState, f: &DataFrame) -> Res<RArray> {
     let Some((layer, key)) = f.divisions.clone().map(|d| d.task) else {
         return Ok(vec![Dynamic::UNIT; f.npartitions() + 1]);
     };
-    let d = compute_one(state, Dynamic::from(Delayed { layer, key, held: Arc::new(Vec::new()) }))?;
+    let d = compute_one(state, Dynamic::from(Delayed { layer, key }))?;
     let frame = frame_value(&d).ok_or_else(|| runtime("divisions: the task did not give a frame"))?;
     let name = frame.column_names().into_iter().next().unwrap_or_default();
     Ok(kernels::column_values(&frame.0, &name).iter().map(to_dynamic).collect())
@@ -191,7 +191,7 @@ fn meta_or_sample(
 /// Partition `i`, computed now.
 fn partition(state: &SessionState, f: &DataFrame, i: usize) -> Res<Arc<Frame>> {
     let (layer, key) = f.head_of(i, usize::MAX);
-    let d = compute_one(state, Dynamic::from(Delayed { layer, key, held: Arc::new(Vec::new()) }))?;
+    let d = compute_one(state, Dynamic::from(Delayed { layer, key }))?;
     frame_value(&d).ok_or_else(|| runtime("a partition did not give a frame"))
 }
 
@@ -383,7 +383,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             None => (vec![num(&q)?], false),
         };
         let (layer, key) = s.s.quantile(&ctx(&st), &qs, list).map_err(err)?;
-        Ok(Delayed { layer, key, held: Arc::new(Vec::new()) })
+        Ok(Delayed { layer, key })
     });
     let st = state.clone();
     engine.register_fn("tail", move |f: &mut LazyFrame| tail(&st, &f.f, 5).map(LocalFrame));

@@ -3,13 +3,13 @@
 
 use std::sync::{Arc, Mutex};
 
+use brisk_engine::client::{AsCompleted, Status};
 use brisk_engine::graph::{Task, materialize};
-use brisk_engine::local::{AsCompleted, Future, Status};
-use brisk_engine::ops::Op;
-use brisk_engine::{Graph, Key};
+use brisk_engine::{Future, Graph};
 use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
-use super::delayed::{DelayedFn, call_task, compute_all};
+use super::delayed::{DelayedFn, call_task};
+use crate::collection::compute_all;
 use crate::convert::to_dynamic;
 use crate::error::{engine_error, runtime};
 use crate::session::SessionState;
@@ -56,7 +56,7 @@ fn submit_call(state: &SessionState, f: &FnPtr, args: &[Dynamic]) -> Res<RFuture
     let df = DelayedFn::from_fn_ptr(state, f)?;
     let d = call_task(state, &df.func, &df.label, args)?;
     let graph = materialize(std::slice::from_ref(&d.layer));
-    let mut futs = state.runtime().submit(graph, std::slice::from_ref(&d.key)).map_err(engine_error)?;
+    let mut futs = state.submit(graph, std::slice::from_ref(&d.key))?;
     futs.pop().map(RFuture).ok_or_else(|| runtime("submit returned no future"))
 }
 
@@ -81,7 +81,7 @@ fn map_call(state: &SessionState, f: &FnPtr, items: &[Array]) -> Res<Array> {
     for t in tasks {
         graph.insert(t);
     }
-    let futs = state.runtime().submit(graph, &keys).map_err(engine_error)?;
+    let futs = state.submit(graph, &keys)?;
     Ok(futs.into_iter().map(|f| Dynamic::from(RFuture(f))).collect())
 }
 
@@ -97,13 +97,8 @@ fn scatter(state: &SessionState, v: &Dynamic) -> Res<Dynamic> {
 
 fn scatter_one(state: &SessionState, v: &Dynamic) -> Res<Dynamic> {
     let value = crate::convert::to_value(v, "scatter's argument").map_err(runtime)?;
-    let name = brisk_engine::graph::Tokenizer::new().value(&value).name("scatter");
-    let key = Key::new(name.as_str());
-    let graph = Graph::from_tasks([Task::new(key.clone(), Op::Literal(value), vec![])]);
-    let mut futs = state.runtime().submit(graph, std::slice::from_ref(&key)).map_err(engine_error)?;
+    let mut futs = state.client().scatter(vec![value], &state.cancel).map_err(engine_error)?;
     let f = futs.pop().ok_or_else(|| runtime("scatter returned no future"))?;
-    // As Dask's: the data is on the cluster when scatter returns.
-    f.result(&state.cancel).map_err(engine_error)?;
     Ok(Dynamic::from(RFuture(f)))
 }
 
@@ -129,7 +124,7 @@ fn gather(state: &SessionState, v: Dynamic, depth: usize) -> Res<Dynamic> {
         let a = a.clone();
         let futs: Vec<Future> =
             a.iter().filter_map(|x| x.read_lock::<RFuture>().map(|f| f.0.clone())).collect();
-        brisk_engine::local::wait(&futs, &state.cancel).map_err(engine_error)?;
+        brisk_engine::client::wait(&futs, &state.cancel).map_err(engine_error)?;
         return a
             .into_iter()
             .map(|x| gather(state, x, depth + 1))
@@ -191,11 +186,11 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("wait", move |v: Array| -> Res<()> {
         let futs = futures_in(&v, "wait")?;
-        brisk_engine::local::wait(&futs, &st.cancel).map_err(engine_error)
+        brisk_engine::client::wait(&futs, &st.cancel).map_err(engine_error)
     });
     let st = state.clone();
     engine.register_fn("wait", move |f: RFuture| -> Res<()> {
-        brisk_engine::local::wait(&[f.0], &st.cancel).map_err(engine_error)
+        brisk_engine::client::wait(&[f.0], &st.cancel).map_err(engine_error)
     });
     let st = state.clone();
     engine.register_fn("as_completed", move |v: Array| -> Res<AsCompletedIter> {
@@ -226,26 +221,24 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         Ok(out.pop().unwrap_or(Dynamic::UNIT))
     });
     engine.register_fn("workers", |c: &mut Client| -> Array {
-        let rt = c.state.runtime();
-        let snap = rt.snapshot();
-        let mut m = Map::new();
-        m.insert("name".into(), Dynamic::from("local"));
-        m.insert("address".into(), Dynamic::from("inproc://local"));
-        m.insert("threads".into(), Dynamic::from_int(snap.threads as i64));
-        m.insert("running".into(), Dynamic::from_int(snap.busy_threads as i64));
-        m.insert("memory".into(), Dynamic::from_int(snap.memory_bytes as i64));
-        m.insert("memory_limit".into(), Dynamic::UNIT);
-        m.insert("spilled".into(), Dynamic::from_int(0));
-        m.insert("gpu".into(), Dynamic::from("no GPU"));
-        vec![Dynamic::from_map(m)]
+        let int = |n: u64| Dynamic::from_int(i64::try_from(n).unwrap_or(i64::MAX));
+        c.state
+            .client()
+            .workers()
+            .into_iter()
+            .map(|w| {
+                let mut m = Map::new();
+                m.insert("name".into(), Dynamic::from(w.name));
+                m.insert("address".into(), Dynamic::from(w.address));
+                m.insert("threads".into(), int(w.threads as u64));
+                m.insert("running".into(), int(w.running as u64));
+                m.insert("memory".into(), int(w.memory));
+                m.insert("memory_limit".into(), w.memory_limit.map_or(Dynamic::UNIT, int));
+                m.insert("spilled".into(), int(w.spilled));
+                m.insert("gpu".into(), Dynamic::from(w.gpu));
+                Dynamic::from_map(m)
+            })
+            .collect()
     });
-    engine.register_fn("to_string", |c: &mut Client| {
-        let rt = c.state.runtime();
-        let cfg = rt.config();
-        format!(
-            "<Client: local, threads={}, scheduler={}>",
-            cfg.threads,
-            if cfg.sync { "sync" } else { "threads" }
-        )
-    });
+    engine.register_fn("to_string", |c: &mut Client| c.state.client().describe());
 }

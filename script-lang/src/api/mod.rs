@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use rhai::{Dynamic, Engine};
 
-pub use args::collection_of;
 pub use array::{LazyArray, chunk_from_nested, summary as array_summary, to_nested};
 pub use bag::LazyBag;
 pub use config::{AnnotationScope, SessionConfig};

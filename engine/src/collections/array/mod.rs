@@ -107,6 +107,37 @@ impl Array {
     pub fn ntasks(&self) -> usize {
         self.layer.tasks.len()
     }
+
+    /// This array with its block lengths along axis 0 now known
+    /// (`compute_chunk_sizes`), one per block.
+    pub fn with_chunk_sizes(&self, sizes: Vec<usize>) -> Result<Array, ArrayError> {
+        if sizes.len() != self.chunks[0].len() {
+            return Err(ArrayError::Value(format!(
+                "{} chunk sizes for {} blocks along axis 0",
+                sizes.len(),
+                self.chunks[0].len()
+            )));
+        }
+        let mut chunks = self.chunks.as_ref().clone();
+        chunks[0] = sizes;
+        Ok(Array { chunks: Arc::new(chunks), unknown: false, ..self.clone() })
+    }
+}
+
+impl super::Collection for Array {
+    fn partitions(&self) -> (LayerRef, Vec<Key>) {
+        (self.layer.clone(), self.block_indices().iter().map(|i| self.block_key(i)).collect())
+    }
+
+    fn finalize(&self) -> (LayerRef, Key) {
+        finalize(self)
+    }
+
+    /// The blocks keep their keys (they are named after the array), so the
+    /// persisted array is the same array without tasks.
+    fn persisted(&self, _keys: Vec<Key>, futures: Vec<crate::client::Future>) -> Array {
+        Array { layer: super::held_layer(self.name.clone(), futures), ..self.clone() }
+    }
 }
 
 /// Every index of a grid, in C order.

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use super::*;
 use crate::array::elementwise::{self, Operand as Local, UnOp};
 use crate::array::reduce::{self, BlockPlace, Reduction};
+use crate::client::{CancelToken, Client};
 use crate::graph::materialize;
-use crate::local::{CancelToken, LocalConfig, Runtime};
+use crate::local::{LocalConfig, Runtime};
 use crate::ops::NoUdfs;
 
 fn compute(a: &Array) -> Vec<Chunk> {

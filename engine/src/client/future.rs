@@ -1,6 +1,8 @@
-//! Futures: a client's reference to a key on the runtime. Holding one keeps
-//! the result alive (the scheduler counts it as a "want"); dropping the last
-//! clone releases it, as `distributed.Future`.
+//! Futures: a client's reference to a key on whatever runs the graph.
+//! Holding one keeps the result alive (the scheduler counts it as a
+//! "want"); dropping the last clone releases it, as `distributed.Future`.
+//! A future knows its host only through `FutureHost`, so futures of the
+//! local runtime and of a remote scheduler are the same type.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
@@ -10,10 +12,25 @@ use crossbeam_channel::Sender;
 
 use crate::error::{EngineError, TaskError};
 use crate::graph::Key;
-use crate::scheduler::TaskId;
 use crate::value::Value;
 
-use super::{CancelToken, Shared};
+use super::CancelToken;
+
+/// What a future needs of the client that made it.
+pub(crate) trait FutureHost: Send + Sync {
+    /// One reference to task `id` went away (the last clone of a future
+    /// was dropped, or it was cancelled).
+    fn release(&self, id: u64, cell: &Arc<Cell>);
+
+    /// Block until every cell settled, or `cancel` fires.
+    fn wait_for(&self, cells: &[Arc<Cell>], cancel: &CancelToken) -> Result<(), EngineError>;
+
+    /// Hosts that run tasks on the waiting thread (the `sync` scheduler)
+    /// run one here; `None` where tasks run elsewhere.
+    fn run_inline(&self, _cancel: &CancelToken) -> Option<Result<(), EngineError>> {
+        None
+    }
+}
 
 /// Where a future stands (`f.status` in scripts).
 #[derive(Clone, Debug, PartialEq)]
@@ -93,9 +110,10 @@ impl Cell {
 
 pub(crate) struct Inner {
     pub(crate) key: Key,
-    pub(crate) task: TaskId,
+    /// The host's handle of the task.
+    pub(crate) id: u64,
     pub(crate) cell: Arc<Cell>,
-    pub(crate) runtime: Weak<Shared>,
+    pub(crate) host: Weak<dyn FutureHost>,
     /// The scheduler's reference is dropped once: by `cancel` or by drop.
     pub(crate) released: AtomicBool,
 }
@@ -105,8 +123,8 @@ impl Inner {
         if self.released.swap(true, Ordering::SeqCst) {
             return;
         }
-        if let Some(rt) = self.runtime.upgrade() {
-            rt.release(self.task, &self.cell);
+        if let Some(host) = self.host.upgrade() {
+            host.release(self.id, &self.cell);
         }
     }
 }
@@ -130,6 +148,14 @@ impl std::fmt::Debug for Future {
 }
 
 impl Future {
+    /// A pending future of task `id` on `host`, and the cell the host
+    /// settles when the task is done.
+    pub(crate) fn pending(key: Key, id: u64, host: Weak<dyn FutureHost>) -> (Future, Arc<Cell>) {
+        let cell = Cell::new();
+        let inner = Inner { key, id, cell: cell.clone(), host, released: AtomicBool::new(false) };
+        (Future { inner: Arc::new(inner) }, cell)
+    }
+
     pub fn key(&self) -> &Key {
         &self.inner.key
     }
@@ -145,8 +171,8 @@ impl Future {
     /// Block until the result is there (running tasks inline in sync mode).
     pub fn result(&self, cancel: &CancelToken) -> Result<Value, EngineError> {
         if self.status() == Status::Pending {
-            let rt = self.inner.runtime.upgrade().ok_or(EngineError::Shutdown)?;
-            rt.wait_for(std::slice::from_ref(&self.inner.cell), cancel)?;
+            let host = self.inner.host.upgrade().ok_or(EngineError::Shutdown)?;
+            host.wait_for(std::slice::from_ref(&self.inner.cell), cancel)?;
         }
         match self.status() {
             Status::Finished(v) => Ok(v),
@@ -168,8 +194,8 @@ impl Future {
 /// different runtimes; a future whose runtime is gone cannot settle.
 pub fn wait(futures: &[Future], cancel: &CancelToken) -> Result<(), EngineError> {
     for f in futures.iter().filter(|f| !f.done()) {
-        let rt = f.inner.runtime.upgrade().ok_or(EngineError::Shutdown)?;
-        rt.wait_for(std::slice::from_ref(&f.inner.cell), cancel)?;
+        let host = f.inner.host.upgrade().ok_or(EngineError::Shutdown)?;
+        host.wait_for(std::slice::from_ref(&f.inner.cell), cancel)?;
     }
     Ok(())
 }
@@ -225,21 +251,20 @@ impl Iterator for AsCompleted {
                 return Some(Err(EngineError::Cancelled));
             }
             let any = self.slots.iter().flatten().next()?;
-            match any.inner.runtime.upgrade() {
-                Some(rt) if rt.is_sync() => {
-                    // Nobody else runs tasks in sync mode: run one here.
-                    if let Err(e) = rt.run_one_inline(&self.cancel) {
-                        return Some(Err(e));
-                    }
-                }
-                Some(_) => {
+            let Some(host) = any.inner.host.upgrade() else {
+                return Some(Err(EngineError::Shutdown));
+            };
+            // Where nobody else runs tasks (sync mode), run one here.
+            match host.run_inline(&self.cancel) {
+                Some(Err(e)) => return Some(Err(e)),
+                Some(Ok(())) => {}
+                None => {
                     if let Ok(i) = self.rx.recv_timeout(Duration::from_millis(50))
                         && let Some(f) = self.take(i)
                     {
                         return Some(Ok(f));
                     }
                 }
-                None => return Some(Err(EngineError::Shutdown)),
             }
         }
     }

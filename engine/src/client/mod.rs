@@ -1,0 +1,140 @@
+//! The execution seam: the one interface through which everything above
+//! the engine runs graphs. The local runtime (`crate::local`) is its first
+//! implementation; a client of a remote scheduler will be the second, and
+//! nothing that builds graphs or shows results needs to know which one it
+//! talks to (Dask's `Client`).
+
+mod future;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use future::{AsCompleted, Future, Status, gather, wait};
+pub(crate) use future::{Cell, FutureHost};
+
+use crate::diagnostics::{Event, Snapshot};
+use crate::error::EngineError;
+use crate::graph::{Graph, Key, Task, Tokenizer};
+use crate::ops::Op;
+use crate::value::Value;
+
+/// A flag to stop waiting (Ctrl-C, a Jupyter interrupt). Passed in, never global.
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> CancelToken {
+        CancelToken::default()
+    }
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn reset(&self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// The flag itself, for code that must poll it where a token cannot go.
+    pub fn flag(&self) -> &Arc<AtomicBool> {
+        &self.0
+    }
+}
+
+/// One worker as a client sees it (`c.workers()`, the dashboard).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkerInfo {
+    pub name: String,
+    pub address: String,
+    pub threads: usize,
+    /// Tasks running now.
+    pub running: usize,
+    /// Bytes of results held.
+    pub memory: u64,
+    /// `None`: no limit is enforced.
+    pub memory_limit: Option<u64>,
+    /// Bytes spilled to disk.
+    pub spilled: u64,
+    /// The GPU's name and memory, or "no GPU".
+    pub gpu: String,
+    /// Abstract resources offered (`GPU: 1`).
+    pub resources: Vec<(String, f64)>,
+}
+
+/// What runs graphs: submit, gather, cancel, scatter, persist, the workers,
+/// the diagnostics stream and close. Every method may be called from any
+/// thread.
+pub trait Client: Send + Sync {
+    /// Optimize `graph` for `outputs` and start computing it; one future per
+    /// output, in order. Keys the graph uses but does not define must be
+    /// held already (futures, persisted results).
+    fn submit(&self, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError>;
+
+    /// Submit, wait for every output and return their values.
+    fn compute(
+        &self,
+        graph: Graph,
+        outputs: &[Key],
+        cancel: &CancelToken,
+    ) -> Result<Vec<Value>, EngineError> {
+        let futures = self.submit(graph, outputs)?;
+        self.gather(&futures, cancel)
+    }
+
+    /// The results of `futures`, in order; the first error wins.
+    fn gather(&self, futures: &[Future], cancel: &CancelToken) -> Result<Vec<Value>, EngineError> {
+        gather(futures, cancel)
+    }
+
+    /// Stop caring about `futures`: they report `cancelled`, and their tasks
+    /// stop where nothing else needs them.
+    fn cancel(&self, futures: &[Future]) {
+        futures.iter().for_each(Future::cancel);
+    }
+
+    /// Put `values` on the workers; one future per value, finished when this
+    /// returns (as Dask's `scatter`). Keys come from the values' content, so
+    /// scattering equal data twice gives the same key.
+    fn scatter(&self, values: Vec<Value>, cancel: &CancelToken) -> Result<Vec<Future>, EngineError> {
+        let mut tasks = Vec::with_capacity(values.len());
+        let mut keys = Vec::with_capacity(values.len());
+        for v in values {
+            let key = Key::new(Tokenizer::new().value(&v).name("scatter").as_str());
+            keys.push(key.clone());
+            tasks.push(Task::new(key, Op::Literal(v), vec![]));
+        }
+        let futures = self.submit(Graph::from_tasks(tasks), &keys)?;
+        wait(&futures, cancel)?;
+        Ok(futures)
+    }
+
+    /// Compute `outputs` and keep them in the workers' memory for as long as
+    /// the returned futures live. Waits until they are there (as Dask's local
+    /// schedulers do), so a failure shows here, not at a later compute.
+    fn persist(
+        &self,
+        graph: Graph,
+        outputs: &[Key],
+        cancel: &CancelToken,
+    ) -> Result<Vec<Future>, EngineError> {
+        let futures = self.submit(graph, outputs)?;
+        gather(&futures, cancel)?;
+        Ok(futures)
+    }
+
+    /// The workers now.
+    fn workers(&self) -> Vec<WorkerInfo>;
+
+    /// Per-group progress and memory, now.
+    fn snapshot(&self) -> Snapshot;
+
+    /// Events as they happen (bounded, lossy: see `diagnostics`).
+    fn subscribe(&self, capacity: usize) -> crossbeam_channel::Receiver<Event>;
+
+    /// One line for `print(client())`.
+    fn describe(&self) -> String;
+
+    /// Stop: pending futures fail, workers go. Later calls report `Shutdown`.
+    fn close(&self);
+}
