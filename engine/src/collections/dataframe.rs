@@ -172,7 +172,7 @@ impl DataFrame {
     /// after it, and whether it drops rows.
     fn staged(&self, stage: Stage, schema: Schema, col_tokens: Vec<String>, drops_rows: bool) -> DataFrame {
         let label = stage.name();
-        let token = Tokenizer::new().str(&self.token).str(label).str(&format!("{stage:?}")).finish();
+        let token = Tokenizer::new().str(&self.token).str(label).serde(&stage).finish();
         let mut stages = self.stages.as_ref().clone();
         stages.push(stage);
         let divisions = self.divisions.clone().filter(|d| {
@@ -301,7 +301,7 @@ impl DataFrame {
                     (e, t)
                 }
             };
-            let tok = Tokenizer::new().str(&self.token).str("assign").str(&format!("{e:?}")).finish();
+            let tok = Tokenizer::new().str(&self.token).str("assign").serde(&e).finish();
             match schema.cols.iter().position(|(n, _)| *n == name) {
                 Some(i) => {
                     schema.cols[i].1 = t;
@@ -514,7 +514,7 @@ impl DataFrame {
     /// `SPLIT_EVERY`, then `finish`.
     pub fn tree(&self, ctx: &Ctx, label: &str, sink: Sink, finish: Finish) -> (LayerRef, Key) {
         let all: Vec<usize> = (0..self.parts.len()).collect();
-        let extra = format!("{finish:?}");
+        let extra = Tokenizer::new().serde(&finish).finish();
         let (part_layer, level) = self.run_layer(ctx, label, &sink, &extra, &all);
         let tok = Tokenizer::new().str(&part_layer.name).finish();
         let (last, level) =
@@ -813,8 +813,7 @@ impl Series {
         let f = if self.expr == Expr::Col(name.clone()) {
             base.clone()
         } else {
-            let tok =
-                Tokenizer::new().str(&base.token).str("series").str(&format!("{:?}", self.expr)).finish();
+            let tok = Tokenizer::new().str(&base.token).str("series").serde(&self.expr).finish();
             let mut schema = base.schema.as_ref().clone();
             let mut toks = base.col_tokens.as_ref().clone();
             match schema.cols.iter().position(|(n, _)| *n == name) {
@@ -960,8 +959,7 @@ pub fn read_json(paths: &[String], blocksize: Option<u64>) -> Result<DataFrame, 
 /// A frame of a bag's partitions of maps (`Bag.to_dataframe`), one
 /// conversion task per partition.
 pub fn from_records(ctx: &Ctx, layer: LayerRef, keys: Vec<Key>, token: &str, schema: Schema) -> DataFrame {
-    let name: Arc<str> =
-        Arc::from(Tokenizer::new().str(token).str(&format!("{schema:?}")).name("to_dataframe"));
+    let name: Arc<str> = Arc::from(Tokenizer::new().str(token).serde(&schema).name("to_dataframe"));
     let schema_arc = Arc::new(schema.clone());
     let mut tasks = Vec::with_capacity(keys.len());
     let mut out = Vec::with_capacity(keys.len());

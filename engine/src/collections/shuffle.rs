@@ -55,7 +55,7 @@ impl DataFrame {
     fn shuffled(&self, ctx: &Ctx, label: &'static str, plan: Plan) -> DataFrame {
         let Plan { by, outputs, bounds, then, schema: out_schema } = plan;
         let mut t = Tokenizer::new();
-        t.str(&self.token).str(label).str(&format!("{by:?}{then:?}")).u64(outputs as u64);
+        t.str(&self.token).str(label).serde(&by).serde(&then).u64(outputs as u64);
         if let Some((_, k)) = &bounds {
             t.key(k);
         }
@@ -120,10 +120,14 @@ impl DataFrame {
         split_out: usize,
     ) -> DataFrame {
         let all: Vec<usize> = (0..self.npartitions()).collect();
-        let (layer, keys) =
-            self.run_layer_each(ctx, "groupby-partial", &format!("{spec:?}"), &all, &[], &|_| {
-                Sink::Group(spec.clone())
-            });
+        let (layer, keys) = self.run_layer_each(
+            ctx,
+            "groupby-partial",
+            &Tokenizer::new().serde(&spec).finish(),
+            &all,
+            &[],
+            &|_| Sink::Group(spec.clone()),
+        );
         let key_schema = Schema::new(spec.by.iter().map(|b| (b.clone(), DType::Str)).collect());
         let partials = DataFrame::of_keys(layer, keys, key_schema, "groupby-partial");
         partials.shuffled(
@@ -368,9 +372,8 @@ impl DataFrame {
     /// results are frames of `schema` (found by the caller, as Dask's meta).
     pub fn map_partitions(&self, ctx: &Ctx, udf: Arc<Udf>, token: &str, schema: Schema) -> DataFrame {
         let (layer, parts) = self.partitions(ctx);
-        let name: Arc<str> = Arc::from(
-            Tokenizer::new().str(&self.token).str(token).str(&format!("{schema:?}")).name("map_partitions"),
-        );
+        let name: Arc<str> =
+            Arc::from(Tokenizer::new().str(&self.token).str(token).serde(&schema).name("map_partitions"));
         let schema_arc = Arc::new(schema.clone());
         let mut tasks = Vec::with_capacity(parts.len());
         let mut keys = Vec::with_capacity(parts.len());
@@ -405,7 +408,7 @@ impl DataFrame {
         let shuffled = if n == 1 { self.clone() } else { self.shuffled(ctx, "groupby-shuffle", plan) };
         let (layer, parts) = shuffled.partitions(ctx);
         let name: Arc<str> = Arc::from(
-            Tokenizer::new().str(&shuffled.token).str(token).str(&format!("{by:?}{schema:?}")).name("apply"),
+            Tokenizer::new().str(&shuffled.token).str(token).serde(by).serde(&schema).name("apply"),
         );
         let schema_arc = Arc::new(schema.clone());
         let mut tasks = Vec::with_capacity(parts.len());
@@ -463,7 +466,7 @@ pub fn merge(ctx: &Ctx, left: &DataFrame, right: &DataFrame, a: &MergeArgs) -> R
     let spec = Arc::new(spec);
     let (nl, nr) = (left.npartitions(), right.npartitions());
     let mut t = Tokenizer::new();
-    t.str(&left.token).str(&right.token).str(&format!("{spec:?}"));
+    t.str(&left.token).str(&right.token).serde(&spec);
     let token = t.finish();
     let name: Arc<str> = Arc::from(format!("merge-{token}"));
     let mut tasks = Vec::new();

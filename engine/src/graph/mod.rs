@@ -3,6 +3,7 @@
 //! reachable from the requested outputs (culling at layer granularity) into a
 //! flat `Graph`, which the passes in `cull`, `fuse` and `order` then refine.
 
+mod canon;
 mod key;
 mod layer;
 pub mod token;

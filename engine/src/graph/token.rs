@@ -8,6 +8,7 @@ use xxhash_rust::xxh3::Xxh3;
 use crate::value::Value;
 
 use super::Key;
+use super::canon;
 
 /// Incremental token builder. Every `feed_*` writes a type tag first so that
 /// different shapes of input never collide by concatenation.
@@ -112,6 +113,38 @@ impl Tokenizer {
                     self.value(x);
                 }
             }
+        }
+        self
+    }
+
+    /// Any `Serialize` value, canonically: its serde data model, not its
+    /// `Debug` text, so the token is stable across builds, compilers and
+    /// processes, and a map's token does not depend on its entries' order.
+    ///
+    /// - Every primitive is a one-byte type tag then its little-endian
+    ///   bytes; strings and bytes are length-prefixed; sequences, tuples and
+    ///   structs end with their length; enum variants write their index and
+    ///   name; struct fields write their names (adding or renaming a field
+    ///   changes the token, deliberately); `None` and `Some` are tagged.
+    ///   Type names are not written.
+    /// - Floats: `-0.0` and `0.0` stay different (different values: `1/x`
+    ///   tells them apart), but every NaN is written as the bit pattern of
+    ///   `f64::NAN` (`f32::NAN` for `f32`), so equal-looking NaNs give equal
+    ///   tokens.
+    /// - Maps are order-insensitive: each entry is hashed on its own (xxh3-128),
+    ///   and the sorted digests are fed, so a `HashMap` in any insertion order
+    ///   and a `BTreeMap` of the same entries give one token. Serde shows a
+    ///   `HashSet` as a sequence, which is *not* order-insensitive.
+    /// - On error (a custom `Serialize` impl that fails), what was written
+    ///   before the failure stays and a fixed error marker follows, so the
+    ///   token is still well-defined. This never panics.
+    ///
+    /// The layout is documented in full in `graph/canon.rs`. Changing it
+    /// changes every key built from it.
+    pub fn serde<T: serde::Serialize + ?Sized>(&mut self, x: &T) -> &mut Self {
+        self.h.update(&[4]);
+        if canon::feed(&mut self.h, x).is_err() {
+            self.h.update(&[canon::tag::ERROR]);
         }
         self
     }

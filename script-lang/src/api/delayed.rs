@@ -47,13 +47,13 @@ pub fn call_task(state: &SessionState, func: &Func, label: &str, args: &[Dynamic
             b.token.str(x.name());
         }
         Func::Array(op) => {
-            b.token.str(&format!("{op:?}"));
+            b.token.serde(op);
         }
         Func::Bag(op) => {
-            b.token.str(&format!("{op:?}"));
+            b.token.serde(op);
         }
         Func::Frame(op) => {
-            b.token.str(&format!("{op:?}"));
+            b.token.serde(op);
         }
     }
     let mut built = Vec::with_capacity(args.len());

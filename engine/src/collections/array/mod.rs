@@ -273,7 +273,7 @@ pub fn random(
     }
     let label = if dist == Dist::Uniform { "random_sample" } else { "normal" };
     let mut t = Tokenizer::new();
-    t.str(label).u64(seed).str(&format!("{dist:?}")).str(dtype.name());
+    t.str(label).u64(seed).serde(&dist).str(dtype.name());
     create(ctx, &mut t, label, shape, spec, dtype, |idx, bshape, _| {
         let i: Vec<u32> = idx.iter().map(|&x| x as u32).collect();
         ArrayOp::Random { seed: block_seed(seed, &i), shape: bshape, dist, dtype }
@@ -289,7 +289,7 @@ pub fn full(
     dtype: DType,
 ) -> Result<Array, ArrayError> {
     let mut t = Tokenizer::new();
-    t.str("full").str(&format!("{value:?}")).str(dtype.name());
+    t.str("full").serde(&value).str(dtype.name());
     create(ctx, &mut t, "full", shape, spec, dtype, |_, bshape, _| ArrayOp::Full {
         shape: bshape,
         value,
@@ -657,11 +657,11 @@ pub fn elementwise(
         });
     }
     let mut t = Tokenizer::new();
-    t.str(label).str(&format!("{op:?}"));
+    t.str(label).serde(&op);
     for o in &unified {
         match o {
             Operand::Array(a) => t.str(&a.name),
-            Operand::Scalar(s) => t.str(&format!("{s:?}")),
+            Operand::Scalar(s) => t.serde(s),
         };
     }
     let name = t.name(label);
@@ -724,11 +724,11 @@ fn elementwise_unknown(
         arrays.iter().find(|a| a.unknown).map_or(Ok(()), |a| a.known(label))?;
     }
     let mut t = Tokenizer::new();
-    t.str(label).str(&format!("{op:?}"));
+    t.str(label).serde(&op);
     for o in inputs {
         match o {
             Operand::Array(a) => t.str(&a.name),
-            Operand::Scalar(s) => t.str(&format!("{s:?}")),
+            Operand::Scalar(s) => t.serde(s),
         };
     }
     let name = t.name(label);
@@ -846,7 +846,7 @@ pub fn transpose(ctx: &Ctx, a: &Array, axes: Option<&[i64]>) -> Result<Array, Ar
         return Ok(a.clone());
     }
     let mut t = Tokenizer::new();
-    t.str("transpose").str(&a.name).str(&format!("{perm:?}"));
+    t.str("transpose").str(&a.name).serde(&perm);
     let name = t.name("transpose");
     let key_name: Arc<str> = Arc::from(name.as_str());
     let chunks: Vec<Vec<usize>> = perm.iter().map(|&p| a.chunks[p].clone()).collect();
@@ -1036,7 +1036,7 @@ pub fn map_blocks(
         )));
     }
     let mut t = Tokenizer::new();
-    t.str("map_blocks").str(&f.label).str(&f.token).str(&a.name).str(&format!("{chunks:?}/{dtype}"));
+    t.str("map_blocks").str(&f.label).str(&f.token).str(&a.name).serde(&chunks).serde(&dtype);
     let name = t.name(&f.label);
     let key_name: Arc<str> = Arc::from(name.as_str());
     let tasks = a

@@ -52,7 +52,7 @@ pub fn reduction(
     let out_dtype = red.out_dtype(a.dtype);
 
     let mut t = Tokenizer::new();
-    t.str(red.name()).str(&a.name).str(&format!("{axes:?}/{keepdims}/{split}"));
+    t.str(red.name()).str(&a.name).serde(&(&axes, keepdims, split));
     let token = t.finish();
     let label = red.name();
 

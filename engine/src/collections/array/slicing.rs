@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use serde::Serialize;
+
 use super::{Array, Ctx, array_task, finish, grid, offsets};
 use crate::array::shape::AxisSlice;
 use crate::array::{ArrayError, ArrayOp, fmt_shape};
@@ -11,7 +13,7 @@ use crate::graph::{Key, Tokenizer};
 use crate::ops::Arg;
 
 /// One axis of an index expression.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub enum Index {
     /// `start..stop` by `step`; `None` ends mean the axis's ends, negative
     /// positions count from the end (Python's rules).
@@ -170,7 +172,7 @@ pub fn slice(ctx: &Ctx, a: &Array, index: &[Index]) -> Result<Array, ArrayError>
         .map(|d| plan_axis(index.get(d).copied().unwrap_or(Index::Full), &a.chunks[d], d))
         .collect::<Result<_, _>>()?;
     let mut t = Tokenizer::new();
-    t.str("getitem").str(&a.name).str(&format!("{index:?}"));
+    t.str("getitem").str(&a.name).serde(index);
     let name = t.name("getitem");
     let key_name: Arc<str> = Arc::from(name.as_str());
     let sub: Vec<usize> = plans.iter().map(|(k, _)| k.len()).collect();

@@ -154,7 +154,7 @@ pub fn reshape(ctx: &Ctx, a: &Array, shape: &[i64]) -> Result<Array, ArrayError>
         return Ok(a.clone());
     }
     let mut t = Tokenizer::new();
-    t.str("reshape").str(&a.name).str(&format!("{new:?}"));
+    t.str("reshape").str(&a.name).serde(&new);
     let name = t.name("reshape");
     let key_name: Arc<str> = Arc::from(name.as_str());
     if total == 0 || a.ndim() == 0 || new.is_empty() {
