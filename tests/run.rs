@@ -503,3 +503,60 @@ fn shuffle_pieces_of_a_failed_graph_are_removed() {
     assert!(left.is_empty(), "left behind: {left:?}");
     std::fs::remove_dir_all(&dir).expect("clean");
 }
+
+/// Keys come from canonical bytes of each operation and its arguments, so
+/// the same expressions built by two processes have the same keys, and
+/// changing any argument changes the key.
+#[test]
+fn keys_are_the_same_in_two_processes_and_follow_every_argument() {
+    let script = |seed: i64, scale: f64, axis: i64, chunk: i64, col: i64, filter: i64, sep: &str| {
+        format!(
+            r#"
+            fn key_of(x) {{ delayed_value(x).key }}
+            let x = random([40, 40], #{{chunks: 20, seed: {seed}}}) * {scale};
+            let df = from_columns(#{{g: ["a", "b", "a", "c"], v: [1.0, 2.0, 3.0, {col}.0]}}, #{{npartitions: 2}});
+            let b = from_sequence(["a b", "c d", "a c"], #{{npartitions: 2}});
+            print(to_json([
+                key_of(x),
+                key_of(x.sum({axis})),
+                key_of(x.rechunk([{chunk}, -1])),
+                key_of(df.assign(#{{w: df["v"] * 2}})),
+                key_of(df[df["v"] > {filter}]),
+                key_of(df.groupby("g").agg(#{{v: "sum"}})),
+                key_of(b.str_split("{sep}").flatten().frequencies()),
+            ]));
+            "#
+        )
+    };
+    let keys = |text: String| -> Vec<String> {
+        let (out, _) = run_script("keys", &text);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let line = stdout(&out);
+        line.trim().trim_matches(['[', ']']).split(',').map(|k| k.trim_matches('"').to_string()).collect()
+    };
+    let base = script(1, 2.5, 0, 10, 4, 1, " ");
+    let first = keys(base.clone());
+    assert_eq!(first.len(), 7);
+    assert_eq!(first, keys(base), "a second process builds the same keys");
+    let changed = [
+        script(2, 2.5, 0, 10, 4, 1, " "),
+        script(1, 2.0, 0, 10, 4, 1, " "),
+        script(1, 2.5, 1, 10, 4, 1, " "),
+        script(1, 2.5, 0, 8, 4, 1, " "),
+        script(1, 2.5, 0, 10, 5, 1, " "),
+        script(1, 2.5, 0, 10, 4, 2, " "),
+        script(1, 2.5, 0, 10, 4, 1, "c"),
+    ];
+    // The keys each change moves: its own and those that read it; no other.
+    let moved: [&[usize]; 7] = [&[0, 1, 2], &[0, 1, 2], &[1], &[2], &[3, 4, 5], &[4], &[6]];
+    for (k, (text, must)) in changed.into_iter().zip(moved).enumerate() {
+        let other = keys(text);
+        for i in 0..first.len() {
+            if must.contains(&i) {
+                assert_ne!(first[i], other[i], "change {k}: key {i} did not change with its argument");
+            } else {
+                assert_eq!(first[i], other[i], "change {k}: key {i} changed, but reads nothing that did");
+            }
+        }
+    }
+}
