@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use crate::error::TaskError;
-use crate::graph::Key;
+use crate::key::Key;
 use crate::scheduler::GroupStats;
 
 /// Progress of one task group.

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::graph::Key;
+use crate::key::Key;
 
 /// Where in the user's script an error happened.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

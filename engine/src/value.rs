@@ -9,7 +9,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::array::Chunk;
+use polars::prelude::{AnyValue, DataFrame};
+
+use crate::array::chunk::Chunk;
+use crate::frame::partition::Frame;
 
 /// A task result or a literal argument.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
@@ -26,7 +29,7 @@ pub enum Value {
     /// An n-d array: a block of a lazy array, or a computed one.
     Array(Arc<Chunk>),
     /// A dataframe partition, or a computed frame.
-    Frame(Arc<crate::frame::Frame>),
+    Frame(Arc<Frame>),
 }
 
 impl Value {
@@ -120,7 +123,7 @@ impl Value {
                 out.push(']');
             }
             Value::Array(c) => out.push_str(&c.to_json()),
-            Value::Frame(f) => Value::list(crate::frame::rows(&f.0)).write_json(out),
+            Value::Frame(f) => Value::list(rows(&f.0)).write_json(out),
             Value::Map(m) => {
                 out.push('{');
                 for (i, (k, v)) in m.iter().enumerate() {
@@ -190,6 +193,47 @@ impl From<bool> for Value {
 impl From<&str> for Value {
     fn from(v: &str) -> Self {
         Value::str(v)
+    }
+}
+
+/// One cell as a script value (datetimes as ISO text).
+pub fn cell(av: AnyValue<'_>) -> Value {
+    match av {
+        AnyValue::Null => Value::Unit,
+        AnyValue::Boolean(b) => Value::Bool(b),
+        AnyValue::Int64(i) => Value::Int(i),
+        AnyValue::Int32(i) => Value::Int(i64::from(i)),
+        AnyValue::UInt32(i) => Value::Int(i64::from(i)),
+        AnyValue::UInt64(i) => Value::Int(i as i64),
+        AnyValue::Float64(f) => Value::Float(f),
+        AnyValue::Float32(f) => Value::Float(f64::from(f)),
+        AnyValue::String(s) => Value::str(s),
+        AnyValue::StringOwned(s) => Value::str(s.as_str()),
+        other => Value::str(&other.to_string()),
+    }
+}
+
+/// Rows as maps of column name to value (`to_maps`).
+pub fn rows(df: &DataFrame) -> Vec<Value> {
+    let names: Vec<String> = df.get_column_names().iter().map(|n| n.to_string()).collect();
+    (0..df.height())
+        .map(|i| {
+            let m = df
+                .columns()
+                .iter()
+                .zip(&names)
+                .map(|(c, n)| (n.clone(), c.get(i).map(cell).unwrap_or(Value::Unit)))
+                .collect();
+            Value::Map(Arc::new(m))
+        })
+        .collect()
+}
+
+/// One column's values.
+pub fn column_values(df: &DataFrame, name: &str) -> Vec<Value> {
+    match df.column(name) {
+        Ok(c) => (0..c.len()).map(|i| c.get(i).map(cell).unwrap_or(Value::Unit)).collect(),
+        Err(_) => Vec::new(),
     }
 }
 

@@ -68,7 +68,7 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, String> {
     if let Some(f) = d.read_lock::<crate::api::LocalSeries>() {
         // A local Series travels (and prints as JSON) as its values.
         let name = f.0.column_names().into_iter().next().unwrap_or_default();
-        return Ok(Value::list(brisk_engine::frame::column_values(&f.0.0, &name)));
+        return Ok(Value::list(brisk_engine::value::column_values(&f.0.0, &name)));
     }
     if d.is_blob() {
         let b = d.read_lock::<Blob>().ok_or_else(|| format!("{what}: blob is locked"))?;

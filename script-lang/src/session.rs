@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use brisk_engine::graph::{Annotations, LayerRef, materialize};
 use brisk_engine::local::{LocalConfig, Runtime};
-use brisk_engine::ops::{Code, SourceChunk};
+use brisk_engine::runner::{Code, SourceChunk};
 use brisk_engine::{CancelToken, Client, Future, Graph, Key, Value};
 use rhai::{AST, Dynamic, Engine, EvalAltResult, Scope};
 

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
 
-use brisk_engine::ops::{Code, SourceChunk, TaskContext, Udf, UdfRunner};
+use brisk_engine::runner::{Code, SourceChunk, TaskContext, Udf, UdfRunner};
 use brisk_engine::{SourcePos, TaskError, Value};
 use rhai::{AST, CallFnOptions, Dynamic, Engine, EvalAltResult, FnPtr, Scope};
 use xxhash_rust::xxh3::Xxh3;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use brisk_engine::CancelToken;
 use brisk_engine::Value;
-use brisk_engine::ops::{TaskContext, UdfRunner};
+use brisk_engine::runner::{TaskContext, UdfRunner};
 use brisk_script::{ErrorKind, Session};
 
 /// A session whose `print` output is collected.
@@ -204,7 +204,7 @@ fn ship_child() {
     let Some(path) = std::env::var_os(SHIP_ENV) else { return };
     brisk_script::ship::init();
     let bytes = std::fs::read(path).expect("read");
-    let udf: brisk_engine::ops::Udf = rmp_serde::from_slice(&bytes).expect("decode");
+    let udf: brisk_engine::runner::Udf = rmp_serde::from_slice(&bytes).expect("decode");
     let runner = brisk_script::ship::RhaiUdfs::new(brisk_script::api::worker_engine);
     let key = brisk_engine::Key::new("t");
     let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -28,10 +28,10 @@ pub enum Chunk {
 macro_rules! each_chunk {
     ($c:expr, $a:ident => $body:expr) => {
         match $c {
-            $crate::array::Chunk::Bool($a) => $body,
-            $crate::array::Chunk::I64($a) => $body,
-            $crate::array::Chunk::F32($a) => $body,
-            $crate::array::Chunk::F64($a) => $body,
+            $crate::array::chunk::Chunk::Bool($a) => $body,
+            $crate::array::chunk::Chunk::I64($a) => $body,
+            $crate::array::chunk::Chunk::F32($a) => $body,
+            $crate::array::chunk::Chunk::F64($a) => $body,
         }
     };
 }

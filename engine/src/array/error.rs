@@ -18,9 +18,9 @@ pub enum ArrayError {
     Value(String),
 }
 
-impl From<ArrayError> for crate::TaskError {
+impl From<ArrayError> for crate::error::TaskError {
     fn from(e: ArrayError) -> Self {
-        crate::TaskError::user(e.to_string())
+        crate::error::TaskError::user(e.to_string())
     }
 }
 

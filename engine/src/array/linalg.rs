@@ -13,7 +13,7 @@ use super::error::ArrayError;
 /// column-major for transposed ones; other layouts are copied first.
 fn mat<'a, T>(a: &'a Nd<T>, owned: &'a mut Vec<T>) -> Option<MatRef<'a, T>>
 where
-    T: faer::traits::ComplexField + super::Elem,
+    T: faer::traits::ComplexField + super::chunk::Elem,
 {
     let (r, c) = (a.shape()[0], a.shape()[1]);
     if let Some(s) = a.as_slice() {
@@ -57,7 +57,7 @@ pub fn matmul_sum(a: &[Chunk], b: &[Chunk]) -> Result<Chunk, ArrayError> {
         DType::F32 => DType::F32,
         _ => DType::F64,
     };
-    fn finish<T: super::Elem>(x: ArrayD<T>, shape: &[usize]) -> Result<Chunk, ArrayError> {
+    fn finish<T: super::chunk::Elem>(x: ArrayD<T>, shape: &[usize]) -> Result<Chunk, ArrayError> {
         let x = x.into_shape_with_order(IxDyn(shape)).map_err(|e| ArrayError::Shape(e.to_string()))?;
         Ok(Chunk::from_array(x))
     }
@@ -72,7 +72,7 @@ pub fn matmul_sum(a: &[Chunk], b: &[Chunk]) -> Result<Chunk, ArrayError> {
 
 fn gemm_sum<T>(a: &[Chunk], b: &[Chunk], m: usize, n: usize) -> Result<ArrayD<T>, ArrayError>
 where
-    T: faer::traits::ComplexField + super::Elem + Copy + num_traits::Zero + num_traits::One,
+    T: faer::traits::ComplexField + super::chunk::Elem + Copy + num_traits::Zero + num_traits::One,
 {
     // C^T = Σ B_t^T A_t^T, computed into column-major storage, which is
     // exactly the row-major layout of C.
@@ -123,7 +123,7 @@ pub fn gram_sum(a: &[Chunk]) -> Result<Chunk, ArrayError> {
 
 fn gram<T>(a: &[Chunk], m: usize) -> Result<ArrayD<T>, ArrayError>
 where
-    T: faer::traits::ComplexField + super::Elem + Copy + num_traits::Zero + num_traits::One,
+    T: faer::traits::ComplexField + super::chunk::Elem + Copy + num_traits::Zero + num_traits::One,
 {
     use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
     let mut out: Vec<T> = vec![T::zero(); m * m];

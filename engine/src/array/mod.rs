@@ -3,12 +3,11 @@
 //! `collections::array`; this module only ever sees one block at a time
 //! (plus reduction partials).
 
-mod chunk;
+pub mod chunk;
 pub mod create;
-mod dtype;
+pub mod dtype;
 pub mod elementwise;
-mod error;
-pub mod expr;
+pub mod error;
 pub mod linalg;
 pub mod npy;
 pub mod ops;

@@ -115,7 +115,7 @@ pub fn partial(
                 DType::F32 => Chunk::F32(fold_axes(&block.cast::<f32>(), axes, 0.0, |a, b| a + b)),
                 _ => Chunk::F64(fold_axes(&block.cast::<f64>(), axes, 0.0, |a, b| a + b)),
             };
-            let count = Chunk::full(sum.shape(), super::Scalar::Float(n as f64), DType::F64);
+            let count = Chunk::full(sum.shape(), super::dtype::Scalar::Float(n as f64), DType::F64);
             vec![sum, count]
         }
         Reduction::Var { .. } | Reduction::Std { .. } => {

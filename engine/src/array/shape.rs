@@ -97,10 +97,10 @@ pub fn concat_grid(blocks: &[Chunk], numblocks: &[usize]) -> Result<Chunk, Array
         cur.pop().map(T::wrap).ok_or_else(|| ArrayError::Value("no blocks to join".into()))
     }
     match dtype {
-        super::DType::Bool => go::<bool>(blocks, numblocks),
-        super::DType::I64 => go::<i64>(blocks, numblocks),
-        super::DType::F32 => go::<f32>(blocks, numblocks),
-        super::DType::F64 => go::<f64>(blocks, numblocks),
+        super::dtype::DType::Bool => go::<bool>(blocks, numblocks),
+        super::dtype::DType::I64 => go::<i64>(blocks, numblocks),
+        super::dtype::DType::F32 => go::<f32>(blocks, numblocks),
+        super::dtype::DType::F64 => go::<f64>(blocks, numblocks),
     }
 }
 

@@ -13,9 +13,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Runner, VKey, pluck};
+use super::records::{Runner, pluck};
+use super::vkey::VKey;
 use crate::error::TaskError;
-use crate::ops::Udf;
+use crate::runner::Udf;
 use crate::value::Value;
 
 /// How `topk` ranks records.

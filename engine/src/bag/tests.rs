@@ -4,9 +4,14 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use super::exec::execute;
+use super::records::BATCH;
 use super::*;
-use crate::graph::Key;
-use crate::ops::NoUdfs;
+use crate::error::TaskError;
+use crate::key::Key;
+use crate::runner::NoUdfs;
+use crate::runner::TaskContext;
+use crate::value::Value;
 
 fn run(op: &BagOp, args: &[Value]) -> Result<Value, TaskError> {
     let cancelled = Arc::new(AtomicBool::new(false));

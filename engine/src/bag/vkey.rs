@@ -73,7 +73,7 @@ fn feed<H: Hasher>(v: &Value, h: &mut H) {
         }
         Value::Frame(f) => {
             h.write_u8(9);
-            crate::frame::rows(&f.0).iter().for_each(|r| feed(r, h));
+            crate::value::rows(&f.0).iter().for_each(|r| feed(r, h));
         }
     }
 }

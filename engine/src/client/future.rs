@@ -11,10 +11,10 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 
 use crate::error::{EngineError, TaskError};
-use crate::graph::Key;
+use crate::key::Key;
 use crate::value::Value;
 
-use super::CancelToken;
+use super::cancel::CancelToken;
 
 /// What a future needs of the client that made it.
 pub(crate) trait FutureHost: Send + Sync {

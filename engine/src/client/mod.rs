@@ -4,43 +4,20 @@
 //! nothing that builds graphs or shows results needs to know which one it
 //! talks to (Dask's `Client`).
 
+mod cancel;
 mod future;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
+pub use cancel::CancelToken;
 pub use future::{AsCompleted, Future, Status, gather, wait};
 pub(crate) use future::{Cell, FutureHost};
 
 use crate::diagnostics::{Event, Snapshot};
 use crate::error::EngineError;
-use crate::graph::{Graph, Key, Task, Tokenizer};
+use crate::graph::task::{Graph, Task};
+use crate::graph::token::Tokenizer;
+use crate::key::Key;
 use crate::ops::Op;
 use crate::value::Value;
-
-/// A flag to stop waiting (Ctrl-C, a Jupyter interrupt). Passed in, never global.
-#[derive(Clone, Debug, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
-
-impl CancelToken {
-    pub fn new() -> CancelToken {
-        CancelToken::default()
-    }
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-    pub fn reset(&self) {
-        self.0.store(false, Ordering::SeqCst);
-    }
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    /// The flag itself, for code that must poll it where a token cannot go.
-    pub fn flag(&self) -> &Arc<AtomicBool> {
-        &self.0
-    }
-}
 
 /// One worker as a client sees it (`c.workers()`, the dashboard).
 #[derive(Clone, Debug, PartialEq)]

@@ -9,10 +9,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::array::Ctx;
-use crate::Task;
-use crate::bag::{Agg, BagOp, Sink, Source, Stage};
-use crate::graph::{Key, Layer, LayerRef, Tokenizer};
-use crate::ops::{Arg, Func, Op, Udf};
+use crate::bag::agg::{Agg, Sink};
+use crate::bag::op::{BagOp, Source};
+use crate::bag::stage::Stage;
+use crate::graph::layer::{Layer, LayerRef};
+use crate::graph::task::Task;
+use crate::graph::token::Tokenizer;
+use crate::key::Key;
+use crate::ops::{Arg, Func, Op};
+use crate::runner::Udf;
 use crate::shuffle::Pieces;
 use crate::value::Value;
 
@@ -214,7 +219,7 @@ pub fn read_text(paths: &[std::path::PathBuf], blocksize: Option<u64>) -> Result
                 blocksize.unwrap_or(0)
             )));
         }
-        for (start, end) in crate::bag::text::blocks(meta.len(), blocksize) {
+        for (start, end) in crate::io::blocks(meta.len(), blocksize) {
             parts.push(Part::Text { path: path.clone(), start, end });
         }
     }

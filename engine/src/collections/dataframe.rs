@@ -17,15 +17,18 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::array::Ctx;
-use crate::Task;
-use crate::frame::agg::{GroupSpec, Red};
 use crate::frame::csv::CsvSpec;
 use crate::frame::dtype::{DType, Schema};
 use crate::frame::expr::{BinOp, Expr, UnOp};
+use crate::frame::group::GroupSpec;
+use crate::frame::op::{Finish, FrameOp, Keep, Sink, Source};
 use crate::frame::parquet::GroupStats;
+use crate::frame::red::Red;
 use crate::frame::stage::Stage;
-use crate::frame::{Finish, FrameOp, Keep, Sink, Source};
-use crate::graph::{Key, Layer, LayerRef, Tokenizer};
+use crate::graph::layer::{Layer, LayerRef};
+use crate::graph::task::Task;
+use crate::graph::token::Tokenizer;
+use crate::key::Key;
 use crate::ops::{Arg, Func, Op};
 use crate::value::Value;
 
@@ -900,7 +903,7 @@ pub fn read_csv(
             )));
         }
         let path: Arc<str> = Arc::from(p.as_str());
-        for (start, end) in crate::bag::text::blocks(meta.len(), Some(bs)) {
+        for (start, end) in crate::io::blocks(meta.len(), Some(bs)) {
             parts.push(Part::Csv { path: path.clone(), start, end });
         }
     }
@@ -947,7 +950,7 @@ pub fn read_json(paths: &[String], blocksize: Option<u64>) -> Result<DataFrame, 
             )));
         }
         let path: Arc<str> = Arc::from(p.as_str());
-        let blocks = crate::bag::text::blocks(meta.len(), blocksize);
+        let blocks = crate::io::blocks(meta.len(), blocksize);
         parts.extend(blocks.into_iter().map(|(start, end)| Part::Json { path: path.clone(), start, end }));
     }
     for (n, d) in &schema.cols {
@@ -1132,10 +1135,13 @@ pub fn from_columns(
     for i in 0..parts {
         let (lo, hi) = ((i * size).min(n), ((i + 1) * size).min(n));
         let slice: Vec<Vec<Value>> = columns.iter().map(|c| c[lo..hi].to_vec()).collect();
-        let df = crate::frame::from_values(&schema, &slice).map_err(invalid)?;
+        let df = crate::frame::values::from_values(&schema, &slice).map_err(invalid)?;
         let key = block(&name, i);
-        let mut task =
-            Task::new(key.clone(), Op::Literal(Value::Frame(Arc::new(crate::frame::Frame(df)))), vec![]);
+        let mut task = Task::new(
+            key.clone(),
+            Op::Literal(Value::Frame(Arc::new(crate::frame::partition::Frame(df)))),
+            vec![],
+        );
         task.annotations = ctx.annotations.clone();
         tasks.push(task);
         keys.push(key);

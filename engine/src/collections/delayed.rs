@@ -1,7 +1,8 @@
 //! The lazy single value (Dask's `Delayed`): one task's layer and its key.
 
 use crate::client::Future;
-use crate::graph::{Key, LayerRef};
+use crate::graph::layer::LayerRef;
+use crate::key::Key;
 
 use super::{Collection, held_layer};
 

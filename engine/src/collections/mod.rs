@@ -10,9 +10,10 @@ pub mod shuffle;
 
 use std::sync::Arc;
 
-use crate::Task;
 use crate::client::Future;
-use crate::graph::{Key, Layer, LayerRef, Pin};
+use crate::graph::layer::{Layer, LayerRef, Pin};
+use crate::graph::task::Task;
+use crate::key::Key;
 
 /// What every lazy collection tells the code that runs it (Dask's
 /// `__dask_graph__`, `__dask_keys__`, `__dask_postcompute__` and

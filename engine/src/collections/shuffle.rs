@@ -9,14 +9,17 @@ use std::sync::Arc;
 
 use super::array::Ctx;
 use super::dataframe::{DataFrame, Divisions, FrameError, Series, block};
-use crate::Task;
-use crate::frame::agg::GroupSpec;
 use crate::frame::dtype::{DType, Schema};
+use crate::frame::group::GroupSpec;
+use crate::frame::op::{DUPLICATED, Finish, FrameOp, Keep, Sink, Then};
 use crate::frame::rolling::RollAgg;
 use crate::frame::shuffle::{JoinHow, JoinSpec, Partitioner, ShuffleSpec};
-use crate::frame::{DUPLICATED, Finish, FrameOp, Keep, Sink, Then};
-use crate::graph::{Key, Layer, LayerRef, Tokenizer};
-use crate::ops::{Arg, Func, Op, Udf};
+use crate::graph::layer::{Layer, LayerRef};
+use crate::graph::task::Task;
+use crate::graph::token::Tokenizer;
+use crate::key::Key;
+use crate::ops::{Arg, Func, Op};
+use crate::runner::Udf;
 
 /// A side of a join with at most this many partitions is sent whole to
 /// every partition of the other side (a broadcast join) instead of both
@@ -613,10 +616,10 @@ mod tests {
     use super::*;
     use crate::client::{CancelToken, Client};
     use crate::diagnostics::Event;
-    use crate::frame::agg::Red;
-    use crate::graph::materialize;
+    use crate::frame::red::Red;
+    use crate::graph::layer::materialize;
     use crate::local::{LocalConfig, Runtime};
-    use crate::ops::NoUdfs;
+    use crate::runner::NoUdfs;
     use crate::value::Value;
     use std::collections::BTreeSet;
 

@@ -7,68 +7,11 @@
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::group::{GroupSpec, SEP, partial_name};
+use super::red::Red;
+
 use super::dtype::DType;
 use crate::value::Value;
-
-/// A reduction of one column (`s.sum()`, `agg(#{x: "std"})`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Red {
-    Sum,
-    Mean,
-    Min,
-    Max,
-    Count,
-    Std,
-    Var,
-    Size,
-    NUnique,
-}
-
-impl Red {
-    pub fn parse(s: &str) -> Option<Red> {
-        Some(match s {
-            "sum" => Red::Sum,
-            "mean" => Red::Mean,
-            "min" => Red::Min,
-            "max" => Red::Max,
-            "count" => Red::Count,
-            "std" => Red::Std,
-            "var" | "variance" => Red::Var,
-            "size" => Red::Size,
-            "nunique" => Red::NUnique,
-            _ => return None,
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Red::Sum => "sum",
-            Red::Mean => "mean",
-            Red::Min => "min",
-            Red::Max => "max",
-            Red::Count => "count",
-            Red::Std => "std",
-            Red::Var => "var",
-            Red::Size => "size",
-            Red::NUnique => "nunique",
-        }
-    }
-
-    /// The result type for a column of type `t`, or why it has none.
-    pub fn dtype(self, t: DType) -> Result<DType, String> {
-        use DType::*;
-        let numeric = matches!(t, Int64 | Float64 | Bool);
-        match self {
-            Red::Count | Red::Size | Red::NUnique => Ok(Int64),
-            Red::Sum if t == Float64 => Ok(Float64),
-            Red::Sum if numeric => Ok(Int64),
-            Red::Mean | Red::Std | Red::Var if numeric => Ok(Float64),
-            Red::Min | Red::Max if t != Bool => Ok(t),
-            Red::Min | Red::Max => Ok(Bool),
-            _ => Err(format!("{} is not defined for a {} column", self.name(), t.name())),
-        }
-    }
-}
 
 /// The running statistics of one column in one or more partitions.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -247,35 +190,93 @@ pub enum Merge {
     Max,
 }
 
-/// A groupby aggregation: key columns and, per output column, its source
-/// column and reduction.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GroupSpec {
-    pub by: Vec<String>,
-    /// (output name, source column, reduction, source type)
-    pub aggs: Vec<(String, String, Red, DType)>,
+fn numeric(s: &Series) -> PolarsResult<Series> {
+    match s.dtype() {
+        DataType::Boolean => s.cast(&DataType::Int64),
+        _ => Ok(s.clone()),
+    }
 }
 
-const SEP: char = '\u{1}';
-
-pub(crate) fn partial_name(kind: &str, col: &str) -> String {
-    format!("{kind}{SEP}{col}")
+/// Where a column holds a value (`None`: everywhere), computed once per
+/// column of a partition.
+fn valid_of(
+    cache: &mut Vec<(String, Option<BooleanChunked>)>,
+    col: &str,
+    s: &Series,
+) -> PolarsResult<Option<BooleanChunked>> {
+    if let Some((_, v)) = cache.iter().find(|(c, _)| c == col) {
+        return Ok(v.clone());
+    }
+    let na = super::expr::missing(s)?;
+    let v = if na.any() { Some(!&na) } else { None };
+    cache.push((col.to_string(), v.clone()));
+    Ok(v)
 }
 
-/// The partial columns of `g` as (kind, source column) pairs, in order.
-pub(crate) fn partial_names(g: &GroupSpec) -> Vec<(String, String)> {
-    g.partials()
-        .into_iter()
-        .map(|(n, _)| match n.split_once(SEP) {
-            Some((k, c)) => (k.to_string(), c.to_string()),
-            None => (n, String::new()),
-        })
-        .collect()
+/// `s` with the rows where `valid` is false set to missing (so polars'
+/// sums, minima and maxima skip NaN as pandas does).
+fn masked(s: &Series, valid: Option<&BooleanChunked>) -> PolarsResult<Series> {
+    let Some(valid) = valid else { return Ok(s.clone()) };
+    let nulls = Series::full_null(s.name().clone(), s.len(), s.dtype());
+    s.zip_with(valid, &nulls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_merge_matches_one_pass() {
+        let a = Series::new("x".into(), [Some(1.0f64), None, Some(4.0)]);
+        let b = Series::new("x".into(), [2.0f64, f64::NAN, 8.0]);
+        let mut s = Stats::of(&a).expect("a");
+        s.merge(&Stats::of(&b).expect("b"));
+        let all = Series::new("x".into(), [1.0f64, 4.0, 2.0, 8.0]);
+        let one = Stats::of(&all).expect("all");
+        assert_eq!(s.n, 4);
+        for red in [Red::Mean, Red::Var, Red::Std, Red::Sum, Red::Min, Red::Max] {
+            let (Value::Float(x), Value::Float(y)) =
+                (s.finish(red, DType::Float64), one.finish(red, DType::Float64))
+            else {
+                panic!("floats")
+            };
+            assert!((x - y).abs() < 1e-12, "{red:?}: {x} vs {y}");
+        }
+        assert_eq!(Stats::from_value(&s.to_value()), Some(s));
+        assert!(matches!(Stats::default().finish(Red::Mean, DType::Int64), Value::Float(f) if f.is_nan()));
+    }
+
+    #[test]
+    fn grouped_partials_merge_to_the_answer() {
+        let spec = GroupSpec {
+            by: vec!["k".into()],
+            aggs: vec![
+                ("x".into(), "x".into(), Red::Mean, DType::Float64),
+                ("n".into(), "x".into(), Red::Count, DType::Float64),
+                ("size".into(), "".into(), Red::Size, DType::Int64),
+                ("hi".into(), "x".into(), Red::Max, DType::Float64),
+            ],
+        };
+        let a = df!("k" => [Some("a"), Some("b"), None], "x" => [Some(1.0f64), None, Some(9.0)]).expect("a");
+        let b = df!("k" => ["a", "a"], "x" => [3.0f64, 5.0]).expect("b");
+        let pa = spec.partial(&a).expect("pa");
+        let pb = spec.partial(&b).expect("pb");
+        let merged = spec.regroup(&pa.vstack(&pb).expect("stack")).expect("merge");
+        let out = spec.finish(&merged).expect("finish");
+        assert_eq!(out.height(), 2);
+        let x: Vec<Option<f64>> = out.column("x").expect("x").f64().expect("f64").iter().collect();
+        assert_eq!(x[0], Some(3.0));
+        assert!(x[1].is_none_or(f64::is_nan));
+        let n: Vec<Option<i64>> = out.column("n").expect("n").i64().expect("i64").iter().collect();
+        assert_eq!(n, vec![Some(3), Some(0)]);
+        let size: Vec<Option<i64>> = out.column("size").expect("s").i64().expect("i64").iter().collect();
+        assert_eq!(size, vec![Some(3), Some(1)]);
+    }
 }
 
 impl GroupSpec {
     /// The partial columns, each with how it merges.
-    fn partials(&self) -> Vec<(String, Merge)> {
+    pub(crate) fn partials(&self) -> Vec<(String, Merge)> {
         let mut out: Vec<(String, Merge)> = Vec::new();
         let mut add = |name: String, m: Merge| {
             if !out.iter().any(|(n, _)| *n == name) {
@@ -433,89 +434,5 @@ impl GroupSpec {
         }
         let out = DataFrame::new(df.height(), cols)?;
         out.sort(self.by.iter().map(|s| s.as_str()).collect::<Vec<_>>(), SortMultipleOptions::default())
-    }
-}
-
-fn numeric(s: &Series) -> PolarsResult<Series> {
-    match s.dtype() {
-        DataType::Boolean => s.cast(&DataType::Int64),
-        _ => Ok(s.clone()),
-    }
-}
-
-/// Where a column holds a value (`None`: everywhere), computed once per
-/// column of a partition.
-fn valid_of(
-    cache: &mut Vec<(String, Option<BooleanChunked>)>,
-    col: &str,
-    s: &Series,
-) -> PolarsResult<Option<BooleanChunked>> {
-    if let Some((_, v)) = cache.iter().find(|(c, _)| c == col) {
-        return Ok(v.clone());
-    }
-    let na = super::expr::missing(s)?;
-    let v = if na.any() { Some(!&na) } else { None };
-    cache.push((col.to_string(), v.clone()));
-    Ok(v)
-}
-
-/// `s` with the rows where `valid` is false set to missing (so polars'
-/// sums, minima and maxima skip NaN as pandas does).
-fn masked(s: &Series, valid: Option<&BooleanChunked>) -> PolarsResult<Series> {
-    let Some(valid) = valid else { return Ok(s.clone()) };
-    let nulls = Series::full_null(s.name().clone(), s.len(), s.dtype());
-    s.zip_with(valid, &nulls)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stats_merge_matches_one_pass() {
-        let a = Series::new("x".into(), [Some(1.0f64), None, Some(4.0)]);
-        let b = Series::new("x".into(), [2.0f64, f64::NAN, 8.0]);
-        let mut s = Stats::of(&a).expect("a");
-        s.merge(&Stats::of(&b).expect("b"));
-        let all = Series::new("x".into(), [1.0f64, 4.0, 2.0, 8.0]);
-        let one = Stats::of(&all).expect("all");
-        assert_eq!(s.n, 4);
-        for red in [Red::Mean, Red::Var, Red::Std, Red::Sum, Red::Min, Red::Max] {
-            let (Value::Float(x), Value::Float(y)) =
-                (s.finish(red, DType::Float64), one.finish(red, DType::Float64))
-            else {
-                panic!("floats")
-            };
-            assert!((x - y).abs() < 1e-12, "{red:?}: {x} vs {y}");
-        }
-        assert_eq!(Stats::from_value(&s.to_value()), Some(s));
-        assert!(matches!(Stats::default().finish(Red::Mean, DType::Int64), Value::Float(f) if f.is_nan()));
-    }
-
-    #[test]
-    fn grouped_partials_merge_to_the_answer() {
-        let spec = GroupSpec {
-            by: vec!["k".into()],
-            aggs: vec![
-                ("x".into(), "x".into(), Red::Mean, DType::Float64),
-                ("n".into(), "x".into(), Red::Count, DType::Float64),
-                ("size".into(), "".into(), Red::Size, DType::Int64),
-                ("hi".into(), "x".into(), Red::Max, DType::Float64),
-            ],
-        };
-        let a = df!("k" => [Some("a"), Some("b"), None], "x" => [Some(1.0f64), None, Some(9.0)]).expect("a");
-        let b = df!("k" => ["a", "a"], "x" => [3.0f64, 5.0]).expect("b");
-        let pa = spec.partial(&a).expect("pa");
-        let pb = spec.partial(&b).expect("pb");
-        let merged = spec.regroup(&pa.vstack(&pb).expect("stack")).expect("merge");
-        let out = spec.finish(&merged).expect("finish");
-        assert_eq!(out.height(), 2);
-        let x: Vec<Option<f64>> = out.column("x").expect("x").f64().expect("f64").iter().collect();
-        assert_eq!(x[0], Some(3.0));
-        assert!(x[1].is_none_or(f64::is_nan));
-        let n: Vec<Option<i64>> = out.column("n").expect("n").i64().expect("i64").iter().collect();
-        assert_eq!(n, vec![Some(3), Some(0)]);
-        let size: Vec<Option<i64>> = out.column("size").expect("s").i64().expect("i64").iter().collect();
-        assert_eq!(size, vec![Some(3), Some(1)]);
     }
 }

@@ -12,8 +12,8 @@ use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::dtype::{DType, Schema};
-use crate::bag::text::read_block;
 use crate::error::TaskError;
+use crate::io::read_block;
 
 /// Bytes read to infer column types (Dask's `sample=256000`).
 pub const SAMPLE_BYTES: usize = 256_000;
@@ -132,42 +132,6 @@ pub(crate) fn parse(spec: &CsvSpec, bytes: Vec<u8>, columns: Option<&[String]>) 
         o = o.with_columns(Some(cols.iter().map(|c| PlSmallStr::from(c.as_str())).collect()));
     }
     o.into_reader_with_file_handle(Cursor::new(bytes)).finish()
-}
-
-/// A groupby partial of block `[start, end)` by the fused fast path, or
-/// `None` where it does not apply (the caller then reads the block).
-pub fn read_group(
-    spec: &CsvSpec,
-    path: &str,
-    start: u64,
-    end: u64,
-    stages: &[super::stage::Stage],
-    g: &super::agg::GroupSpec,
-) -> Result<Option<DataFrame>, TaskError> {
-    thread_local! {
-        /// One read buffer per worker thread, reused from block to block.
-        static RUNS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    let Some(mut groups) = super::fastagg::CsvGroups::new(spec, stages, g) else { return Ok(None) };
-    let mut header = start == 0 && spec.header;
-    let fed = RUNS.with(|cell| {
-        let mut buf = cell.borrow_mut();
-        let fed = crate::bag::text::for_each_lines(path, start, end, &mut buf, |lines| {
-            let lines = if header {
-                header = false;
-                lines.iter().position(|&b| b == b'\n').map_or(&[][..], |i| &lines[i + 1..])
-            } else {
-                lines
-            };
-            groups.feed(lines)
-        });
-        // Keep the buffer, but not one grown by some very long line.
-        if buf.capacity() > 16 << 20 {
-            *buf = Vec::new();
-        }
-        fed
-    })?;
-    Ok(fed.and_then(|()| groups.finish()))
 }
 
 /// Read block `[start, end)` of `path`, keeping only `columns` (all when

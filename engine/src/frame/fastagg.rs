@@ -17,10 +17,10 @@
 use polars::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::agg::{GroupSpec, partial_names};
 use super::csv::CsvSpec;
 use super::dtype::{DType, Schema};
 use super::expr::{BinOp, Expr};
+use super::group::{GroupSpec, partial_names};
 use super::stage::Stage;
 use crate::value::Value;
 
@@ -226,7 +226,7 @@ impl Partial {
     pub(crate) fn frame(self, g: &GroupSpec, keys: Vec<Column>) -> Option<DataFrame> {
         let mut cols = keys;
         for ((kind, col), (_, a)) in partial_names(g).into_iter().zip(self.accs) {
-            let name = super::agg::partial_name(&kind, &col);
+            let name = super::group::partial_name(&kind, &col);
             let name: PlSmallStr = name.as_str().into();
             let s = match a {
                 Acc::SumI(v) | Acc::Count(v) | Acc::Size(v) => Series::new(name, v),
@@ -847,7 +847,7 @@ pub fn group_partial(spec: &CsvSpec, bytes: &[u8], stages: &[Stage], g: &GroupSp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::agg::Red;
+    use crate::frame::red::Red;
 
     fn spec() -> CsvSpec {
         CsvSpec {
@@ -868,7 +868,7 @@ mod tests {
         for (ca, cb) in a.columns().iter().zip(b.columns()) {
             for i in 0..a.height() {
                 let (x, y) =
-                    (crate::frame::cell(ca.get(i).expect("a")), crate::frame::cell(cb.get(i).expect("b")));
+                    (crate::value::cell(ca.get(i).expect("a")), crate::value::cell(cb.get(i).expect("b")));
                 let ok = match (&x, &y) {
                     (Value::Float(p), Value::Float(q)) => {
                         (p.is_nan() && q.is_nan()) || (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0)
@@ -1061,4 +1061,40 @@ mod tests {
         assert!(group_partial(&sp, b"a,1,2.0,3\n", &[Stage::DropNa(vec!["x".into()])], &g).is_none());
         assert!(group_partial(&sp, b"a,1,2.0,3\n", &[], &g).is_some());
     }
+}
+
+/// A groupby partial of block `[start, end)` by the fused fast path, or
+/// `None` where it does not apply (the caller then reads the block).
+pub fn read_group(
+    spec: &CsvSpec,
+    path: &str,
+    start: u64,
+    end: u64,
+    stages: &[super::stage::Stage],
+    g: &super::group::GroupSpec,
+) -> Result<Option<DataFrame>, crate::error::TaskError> {
+    thread_local! {
+        /// One read buffer per worker thread, reused from block to block.
+        static RUNS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let Some(mut groups) = super::fastagg::CsvGroups::new(spec, stages, g) else { return Ok(None) };
+    let mut header = start == 0 && spec.header;
+    let fed = RUNS.with(|cell| {
+        let mut buf = cell.borrow_mut();
+        let fed = crate::io::for_each_lines(path, start, end, &mut buf, |lines| {
+            let lines = if header {
+                header = false;
+                lines.iter().position(|&b| b == b'\n').map_or(&[][..], |i| &lines[i + 1..])
+            } else {
+                lines
+            };
+            groups.feed(lines)
+        });
+        // Keep the buffer, but not one grown by some very long line.
+        if buf.capacity() > 16 << 20 {
+            *buf = Vec::new();
+        }
+        fed
+    })?;
+    Ok(fed.and_then(|()| groups.finish()))
 }

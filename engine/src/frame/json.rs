@@ -10,8 +10,8 @@ use polars::prelude::*;
 
 use super::csv::{bad_line, lines_before, sample_of};
 use super::dtype::{DType, Schema};
-use crate::bag::text::read_block;
 use crate::error::TaskError;
+use crate::io::read_block;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JsonError {

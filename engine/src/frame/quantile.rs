@@ -7,8 +7,10 @@
 
 use polars::prelude::*;
 
-use super::agg::{Red, Stats};
+use super::agg::Stats;
+
 use super::dtype::DType;
+use super::red::Red;
 use super::shuffle::sample;
 use crate::value::Value;
 
@@ -63,7 +65,10 @@ pub fn describe_partial(df: &DataFrame, columns: &[String]) -> PolarsResult<Valu
     for c in columns {
         let st = Stats::of(df.column(c)?.as_materialized_series())?;
         let s = sample(df, c, POINTS)?;
-        out.push(Value::list(vec![st.to_value(), Value::Frame(std::sync::Arc::new(super::Frame(s)))]));
+        out.push(Value::list(vec![
+            st.to_value(),
+            Value::Frame(std::sync::Arc::new(super::partition::Frame(s))),
+        ]));
     }
     Ok(Value::list(out))
 }
@@ -98,7 +103,9 @@ pub fn describe_combine(partials: &[Value]) -> PolarsResult<Option<Value>> {
     Ok(Some(Value::list(
         merged
             .into_iter()
-            .map(|(s, f)| Value::list(vec![s.to_value(), Value::Frame(std::sync::Arc::new(super::Frame(f)))]))
+            .map(|(s, f)| {
+                Value::list(vec![s.to_value(), Value::Frame(std::sync::Arc::new(super::partition::Frame(f)))])
+            })
             .collect(),
     )))
 }

@@ -167,7 +167,7 @@ pub fn collect(spec: &ShuffleSpec, out: u32, splits: &[Value]) -> Result<Option<
         return Ok(None);
     }
     let refs: Vec<&DataFrame> = frames.iter().collect();
-    Ok(Some(super::concat(&refs).map_err(perr)?))
+    Ok(Some(super::partition::concat(&refs).map_err(perr)?))
 }
 
 /// Points of one column's distribution for computing sort boundaries:

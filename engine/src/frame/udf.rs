@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use polars::prelude::*;
 
-use super::Frame;
 use super::dtype::{DType, Schema};
+use super::partition::Frame;
 use crate::error::TaskError;
-use crate::ops::{TaskContext, Udf, UdfRunner};
+use crate::runner::{TaskContext, Udf, UdfRunner};
 use crate::value::Value;
 
 /// The schema of what a closure gave (for a lazy frame's columns).
@@ -31,9 +31,10 @@ pub fn infer_schema(v: &Value) -> Result<Schema, String> {
         }
         Value::Map(m) => infer_rows(std::slice::from_ref(&Value::Map(m.clone()))),
         Value::List(rows) => infer_rows(rows),
-        Value::Int(_) | Value::Float(_) | Value::Str(_) | Value::Bool(_) => {
-            Ok(Schema::new(vec![(SCALAR.to_string(), super::infer_dtype(SCALAR, std::slice::from_ref(v))?)]))
-        }
+        Value::Int(_) | Value::Float(_) | Value::Str(_) | Value::Bool(_) => Ok(Schema::new(vec![(
+            SCALAR.to_string(),
+            super::values::infer_dtype(SCALAR, std::slice::from_ref(v))?,
+        )])),
         other => Err(format!(
             "the closure gave {}, not a frame, an array of row maps, a row map or a single value",
             other.type_name()
@@ -68,7 +69,7 @@ fn infer_rows(rows: &[Value]) -> Result<Schema, String> {
                     }
                 })
                 .collect();
-        let t = super::infer_dtype(&n, &vals)?;
+        let t = super::values::infer_dtype(&n, &vals)?;
         cols.push((n, t));
     }
     Ok(Schema::new(cols))
@@ -102,7 +103,7 @@ pub fn to_frame(v: &Value, schema: &Schema, what: &str) -> Result<DataFrame, Tas
         Value::Map(_) => to_frame(&Value::list(vec![v.clone()]), schema, what),
         Value::Int(_) | Value::Float(_) | Value::Str(_) | Value::Bool(_) | Value::Unit => {
             match &schema.cols[..] {
-                [(name, _)] => super::from_values(schema, &[vec![v.clone()]])
+                [(name, _)] => super::values::from_values(schema, &[vec![v.clone()]])
                     .map_err(|e| bad(format!("column \"{name}\": {e}"))),
                 _ => Err(bad(format!(
                     "the closure gave a single value ({}), but the result has the columns {}",
@@ -127,7 +128,7 @@ pub fn to_frame(v: &Value, schema: &Schema, what: &str) -> Result<DataFrame, Tas
                     col.push(m.get(name).cloned().unwrap_or(Value::Unit));
                 }
             }
-            super::from_values(schema, &cols).map_err(bad)
+            super::values::from_values(schema, &cols).map_err(bad)
         }
         other => Err(bad(format!(
             "the closure gave {}, not a frame, an array of row maps, a row map or a single value",
@@ -193,7 +194,7 @@ pub fn apply(
     if parts.is_empty() {
         return Ok(DataFrame::empty_with_schema(&schema.to_polars()));
     }
-    super::concat(&parts.iter().collect::<Vec<_>>()).map_err(perr)
+    super::partition::concat(&parts.iter().collect::<Vec<_>>()).map_err(perr)
 }
 
 /// A group's result as a frame of `schema`, its key values filled in

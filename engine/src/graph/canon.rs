@@ -492,7 +492,7 @@ mod tests {
     use serde::Serialize;
     use serde::ser::Error as _;
 
-    use crate::graph::Tokenizer;
+    use crate::graph::token::Tokenizer;
 
     fn tok<T: Serialize + ?Sized>(x: &T) -> String {
         Tokenizer::new().serde(x).finish()

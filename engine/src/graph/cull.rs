@@ -3,7 +3,8 @@
 //! `materialize` culls at layer granularity; this pass works per task, so a
 //! request for one block of a large array computes only that block's inputs.
 
-use super::{Graph, Key};
+use super::task::Graph;
+use crate::key::Key;
 
 /// The subgraph of tasks reachable (through dependencies) from `outputs`.
 ///
@@ -42,7 +43,7 @@ pub fn cull(graph: Graph, outputs: &[Key]) -> Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::Task;
+    use crate::graph::task::Task;
     use crate::ops::Op;
     use crate::value::Value;
 

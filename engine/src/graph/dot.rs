@@ -4,14 +4,14 @@
 
 use std::fmt::Write;
 
-use super::Graph;
+use super::task::Graph;
 use crate::ops::{Func, Op};
 
 /// The graph as Graphviz `dot` text. External inputs (futures, persisted
 /// results) are drawn as grey boxes.
 pub fn to_dot(graph: &Graph) -> String {
     let mut out = String::from("digraph {\n  graph [rankdir=BT];\n  node [fontsize=10];\n");
-    let id = |k: &super::Key| format!("\"{}\"", escape(&k.to_string()));
+    let id = |k: &crate::key::Key| format!("\"{}\"", escape(&k.to_string()));
     for t in graph.tasks() {
         let what = match &t.op {
             Op::Literal(_) => "literal".to_string(),
@@ -48,7 +48,8 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Key, Task};
+    use crate::graph::task::Task;
+    use crate::key::Key;
     use crate::ops::{Arg, Builtin};
     use crate::value::Value;
 

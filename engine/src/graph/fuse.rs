@@ -7,7 +7,8 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{Annotations, Graph, Key, Task};
+use super::task::{Annotations, Graph, Task};
+use crate::key::Key;
 use crate::ops::{Op, Step, StepInput};
 
 /// What `None` annotations mean, so that `None` and the defaults compare equal.
@@ -175,7 +176,9 @@ mod tests {
     use std::sync::atomic::AtomicBool;
 
     use super::*;
-    use crate::ops::{Arg, Builtin, Func, NoUdfs, TaskContext, execute};
+    use crate::exec::execute;
+    use crate::ops::{Arg, Builtin, Func};
+    use crate::runner::{NoUdfs, TaskContext};
     use crate::value::Value;
 
     fn k(name: &str) -> Key {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 
-use super::{Graph, Task};
+use super::task::{Graph, Task};
 
 /// What keeps results held by a client alive (its futures), type-erased so
 /// that graphs need not know the client.
@@ -98,7 +98,7 @@ pub fn materialize(roots: &[LayerRef]) -> Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::Key;
+    use crate::key::Key;
     use crate::ops::Op;
     use crate::value::Value;
 

@@ -5,7 +5,8 @@
 //! outputs, so a branch is finished (and its intermediates freed) before the
 //! next one starts: that keeps the results held in memory low.
 
-use super::{Graph, Key};
+use super::task::Graph;
+use crate::key::Key;
 
 const UNSEEN: u8 = 0;
 const ENTERED: u8 = 1;
@@ -192,7 +193,7 @@ mod tests {
     use rustc_hash::FxHashSet;
 
     use super::*;
-    use crate::graph::Task;
+    use crate::graph::task::Task;
     use crate::ops::{Arg, Builtin, Func, Op};
     use crate::value::Value;
 

@@ -7,8 +7,8 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::value::Value;
 
-use super::Key;
 use super::canon;
+use crate::key::Key;
 
 /// Incremental token builder. Every `feed_*` writes a type tag first so that
 /// different shapes of input never collide by concatenation.

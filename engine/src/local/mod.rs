@@ -17,8 +17,12 @@ use rustc_hash::FxHashMap;
 use crate::client::{CancelToken, Cell, Client, Future, FutureHost, Status, WorkerInfo};
 use crate::diagnostics::{Event, Hub, Snapshot};
 use crate::error::{EngineError, TaskError};
-use crate::graph::{self, Graph, Key};
-use crate::ops::{Op, TaskContext, UdfRunner, execute};
+use crate::exec::execute;
+use crate::graph::task::Graph;
+use crate::graph::{self};
+use crate::key::Key;
+use crate::ops::Op;
+use crate::runner::{TaskContext, UdfRunner};
 use crate::scheduler::{Action, NewTask, Priority, Scheduler, SchedulerConfig, TaskId, WorkerId, WorkerSpec};
 use crate::value::Value;
 
@@ -551,7 +555,7 @@ impl Shared {
             let mut st = self.lock();
             st.busy -= 1;
             let interrupted = interrupt.is_cancelled() && !job.cancel.load(Ordering::Relaxed);
-            if interrupted && matches!(&result, Err(e) if e.kind == crate::TaskErrorKind::Cancelled) {
+            if interrupted && matches!(&result, Err(e) if e.kind == crate::error::TaskErrorKind::Cancelled) {
                 st.jobs.push(job);
                 return Err(EngineError::Cancelled);
             }

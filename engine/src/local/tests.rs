@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::client::AsCompleted;
-use crate::graph::{Annotations, Task};
-use crate::ops::{Arg, Builtin, Code, Func, NoUdfs, Udf};
+use crate::graph::task::{Annotations, Task};
+use crate::ops::{Arg, Builtin, Func};
+use crate::runner::{Code, NoUdfs, Udf};
 
 fn both() -> Vec<LocalConfig> {
     vec![

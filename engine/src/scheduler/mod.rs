@@ -27,7 +27,8 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::error::TaskError;
-use crate::graph::{Annotations, Key};
+use crate::graph::task::Annotations;
+use crate::key::Key;
 
 use slab::Slab;
 pub use slab::SlabId;

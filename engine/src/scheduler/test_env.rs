@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use super::*;
 use crate::error::TaskError;
-use crate::graph::{Annotations, Key};
+use crate::graph::task::Annotations;
+use crate::key::Key;
 
 pub(super) struct TestEnv {
     pub s: Scheduler,

@@ -2,7 +2,7 @@
 
 use super::test_env::{Sim, TestEnv};
 use super::*;
-use crate::graph::Annotations;
+use crate::graph::task::Annotations;
 
 fn ann(priority: i64, retries: u32, resources: &[(&str, f64)]) -> Annotations {
     Annotations { priority, retries, resources: resources.iter().map(|(n, x)| (n.to_string(), *x)).collect() }

@@ -12,7 +12,7 @@ use super::{
     WorkerSpec,
 };
 use crate::error::{TaskError, TaskErrorKind};
-use crate::graph::Key;
+use crate::key::Key;
 
 impl Scheduler {
     /// A worker joined. Queued work may go to it at once.

@@ -340,7 +340,7 @@ mod tests {
     }
 
     fn key_group() -> &'static str {
-        brisk_engine::graph::group_of("sum-0123456789abcdef")
+        brisk_engine::key::group_of("sum-0123456789abcdef")
     }
 
     #[test]

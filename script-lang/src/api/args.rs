@@ -90,7 +90,7 @@ fn contains_lazy(d: &Dynamic, depth: usize) -> bool {
 pub fn shipped(
     state: &crate::SessionState,
     f: &rhai::FnPtr,
-) -> Result<(std::sync::Arc<brisk_engine::ops::Udf>, String), Box<rhai::EvalAltResult>> {
+) -> Result<(std::sync::Arc<brisk_engine::runner::Udf>, String), Box<rhai::EvalAltResult>> {
     let udf = crate::ship::ship(f, state.code()).map_err(crate::error::runtime)?;
     let mut t = Tokenizer::new();
     t.str(&udf.entry).u64(state.fn_source(&udf.entry).unwrap_or(0));

@@ -680,7 +680,7 @@ pub fn repr(x: &LazyArray) -> String {
     let a = &x.a;
     format!(
         "dask.array<{}, shape={}, dtype={}, chunksize={}, chunktype=ndarray>",
-        brisk_engine::graph::group_of(&a.name),
+        brisk_engine::key::group_of(&a.name),
         shape_text(a, &a.shape()),
         a.dtype,
         shape_text(a, &a.chunksize())

@@ -11,7 +11,7 @@ use brisk_engine::bag::{Agg, Stage};
 use brisk_engine::collections::array::Ctx;
 use brisk_engine::collections::bag::{self as cb, Bag, BagError};
 use brisk_engine::graph::Tokenizer;
-use brisk_engine::ops::Udf;
+use brisk_engine::runner::Udf;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
 use super::Delayed;
@@ -247,7 +247,8 @@ fn to_dataframe(state: &SessionState, b: &LazyBag) -> Res<super::LazyFrame> {
             .collect::<Res<Vec<_>>>()?;
         cols.push((
             n.clone(),
-            brisk_engine::frame::infer_dtype(n, &vals).map_err(|e| runtime(format!("to_dataframe: {e}")))?,
+            brisk_engine::frame::values::infer_dtype(n, &vals)
+                .map_err(|e| runtime(format!("to_dataframe: {e}")))?,
         ));
     }
     let (layer, keys) = b.b.partitions(&ctx(state));

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use brisk_engine::Value;
 use brisk_engine::collections::array::Ctx;
 use brisk_engine::collections::dataframe::{self as cd, Assigned, DataFrame, FrameError, Series};
-use brisk_engine::frame::agg::Red;
+use brisk_engine::frame as kernels;
 use brisk_engine::frame::dtype::{DType, Schema};
 use brisk_engine::frame::expr::{BinOp, Expr, UnOp};
-use brisk_engine::frame::{self as kernels, Frame};
+use brisk_engine::frame::partition::Frame;
+use brisk_engine::frame::red::Red;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::Delayed;
@@ -281,7 +282,7 @@ fn from_columns(state: &SessionState, cols: Map, m: Option<Map>) -> Res<LazyFram
             .iter()
             .map(|x| scalar(x, &format!("a value of column \"{name}\"")))
             .collect::<Res<Vec<_>>>()?;
-        schema.push((name.to_string(), kernels::infer_dtype(name, &vals).map_err(runtime)?));
+        schema.push((name.to_string(), kernels::values::infer_dtype(name, &vals).map_err(runtime)?));
         data.push(vals);
     }
     Ok(LazyFrame { f: cd::from_columns(&ctx(state), Schema::new(schema), data, n).map_err(err)? })
@@ -459,9 +460,13 @@ fn local_binary(a: &Dynamic, b: &Dynamic, op: BinOp) -> Res<LocalSeries> {
     );
     let scalar_of = |d: &Dynamic| scalar(d, "the other operand");
     let (l, r) = match (&x, &y) {
-        (Some(x), Some(y)) => (kernels::Operand::Series(x), kernels::Operand::Series(y)),
-        (Some(x), None) => (kernels::Operand::Series(x), kernels::Operand::Scalar(scalar_of(b)?)),
-        (None, Some(y)) => (kernels::Operand::Scalar(scalar_of(a)?), kernels::Operand::Series(y)),
+        (Some(x), Some(y)) => (kernels::series::Operand::Series(x), kernels::series::Operand::Series(y)),
+        (Some(x), None) => {
+            (kernels::series::Operand::Series(x), kernels::series::Operand::Scalar(scalar_of(b)?))
+        }
+        (None, Some(y)) => {
+            (kernels::series::Operand::Scalar(scalar_of(a)?), kernels::series::Operand::Series(y))
+        }
         (None, None) => return Err(runtime("a Series operator needs a Series")),
     };
     let f = Frame::series_binary(op, l, r).map_err(runtime)?;
@@ -587,7 +592,7 @@ pub fn series_repr(s: &Series) -> String {
 
 /// The local frame's rows as maps, for display and `to_maps`.
 fn rows_dynamic(f: &Frame) -> RArray {
-    kernels::rows(&f.0).iter().map(to_dynamic).collect()
+    brisk_engine::value::rows(&f.0).iter().map(to_dynamic).collect()
 }
 
 /// One cell as pandas prints it: `NaN` for a missing number, `None`
@@ -611,7 +616,7 @@ fn cell_text(v: &Value, numeric: bool) -> String {
 /// Cells of a local frame by (row, column), and the header.
 fn cells(f: &Frame) -> (Vec<String>, Vec<Vec<Value>>, Vec<bool>) {
     let names = f.column_names();
-    let cols: Vec<Vec<Value>> = names.iter().map(|n| kernels::column_values(&f.0, n)).collect();
+    let cols: Vec<Vec<Value>> = names.iter().map(|n| brisk_engine::value::column_values(&f.0, n)).collect();
     let numeric = cols
         .iter()
         .map(|c| c.iter().all(|v| matches!(v, Value::Unit | Value::Int(_) | Value::Float(_))))
@@ -646,7 +651,7 @@ pub fn local_series_text(f: &Frame) -> String {
 
 fn local_series_values(f: &Frame) -> RArray {
     let name = f.column_names().into_iter().next().unwrap_or_default();
-    kernels::column_values(&f.0, &name).iter().map(to_dynamic).collect()
+    brisk_engine::value::column_values(&f.0, &name).iter().map(to_dynamic).collect()
 }
 
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
@@ -829,7 +834,7 @@ pub fn register_local(engine: &mut Engine) {
     engine.register_fn("num_rows", |s: &mut LocalSeries| s.0.height() as i64);
     for (name, red) in SERIES_REDUCTIONS {
         engine.register_fn(name, move |s: &mut LocalSeries| -> Res<Dynamic> {
-            let v = kernels::reduce_column(&s.0.0, red).map_err(runtime)?;
+            let v = kernels::values::reduce_column(&s.0.0, red).map_err(runtime)?;
             Ok(to_dynamic(&v))
         });
     }

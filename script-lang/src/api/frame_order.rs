@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use brisk_engine::collections::dataframe::DataFrame;
 use brisk_engine::collections::shuffle::{self as sh, MergeArgs};
+use brisk_engine::frame::op::Keep;
+use brisk_engine::frame::partition::Frame;
 use brisk_engine::frame::rolling::RollAgg;
 use brisk_engine::frame::shuffle::JoinHow;
-use brisk_engine::frame::{self as kernels, Frame, Keep};
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::Delayed;
@@ -147,7 +148,7 @@ fn divisions(state: &SessionState, f: &DataFrame) -> Res<RArray> {
     let d = compute_one(state, Dynamic::from(Delayed { layer, key }))?;
     let frame = frame_value(&d).ok_or_else(|| runtime("divisions: the task did not give a frame"))?;
     let name = frame.column_names().into_iter().next().unwrap_or_default();
-    Ok(kernels::column_values(&frame.0, &name).iter().map(to_dynamic).collect())
+    Ok(brisk_engine::value::column_values(&frame.0, &name).iter().map(to_dynamic).collect())
 }
 
 /// The columns a closure's results have: `meta` when given (as Dask's

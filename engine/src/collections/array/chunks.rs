@@ -1,7 +1,11 @@
 //! Chunk specifications (Dask's `normalize_chunks`): a size per axis, one
 //! size for every axis, `"auto"`, or explicit block sizes per axis.
 
-use crate::array::{ArrayError, DType, fmt_shape};
+use crate::array::chunk::fmt_shape;
+
+use crate::array::dtype::DType;
+
+use crate::array::error::ArrayError;
 
 /// What a user may say about chunking one axis.
 #[derive(Clone, Debug, PartialEq)]

@@ -4,15 +4,22 @@
 
 use std::sync::Arc;
 
-use super::{
-    Array, AxisChunks, ChunkSpec, Ctx, Operand, array_task, binary, block, finish, matmul, rechunk,
-    reduction, unary,
-};
+use super::base::{Array, Ctx, array_task, block, finish};
+use super::chunks::{AxisChunks, ChunkSpec};
+use super::elementwise::{Operand, binary, unary};
+use super::matmul::matmul;
+use super::rechunk::rechunk;
+use super::reduction::reduction;
+use crate::array::chunk::fmt_shape;
 use crate::array::create::Dist;
+use crate::array::dtype::{DType, Scalar};
 use crate::array::elementwise::{BinOp, UnOp};
+use crate::array::error::ArrayError;
+use crate::array::ops::ArrayOp;
 use crate::array::reduce::Reduction;
-use crate::array::{ArrayError, ArrayOp, DType, Scalar, fmt_shape};
-use crate::graph::{Key, Layer, LayerRef, Tokenizer};
+use crate::graph::layer::{Layer, LayerRef};
+use crate::graph::token::Tokenizer;
+use crate::key::Key;
 use crate::ops::Arg;
 
 /// One block of a single-block result (`[0, 0]`) built on `layer`.
@@ -163,22 +170,28 @@ pub fn svd_compressed(
     }
     let l = (k + oversample).min(m.min(n));
     let omega_spec = ChunkSpec::PerAxis(vec![AxisChunks::Sizes(x.chunks[1].to_vec()), AxisChunks::Size(-1)]);
-    let omega =
-        super::random(ctx, &[n, l], &omega_spec, seed, Dist::Normal { mean: 0.0, std: 1.0 }, DType::F64)?;
+    let omega = super::create::random(
+        ctx,
+        &[n, l],
+        &omega_spec,
+        seed,
+        Dist::Normal { mean: 0.0, std: 1.0 },
+        DType::F64,
+    )?;
     let mut y = matmul(ctx, x, &omega)?;
-    let xt = super::transpose(ctx, x, None)?;
+    let xt = super::matmul::transpose(ctx, x, None)?;
     for _ in 0..n_power_iter {
         let (q, _) = qr(ctx, &y)?;
         y = matmul(ctx, x, &matmul(ctx, &xt, &q)?)?;
     }
     let (q, _) = qr(ctx, &y)?;
-    let b = matmul(ctx, &super::transpose(ctx, &q, None)?, x)?;
+    let b = matmul(ctx, &super::matmul::transpose(ctx, &q, None)?, x)?;
     let b = rechunk(ctx, &b, &ChunkSpec::PerAxis(vec![AxisChunks::Size(-1), AxisChunks::Size(-1)]))?;
     let (ub, s, vt) = svd_block(ctx, &b)?;
     let u = matmul(ctx, &q, &ub)?;
-    let keep = |a: &Array, idx: &[super::Index]| super::slice(ctx, a, idx);
-    let r = super::Index::Range { start: Some(0), stop: Some(k as i64), step: 1 };
-    Ok((keep(&u, &[super::Index::Full, r])?, keep(&s, &[r])?, keep(&vt, &[r])?))
+    let keep = |a: &Array, idx: &[super::slicing::Index]| super::slicing::slice(ctx, a, idx);
+    let r = super::slicing::Index::Range { start: Some(0), stop: Some(k as i64), step: 1 };
+    Ok((keep(&u, &[super::slicing::Index::Full, r])?, keep(&s, &[r])?, keep(&vt, &[r])?))
 }
 
 /// Both operands in single blocks (small systems are solved in one task).
@@ -248,7 +261,7 @@ pub fn lstsq(ctx: &Ctx, a: &Array, b: &Array) -> Result<(Array, Array, Array, Ar
         )));
     }
     let (q, r) = qr(ctx, a)?;
-    let qtb = whole(ctx, &matmul(ctx, &super::transpose(ctx, &q, None)?, b)?)?;
+    let qtb = whole(ctx, &matmul(ctx, &super::matmul::transpose(ctx, &q, None)?, b)?)?;
     let out_shape: Vec<usize> = if b.ndim() == 1 { vec![sa[1]] } else { vec![sa[1], sb[1]] };
     let x = two_block_op(ctx, "lstsq-solve", ArrayOp::SolveUpper, &r, &qtb, &out_shape)?;
     let ax = matmul(ctx, a, &x)?;
@@ -269,7 +282,7 @@ pub fn lstsq(ctx: &Ctx, a: &Array, b: &Array) -> Result<(Array, Array, Array, Ar
 /// `norm(x)`: the Frobenius norm of a matrix, the 2-norm of a vector
 /// (NumPy's default), over every element.
 pub fn norm(ctx: &Ctx, x: &Array) -> Result<Array, ArrayError> {
-    let f = unary(ctx, UnOp::Abs, &super::astype(ctx, x, x.dtype.to_float())?)?;
+    let f = unary(ctx, UnOp::Abs, &super::elementwise::astype(ctx, x, x.dtype.to_float())?)?;
     let sq = binary(ctx, BinOp::Mul, &Operand::Array(f.clone()), &Operand::Array(f))?;
     let total = reduction(ctx, &sq, Reduction::Sum, None, false, None)?;
     unary(ctx, UnOp::Sqrt, &total)
@@ -292,11 +305,11 @@ pub fn tensordot(
             axes_b.len()
         )));
     }
-    let ca = crate::array::norm_axes(axes_a, a.ndim()).and_then(|_| {
-        axes_a.iter().map(|&x| crate::array::norm_axis(x, a.ndim())).collect::<Result<Vec<_>, _>>()
+    let ca = crate::array::error::norm_axes(axes_a, a.ndim()).and_then(|_| {
+        axes_a.iter().map(|&x| crate::array::error::norm_axis(x, a.ndim())).collect::<Result<Vec<_>, _>>()
     })?;
-    let cb = crate::array::norm_axes(axes_b, b.ndim()).and_then(|_| {
-        axes_b.iter().map(|&x| crate::array::norm_axis(x, b.ndim())).collect::<Result<Vec<_>, _>>()
+    let cb = crate::array::error::norm_axes(axes_b, b.ndim()).and_then(|_| {
+        axes_b.iter().map(|&x| crate::array::error::norm_axis(x, b.ndim())).collect::<Result<Vec<_>, _>>()
     })?;
     let (sa, sb) = (a.shape(), b.shape());
     for (&x, &y) in ca.iter().zip(&cb) {
@@ -317,10 +330,18 @@ pub fn tensordot(
     let m: usize = free_a.iter().map(|&d| sa[d]).product();
     let k: usize = ca.iter().map(|&d| sa[d]).product();
     let n: usize = free_b.iter().map(|&d| sb[d]).product();
-    let a2 = super::reshape(ctx, &super::transpose(ctx, a, Some(&perm_a))?, &[m as i64, k as i64])?;
-    let b2 = super::reshape(ctx, &super::transpose(ctx, b, Some(&perm_b))?, &[k as i64, n as i64])?;
+    let a2 = super::structure::reshape(
+        ctx,
+        &super::matmul::transpose(ctx, a, Some(&perm_a))?,
+        &[m as i64, k as i64],
+    )?;
+    let b2 = super::structure::reshape(
+        ctx,
+        &super::matmul::transpose(ctx, b, Some(&perm_b))?,
+        &[k as i64, n as i64],
+    )?;
     let c = matmul(ctx, &a2, &b2)?;
     let out: Vec<i64> =
         free_a.iter().map(|&d| sa[d] as i64).chain(free_b.iter().map(|&d| sb[d] as i64)).collect();
-    super::reshape(ctx, &c, &out)
+    super::structure::reshape(ctx, &c, &out)
 }

@@ -5,10 +5,12 @@
 
 use std::sync::Arc;
 
-use super::{Array, Ctx, array_task, block, finish, grid, offsets};
+use super::base::{Array, Ctx, array_task, block, finish, grid, offsets};
+use crate::array::error::{ArrayError, norm_axes};
+use crate::array::ops::ArrayOp;
 use crate::array::reduce::{BlockPlace, Reduction};
-use crate::array::{ArrayError, ArrayOp, norm_axes};
-use crate::graph::{Key, Tokenizer};
+use crate::graph::token::Tokenizer;
+use crate::key::Key;
 use crate::ops::Arg;
 
 /// Dask's default `split_every`: the fan-in of each tree node, shared out

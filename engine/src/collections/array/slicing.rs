@@ -6,10 +6,13 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::{Array, Ctx, array_task, finish, grid, offsets};
+use super::base::{Array, Ctx, array_task, finish, grid, offsets};
+use crate::array::chunk::fmt_shape;
+use crate::array::error::ArrayError;
+use crate::array::ops::ArrayOp;
 use crate::array::shape::AxisSlice;
-use crate::array::{ArrayError, ArrayOp, fmt_shape};
-use crate::graph::{Key, Tokenizer};
+use crate::graph::token::Tokenizer;
+use crate::key::Key;
 use crate::ops::Arg;
 
 /// One axis of an index expression.

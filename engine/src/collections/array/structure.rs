@@ -3,11 +3,16 @@
 
 use std::sync::Arc;
 
-use super::{Array, Ctx, array_task, block, finish, grid, rechunk_to, refine};
+use super::base::{Array, Ctx, array_task, block, finish, grid};
+use super::rechunk::{rechunk_to, refine};
+use crate::array::chunk::fmt_shape;
+use crate::array::dtype::DType;
 use crate::array::elementwise::BinOp;
+use crate::array::error::{ArrayError, norm_axis};
+use crate::array::ops::ArrayOp;
 use crate::array::shape::AxisSlice;
-use crate::array::{ArrayError, ArrayOp, DType, fmt_shape, norm_axis};
-use crate::graph::{Key, Tokenizer};
+use crate::graph::token::Tokenizer;
+use crate::key::Key;
 use crate::ops::Arg;
 
 /// `concatenate([a, b, ...], axis)`: the arrays must agree on every other
@@ -184,7 +189,7 @@ pub fn reshape(ctx: &Ctx, a: &Array, shape: &[i64]) -> Result<Array, ArrayError>
     let band = (target / unit).max(1) * unit;
     let rows_in = band / row_in;
     let mut in_chunks: Vec<Vec<usize>> = old.iter().map(|&n| vec![n]).collect();
-    in_chunks[0] = super::regular(old[0], rows_in);
+    in_chunks[0] = super::chunks::regular(old[0], rows_in);
     let banded = rechunk_to(ctx, a, in_chunks)?;
     let mut out0 = Vec::new();
     let mut tasks = Vec::new();
@@ -337,7 +342,7 @@ pub fn histogram(ctx: &Ctx, a: &Array, bins: usize, lo: f64, hi: f64) -> Result<
         vec![root],
     ));
     let counts = finish(name, tasks, vec![a.layer.clone()], vec![vec![bins]], DType::I64);
-    let edges = super::linspace(ctx, lo, hi, bins + 1, &super::ChunkSpec::Auto, DType::F64)?;
+    let edges = super::create::linspace(ctx, lo, hi, bins + 1, &super::chunks::ChunkSpec::Auto, DType::F64)?;
     Ok((counts, edges))
 }
 
@@ -407,7 +412,7 @@ pub fn unique(ctx: &Ctx, x: &Array) -> Result<Array, ArrayError> {
 
 /// The tasks that measure each block of an array of unknown chunk sizes,
 /// for `compute_chunk_sizes` (one `Len` task per block, in block order).
-pub fn chunk_size_tasks(x: &Array) -> (crate::graph::LayerRef, Vec<Key>) {
+pub fn chunk_size_tasks(x: &Array) -> (crate::graph::layer::LayerRef, Vec<Key>) {
     let mut t = Tokenizer::new();
     t.str("chunk-sizes").str(&x.name);
     let name: Arc<str> = Arc::from(t.name("chunk-size").as_str());
@@ -424,5 +429,5 @@ pub fn chunk_size_tasks(x: &Array) -> (crate::graph::LayerRef, Vec<Key>) {
         ));
         keys.push(key);
     }
-    (crate::graph::Layer::new(name.to_string(), tasks, vec![x.layer.clone()]), keys)
+    (crate::graph::layer::Layer::new(name.to_string(), tasks, vec![x.layer.clone()]), keys)
 }

@@ -4,12 +4,19 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::array::chunk::Chunk;
+use crate::array::create::Dist;
+use crate::array::dtype::{DType, Scalar};
+use crate::array::elementwise::BinOp;
 use crate::array::elementwise::{self, Operand as Local, UnOp};
+use crate::array::ops::ArrayOp;
 use crate::array::reduce::{self, BlockPlace, Reduction};
 use crate::client::{CancelToken, Client};
-use crate::graph::materialize;
+use crate::graph::layer::materialize;
 use crate::local::{LocalConfig, Runtime};
-use crate::ops::NoUdfs;
+use crate::ops::{Func, Op};
+use crate::runner::NoUdfs;
+use crate::value::Value;
 
 fn compute(a: &Array) -> Vec<Chunk> {
     let mut out = Vec::new();
@@ -111,7 +118,7 @@ fn reductions_match_one_chunk_for_every_axis_choice() {
                     let r = reduction(&ctx, &x, red, axes, keepdims, split).expect("reduction");
                     let norm: Vec<usize> = match axes {
                         None => vec![0, 1, 2],
-                        Some(a) => crate::array::norm_axes(a, 3).expect("axes"),
+                        Some(a) => crate::array::error::norm_axes(a, 3).expect("axes"),
                     };
                     let p = reduce::partial(red, &whole, &norm, &BlockPlace::default()).expect("p");
                     let direct =
@@ -136,7 +143,7 @@ fn arg_reductions_give_global_indices() {
             let r = reduction(&ctx, &x, red, axes, false, Some(2)).expect("arg");
             let norm: Vec<usize> = match axes {
                 None => vec![0, 1],
-                Some(a) => crate::array::norm_axes(a, 2).expect("axes"),
+                Some(a) => crate::array::error::norm_axes(a, 2).expect("axes"),
             };
             let place = BlockPlace { offsets: vec![0, 0], shape: vec![9, 10] };
             let p = reduce::partial(red, &whole, &norm, &place).expect("p");
@@ -212,7 +219,7 @@ fn fused_arithmetic_chains_match_the_kernels() {
     ] {
         let r = reduction(&ctx, &e, red, axes, false, None).expect("reduce");
         let norm: Vec<usize> =
-            axes.map(|a| crate::array::norm_axes(a, 2).expect("axes")).unwrap_or(vec![0, 1]);
+            axes.map(|a| crate::array::error::norm_axes(a, 2).expect("axes")).unwrap_or(vec![0, 1]);
         let p = reduce::partial(red, &d, &norm, &BlockPlace::default()).expect("p");
         close(&one(&r), &reduce::finalize(red, &p, &norm, false, DType::F64).expect("f"));
     }

@@ -13,18 +13,18 @@
 
 use ndarray::{ArrayD, IxDyn};
 
-use super::chunk::{Chunk, Nd};
-use super::dtype::Scalar;
-use super::elementwise::{BinOp, UnOp, max_nan, min_nan};
-use super::ops::ArrayOp;
-use super::reduce::Reduction;
+use crate::array::chunk::{Chunk, Nd};
+use crate::array::dtype::Scalar;
+use crate::array::elementwise::{BinOp, UnOp, max_nan, min_nan};
+use crate::array::ops::ArrayOp;
+use crate::array::reduce::Reduction;
 use crate::ops::{Arg, Func, Op, Step, StepInput};
 use crate::value::Value;
 
 const T: usize = 64;
 
 /// Runs one step of a fused chain the ordinary way.
-pub type RunStep<'a> = dyn FnMut(&Step, &[Value]) -> Result<Value, crate::TaskError> + 'a;
+pub type RunStep<'a> = dyn FnMut(&Step, &[Value]) -> Result<Value, crate::error::TaskError> + 'a;
 
 /// A node of the fused expression.
 #[derive(Debug)]
@@ -78,7 +78,7 @@ pub fn try_run(
     steps: &[Step],
     inputs: &[Value],
     run_step: &mut RunStep<'_>,
-) -> Option<Result<Value, crate::TaskError>> {
+) -> Option<Result<Value, crate::error::TaskError>> {
     let n = steps.len();
     let last = steps.last()?;
     let tail = match array_op(last) {
@@ -146,17 +146,17 @@ fn run(
     expr: &Node,
     leaf_sources: &[StepInput],
     tail: &Tail,
-) -> Result<Value, crate::TaskError> {
+) -> Result<Value, crate::error::TaskError> {
     let mut results: Vec<Option<Value>> = Vec::with_capacity(steps.len());
-    let fetch = |i: &StepInput, results: &[Option<Value>]| -> Result<Value, crate::TaskError> {
+    let fetch = |i: &StepInput, results: &[Option<Value>]| -> Result<Value, crate::error::TaskError> {
         match *i {
             StepInput::External(j) => inputs.get(j as usize).cloned(),
             StepInput::Step(j) => results.get(j as usize).cloned().flatten(),
         }
-        .ok_or_else(|| crate::TaskError::internal("fused step refers to a missing input"))
+        .ok_or_else(|| crate::error::TaskError::internal("fused step refers to a missing input"))
     };
     let mut run_range =
-        |from: usize, to: usize, results: &mut Vec<Option<Value>>| -> Result<(), crate::TaskError> {
+        |from: usize, to: usize, results: &mut Vec<Option<Value>>| -> Result<(), crate::error::TaskError> {
             for step in &steps[from..to] {
                 let vals = step.inputs.iter().map(|i| fetch(i, results)).collect::<Result<Vec<_>, _>>()?;
                 results.push(Some(run_step(step, &vals)?));
@@ -179,7 +179,7 @@ fn run(
         return Ok(v);
     }
     run_range(start, steps.len(), &mut results)?;
-    results.pop().flatten().ok_or_else(|| crate::TaskError::internal("empty fused task"))
+    results.pop().flatten().ok_or_else(|| crate::error::TaskError::internal("empty fused task"))
 }
 
 /// A leaf as the evaluator reads it.
@@ -260,7 +260,8 @@ fn eval(expr: &Node, blocks: &[&Nd<f64>], tail: &Tail) -> Option<Value> {
             let sum = Chunk::from_array(ArrayD::from_shape_vec(IxDyn(&out_shape), acc).ok()?);
             let parts = match red {
                 Reduction::Mean => {
-                    let n = Chunk::full(&out_shape, Scalar::Float(count as f64), super::DType::F64);
+                    let n =
+                        Chunk::full(&out_shape, Scalar::Float(count as f64), crate::array::dtype::DType::F64);
                     vec![Value::array(sum), Value::array(n)]
                 }
                 _ => vec![Value::array(sum)],

@@ -1,0 +1,28 @@
+//! Stopping a wait from outside: Ctrl-C, a Jupyter interrupt.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A flag to stop waiting (Ctrl-C, a Jupyter interrupt). Passed in, never global.
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> CancelToken {
+        CancelToken::default()
+    }
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn reset(&self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// The flag itself, for code that must poll it where a token cannot go.
+    pub fn flag(&self) -> &Arc<AtomicBool> {
+        &self.0
+    }
+}

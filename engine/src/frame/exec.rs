@@ -1,0 +1,392 @@
+//! Running one frame task on its dependency values: read the source, apply
+//! the stages, feed the sink; merge partials; finish.
+
+use std::sync::Arc;
+
+use polars::prelude::*;
+
+use super::agg::Stats;
+
+use super::red::Red;
+
+use super::dtype::{DType, Schema};
+use super::group::GroupSpec;
+use super::op::{DUPLICATED, Finish, FrameOp, Keep, Sink, Source, Then};
+use super::partition::{Frame, concat};
+use super::values::from_values;
+use super::{csv, expr, json, parquet, quantile, rolling, shuffle, udf};
+use crate::error::TaskError;
+use crate::value::Value;
+
+fn frame_arg(v: &Value) -> Result<&DataFrame, TaskError> {
+    match v {
+        Value::Frame(f) => Ok(&f.0),
+        other => Err(TaskError::internal(format!("a frame kernel got a {}", other.type_name()))),
+    }
+}
+
+fn frames(args: &[Value]) -> Result<Vec<&DataFrame>, TaskError> {
+    args.iter().map(frame_arg).collect()
+}
+
+fn err(e: PolarsError) -> TaskError {
+    TaskError::user(e.to_string().lines().next().unwrap_or("polars error").to_string())
+}
+
+fn frame(df: DataFrame) -> Value {
+    Value::Frame(Arc::new(Frame(df)))
+}
+
+/// Run a frame kernel (closures through `udfs`). Polars may panic on
+/// input it does not expect; a panic becomes the task's error, never the
+/// worker's death.
+pub fn execute(
+    op: &FrameOp,
+    args: &[Value],
+    udfs: &dyn crate::runner::UdfRunner,
+    ctx: &crate::runner::TaskContext<'_>,
+) -> Result<Value, TaskError> {
+    let first = || frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?);
+    match op {
+        FrameOp::MapPartitions { udf, schema } => {
+            return Ok(frame(udf::map_partition(udf, schema, first()?, udfs, ctx)?));
+        }
+        FrameOp::Apply { udf, by, schema } => {
+            return Ok(frame(udf::apply(udf, by, schema, first()?, udfs, ctx)?));
+        }
+        _ => {}
+    }
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(op, args))) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| p.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown panic");
+            Err(TaskError::panic(format!("dataframe kernel failed: {msg}")))
+        }
+    }
+}
+
+fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
+    match op {
+        FrameOp::Run { source, columns, stages, sink } => {
+            if let (Source::Csv { spec, path, start, end }, Sink::Group(g)) = (source, sink)
+                && let Some(partial) = super::fastagg::read_group(spec, path, *start, *end, stages, g)?
+            {
+                return Ok(frame(partial));
+            }
+            let mut df = match source {
+                Source::Dep => {
+                    let df = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
+                    match columns {
+                        Some(cols) => df.select(cols.iter().map(|c| c.as_str())).map_err(err)?,
+                        None => df.clone(),
+                    }
+                }
+                Source::Csv { spec, path, start, end } => {
+                    csv::read(spec, path, *start, *end, columns.as_deref())?
+                }
+                Source::Json { schema, path, start, end } => {
+                    json::read(schema, path, *start, *end, columns.as_deref())?
+                }
+                Source::Parquet { schema, path, offset, len } => {
+                    parquet::read(path, *offset, *len, columns.as_deref(), schema)?
+                }
+                Source::Records(schema) => {
+                    records(schema, args.first().ok_or_else(|| TaskError::internal("no input records"))?)?
+                }
+            };
+            for s in stages {
+                df = s.apply(df).map_err(err)?;
+            }
+            partial(sink, df, args)
+        }
+        FrameOp::Combine(sink) => combine(sink, args),
+        FrameOp::Finish(f) => finish(f, args),
+        FrameOp::Collect { spec, out, schema, then } => {
+            let Some(df) = shuffle::collect(spec, *out, args)? else {
+                return Ok(frame(DataFrame::empty_with_schema(&schema.to_polars())));
+            };
+            Ok(frame(match then {
+                Then::Rows => df,
+                Then::Sort { by, descending } => sort(&df, by, descending).map_err(err)?,
+                Then::Group(g) => g.finish(&g.regroup(&df).map_err(err)?).map_err(err)?,
+            }))
+        }
+        FrameOp::Join(spec) => {
+            let [l, r] = args else { return Err(TaskError::internal("a join needs two inputs")) };
+            Ok(frame(shuffle::join(spec, frame_arg(l)?, frame_arg(r)?).map_err(err)?))
+        }
+        FrameOp::Slice { part, of } => {
+            let df = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
+            let (h, of) = (df.height(), (*of).max(1) as usize);
+            let lo = h * *part as usize / of;
+            let hi = h * (*part as usize + 1) / of;
+            Ok(frame(df.slice(lo as i64, hi - lo)))
+        }
+        FrameOp::MapPartitions { .. } | FrameOp::Apply { .. } => {
+            Err(TaskError::internal("a closure kernel without a script engine"))
+        }
+        FrameOp::SideBySide { by, columns } => {
+            let all = frames(args)?;
+            let Some(first) = all.first() else { return Err(TaskError::internal("no grouped results")) };
+            let mut out: Vec<Column> =
+                by.iter().map(|b| first.column(b).cloned()).collect::<PolarsResult<_>>().map_err(err)?;
+            for df in &all {
+                for c in df.columns() {
+                    if !by.iter().any(|b| b.as_str() == c.name().as_str()) {
+                        out.push(c.clone());
+                    }
+                }
+            }
+            let df = DataFrame::new(first.height(), out).map_err(err)?;
+            Ok(frame(df.select(columns.iter().map(String::as_str)).map_err(err)?))
+        }
+        FrameOp::Rolling { window, agg, columns } => {
+            let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
+            let before = args.get(1).map(frame_arg).transpose()?;
+            Ok(frame(rolling::rolling(part, before, *window, *agg, columns).map_err(err)?))
+        }
+    }
+}
+
+/// A stable sort with missing values last (pandas' `na_position="last"`).
+fn sort(df: &DataFrame, by: &[String], descending: &[bool]) -> PolarsResult<DataFrame> {
+    df.sort(
+        by.iter().map(String::as_str),
+        SortMultipleOptions::default()
+            .with_order_descending_multi(descending.iter().copied())
+            .with_nulls_last(true)
+            .with_maintain_order(true),
+    )
+}
+
+/// The rows with the `n` largest (or smallest) values of `on`, in that
+/// order; ties keep the earlier row (pandas' `keep="first"`).
+fn top(df: &DataFrame, on: &str, n: usize, largest: bool) -> PolarsResult<DataFrame> {
+    let df = df.drop_nulls(Some(&[on.to_string()]))?;
+    Ok(sort(&df, &[on.to_string()], &[largest])?.head(Some(n)))
+}
+
+fn partial(sink: &Sink, df: DataFrame, args: &[Value]) -> Result<Value, TaskError> {
+    Ok(match sink {
+        Sink::Frame => frame(df),
+        Sink::Head(n) => frame(df.head(Some(*n))),
+        Sink::Stats(c) => {
+            let s = df.column(c).map_err(err)?.as_materialized_series().clone();
+            Stats::of(&s).map_err(err)?.to_value()
+        }
+        Sink::Unique(c) => {
+            let col = df.select([c.as_str()]).map_err(err)?.drop_nulls::<String>(None).map_err(err)?;
+            frame(col.unique_stable(None, UniqueKeepStrategy::First, None).map_err(err)?)
+        }
+        Sink::Group(spec) => frame(spec.partial(&df).map_err(err)?),
+        Sink::WriteCsv(path) => {
+            let mut df = df;
+            csv::write(path, &mut df)?;
+            Value::Str(path.clone())
+        }
+        Sink::WriteParquet(path) => {
+            let mut df = df;
+            parquet::write(path, &mut df)?;
+            Value::Str(path.clone())
+        }
+        Sink::Split(spec, input) => {
+            let bounds = match spec.by {
+                shuffle::Partitioner::Range { .. } => {
+                    Some(frame_arg(args.last().ok_or_else(|| TaskError::internal("no sort boundaries"))?)?)
+                }
+                shuffle::Partitioner::Hash(_) => None,
+            };
+            shuffle::split(spec, *input, &df, bounds)?
+        }
+        Sink::Sample { on, k } => frame(shuffle::sample(&df, on, *k).map_err(err)?),
+        Sink::Top { on, n, largest } => frame(top(&df, on, *n, *largest).map_err(err)?),
+        Sink::Tail(n) => frame(df.tail(Some(*n))),
+        Sink::Distinct { subset, keep } => {
+            frame(distinct(&df, subset.as_deref(), *keep, false).map_err(err)?)
+        }
+        Sink::Describe(cols) => quantile::describe_partial(&df, cols).map_err(err)?,
+    })
+}
+
+/// The distinct rows of `df` (a partition, or stacked partials when
+/// `stacked`) by `subset`. Partials concatenate in partition order, so
+/// keeping the first (or last) row per partition and again per combine
+/// keeps the global first (last).
+fn distinct(df: &DataFrame, subset: Option<&[String]>, keep: Keep, stacked: bool) -> PolarsResult<DataFrame> {
+    match keep {
+        Keep::First => df.unique_stable(subset, UniqueKeepStrategy::First, None),
+        Keep::Last => df.unique_stable(subset, UniqueKeepStrategy::Last, None),
+        Keep::Unique => {
+            // A value is duplicated if it occurs twice here, or if any of
+            // the partials it came in already says so.
+            let cols: Vec<String> = match subset {
+                Some(s) => s.to_vec(),
+                None => df
+                    .get_column_names()
+                    .into_iter()
+                    .filter(|c| c.as_str() != DUPLICATED)
+                    .map(|c| c.to_string())
+                    .collect(),
+            };
+            let mut dup = df.select(cols.iter().map(|c| c.as_str()))?.is_duplicated()?;
+            if stacked {
+                dup = &dup | df.column(DUPLICATED)?.bool()?;
+            }
+            let mut flagged = df.clone();
+            flagged.with_column(dup.with_name(DUPLICATED.into()).into_column())?;
+            // The first row of each value carries the flag of all of them.
+            flagged.unique_stable(Some(&cols), UniqueKeepStrategy::First, None)
+        }
+    }
+}
+
+fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
+    Ok(match sink {
+        Sink::Frame => frame(concat(&frames(args)?).map_err(err)?),
+        Sink::Head(n) => frame(concat(&frames(args)?).map_err(err)?.head(Some(*n))),
+        Sink::Stats(_) => {
+            let mut st = Stats::default();
+            for a in args {
+                st.merge(&Stats::from_value(a).ok_or_else(|| TaskError::internal("bad statistics partial"))?);
+            }
+            st.to_value()
+        }
+        Sink::Unique(_) => {
+            let all = concat(&frames(args)?).map_err(err)?;
+            frame(all.unique_stable(None, UniqueKeepStrategy::First, None).map_err(err)?)
+        }
+        Sink::Group(spec) => frame(spec.regroup(&concat(&frames(args)?).map_err(err)?).map_err(err)?),
+        Sink::WriteCsv(_) | Sink::WriteParquet(_) | Sink::Split(..) => Value::list(args.to_vec()),
+        Sink::Sample { .. } => frame(concat(&frames(args)?).map_err(err)?),
+        Sink::Tail(n) => frame(concat(&frames(args)?).map_err(err)?.tail(Some(*n))),
+        Sink::Top { on, n, largest } => {
+            frame(top(&concat(&frames(args)?).map_err(err)?, on, *n, *largest).map_err(err)?)
+        }
+        Sink::Distinct { subset, keep } => frame(
+            distinct(&concat(&frames(args)?).map_err(err)?, subset.as_deref(), *keep, true).map_err(err)?,
+        ),
+        Sink::Describe(_) => quantile::describe_combine(args)
+            .map_err(err)?
+            .ok_or_else(|| TaskError::internal("bad describe partial"))?,
+    })
+}
+
+fn finish(f: &Finish, args: &[Value]) -> Result<Value, TaskError> {
+    let one = args.first().ok_or_else(|| TaskError::internal("finish without input"))?;
+    Ok(match f {
+        Finish::Reduce(red, t) => Stats::from_value(one)
+            .ok_or_else(|| TaskError::internal("bad statistics partial"))?
+            .finish(*red, *t),
+        Finish::NUnique => Value::Int(frame_arg(one)?.height() as i64),
+        Finish::Unique => one.clone(),
+        Finish::Singles => {
+            let df = frame_arg(one)?;
+            let dup = df.column(DUPLICATED).map_err(err)?.bool().map_err(err)?;
+            frame(df.filter(&!dup).map_err(err)?.drop(DUPLICATED).map_err(err)?)
+        }
+        Finish::Head(n) => frame(frame_arg(one)?.head(Some(*n))),
+        Finish::Group(spec) => frame(spec.finish(frame_arg(one)?).map_err(err)?),
+        Finish::ValueCounts { column } => {
+            let df = frame_arg(one)?;
+            let spec = GroupSpec {
+                by: vec![column.clone()],
+                aggs: vec![("count".into(), String::new(), Red::Size, DType::Int64)],
+            };
+            let out = spec.finish(df).map_err(err)?;
+            let sorted = out
+                .sort(
+                    ["count", column.as_str()],
+                    SortMultipleOptions::default().with_order_descending_multi([true, false]),
+                )
+                .map_err(err)?;
+            frame(sorted)
+        }
+        Finish::Divisions { on, outputs } => {
+            frame(shuffle::divisions(frame_arg(one)?, on, *outputs).map_err(err)?)
+        }
+        Finish::Quantile { on, qs, list } => {
+            let q = quantile::quantiles(frame_arg(one)?, on, qs).map_err(err)?;
+            if *list {
+                Value::list(q.into_iter().map(Value::Float).collect())
+            } else {
+                Value::Float(q.first().copied().unwrap_or(f64::NAN))
+            }
+        }
+        Finish::GroupNUnique { by, col, out } => {
+            // Each row is a distinct (keys, value): count the present values.
+            let df = frame_arg(one)?;
+            let present =
+                !expr::missing(df.column(col).map_err(err)?.as_materialized_series()).map_err(err)?;
+            let ones =
+                present.into_series().cast(&DataType::Int64).map_err(err)?.with_name(out.as_str().into());
+            let mut keyed = df.select(by.iter().map(String::as_str)).map_err(err)?;
+            keyed.with_column(ones.into_column()).map_err(err)?;
+            let gb = keyed.group_by(by.iter().map(String::as_str)).map_err(err)?;
+            #[allow(deprecated)]
+            let summed = gb.select([out.as_str()]).sum().map_err(err)?;
+            let mut counted = summed;
+            let last = counted.get_column_names().last().map(|n| n.to_string()).unwrap_or_default();
+            counted.rename(&last, out.as_str().into()).map_err(err)?;
+            frame(sort(&counted, by, &vec![false; by.len()]).map_err(err)?)
+        }
+        Finish::Describe(cols) => frame(
+            quantile::describe_finish(one, cols)
+                .map_err(err)?
+                .ok_or_else(|| TaskError::internal("bad describe partial"))?,
+        ),
+        Finish::Top { on, n, largest } => frame(top(frame_arg(one)?, on, *n, *largest).map_err(err)?),
+    })
+}
+
+/// A bag partition of maps as a frame of `schema`; a key a record lacks
+/// is a missing value.
+fn records(schema: &Schema, v: &Value) -> Result<DataFrame, TaskError> {
+    let Value::List(items) = v else {
+        return Err(TaskError::user(format!("to_dataframe: a partition is {}, not records", v.type_name())));
+    };
+    let mut cols: Vec<Vec<Value>> = vec![Vec::with_capacity(items.len()); schema.cols.len()];
+    for (i, r) in items.iter().enumerate() {
+        let Value::Map(m) = r else {
+            return Err(TaskError::user(format!("to_dataframe: record {i} is {}, not a map", r.type_name())));
+        };
+        for ((name, _), col) in schema.cols.iter().zip(cols.iter_mut()) {
+            col.push(m.get(name).cloned().unwrap_or(Value::Unit));
+        }
+    }
+    from_values(schema, &cols).map_err(|e| TaskError::user(format!("to_dataframe: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::values::infer_dtype;
+    use crate::value::rows;
+
+    #[test]
+    fn frames_round_trip_through_ipc_and_msgpack() {
+        let df = df!("a" => [Some(1i64), None], "s" => ["x", "y"]).expect("df");
+        let v = frame(df);
+        let bytes = rmp_serde::to_vec(&v).expect("encode");
+        let back: Value = rmp_serde::from_slice(&bytes).expect("decode");
+        assert_eq!(v, back);
+    }
+
+    #[test]
+    fn values_build_typed_columns() {
+        let schema = Schema::new(vec![("a".into(), DType::Float64), ("b".into(), DType::Str)]);
+        let df =
+            from_values(&schema, &[vec![Value::Int(1), Value::Unit], vec![Value::str("x"), Value::Unit]])
+                .expect("frame");
+        assert_eq!(df.column("a").expect("a").dtype(), &DataType::Float64);
+        let e = from_values(&schema, &[vec![Value::str("no")], vec![Value::Unit]]).expect_err("bad");
+        assert!(e.contains("column \"a\" is float64, but holds a string"), "{e}");
+        assert_eq!(infer_dtype("c", &[Value::Int(1), Value::Float(2.0)]), Ok(DType::Float64));
+        assert!(infer_dtype("c", &[Value::Int(1), Value::str("x")]).is_err());
+        let r = rows(&df);
+        assert_eq!(r[0].to_json(), r#"{"a":1.0,"b":"x"}"#);
+    }
+}

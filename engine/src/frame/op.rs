@@ -1,0 +1,198 @@
+//! The frame task vocabulary: where a partition comes from, what a `Run`
+//! task makes of it, and the tasks (`FrameOp`) that combine, finish,
+//! shuffle and write.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::red::Red;
+
+use super::csv::CsvSpec;
+use super::dtype::{DType, Schema};
+use super::group::GroupSpec;
+use super::rolling;
+use super::shuffle::{JoinSpec, ShuffleSpec};
+use super::stage::Stage;
+use crate::shuffle::Pieces;
+
+/// Where a partition comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Source {
+    /// The task's first input, a frame.
+    Dep,
+    /// A block of a CSV file.
+    Csv { spec: Arc<CsvSpec>, path: Arc<str>, start: u64, end: u64 },
+    /// The task's first input, a list of records (maps): a bag partition
+    /// (`to_dataframe`), with the columns of `schema`.
+    Records(Arc<Schema>),
+    /// A block of a JSON lines file, as frames of `schema`.
+    Json { schema: Arc<Schema>, path: Arc<str>, start: u64, end: u64 },
+    /// Rows `[offset, offset + len)` (a row group) of a Parquet file whose
+    /// columns have the brisk types of `schema`.
+    Parquet { schema: Arc<Schema>, path: Arc<str>, offset: u64, len: u64 },
+}
+
+/// What a `Run` task makes of its partition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Sink {
+    /// The partition itself.
+    Frame,
+    /// Its first `n` rows.
+    Head(usize),
+    /// Statistics of one column, for `Red`uctions.
+    Stats(String),
+    /// Distinct values of one column (`unique`, `nunique`).
+    Unique(String),
+    /// A grouped aggregation's partial.
+    Group(Arc<GroupSpec>),
+    /// Write the partition to a CSV file; the result is the path.
+    WriteCsv(Arc<str>),
+    /// Write the partition to a Parquet file; the result is the path.
+    WriteParquet(Arc<str>),
+    /// Cut the partition (input `.1` of the shuffle) into the shuffle's
+    /// pieces on disk; a range shuffle's boundaries are the last input.
+    Split(Arc<ShuffleSpec>, u32),
+    /// Points of a column's distribution, for sort boundaries.
+    Sample { on: String, k: usize },
+    /// The `n` rows with the largest (or smallest) values of `on`.
+    Top { on: String, n: usize, largest: bool },
+    /// Its last `n` rows.
+    Tail(usize),
+    /// Rows with distinct values of these columns (all when `None`), the
+    /// one `keep` says of each, in their original order.
+    Distinct { subset: Option<Vec<String>>, keep: Keep },
+    /// Statistics and sample points of these columns (`describe`).
+    Describe(Vec<String>),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum FrameOp {
+    /// Read or receive a partition, apply the stages, feed the sink.
+    /// `columns` is the projection pushed into the reader (all when `None`).
+    Run { source: Source, columns: Option<Vec<String>>, stages: Vec<Stage>, sink: Sink },
+    /// Merge partials of a sink (stack the inputs for `Frame`).
+    Combine(Sink),
+    /// The answer from merged partials.
+    Finish(Finish),
+    /// Output partition `out` of a shuffle, from the piece counts of its
+    /// splits (the inputs), then `then`.
+    Collect { spec: Arc<ShuffleSpec>, out: u32, schema: Arc<Schema>, then: Then },
+    /// Join a left and a right partition.
+    Join(Arc<JoinSpec>),
+    /// Rows `[len * part / of, len * (part + 1) / of)` of the input frame
+    /// (`repartition` to more partitions).
+    Slice { part: u32, of: u32 },
+    /// A script closure on the partition (`map_partitions`), its result a
+    /// frame of `schema`.
+    MapPartitions { udf: Arc<crate::runner::Udf>, schema: Arc<Schema> },
+    /// A script closure on each group of the partition by `by`
+    /// (`groupby(..).apply`, after a shuffle by `by`).
+    Apply { udf: Arc<crate::runner::Udf>, by: Vec<String>, schema: Arc<Schema> },
+    /// Grouped results with the same groups, sorted by key: the key
+    /// columns once, then the other columns of each, in `columns` order.
+    SideBySide { by: Vec<String>, columns: Vec<String> },
+    /// A rolling aggregate of `columns` of the first input, the second
+    /// input (if any) being the rows just before it.
+    Rolling { window: usize, agg: rolling::RollAgg, columns: Vec<String> },
+}
+
+/// What a shuffle's output partition becomes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Then {
+    /// The collected rows (`shuffle(on)`, the sides of a join).
+    Rows,
+    /// Sorted by these columns, missing values last, ties in input order.
+    Sort { by: Vec<String>, descending: Vec<bool> },
+    /// Groupby partials merged and finished (`split_out`).
+    Group(Arc<GroupSpec>),
+}
+
+/// Which row of duplicates `drop_duplicates` keeps (pandas' `keep`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Keep {
+    First,
+    Last,
+    /// None of them: only rows whose values occur once. Partials keep the
+    /// first row of each value with a flag column, `DUPLICATED`, set when
+    /// the value occurs more than once in the rows it stands for; the
+    /// finish drops the flagged rows and the flag.
+    Unique,
+}
+
+/// How a tree of partials ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Finish {
+    /// A reduction of a column of type `DType`: a scalar.
+    Reduce(Red, DType),
+    /// The number of distinct values: a scalar.
+    NUnique,
+    /// The distinct values: a frame of one column.
+    Unique,
+    /// The rows of `Keep::Unique` partials not flagged duplicated.
+    Singles,
+    /// The grouped result, sorted by key.
+    Group(Arc<GroupSpec>),
+    /// `value_counts`: a grouped size, sorted by count, largest first.
+    ValueCounts { column: String },
+    /// The first `n` rows.
+    Head(usize),
+    /// Sort boundaries from stacked samples: `outputs + 1` divisions.
+    Divisions { on: String, outputs: usize },
+    /// `nlargest`/`nsmallest`: the kept rows in order.
+    Top { on: String, n: usize, largest: bool },
+    /// Quantiles of a column from merged samples: a float, or a list of
+    /// floats when `list`.
+    Quantile { on: String, qs: Vec<f64>, list: bool },
+    /// The `describe` table of these columns.
+    Describe(Vec<(String, DType)>),
+    /// Distinct (keys, value) rows to the number of distinct non-missing
+    /// values per group, as column `out`, sorted by key.
+    GroupNUnique { by: Vec<String>, col: String, out: String },
+}
+
+impl FrameOp {
+    /// The shuffle folder this task writes or reads pieces in, if any.
+    pub fn shuffle_pieces(&self) -> Option<&Pieces> {
+        match self {
+            FrameOp::Run { sink: Sink::Split(spec, _), .. } | FrameOp::Collect { spec, .. } => {
+                Some(&spec.pieces)
+            }
+            _ => None,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            FrameOp::Run { sink: Sink::Frame, stages, .. } => stages.last().map_or("partition", Stage::name),
+            FrameOp::Run { sink, .. } | FrameOp::Combine(sink) => match sink {
+                Sink::Frame => "concat",
+                Sink::Head(_) => "head",
+                Sink::Stats(_) => "reduce",
+                Sink::Unique(_) => "unique",
+                Sink::Group(_) => "groupby",
+                Sink::WriteCsv(_) => "to_csv",
+                Sink::WriteParquet(_) => "to_parquet",
+                Sink::Split(..) => "shuffle-split",
+                Sink::Sample { .. } => "sample",
+                Sink::Top { .. } => "top",
+                Sink::Tail(_) => "tail",
+                Sink::Distinct { .. } => "drop_duplicates",
+                Sink::Describe(_) => "describe",
+            },
+            FrameOp::Finish(_) => "finish",
+            FrameOp::Collect { then: Then::Sort { .. }, .. } => "sort",
+            FrameOp::Collect { then: Then::Group(_), .. } => "groupby",
+            FrameOp::Collect { .. } => "shuffle",
+            FrameOp::Join(_) => "merge",
+            FrameOp::Slice { .. } => "repartition",
+            FrameOp::Rolling { .. } => "rolling",
+            FrameOp::SideBySide { .. } => "groupby",
+            FrameOp::MapPartitions { .. } => "map_partitions",
+            FrameOp::Apply { .. } => "apply",
+        }
+    }
+}
+
+/// The flag column of `Keep::Unique` partials.
+pub const DUPLICATED: &str = "__brisk_duplicated";
