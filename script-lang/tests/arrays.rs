@@ -3,28 +3,18 @@
 //! and in NumPy (`tests/reference/numpy_arrays.py`), compared value by
 //! value and dtype by dtype.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
 use brisk_script::Session;
+use common::{Need, SCHEDULERS, entries, imports, number, python, reference, run_python, same, section};
 
-/// The Python with NumPy: `$BRISK_PYTHON` (set by `.ci/run`), else
-/// `python3`. Without one the test is skipped with a message, except on CI,
-/// where it must run.
-fn python_with_numpy() -> Option<PathBuf> {
-    let py = std::env::var_os("BRISK_PYTHON").map(PathBuf::from).unwrap_or_else(|| "python3".into());
-    let ok = Command::new(&py).args(["-c", "import numpy"]).output().is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(py);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "NumPy is needed for the array tests on CI; .ci/run sets BRISK_PYTHON ({})",
-        py.display()
-    );
-    eprintln!("skipped: no Python with NumPy (set BRISK_PYTHON, see scripts/python-env.sh)");
-    None
-}
+/// The Python with NumPy: without one the test is skipped with a message,
+/// except on CI, where it must run.
+const NUMPY: Need = Need {
+    module: Some("numpy"),
+    on_ci: "NumPy is needed for the array tests on CI; .ci/run sets BRISK_PYTHON ({python})",
+    skipped: "skipped: no Python with NumPy (set BRISK_PYTHON, see scripts/python-env.sh)",
+};
 
 const INPUTS: &str = r#"
 let A = random([37, 23], #{chunks: [10, 6], seed: 7});
@@ -163,6 +153,15 @@ for k in r.keys() {
 to_json(#{values: r, dtypes: dtypes})
 "#;
 
+/// Run `python_code` (as `python -c`), then `rhai` in a new Session: the
+/// session, and the string that `rhai` gives.
+fn python_then_brisk(py: &std::path::Path, python_code: &str, rhai: &str) -> (Session, String) {
+    run_python(py, ["-c", python_code], "");
+    let mut s = Session::new();
+    let got = eval(&mut s, rhai);
+    (s, got)
+}
+
 fn eval(s: &mut Session, code: &str) -> String {
     match s.eval(code, "<arrays test>") {
         Ok(v) => v.into_string().expect("a string"),
@@ -170,71 +169,9 @@ fn eval(s: &mut Session, code: &str) -> String {
     }
 }
 
-/// Compare two JSON values: numbers to 1e-9 relative (f32 results to 1e-5),
-/// everything else exactly.
-fn same(a: &str, b: &str, tol: f64) -> bool {
-    let parse = |s: &str| -> Vec<String> {
-        s.replace(['[', ']'], " ").split([',', ' ']).filter(|t| !t.is_empty()).map(str::to_string).collect()
-    };
-    let (x, y) = (parse(a), parse(b));
-    if x.len() != y.len() || a.matches('[').count() != b.matches('[').count() {
-        return false;
-    }
-    x.iter().zip(&y).all(|(p, q)| match (p.parse::<f64>(), q.parse::<f64>()) {
-        (Ok(u), Ok(v)) => (u - v).abs() <= tol * (1.0 + v.abs()),
-        _ => p == q,
-    })
-}
-
-/// Split `{"k":v,...}` of the top-level map into (key, raw JSON) pairs.
-fn entries(json: &str) -> Vec<(String, String)> {
-    let body = json.trim().trim_start_matches('{').trim_end_matches('}');
-    let mut out = Vec::new();
-    let (mut depth, mut start, mut in_str) = (0i32, 0usize, false);
-    let bytes = body.as_bytes();
-    for (i, &c) in bytes.iter().enumerate() {
-        match c {
-            b'"' => in_str = !in_str,
-            b'[' | b'{' if !in_str => depth += 1,
-            b']' | b'}' if !in_str => depth -= 1,
-            b',' if !in_str && depth == 0 => {
-                out.push(&body[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&body[start..]);
-    out.iter()
-        .filter(|e| !e.trim().is_empty())
-        .map(|e| {
-            let (k, v) = e.split_once(':').expect("key: value");
-            (k.trim().trim_matches('"').to_string(), v.trim().to_string())
-        })
-        .collect()
-}
-
-fn section<'a>(json: &'a str, name: &str) -> &'a str {
-    let start = json.find(&format!("\"{name}\":")).expect("section") + name.len() + 3;
-    let mut depth = 0;
-    for (i, c) in json[start..].char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return &json[start..start + i + 1];
-                }
-            }
-            _ => {}
-        }
-    }
-    panic!("unterminated section {name}");
-}
-
 #[test]
 fn arrays_match_numpy_on_both_schedulers() {
-    let Some(py) = python_with_numpy() else { return };
+    let Some(py) = python(&NUMPY) else { return };
     let dir = std::env::temp_dir().join(format!("brisk-arrays-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let mut s = Session::new();
@@ -246,13 +183,11 @@ fn arrays_match_numpy_on_both_schedulers() {
     );
     let input_path = dir.join("inputs.json");
     std::fs::write(&input_path, &inputs).expect("write inputs");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/reference/numpy_arrays.py");
-    let out = Command::new(&py).arg(script).arg(&input_path).output().expect("python");
-    assert!(out.status.success(), "numpy side failed: {}", String::from_utf8_lossy(&out.stderr));
-    let expected = String::from_utf8(out.stdout).expect("utf8");
+    let script = reference("numpy_arrays.py");
+    let expected = run_python(&py, [script.as_os_str(), input_path.as_os_str()], "numpy side failed: ");
     let want_values = entries(section(&expected, "values"));
     let want_dtypes = entries(section(&expected, "dtypes"));
-    for scheduler in ["threads", "sync"] {
+    for scheduler in SCHEDULERS {
         let mut s = Session::new();
         let got = eval(&mut s, &format!("config(#{{scheduler: \"{scheduler}\"}});\n{INPUTS}\n{CASES}"));
         let got_values: std::collections::HashMap<_, _> =
@@ -284,7 +219,7 @@ fn arrays_match_numpy_on_both_schedulers() {
 /// NumPy writes (C and Fortran order, several element types).
 #[test]
 fn npy_files_are_shared_with_numpy() {
-    let Some(py) = python_with_numpy() else { return };
+    let Some(py) = python(&NUMPY) else { return };
     let dir = std::env::temp_dir().join(format!("brisk-npy-e2e-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let d = dir.display();
@@ -299,11 +234,9 @@ np.save("{d}/b.npy", np.array([True, False, True]))
 np.save("{d}/f32.npy", a.astype(np.float32))
 "#
     );
-    let out = Command::new(&py).args(["-c", &script]).output().expect("python");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let mut s = Session::new();
-    let got = eval(
-        &mut s,
+    let (mut s, got) = python_then_brisk(
+        &py,
+        &script,
         &format!(
             r#"
 let c = from_npy("{d}/c.npy", #{{chunks: [3, 2]}});
@@ -334,12 +267,7 @@ assert i.dtype == np.int64 and list(i) == [2 * (k - 5) for k in range(10)], i
 print("ok")
 "#
     );
-    let out = Command::new(&py).args(["-c", &check]).output().expect("python");
-    assert!(
-        out.status.success(),
-        "NumPy could not read brisk's files: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(&py, ["-c", &check], "NumPy could not read brisk's files: ");
     let e = s.eval(&format!("from_npy(\"{d}/nope.npy\")"), "<t>").expect_err("missing");
     assert!(e.message.contains("cannot read") && e.message.contains("nope.npy"), "{e}");
     std::fs::write(dir.join("text.npy"), "not numpy").expect("text");
@@ -430,8 +358,8 @@ fn bad_array_input_is_refused_clearly() {
 /// default codecs), zarr-python reads what brisk writes.
 #[test]
 fn zarr_stores_are_shared_with_zarr_python() {
-    let Some(py) = python_with_numpy() else { return };
-    if !Command::new(&py).args(["-c", "import zarr"]).output().is_ok_and(|o| o.status.success()) {
+    let Some(py) = python(&NUMPY) else { return };
+    if !imports(&py, "zarr") {
         assert!(std::env::var_os("CI").is_none(), "zarr-python is needed on CI (tests/requirements.txt)");
         eprintln!("skipped: no zarr-python");
         return;
@@ -450,11 +378,9 @@ i = zarr.create_array(store="{d}/pyi.zarr", shape=(9,), chunks=(4,), dtype="int3
 i[:] = np.arange(9, dtype=np.int32) * 3
 "#
     );
-    let out = Command::new(&py).args(["-c", &script]).output().expect("python");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let mut s = Session::new();
-    let got = eval(
-        &mut s,
+    let (mut s, got) = python_then_brisk(
+        &py,
+        &script,
         &format!(
             r#"
 let z = from_zarr("{d}/py.zarr");
@@ -470,13 +396,7 @@ to_json(#{{z: z.compute(), chunks: z.chunks, i: i.compute(), dt: i.dtype, sum: f
     assert!(got.contains(&format!("\"z\":[[{}]", row0.join(","))), "{got}");
     assert!(got.contains("\"chunks\":[[3,3,1],[4,4,2]]"), "{got}");
     assert!(got.contains("\"i\":[0,3,6,9,12,15,18,21,24]") && got.contains("\"dt\":\"i64\""), "{got}");
-    let sums: Vec<f64> = ["\"sum\":", "\"again\":"]
-        .iter()
-        .map(|k| {
-            let at = got.find(k).expect("key") + k.len();
-            got[at..].split([',', '}']).next().expect("num").parse().expect("float")
-        })
-        .collect();
+    let sums = [number(&got, "sum"), number(&got, "again")];
     assert!((sums[0] - sums[1]).abs() < 1e-9 * sums[1], "{sums:?}");
     let check = format!(
         r#"
@@ -489,12 +409,7 @@ assert r.shape == (50, 30) and r.chunks == (15, 9), (r.shape, r.chunks)
 print("ok")
 "#
     );
-    let out = Command::new(&py).args(["-c", &check]).output().expect("python");
-    assert!(
-        out.status.success(),
-        "zarr-python could not read brisk's store: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(&py, ["-c", &check], "zarr-python could not read brisk's store: ");
     let e = s.eval(&format!("from_zarr(\"{d}/nothing.zarr\")"), "<t>").expect_err("missing");
     assert!(e.message.contains("is not a Zarr v3 array"), "{e}");
     std::fs::create_dir_all(dir.join("plain")).expect("plain");

@@ -3,24 +3,17 @@
 //! Dask's bag semantics (`tests/reference/python_bags.py`), compared by the
 //! Python side. Also: errors that name the record, and bad input.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
 use brisk_script::Session;
+use common::{Need, Reference, SCHEDULERS, error_of, python};
 
-fn python() -> Option<PathBuf> {
-    let py = std::env::var_os("BRISK_PYTHON").map(PathBuf::from).unwrap_or_else(|| "python3".into());
-    if Command::new(&py).arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return Some(py);
-    }
-    assert!(std::env::var_os("CI").is_none(), "Python is needed for the bag tests on CI");
-    eprintln!("skipped: no python3 (set BRISK_PYTHON)");
-    None
-}
-
-fn reference() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reference/python_bags.py")
-}
+/// Any Python: the reference results are plain Python.
+const PYTHON: Need = Need {
+    module: None,
+    on_ci: "Python is needed for the bag tests on CI",
+    skipped: "skipped: no python3 (set BRISK_PYTHON)",
+};
 
 const CASES: &str = r#"
 let files = `${D}/*.txt`;
@@ -91,33 +84,11 @@ fn trim_end_newline(s) { if s.ends_with("\n") { s.sub_string(0, s.len() - 1) } e
 
 #[test]
 fn bags_agree_with_python() {
-    let Some(py) = python() else { return };
-    let dir = std::env::temp_dir().join(format!("brisk-bags-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let made = Command::new(&py).arg(reference()).arg("gen").arg(&dir).output().expect("python");
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    for scheduler in ["threads", "sync"] {
-        let mut s = Session::new();
-        let setup =
-            format!("config(#{{scheduler: \"{scheduler}\"}});\nlet D = \"{}\";\n{HELPERS}", dir.display());
-        let script = format!("{setup}{CASES}");
-        let result = s.eval(&script, "<bags>").unwrap_or_else(|e| panic!("{scheduler}: {e}"));
-        let json = brisk_script::convert::to_value(&result, "results").expect("value").to_json();
-        let out = dir.join(format!("brisk-{scheduler}.json"));
-        std::fs::write(&out, json).expect("write");
-        let check =
-            Command::new(&py).arg(reference()).arg("check").arg(&dir).arg(&out).output().expect("python");
-        let report = String::from_utf8_lossy(&check.stdout);
-        assert!(check.status.success(), "{scheduler}: brisk and Python differ:\n{report}");
-        let _ = std::fs::remove_dir_all(dir.join("out"));
-    }
-}
-
-fn error_of(code: &str) -> String {
-    let mut s = Session::new();
-    match s.eval(code, "<t>") {
-        Ok(v) => panic!("{code} should fail, gave {v}"),
-        Err(e) => e.to_string(),
+    let Some(py) = python(&PYTHON) else { return };
+    let reference = Reference::generate(py, "python_bags.py", "bags");
+    for scheduler in SCHEDULERS {
+        reference.check(scheduler, HELPERS, CASES, "<bags>", "Python");
+        let _ = std::fs::remove_dir_all(reference.dir.join("out"));
     }
 }
 

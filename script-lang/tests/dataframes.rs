@@ -4,26 +4,17 @@
 //! (`tests/reference/python_frames.py`), compared by the Python side.
 //! Also: bad input of every kind gives a clear error.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
 use brisk_script::Session;
+use common::{Need, Reference, SCHEDULERS, error_of, python};
 
-fn python() -> Option<PathBuf> {
-    let py = std::env::var_os("BRISK_PYTHON").map(PathBuf::from).unwrap_or_else(|| "python3".into());
-    let has_pandas =
-        Command::new(&py).args(["-c", "import pandas"]).output().is_ok_and(|o| o.status.success());
-    if has_pandas {
-        return Some(py);
-    }
-    assert!(std::env::var_os("CI").is_none(), "Python with pandas is needed for the dataframe tests on CI");
-    eprintln!("skipped: no python3 with pandas (set BRISK_PYTHON; scripts/python-env.sh makes one)");
-    None
-}
-
-fn reference() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reference/python_frames.py")
-}
+/// The Python with pandas.
+const PANDAS: Need = Need {
+    module: Some("pandas"),
+    on_ci: "Python with pandas is needed for the dataframe tests on CI",
+    skipped: "skipped: no python3 with pandas (set BRISK_PYTHON; scripts/python-env.sh makes one)",
+};
 
 const CASES: &str = r#"
 let df = read_csv(`${D}/part*.csv`, #{blocksize: 3000});
@@ -184,33 +175,12 @@ r
 
 #[test]
 fn frames_agree_with_pandas() {
-    let Some(py) = python() else { return };
-    let dir = std::env::temp_dir().join(format!("brisk-frames-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let made = Command::new(&py).arg(reference()).arg("gen").arg(&dir).output().expect("python");
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    for scheduler in ["threads", "sync"] {
-        let mut s = Session::new();
-        let setup = format!("config(#{{scheduler: \"{scheduler}\"}});\nlet D = \"{}\";\n", dir.display());
-        let result =
-            s.eval(&format!("{setup}{CASES}"), "<frames>").unwrap_or_else(|e| panic!("{scheduler}: {e}"));
-        let json = brisk_script::convert::to_value(&result, "results").expect("value").to_json();
-        let out = dir.join(format!("brisk-{scheduler}.json"));
-        std::fs::write(&out, json).expect("write");
-        let check =
-            Command::new(&py).arg(reference()).arg("check").arg(&dir).arg(&out).output().expect("python");
-        let report = String::from_utf8_lossy(&check.stdout);
-        assert!(check.status.success(), "{scheduler}: brisk and pandas differ:\n{report}");
+    let Some(py) = python(&PANDAS) else { return };
+    let reference = Reference::generate(py, "python_frames.py", "frames");
+    for scheduler in SCHEDULERS {
+        reference.check(scheduler, "", CASES, "<frames>", "pandas");
     }
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn error_of(code: &str) -> String {
-    let mut s = Session::new();
-    match s.eval(code, "<t>") {
-        Ok(v) => panic!("{code} should fail, gave {v}"),
-        Err(e) => e.to_string(),
-    }
+    let _ = std::fs::remove_dir_all(&reference.dir);
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Session-level tests: delayed and futures semantics, errors, cancellation,
 //! and shipping a closure to another process.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -8,6 +10,7 @@ use brisk_engine::CancelToken;
 use brisk_engine::Value;
 use brisk_engine::runner::{TaskContext, UdfRunner};
 use brisk_script::{ErrorKind, Session};
+use common::json;
 
 /// A session whose `print` output is collected.
 fn session() -> (Session, Arc<Mutex<Vec<String>>>) {
@@ -67,7 +70,7 @@ fn shared_sub_expressions_run_once() {
     let (mut s, _) = session();
     let _ = eval_ok(&mut s, "let x = delayed(|v| v * 2).call(21); let a = x + 1; let b = x - 1;");
     let v = eval_ok(&mut s, "compute(a, b)");
-    assert_eq!(brisk_script::convert::to_value(&v, "r").ok().map(|v| v.to_json()), Some("[43,41]".into()));
+    assert_eq!(json(&v, "r"), "[43,41]");
     let groups = s.state().client().snapshot().groups;
     let lambda = groups.iter().find(|g| &*g.name == "lambda").expect("lambda group");
     assert_eq!(lambda.total, 1, "x was computed once for both results");
@@ -166,8 +169,7 @@ fn sync_scheduler_runs_futures_when_waited_on() {
         &mut s,
         "let fs = map(|x| x * x, [1, 2, 3]); let t = submit(|v| v.len(), fs); gather(fs) + [t.result()]",
     );
-    let v = brisk_script::convert::to_value(&v, "r").expect("value");
-    assert_eq!(v.to_json(), "[1,4,9,3]");
+    assert_eq!(json(&v, "r"), "[1,4,9,3]");
 }
 
 /// The shipped form of a closure, written by the parent process.
@@ -224,16 +226,14 @@ fn closures_that_capture_lazy_values_are_refused_at_submit() {
 fn gather_passes_plain_values_through() {
     let (mut s, _) = session();
     let v = eval_ok(&mut s, "[gather(5), gather([1, submit(|x| x, 2)])]");
-    let v = brisk_script::convert::to_value(&v, "r").expect("value");
-    assert_eq!(v.to_json(), "[5,[1,2]]");
+    assert_eq!(json(&v, "r"), "[5,[1,2]]");
 }
 
 #[test]
 fn scatter_splits_one_level_of_an_array() {
     let (mut s, _) = session();
     let v = eval_ok(&mut s, "let fs = scatter([1, [2, 3]]); [fs.len(), fs[0].status, gather(fs)]");
-    let v = brisk_script::convert::to_value(&v, "r").expect("value");
-    assert_eq!(v.to_json(), r#"[2,"finished",[1,[2,3]]]"#);
+    assert_eq!(json(&v, "r"), r#"[2,"finished",[1,[2,3]]]"#);
 }
 
 #[test]
@@ -241,8 +241,7 @@ fn persisted_values_are_reused_not_recomputed() {
     let (mut s, _) = session();
     let _ = eval_ok(&mut s, "let x = delayed(|v| v * 2).call(21).persist();");
     let v = eval_ok(&mut s, "compute(x + 1, x - 1) + [x.compute()]");
-    let v = brisk_script::convert::to_value(&v, "r").expect("value");
-    assert_eq!(v.to_json(), "[43,41,42]");
+    assert_eq!(json(&v, "r"), "[43,41,42]");
     let groups = s.state().client().snapshot().groups;
     let lambda = groups.iter().find(|g| &*g.name == "lambda").expect("lambda group");
     assert_eq!((lambda.total, lambda.done), (1, 1), "the persisted task ran once");
@@ -269,8 +268,7 @@ fn visualize_writes_graphviz_and_refuses_unknown_files() {
     let e = s.eval("d.visualize(\"/nonexistent-dir/g.dot\")", "<t>").expect_err("unwritable");
     assert!(e.message.contains("cannot write /nonexistent-dir/g.dot"), "{e}");
     let info = eval_ok(&mut s, "d.graph_info()");
-    let info = brisk_script::convert::to_value(&info, "r").expect("value");
-    assert_eq!(info.to_json(), r#"{"bytes":24,"layers":2,"tasks":2}"#);
+    assert_eq!(json(&info, "r"), r#"{"bytes":24,"layers":2,"tasks":2}"#);
 }
 
 /// Every example in the API reference runs in a fresh session.
@@ -361,8 +359,7 @@ fn every_collection_persists_to_the_same_kind() {
         kinds
     "#;
     let kinds = eval_ok(&mut s, script);
-    let kinds = brisk_script::convert::to_value(&kinds, "kinds").expect("kinds").to_json();
-    assert_eq!(kinds, r#"["Bag","DataFrame","Series","Delayed","Array"]"#);
+    assert_eq!(json(&kinds, "kinds"), r#"["Bag","DataFrame","Series","Delayed","Array"]"#);
     let before = s.state().client().snapshot().groups;
     let total = |groups: &[brisk_engine::diagnostics::GroupProgress], name: &str| {
         groups.iter().filter(|g| &*g.name == name).map(|g| g.total).sum::<u64>()
@@ -374,8 +371,7 @@ fn every_collection_persists_to_the_same_kind() {
         r#"[pb.sum().compute(), pb.count().compute(), pf["x"].sum().compute(), ps.max().compute(),
             pf.compute().num_rows(), pd.compute(), pa.sum().compute(), (pa * 2).sum().compute()]"#,
     );
-    let v = brisk_script::convert::to_value(&v, "results").expect("results").to_json();
-    assert_eq!(v, "[210,6,21,7,6,42,45,90]");
+    assert_eq!(json(&v, "results"), "[210,6,21,7,6,42,45,90]");
     let after = s.state().client().snapshot().groups;
     assert_eq!(
         (total(&after, "map"), total(&after, "map_partitions")),
