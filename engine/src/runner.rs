@@ -35,6 +35,20 @@ pub struct Code {
     pub chunks: Vec<SourceChunk>,
 }
 
+impl Code {
+    /// Code of `chunks`, with its id: a hash of every chunk's origin and text.
+    pub fn new(chunks: Vec<SourceChunk>) -> Code {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for c in &chunks {
+            h.update(&(c.origin.len() as u64).to_le_bytes());
+            h.update(c.origin.as_bytes());
+            h.update(&(c.text.len() as u64).to_le_bytes());
+            h.update(c.text.as_bytes());
+        }
+        Code { id: h.digest128(), chunks }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct SourceChunk {
     /// Where the text came from (a file name or `"<input 3>"`), for messages.

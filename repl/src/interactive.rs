@@ -156,7 +156,7 @@ fn evaluate(session: &Rc<RefCell<Session>>, text: &str, origin: &str, colour: bo
 
 fn print_result(result: Result<rhai::Dynamic, ScriptError>, text: &str, origin: &str, colour: bool) {
     match result {
-        Ok(v) if !v.is_unit() => println!("{}", brisk_script::api::display(&v)),
+        Ok(v) if !v.is_unit() => println!("{}", brisk_script::print::display(&v)),
         Ok(_) => {}
         Err(e) => eprintln!("{}", brisk_script::error::error_block(&e, text, origin, colour)),
     }
@@ -181,7 +181,7 @@ fn meta_command(meta: &str, session: &Rc<RefCell<Session>>, colour: bool) -> boo
             let mut vars: Vec<(String, String)> = s
                 .scope()
                 .iter_raw()
-                .map(|(name, _, v)| (name.to_string(), brisk_script::api::type_name(v)))
+                .map(|(name, _, v)| (name.to_string(), brisk_script::types::type_name(v)))
                 .collect();
             vars.sort();
             for (name, ty) in vars {

@@ -17,9 +17,9 @@ use brisk_engine::graph::{LayerRef, materialize};
 use brisk_engine::ops::{Arg, Op};
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
-use crate::api::{LazyArray, LazyBag, LazyFrame, LazySeries, LocalFrame, LocalSeries};
 use crate::convert::{MAX_DEPTH, to_dynamic};
-use crate::session::SessionState;
+use crate::state::SessionState;
+use crate::types::{LazyArray, LazyBag, LazyFrame, LazySeries, LocalFrame, LocalSeries};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
@@ -214,7 +214,7 @@ pub fn register<T: ScriptCollection>(engine: &mut Engine, state: &Arc<SessionSta
     engine.register_fn("persist", move |x: &mut T| -> Res<T> { persist(&st, x.inner()).map(T::wrap) });
     engine.register_fn("visualize", |x: &mut T, path: &str| -> Res<()> {
         let (layer, _) = x.inner().partitions();
-        crate::api::write_graph(&materialize(std::slice::from_ref(&layer)), path)
+        write_graph(&materialize(std::slice::from_ref(&layer)), path)
     });
     engine.register_fn("graph_info", |x: &mut T| graph_info(&x.inner().partitions().0));
 }
@@ -258,5 +258,45 @@ fn literal_bytes(op: &Op) -> u64 {
         Op::Literal(v) => v.nbytes(),
         Op::Call { args, .. } => args.iter().map(arg).sum(),
         Op::Fused(steps) => steps.iter().map(|s| literal_bytes(&s.op)).sum(),
+    }
+}
+
+/// Write a task graph for `visualize`: Graphviz text for `.dot`, and an
+/// image through the `dot` program for `.svg`/`.png` when it is installed.
+pub fn write_graph(graph: &brisk_engine::Graph, path: &str) -> Result<(), Box<rhai::EvalAltResult>> {
+    let text = brisk_engine::graph::dot::to_dot(graph);
+    let ext = std::path::Path::new(path).extension().and_then(|e| e.to_str()).unwrap_or("");
+    match ext {
+        "dot" | "gv" => std::fs::write(path, text)
+            .map_err(|e| crate::error::runtime(format!("visualize: cannot write {path}: {e}"))),
+        "svg" | "png" | "pdf" => {
+            use std::io::Write;
+            let mut child = std::process::Command::new("dot")
+                .arg(format!("-T{ext}"))
+                .arg("-o")
+                .arg(path)
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| {
+                    crate::error::runtime(format!(
+                        "visualize: writing {path} needs Graphviz's `dot` program ({e}); write a .dot file instead"
+                    ))
+                })?;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin
+                    .write_all(text.as_bytes())
+                    .map_err(|e| crate::error::runtime(format!("visualize: dot failed: {e}")))?;
+            }
+            let status =
+                child.wait().map_err(|e| crate::error::runtime(format!("visualize: dot failed: {e}")))?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(crate::error::runtime(format!("visualize: dot could not write {path} ({status})")))
+            }
+        }
+        other => Err(crate::error::runtime(format!(
+            "visualize: unknown file type \"{other}\" for {path} (use .dot, or .svg/.png/.pdf with Graphviz installed)"
+        ))),
     }
 }

@@ -156,7 +156,7 @@ fn word_start(s: &str) -> usize {
 }
 
 fn value_type(d: &Dynamic) -> String {
-    normalize_type(&crate::api::type_name(d))
+    normalize_type(&crate::types::type_name(d))
 }
 
 /// Where a string literal left open before the cursor starts, if one is.

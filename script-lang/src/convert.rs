@@ -62,10 +62,10 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, String> {
     if let Some(c) = d.read_lock::<Chunk>() {
         return Ok(Value::array(c.clone()));
     }
-    if let Some(f) = d.read_lock::<crate::api::LocalFrame>() {
+    if let Some(f) = d.read_lock::<crate::types::LocalFrame>() {
         return Ok(Value::Frame(f.0.clone()));
     }
-    if let Some(f) = d.read_lock::<crate::api::LocalSeries>() {
+    if let Some(f) = d.read_lock::<crate::types::LocalSeries>() {
         // A local Series travels (and prints as JSON) as its values.
         let name = f.0.column_names().into_iter().next().unwrap_or_default();
         return Ok(Value::list(brisk_engine::value::column_values(&f.0.0, &name)));
@@ -76,7 +76,7 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, String> {
     }
     Err(format!(
         "{what} is a value of type {} that cannot be sent to a worker (compute it first, or pass plain numbers, strings, arrays and maps)",
-        crate::api::type_name(d)
+        crate::types::type_name(d)
     ))
 }
 
@@ -105,7 +105,7 @@ pub fn to_dynamic(v: &Value) -> Dynamic {
             None => Dynamic::UNIT,
         },
         Value::Array(c) => Dynamic::from(Chunk::clone(c)),
-        Value::Frame(f) => Dynamic::from(crate::api::LocalFrame(f.clone())),
+        Value::Frame(f) => Dynamic::from(crate::types::LocalFrame(f.clone())),
     }
 }
 

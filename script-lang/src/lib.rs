@@ -6,11 +6,14 @@ pub mod api;
 pub mod collection;
 pub mod complete;
 pub mod convert;
-pub mod display;
 pub mod error;
 pub mod input;
+pub mod print;
 pub mod session;
 pub mod ship;
+pub mod state;
+pub mod types;
 
 pub use error::{ErrorKind, ScriptError};
-pub use session::{DisplaySink, OutputSink, Rendered, Session, SessionState};
+pub use session::Session;
+pub use state::{DisplaySink, OutputSink, Rendered, SessionConfig, SessionState};

@@ -11,10 +11,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
 
-use brisk_engine::runner::{Code, SourceChunk, TaskContext, Udf, UdfRunner};
+use brisk_engine::runner::{Code, TaskContext, Udf, UdfRunner};
 use brisk_engine::{SourcePos, TaskError, Value};
 use rhai::{AST, CallFnOptions, Dynamic, Engine, EvalAltResult, FnPtr, Scope};
-use xxhash_rust::xxh3::Xxh3;
 
 use crate::convert::{to_dynamic, to_value};
 
@@ -28,18 +27,6 @@ pub fn init() {
     ONCE.call_once(|| {
         let _ = rhai::config::hashing::set_hashing_seed(Some(SEED));
     });
-}
-
-/// Hash of a list of chunks, the cache key of compiled code.
-pub fn code_id(chunks: &[SourceChunk]) -> u128 {
-    let mut h = Xxh3::new();
-    for c in chunks {
-        h.update(&(c.origin.len() as u64).to_le_bytes());
-        h.update(c.origin.as_bytes());
-        h.update(&(c.text.len() as u64).to_le_bytes());
-        h.update(c.text.as_bytes());
-    }
-    h.digest128()
 }
 
 /// Turn a function pointer into its shipped form. Refuses closures that

@@ -9,9 +9,13 @@ use brisk_engine::ops::Arg;
 use rhai::{Array, Dynamic, Map};
 use std::collections::HashMap as FxHashMap;
 
-use super::RFuture;
 use crate::collection::Lazy;
 use crate::convert::to_value;
+use crate::error::runtime;
+
+type Res<T> = Result<T, Box<rhai::EvalAltResult>>;
+use crate::print::display_scalar;
+use crate::types::{RFuture, type_name};
 
 #[derive(Default)]
 pub struct ArgBuilder {
@@ -88,7 +92,7 @@ fn contains_lazy(d: &Dynamic, depth: usize) -> bool {
 /// A closure in shipped form and the token that identifies it (its own
 /// source and captures, not the whole session's).
 pub fn shipped(
-    state: &crate::SessionState,
+    state: &crate::state::SessionState,
     f: &rhai::FnPtr,
 ) -> Result<(std::sync::Arc<brisk_engine::runner::Udf>, String), Box<rhai::EvalAltResult>> {
     let udf = crate::ship::ship(f, state.code()).map_err(crate::error::runtime)?;
@@ -110,4 +114,49 @@ pub fn options(m: Option<Map>, function: &str, allowed: &[&str]) -> Result<Map, 
         )));
     }
     Ok(m)
+}
+
+/// "expected X, got a T (value)" for a wrongly typed argument.
+pub fn wrong_type(function: &str, expected: &str, got: &Dynamic) -> Box<rhai::EvalAltResult> {
+    let shown = display_scalar(got);
+    let shown = if shown.chars().count() > 40 {
+        format!("{}…", shown.chars().take(40).collect::<String>())
+    } else {
+        shown
+    };
+    crate::error::runtime(format!("{function} expects {expected}, got {} ({shown})", type_name(got)))
+}
+
+/// `"10MB"`, `"64 KiB"`, or a number of bytes (Dask's `parse_bytes`).
+pub(super) fn bytes_arg(d: &Dynamic, what: &str) -> Res<u64> {
+    if d.is_int() {
+        return positive(d, what);
+    }
+    let Ok(s) = d.clone().into_string() else {
+        return Err(runtime(format!("{what} must be a number of bytes or a size like \"64MB\", got {d}")));
+    };
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1048576.0,
+        "gib" => 1073741824.0,
+        _ => return Err(runtime(format!("{what}: unknown unit in \"{s}\" (B, kB, MB, GB, KiB, MiB, GiB)"))),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v * scale >= 1.0 => Ok((v * scale) as u64),
+        _ => Err(runtime(format!("{what} must be a positive size, got \"{s}\""))),
+    }
+}
+
+pub(super) fn positive(d: &Dynamic, what: &str) -> Res<u64> {
+    match d.as_int() {
+        Ok(n) if n > 0 => Ok(n as u64),
+        _ => Err(runtime(format!("{what} must be a positive integer, got {d}"))),
+    }
 }

@@ -10,25 +10,15 @@ use brisk_engine::array::elementwise::{self, BinOp, Operand as Local, UnOp};
 use brisk_engine::array::reduce::{self, BlockPlace, Reduction};
 use brisk_engine::array::{ArrayError, Chunk, DType, Scalar, fmt_shape, norm_axes, norm_axis};
 use brisk_engine::collections::array::{self as arr, Array, AxisChunks, ChunkSpec, Ctx, Operand};
-use brisk_engine::graph::materialize;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
+use super::args::wrong_type;
 use crate::error::runtime;
-use crate::session::SessionState;
+use crate::print::array_repr;
+use crate::state::SessionState;
+use crate::types::{LazyArray, type_name};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
-
-/// A lazy array in a script (type name "Array").
-#[derive(Clone)]
-pub struct LazyArray {
-    pub a: Array,
-}
-
-impl LazyArray {
-    pub fn new(a: Array) -> LazyArray {
-        LazyArray { a }
-    }
-}
 
 /// The session, where there is one: worker engines have only local arrays.
 type St = Option<Arc<SessionState>>;
@@ -49,14 +39,14 @@ fn ctx(state: &SessionState) -> Ctx {
 // ----- arguments -----
 
 fn int_of(d: &Dynamic, what: &str) -> Res<i64> {
-    d.as_int().map_err(|_| runtime(format!("{what} must be an integer, got {}", super::type_name(d))))
+    d.as_int().map_err(|_| runtime(format!("{what} must be an integer, got {}", type_name(d))))
 }
 
 fn float_of(d: &Dynamic, what: &str) -> Res<f64> {
     if let Ok(i) = d.as_int() {
         return Ok(i as f64);
     }
-    d.as_float().map_err(|_| runtime(format!("{what} must be a number, got {}", super::type_name(d))))
+    d.as_float().map_err(|_| runtime(format!("{what} must be a number, got {}", type_name(d))))
 }
 
 /// A shape: an integer or an array of non-negative integers.
@@ -191,7 +181,7 @@ fn lazy_operand(state: &SessionState, d: &Dynamic, what: &str) -> Res<Operand> {
     if let Some(c) = d.read_lock::<Chunk>() {
         return Ok(Operand::Array(arr::from_chunk(&ctx(state), &c, &whole(&c)).map_err(err)?));
     }
-    scalar_of(d).map(Operand::Scalar).ok_or_else(|| super::wrong_type(what, "an array or a number", d))
+    scalar_of(d).map(Operand::Scalar).ok_or_else(|| wrong_type(what, "an array or a number", d))
 }
 
 enum LocalArg {
@@ -204,7 +194,7 @@ impl LocalArg {
         if let Some(c) = d.read_lock::<Chunk>() {
             return Ok(LocalArg::Chunk(c.clone()));
         }
-        scalar_of(d).map(LocalArg::Scalar).ok_or_else(|| super::wrong_type(what, "an array or a number", d))
+        scalar_of(d).map(LocalArg::Scalar).ok_or_else(|| wrong_type(what, "an array or a number", d))
     }
 
     fn operand(&self) -> Local<'_> {
@@ -243,14 +233,14 @@ fn matmul(st: &St, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
         let as_array = |d: &Dynamic| -> Res<Array> {
             match lazy_operand(state, d, "@")? {
                 Operand::Array(x) => Ok(x),
-                Operand::Scalar(_) => Err(super::wrong_type("@", "an array", d)),
+                Operand::Scalar(_) => Err(wrong_type("@", "an array", d)),
             }
         };
         let r = arr::matmul(&ctx(state), &as_array(a)?, &as_array(b)?).map_err(err)?;
         return Ok(Dynamic::from(LazyArray::new(r)));
     }
     let (Some(x), Some(y)) = (a.read_lock::<Chunk>(), b.read_lock::<Chunk>()) else {
-        return Err(super::wrong_type("@", "two arrays", a));
+        return Err(wrong_type("@", "two arrays", a));
     };
     let (sx, sy) = (x.shape(), y.shape());
     let k = if x.ndim() == 0 { 0 } else { x.ndim() - 1 };
@@ -274,7 +264,7 @@ fn unary(st: &St, op: UnOp, a: &Dynamic) -> Res<Dynamic> {
     }
     match a.read_lock::<Chunk>() {
         Some(c) => Ok(local_result(elementwise::unary(op, &c).map_err(err)?)),
-        None => Err(super::wrong_type(op.name(), "an array", a)),
+        None => Err(wrong_type(op.name(), "an array", a)),
     }
 }
 
@@ -301,7 +291,7 @@ fn astype(st: &St, a: &Dynamic, dtype: &str) -> Res<Dynamic> {
     }
     match a.read_lock::<Chunk>() {
         Some(c) => Ok(Dynamic::from(c.astype(t))),
-        None => Err(super::wrong_type("astype", "an array", a)),
+        None => Err(wrong_type("astype", "an array", a)),
     }
 }
 
@@ -347,7 +337,7 @@ fn reduce_call(
         return Ok(Dynamic::from(LazyArray::new(r)));
     }
     let Some(c) = x.read_lock::<Chunk>().map(|c| c.clone()) else {
-        return Err(super::wrong_type(red.name(), "an array", x));
+        return Err(wrong_type(red.name(), "an array", x));
     };
     Ok(local_result(local_reduce(red, &c, axis.as_deref(), keepdims).map_err(err)?))
 }
@@ -383,7 +373,7 @@ fn transpose(st: &St, x: &Dynamic, axes: Option<Vec<i64>>) -> Res<Dynamic> {
         return Ok(Dynamic::from(LazyArray::new(r)));
     }
     let Some(c) = x.read_lock::<Chunk>().map(|c| c.clone()) else {
-        return Err(super::wrong_type("transpose", "an array", x));
+        return Err(wrong_type("transpose", "an array", x));
     };
     let nd = c.ndim();
     let perm: Vec<usize> = match axes {
@@ -426,7 +416,7 @@ fn index_entry(d: &Dynamic) -> Res<arr::Index> {
             step: get("step")?.unwrap_or(1),
         });
     }
-    Err(super::wrong_type("slice", "a range, an integer, () or #{start, stop, step}", d))
+    Err(wrong_type("slice", "a range, an integer, () or #{start, stop, step}", d))
 }
 
 fn index_arg(d: &Dynamic) -> Res<Vec<arr::Index>> {
@@ -444,7 +434,7 @@ fn slice(st: &St, x: &Dynamic, index: &Dynamic) -> Res<Dynamic> {
         return Ok(Dynamic::from(LazyArray::new(r)));
     }
     let Some(c) = x.read_lock::<Chunk>().map(|c| c.clone()) else {
-        return Err(super::wrong_type("slice", "an array", x));
+        return Err(wrong_type("slice", "an array", x));
     };
     let ranges = arr::local_ranges(&idx, c.shape()).map_err(err)?;
     Ok(local_result(brisk_engine::array::shape::slice(&c, &ranges).map_err(err)?.to_contiguous()))
@@ -453,7 +443,7 @@ fn slice(st: &St, x: &Dynamic, index: &Dynamic) -> Res<Dynamic> {
 fn lazy(state: &SessionState, d: &Dynamic, what: &str) -> Res<Array> {
     match lazy_operand(state, d, what)? {
         Operand::Array(a) => Ok(a),
-        Operand::Scalar(_) => Err(super::wrong_type(what, "an array", d)),
+        Operand::Scalar(_) => Err(wrong_type(what, "an array", d)),
     }
 }
 
@@ -612,7 +602,7 @@ fn flatten(d: &Dynamic, shape: &[usize], depth: usize, out: &mut Vec<Scalar>) ->
                 out.push(s);
                 Ok(())
             }
-            None => Err(super::wrong_type("from_array", "nested arrays of numbers", d)),
+            None => Err(wrong_type("from_array", "nested arrays of numbers", d)),
         };
     }
     let Some(a) = d.read_lock::<RArray>() else {
@@ -650,63 +640,6 @@ pub fn to_nested(c: &Chunk) -> Dynamic {
 }
 
 // ----- summaries -----
-
-/// A shape, with `nan` for a length not known yet.
-fn shape_text(a: &Array, shape: &[usize]) -> String {
-    if !a.unknown {
-        return fmt_shape(shape);
-    }
-    let parts: Vec<String> = shape
-        .iter()
-        .enumerate()
-        .map(|(d, n)| if d == 0 { "nan".to_string() } else { n.to_string() })
-        .collect();
-    if parts.len() == 1 { format!("({},)", parts[0]) } else { format!("({})", parts.join(", ")) }
-}
-
-fn size_text(bytes: usize) -> String {
-    let units = ["B", "kiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 { format!("{bytes} B") } else { format!("{v:.2} {}", units[u]) }
-}
-
-/// Dask's one-line repr: `dask.array<name, shape=…, dtype=…, chunksize=…>`.
-pub fn repr(x: &LazyArray) -> String {
-    let a = &x.a;
-    format!(
-        "dask.array<{}, shape={}, dtype={}, chunksize={}, chunktype=ndarray>",
-        brisk_engine::key::group_of(&a.name),
-        shape_text(a, &a.shape()),
-        a.dtype,
-        shape_text(a, &a.chunksize())
-    )
-}
-
-/// The summary table Dask shows for a lazy array.
-pub fn summary(x: &LazyArray) -> String {
-    let a = &x.a;
-    let graph = materialize(std::slice::from_ref(&a.layer));
-    let layers = crate::collection::layer_count(&a.layer);
-    let block_bytes = a.chunksize().iter().product::<usize>() * a.dtype.itemsize();
-    let mut t = comfy_table::Table::new();
-    t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED);
-    t.set_header(vec!["", "Array", "Chunk"]);
-    let bytes = |n: usize| if a.unknown { "unknown".to_string() } else { size_text(n) };
-    t.add_row(vec!["Bytes".to_string(), bytes(a.nbytes()), bytes(block_bytes)]);
-    t.add_row(vec!["Shape".to_string(), shape_text(a, &a.shape()), shape_text(a, &a.chunksize())]);
-    t.add_row(vec![
-        "Dask graph".to_string(),
-        format!("{} chunks in {layers} graph layers", a.nblocks()),
-        format!("{} tasks", graph.len()),
-    ]);
-    t.add_row(vec!["Data type".to_string(), a.dtype.to_string(), "ndarray".to_string()]);
-    format!("{}\n{t}", repr(x))
-}
 
 // ----- registration -----
 
@@ -1118,12 +1051,12 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     }
     let st = state.clone();
     engine.register_fn("full", move |shape: Dynamic, v: Dynamic| -> Res<LazyArray> {
-        let s = scalar_of(&v).ok_or_else(|| super::wrong_type("full", "a number or bool fill value", &v))?;
+        let s = scalar_of(&v).ok_or_else(|| wrong_type("full", "a number or bool fill value", &v))?;
         full(&st, &shape, s, None, "full")
     });
     let st = state.clone();
     engine.register_fn("full", move |shape: Dynamic, v: Dynamic, m: Map| -> Res<LazyArray> {
-        let s = scalar_of(&v).ok_or_else(|| super::wrong_type("full", "a number or bool fill value", &v))?;
+        let s = scalar_of(&v).ok_or_else(|| wrong_type("full", "a number or bool fill value", &v))?;
         full(&st, &shape, s, Some(m), "full")
     });
     let st = state.clone();
@@ -1219,8 +1152,8 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_get("nbytes", |x: &mut LazyArray| x.a.nbytes() as i64);
     engine.register_get("dtype", |x: &mut LazyArray| x.a.dtype.name().to_string());
     crate::collection::register::<LazyArray>(engine, state);
-    engine.register_fn("to_string", |x: &mut LazyArray| repr(x));
-    engine.register_fn("to_debug", |x: &mut LazyArray| repr(x));
+    engine.register_fn("to_string", |x: &mut LazyArray| array_repr(x));
+    engine.register_fn("to_debug", |x: &mut LazyArray| array_repr(x));
 }
 
 /// Local arrays (`ndarray`) on every engine, a worker's too, so that
@@ -1260,8 +1193,8 @@ fn register_local_with(engine: &mut Engine, st: &St) {
     engine.register_get("nbytes", |c: &mut Chunk| c.nbytes() as i64);
     engine.register_get("dtype", |c: &mut Chunk| c.dtype().name().to_string());
     engine.register_fn("to_array", |c: &mut Chunk| to_nested(c));
-    engine.register_fn("to_string", |c: &mut Chunk| crate::display::chunk_text(c));
-    engine.register_fn("to_debug", |c: &mut Chunk| crate::display::chunk_text(c));
+    engine.register_fn("to_string", |c: &mut Chunk| crate::print::chunk_text(c));
+    engine.register_fn("to_debug", |c: &mut Chunk| crate::print::chunk_text(c));
     engine.register_indexer_get(|c: &mut Chunk, i: i64| -> Res<Dynamic> {
         let n = c.shape().first().copied().ok_or_else(|| runtime("a 0-d array cannot be indexed"))?;
         let j = if i < 0 { i + n as i64 } else { i };

@@ -14,21 +14,17 @@ use brisk_engine::graph::Tokenizer;
 use brisk_engine::runner::Udf;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
-use super::Delayed;
 use super::args::options;
 use super::args::shipped as closure;
+use super::args::{bytes_arg, positive};
 use crate::collection::compute_all;
 use crate::convert::{to_dynamic, to_value};
 use crate::error::runtime;
-use crate::session::SessionState;
+use crate::print::bag_repr;
+use crate::state::SessionState;
+use crate::types::{Delayed, LazyBag, LazyFrame};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
-
-/// A lazy bag in Rhai (type name "Bag").
-#[derive(Clone)]
-pub struct LazyBag {
-    pub b: Bag,
-}
 
 fn err(e: BagError) -> Box<EvalAltResult> {
     runtime(e.to_string())
@@ -36,40 +32,6 @@ fn err(e: BagError) -> Box<EvalAltResult> {
 
 fn ctx(state: &SessionState) -> Ctx {
     Ctx { annotations: state.annotations() }
-}
-
-fn positive(d: &Dynamic, what: &str) -> Res<u64> {
-    match d.as_int() {
-        Ok(n) if n > 0 => Ok(n as u64),
-        _ => Err(runtime(format!("{what} must be a positive integer, got {d}"))),
-    }
-}
-
-/// `"10MB"`, `"64 KiB"`, or a number of bytes (Dask's `parse_bytes`).
-pub(super) fn bytes_arg(d: &Dynamic, what: &str) -> Res<u64> {
-    if d.is_int() {
-        return positive(d, what);
-    }
-    let Ok(s) = d.clone().into_string() else {
-        return Err(runtime(format!("{what} must be a number of bytes or a size like \"64MB\", got {d}")));
-    };
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "kib" => 1024.0,
-        "mib" => 1048576.0,
-        "gib" => 1073741824.0,
-        _ => return Err(runtime(format!("{what}: unknown unit in \"{s}\" (B, kB, MB, GB, KiB, MiB, GiB)"))),
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v * scale >= 1.0 => Ok((v * scale) as u64),
-        _ => Err(runtime(format!("{what} must be a positive size, got \"{s}\""))),
-    }
 }
 
 fn from_sequence(state: &SessionState, seq: RArray, m: Option<Map>) -> Res<LazyBag> {
@@ -218,7 +180,7 @@ fn to_textfiles(state: &SessionState, b: &LazyBag, dir: &str) -> Res<RArray> {
 
 /// `to_dataframe()`: columns and types from the first partition's records
 /// (Dask computes its `meta` from the first partition too).
-fn to_dataframe(state: &SessionState, b: &LazyBag) -> Res<super::LazyFrame> {
+fn to_dataframe(state: &SessionState, b: &LazyBag) -> Res<LazyFrame> {
     let first = take(state, b, i64::MAX)?;
     if first.is_empty() {
         return Err(runtime("to_dataframe: the first partition is empty, so the columns are unknown"));
@@ -253,14 +215,9 @@ fn to_dataframe(state: &SessionState, b: &LazyBag) -> Res<super::LazyFrame> {
     }
     let (layer, keys) = b.b.partitions(&ctx(state));
     let schema = brisk_engine::frame::dtype::Schema::new(cols);
-    Ok(super::LazyFrame {
+    Ok(LazyFrame {
         f: brisk_engine::collections::dataframe::from_records(&ctx(state), layer, keys, &b.b.token, schema),
     })
-}
-
-/// Dask's repr: `dask.bag<map, npartitions=4>`.
-pub fn repr(b: &LazyBag) -> String {
-    format!("dask.bag<{}, npartitions={}>", b.b.label, b.b.npartitions())
 }
 
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
@@ -353,6 +310,6 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("to_textfiles", move |b: &mut LazyBag, dir: &str| to_textfiles(&st, b, dir));
     engine.register_get("npartitions", |b: &mut LazyBag| b.b.npartitions() as i64);
     crate::collection::register::<LazyBag>(engine, state);
-    engine.register_fn("to_string", |b: &mut LazyBag| repr(b));
-    engine.register_fn("to_debug", |b: &mut LazyBag| repr(b));
+    engine.register_fn("to_string", |b: &mut LazyBag| bag_repr(b));
+    engine.register_fn("to_debug", |b: &mut LazyBag| bag_repr(b));
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use brisk_engine::Value;
 use brisk_engine::collections::array::Ctx;
-use brisk_engine::collections::dataframe::{self as cd, Assigned, DataFrame, FrameError, Series};
+use brisk_engine::collections::dataframe::{self as cd, Assigned, DataFrame, FrameError};
 use brisk_engine::frame as kernels;
 use brisk_engine::frame::dtype::{DType, Schema};
 use brisk_engine::frame::expr::{BinOp, Expr, UnOp};
@@ -14,11 +14,13 @@ use brisk_engine::frame::partition::Frame;
 use brisk_engine::frame::red::Red;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
-use super::Delayed;
+use super::args::bytes_arg;
 use super::args::options;
 use crate::convert::{to_dynamic, to_value};
 use crate::error::runtime;
-use crate::session::SessionState;
+use crate::print::{frame_repr, local_frame_text, local_series_text, series_repr};
+use crate::state::SessionState;
+use crate::types::{Delayed, GroupBy, LazyFrame, LazySeries, LocalFrame, LocalSeries, type_name};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
@@ -33,35 +35,6 @@ const SERIES_REDUCTIONS: [(&str, Red); 8] = [
     ("variance", Red::Var),
     ("nunique", Red::NUnique),
 ];
-
-/// A lazy frame in Rhai (type name "DataFrame").
-#[derive(Clone)]
-pub struct LazyFrame {
-    pub f: DataFrame,
-}
-
-/// A lazy column (type name "Series").
-#[derive(Clone)]
-pub struct LazySeries {
-    pub s: Series,
-}
-
-/// A computed frame (type name "LocalDataFrame").
-#[derive(Clone)]
-pub struct LocalFrame(pub Arc<Frame>);
-
-/// A computed column (type name "LocalSeries").
-#[derive(Clone)]
-pub struct LocalSeries(pub Arc<Frame>);
-
-/// `df.groupby(by)`, waiting for its aggregation.
-#[derive(Clone)]
-pub struct GroupBy {
-    pub(super) f: DataFrame,
-    pub(super) by: Vec<String>,
-    /// Output partitions (Dask's `split_out`); 1 is a tree reduction.
-    split_out: usize,
-}
 
 pub(super) fn err(e: FrameError) -> Box<EvalAltResult> {
     runtime(e.to_string())
@@ -158,7 +131,7 @@ fn paths(d: &Dynamic, function: &str) -> Res<Vec<String>> {
 fn read_csv(path: &Dynamic, m: Option<Map>) -> Res<LazyFrame> {
     let m = options(m, "read_csv", &["blocksize", "sep", "header", "dtypes", "usecols"])?;
     let blocksize = match m.get("blocksize").filter(|d| !d.is_unit()) {
-        Some(d) => Some(super::bag::bytes_arg(d, "read_csv: blocksize")?),
+        Some(d) => Some(bytes_arg(d, "read_csv: blocksize")?),
         None => None,
     };
     let sep = match m.get("sep") {
@@ -198,7 +171,7 @@ fn read_csv(path: &Dynamic, m: Option<Map>) -> Res<LazyFrame> {
 fn read_json(path: &Dynamic, m: Option<Map>) -> Res<LazyFrame> {
     let m = options(m, "read_json", &["blocksize"])?;
     let blocksize = match m.get("blocksize").filter(|d| !d.is_unit()) {
-        Some(d) => Some(super::bag::bytes_arg(d, "read_json: blocksize")?),
+        Some(d) => Some(bytes_arg(d, "read_json: blocksize")?),
         None => None,
     };
     Ok(LazyFrame { f: cd::read_json(&paths(path, "read_json")?, blocksize).map_err(err)? })
@@ -337,7 +310,7 @@ fn getitem(f: &LazyFrame, key: &Dynamic) -> Res<Dynamic> {
     }
     Err(runtime(format!(
         "a DataFrame is indexed by a column name, an array of names or a bool Series, not {}",
-        super::type_name(key)
+        type_name(key)
     )))
 }
 
@@ -405,19 +378,6 @@ fn register_operators<S: Clone + Send + Sync + 'static>(
 /// column expression that can be extended.
 trait ElementWise: Clone + Send + Sync + 'static {
     fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<Self>;
-}
-
-impl ElementWise for LazySeries {
-    fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<Self> {
-        Ok(LazySeries { s: self.s.map_expr(f).map_err(err)? })
-    }
-}
-
-impl ElementWise for LocalSeries {
-    /// Evaluated at once, with the lazy path's typing and kernels.
-    fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<Self> {
-        Frame::series_map(&self.0, f).map(|f| LocalSeries(Arc::new(f))).map_err(runtime)
-    }
 }
 
 /// The element-wise Series methods and unary operators for `S`.
@@ -567,91 +527,27 @@ fn group_all(state: &SessionState, g: &GroupBy, red: Red) -> Res<LazyFrame> {
     Ok(LazyFrame { f: g.f.groupby_agg(&ctx(state), &g.by, &aggs, g.split_out).map_err(err)? })
 }
 
-/// Dask's repr: the structure without the data.
-pub fn repr(f: &DataFrame) -> String {
-    let mut t = comfy_table::Table::new();
-    t.load_style(comfy_table::presets::NOTHING);
-    let mut header = vec![String::new()];
-    header.extend(f.schema.names().map(String::from));
-    t.set_header(header);
-    let mut types = vec![format!("npartitions={}", f.npartitions())];
-    types.extend(f.schema.cols.iter().map(|(_, d)| d.name().to_string()));
-    t.add_row(types);
-    format!("Dask DataFrame Structure:\n{t}\nDask Name: {}, {} columns", f.label, f.schema.cols.len())
-}
-
-pub fn series_repr(s: &Series) -> String {
-    format!(
-        "Dask Series Structure:\nnpartitions={}\n{}\nName: {}, dtype: {}",
-        s.frame.npartitions(),
-        s.dtype,
-        s.name,
-        s.dtype
-    )
-}
-
 /// The local frame's rows as maps, for display and `to_maps`.
 fn rows_dynamic(f: &Frame) -> RArray {
     brisk_engine::value::rows(&f.0).iter().map(to_dynamic).collect()
 }
 
-/// One cell as pandas prints it: `NaN` for a missing number, `None`
-/// for a missing string, six significant digits for floats.
-fn cell_text(v: &Value, numeric: bool) -> String {
-    match v {
-        Value::Unit if numeric => "NaN".into(),
-        Value::Unit => "None".into(),
-        Value::Float(f) => crate::display::element(brisk_engine::array::Scalar::Float(*f)),
-        Value::Bool(b) => {
-            if *b {
-                "True".into()
-            } else {
-                "False".into()
-            }
-        }
-        other => other.to_string(),
-    }
-}
-
-/// Cells of a local frame by (row, column), and the header.
-fn cells(f: &Frame) -> (Vec<String>, Vec<Vec<Value>>, Vec<bool>) {
-    let names = f.column_names();
-    let cols: Vec<Vec<Value>> = names.iter().map(|n| brisk_engine::value::column_values(&f.0, n)).collect();
-    let numeric = cols
-        .iter()
-        .map(|c| c.iter().all(|v| matches!(v, Value::Unit | Value::Int(_) | Value::Float(_))))
-        .collect();
-    (names, cols, numeric)
-}
-
-pub fn local_frame_text(f: &Frame) -> String {
-    if f.height() == 0 {
-        return format!("Empty DataFrame\nColumns: [{}]", f.column_names().join(", "));
-    }
-    let (names, cols, numeric) = cells(f);
-    let footer = format!("{} rows × {} columns", f.height(), names.len());
-    crate::display::frame_table(&names, &|i, j| cell_text(&cols[j][i], numeric[j]), f.height(), &footer)
-}
-
-pub fn local_frame_html(f: &Frame) -> String {
-    let (names, cols, numeric) = cells(f);
-    let footer = format!("{} rows × {} columns", f.height(), names.len());
-    crate::display::frame_html(&names, &|i, j| cell_text(&cols[j][i], numeric[j]), f.height(), &footer)
-}
-
-pub fn local_series_text(f: &Frame) -> String {
-    let (names, cols, numeric) = cells(f);
-    let name = names.first().cloned().unwrap_or_default();
-    if f.height() == 0 || cols.is_empty() {
-        return format!("Series([], Name: {name})");
-    }
-    let footer = format!("{} rows, Name: {name}", f.height());
-    crate::display::frame_table(&names, &|i, _| cell_text(&cols[0][i], numeric[0]), f.height(), &footer)
-}
-
 fn local_series_values(f: &Frame) -> RArray {
     let name = f.column_names().into_iter().next().unwrap_or_default();
     brisk_engine::value::column_values(&f.0, &name).iter().map(to_dynamic).collect()
+}
+
+impl ElementWise for LazySeries {
+    fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<Self> {
+        Ok(LazySeries { s: self.s.map_expr(f).map_err(err)? })
+    }
+}
+
+impl ElementWise for LocalSeries {
+    /// Evaluated at once, with the lazy path's typing and kernels.
+    fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<Self> {
+        Frame::series_map(&self.0, f).map(|f| LocalSeries(Arc::new(f))).map_err(runtime)
+    }
 }
 
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
@@ -814,8 +710,8 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         let (layer, keys) = f.f.to_parquet(&ctx(&st), std::path::Path::new(dir)).map_err(err)?;
         write_files(&st, layer, keys)
     });
-    engine.register_fn("to_string", |f: &mut LazyFrame| repr(&f.f));
-    engine.register_fn("to_debug", |f: &mut LazyFrame| repr(&f.f));
+    engine.register_fn("to_string", |f: &mut LazyFrame| frame_repr(&f.f));
+    engine.register_fn("to_debug", |f: &mut LazyFrame| frame_repr(&f.f));
     engine.register_fn("to_string", |s: &mut LazySeries| series_repr(&s.s));
     engine.register_fn("to_debug", |s: &mut LazySeries| series_repr(&s.s));
     engine.register_fn("to_string", |g: &mut GroupBy| format!("DataFrameGroupBy(by={:?})", g.by));

@@ -4,31 +4,19 @@
 use std::sync::Arc;
 
 use brisk_engine::Key;
-pub use brisk_engine::collections::delayed::Delayed;
 use brisk_engine::graph::{Layer, Pin, Task};
 use brisk_engine::ops::{Builtin, Func, Op};
 use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr};
 
 use super::args::ArgBuilder;
+use super::args::wrong_type;
 use crate::collection::compute_all;
 use crate::error::runtime;
-use crate::session::SessionState;
+use crate::print::display_scalar;
+use crate::state::SessionState;
+use crate::types::{Delayed, DelayedFn, type_name};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
-
-/// A function made lazy by `delayed(f)`.
-#[derive(Clone)]
-pub struct DelayedFn {
-    pub func: Func,
-    pub label: String,
-}
-
-impl DelayedFn {
-    pub fn from_fn_ptr(state: &SessionState, f: &FnPtr) -> Res<DelayedFn> {
-        let udf = crate::ship::ship(f, state.code()).map_err(runtime)?;
-        Ok(DelayedFn { label: udf.label.clone(), func: Func::Udf(Arc::new(udf)) })
-    }
-}
 
 /// Build one task calling `func` on `args`; its key is `<label>-<token>`.
 pub fn call_task(state: &SessionState, func: &Func, label: &str, args: &[Dynamic]) -> Res<Delayed> {
@@ -126,6 +114,13 @@ macro_rules! register_binop {
     }};
 }
 
+impl DelayedFn {
+    pub fn from_fn_ptr(state: &SessionState, f: &FnPtr) -> Res<DelayedFn> {
+        let udf = crate::ship::ship(f, state.code()).map_err(runtime)?;
+        Ok(DelayedFn { label: udf.label.clone(), func: Func::Udf(Arc::new(udf)) })
+    }
+}
+
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<Delayed>("Delayed");
     engine.register_type_with_name::<DelayedFn>("DelayedFunction");
@@ -133,7 +128,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("delayed", move |f: FnPtr| lazy_fn(&st, &f));
     engine.register_fn("delayed", |d: Delayed| d);
     engine.register_fn("delayed", |x: Dynamic| -> Res<Delayed> {
-        Err(super::wrong_type("delayed", "a function or a lazy value (use delayed_value for data)", &x))
+        Err(wrong_type("delayed", "a function or a lazy value (use delayed_value for data)", &x))
     });
     let st = state.clone();
     engine.register_fn("delayed_value", move |v: Dynamic| value_task(&st, &v));
@@ -169,12 +164,12 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         if !(i.is_int() || i.is_string()) {
             return Err(runtime(format!(
                 "a Delayed value can be indexed by an int or a string, not {}",
-                super::type_name(&i)
+                type_name(&i)
             )));
         }
         call_task(&st, &Func::Builtin(Builtin::GetItem), "getitem", &[Dynamic::from(x.clone()), i])
     });
     engine.register_get("key", |d: &mut Delayed| d.key.to_string());
-    engine.register_fn("to_string", |d: &mut Delayed| super::display_scalar(&Dynamic::from(d.clone())));
-    engine.register_fn("to_debug", |d: &mut Delayed| super::display_scalar(&Dynamic::from(d.clone())));
+    engine.register_fn("to_string", |d: &mut Delayed| display_scalar(&Dynamic::from(d.clone())));
+    engine.register_fn("to_debug", |d: &mut Delayed| display_scalar(&Dynamic::from(d.clone())));
 }

@@ -13,15 +13,12 @@ use brisk_engine::frame::rolling::RollAgg;
 use brisk_engine::frame::shuffle::JoinHow;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
-use super::Delayed;
 use super::args::{options, shipped};
-use super::dataframe::{
-    GroupBy, LazyFrame, LazySeries, LocalFrame, LocalSeries, compute_one, ctx, dtype_of, err, frame_value,
-    positive, strings,
-};
+use super::dataframe::{compute_one, ctx, dtype_of, err, frame_value, positive, strings};
 use crate::convert::to_dynamic;
 use crate::error::runtime;
-use crate::session::SessionState;
+use crate::state::SessionState;
+use crate::types::{Delayed, GroupBy, LazyFrame, LazySeries, LocalFrame, LocalSeries};
 use brisk_engine::frame::dtype::Schema;
 use brisk_engine::frame::udf;
 use rhai::{FnPtr, NativeCallContext};

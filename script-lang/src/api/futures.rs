@@ -8,49 +8,15 @@ use brisk_engine::graph::{Task, materialize};
 use brisk_engine::{Future, Graph};
 use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
-use super::delayed::{DelayedFn, call_task};
+use super::args::wrong_type;
+use super::delayed::call_task;
 use crate::collection::compute_all;
 use crate::convert::to_dynamic;
 use crate::error::{engine_error, runtime};
-use crate::session::SessionState;
+use crate::state::SessionState;
+use crate::types::{AsCompletedIter, Client, DelayedFn, RFuture, type_name};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
-
-/// A future in scripts.
-#[derive(Clone)]
-pub struct RFuture(pub Future);
-
-/// The session's client (`client()`); its methods mirror the free functions.
-#[derive(Clone)]
-pub struct Client {
-    state: Arc<SessionState>,
-}
-
-/// `for f in as_completed(futs)`: futures in the order they finish.
-#[derive(Clone)]
-pub struct AsCompletedIter(Arc<Mutex<Option<AsCompleted>>>);
-
-impl IntoIterator for AsCompletedIter {
-    type Item = Res<RFuture>;
-    type IntoIter = Streaming;
-
-    /// Each step blocks until the next future finishes; an interrupt or a
-    /// runtime that went away ends the loop with an error.
-    fn into_iter(self) -> Streaming {
-        Streaming(self.0.lock().ok().and_then(|mut g| g.take()))
-    }
-}
-
-/// The iterator behind `as_completed`.
-pub struct Streaming(Option<AsCompleted>);
-
-impl Iterator for Streaming {
-    type Item = Res<RFuture>;
-
-    fn next(&mut self) -> Option<Res<RFuture>> {
-        Some(self.0.as_mut()?.next()?.map(RFuture).map_err(engine_error))
-    }
-}
 
 fn submit_call(state: &SessionState, f: &FnPtr, args: &[Dynamic]) -> Res<RFuture> {
     let df = DelayedFn::from_fn_ptr(state, f)?;
@@ -106,7 +72,7 @@ fn futures_in(v: &Array, what: &str) -> Res<Vec<Future>> {
     v.iter()
         .map(|x| {
             x.read_lock::<RFuture>().map(|f| f.0.clone()).ok_or_else(|| {
-                runtime(format!("{what} expects an array of futures, found a {}", super::type_name(x)))
+                runtime(format!("{what} expects an array of futures, found a {}", type_name(x)))
             })
         })
         .collect()
@@ -163,13 +129,13 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     register_submit!(engine, state; a, b, c, d, e);
     register_submit!(engine, state; a, b, c, d, e, g);
     engine.register_fn("submit", |x: Dynamic| -> Res<RFuture> {
-        Err(super::wrong_type("submit", "a function first", &x))
+        Err(wrong_type("submit", "a function first", &x))
     });
     engine.register_fn("map", |f: Dynamic, _: Dynamic| -> Res<Array> {
         Err(if f.is::<FnPtr>() {
             runtime("map expects a function and an array")
         } else {
-            super::wrong_type("map", "a function first", &f)
+            wrong_type("map", "a function first", &f)
         })
     });
     let st = state.clone();

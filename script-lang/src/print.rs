@@ -1,10 +1,21 @@
-//! How local values print in the REPL (and, as text/plain, in Jupyter):
-//! maps and arrays of maps as tables (comfy-table), long tables elided in
-//! the middle as pandas does; everything else as Rhai prints it.
+//! All printing, text and HTML, in one place: how every value shows in the
+//! REPL, in `print`, and (as text/plain and text/html) in Jupyter. Maps and
+//! arrays of maps are tables (comfy-table), long tables elided in the middle
+//! as pandas does; computed arrays print as NumPy does; lazy collections
+//! show Dask's summaries; everything else prints as Rhai prints it.
 
-use brisk_engine::array::{Chunk, Scalar, fmt_shape};
+use brisk_engine::Value;
+use brisk_engine::array::chunk::{Chunk, fmt_shape};
+use brisk_engine::array::dtype::Scalar;
+use brisk_engine::collections::array::Array as LazyArrayCore;
+use brisk_engine::collections::dataframe::{DataFrame, Series};
+use brisk_engine::frame::partition::Frame;
 use comfy_table::{ContentArrangement, Table, presets};
 use rhai::{Array, Dynamic, Map};
+
+use crate::error::TaskFailure;
+use crate::state::Rendered;
+use crate::types::{Delayed, LazyArray, LazyBag, LazyFrame, LazySeries, LocalFrame, LocalSeries, RFuture};
 
 /// Rows shown before and after the elision of a long table.
 const HEAD_ROWS: usize = 10;
@@ -12,8 +23,8 @@ const TAIL_ROWS: usize = 5;
 
 /// Text for a value: a table for maps and arrays of maps.
 pub fn render(d: &Dynamic) -> String {
-    if let Some(x) = d.read_lock::<crate::api::LazyArray>() {
-        return crate::api::array_summary(&x);
+    if let Some(x) = d.read_lock::<LazyArray>() {
+        return array_summary(&x);
     }
     if let Some(c) = d.read_lock::<Chunk>() {
         return chunk_table(&c);
@@ -232,11 +243,11 @@ pub fn chunk_text(c: &Chunk) -> String {
 /// An HTML table for Jupyter (`text/html`), for the values that print as
 /// tables; `None` for the rest, which only have `text/plain`.
 pub fn html(d: &Dynamic) -> Option<String> {
-    if let Some(f) = d.read_lock::<crate::api::LocalFrame>() {
-        return Some(crate::api::local_frame_html(&f.0));
+    if let Some(f) = d.read_lock::<LocalFrame>() {
+        return Some(local_frame_html(&f.0));
     }
-    if let Some(x) = d.read_lock::<crate::api::LazyArray>() {
-        let text = crate::api::array_summary(&x);
+    if let Some(x) = d.read_lock::<LazyArray>() {
+        let text = array_summary(&x);
         let (head, _) = text.split_once('\n').unwrap_or((&text, ""));
         let rows = summary_rows(&text);
         return Some(format!(
@@ -360,7 +371,194 @@ fn cell(v: &Dynamic) -> String {
 }
 
 fn plain(d: &Dynamic) -> String {
-    if d.is_string() { format!("{d:?}") } else { crate::api::display_scalar(d) }
+    if d.is_string() { format!("{d:?}") } else { display_scalar(d) }
+}
+
+/// A value as every front end shows it: text, and HTML for tables.
+pub fn rendered(d: &Dynamic) -> Rendered {
+    Rendered { plain: display(d), html: html(d) }
+}
+
+/// How a value prints in the REPL: tables for maps and records.
+pub fn display(d: &Dynamic) -> String {
+    render(d)
+}
+
+/// How a single value prints (lazy values, futures, failures by name).
+pub fn display_scalar(d: &Dynamic) -> String {
+    if let Some(x) = d.read_lock::<Delayed>() {
+        return format!("Delayed('{}')", x.key);
+    }
+    if let Some(x) = d.read_lock::<LazyArray>() {
+        return array_repr(&x);
+    }
+    if let Some(x) = d.read_lock::<LazyBag>() {
+        return bag_repr(&x);
+    }
+    if let Some(x) = d.read_lock::<LazyFrame>() {
+        return frame_repr(&x.f);
+    }
+    if let Some(x) = d.read_lock::<LazySeries>() {
+        return series_repr(&x.s);
+    }
+    if let Some(x) = d.read_lock::<LocalFrame>() {
+        return local_frame_text(&x.0);
+    }
+    if let Some(x) = d.read_lock::<LocalSeries>() {
+        return local_series_text(&x.0);
+    }
+    if let Some(c) = d.read_lock::<brisk_engine::array::Chunk>() {
+        return chunk_text(&c);
+    }
+    if let Some(f) = d.read_lock::<RFuture>() {
+        return format!("{:?}", f.0);
+    }
+    if let Some(f) = d.read_lock::<TaskFailure>() {
+        return f.to_string();
+    }
+    if d.is_string() {
+        return format!("{d:?}");
+    }
+    d.to_string()
+}
+
+/// A shape, with `nan` for a length not known yet.
+pub(crate) fn shape_text(a: &LazyArrayCore, shape: &[usize]) -> String {
+    if !a.unknown {
+        return fmt_shape(shape);
+    }
+    let parts: Vec<String> = shape
+        .iter()
+        .enumerate()
+        .map(|(d, n)| if d == 0 { "nan".to_string() } else { n.to_string() })
+        .collect();
+    if parts.len() == 1 { format!("({},)", parts[0]) } else { format!("({})", parts.join(", ")) }
+}
+
+pub(crate) fn size_text(bytes: usize) -> String {
+    let units = ["B", "kiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{bytes} B") } else { format!("{v:.2} {}", units[u]) }
+}
+
+/// Dask's one-line repr: `dask.array<name, shape=…, dtype=…, chunksize=…>`.
+pub fn array_repr(x: &LazyArray) -> String {
+    let a = &x.a;
+    format!(
+        "dask.array<{}, shape={}, dtype={}, chunksize={}, chunktype=ndarray>",
+        brisk_engine::key::group_of(&a.name),
+        shape_text(a, &a.shape()),
+        a.dtype,
+        shape_text(a, &a.chunksize())
+    )
+}
+
+/// The summary table Dask shows for a lazy array.
+pub fn array_summary(x: &LazyArray) -> String {
+    let a = &x.a;
+    let graph = brisk_engine::graph::layer::materialize(std::slice::from_ref(&a.layer));
+    let layers = crate::collection::layer_count(&a.layer);
+    let block_bytes = a.chunksize().iter().product::<usize>() * a.dtype.itemsize();
+    let mut t = comfy_table::Table::new();
+    t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header(vec!["", "Array", "Chunk"]);
+    let bytes = |n: usize| if a.unknown { "unknown".to_string() } else { size_text(n) };
+    t.add_row(vec!["Bytes".to_string(), bytes(a.nbytes()), bytes(block_bytes)]);
+    t.add_row(vec!["Shape".to_string(), shape_text(a, &a.shape()), shape_text(a, &a.chunksize())]);
+    t.add_row(vec![
+        "Dask graph".to_string(),
+        format!("{} chunks in {layers} graph layers", a.nblocks()),
+        format!("{} tasks", graph.len()),
+    ]);
+    t.add_row(vec!["Data type".to_string(), a.dtype.to_string(), "ndarray".to_string()]);
+    format!("{}\n{t}", array_repr(x))
+}
+
+/// Dask's repr: `dask.bag<map, npartitions=4>`.
+pub fn bag_repr(b: &LazyBag) -> String {
+    format!("dask.bag<{}, npartitions={}>", b.b.label, b.b.npartitions())
+}
+
+/// Dask's repr: the structure without the data.
+pub fn frame_repr(f: &DataFrame) -> String {
+    let mut t = comfy_table::Table::new();
+    t.load_style(comfy_table::presets::NOTHING);
+    let mut header = vec![String::new()];
+    header.extend(f.schema.names().map(String::from));
+    t.set_header(header);
+    let mut types = vec![format!("npartitions={}", f.npartitions())];
+    types.extend(f.schema.cols.iter().map(|(_, d)| d.name().to_string()));
+    t.add_row(types);
+    format!("Dask DataFrame Structure:\n{t}\nDask Name: {}, {} columns", f.label, f.schema.cols.len())
+}
+
+pub fn series_repr(s: &Series) -> String {
+    format!(
+        "Dask Series Structure:\nnpartitions={}\n{}\nName: {}, dtype: {}",
+        s.frame.npartitions(),
+        s.dtype,
+        s.name,
+        s.dtype
+    )
+}
+
+/// One cell as pandas prints it: `NaN` for a missing number, `None`
+/// for a missing string, six significant digits for floats.
+pub(crate) fn cell_text(v: &Value, numeric: bool) -> String {
+    match v {
+        Value::Unit if numeric => "NaN".into(),
+        Value::Unit => "None".into(),
+        Value::Float(f) => element(brisk_engine::array::Scalar::Float(*f)),
+        Value::Bool(b) => {
+            if *b {
+                "True".into()
+            } else {
+                "False".into()
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Cells of a local frame by (row, column), and the header.
+pub(crate) fn cells(f: &Frame) -> (Vec<String>, Vec<Vec<Value>>, Vec<bool>) {
+    let names = f.column_names();
+    let cols: Vec<Vec<Value>> = names.iter().map(|n| brisk_engine::value::column_values(&f.0, n)).collect();
+    let numeric = cols
+        .iter()
+        .map(|c| c.iter().all(|v| matches!(v, Value::Unit | Value::Int(_) | Value::Float(_))))
+        .collect();
+    (names, cols, numeric)
+}
+
+pub fn local_frame_text(f: &Frame) -> String {
+    if f.height() == 0 {
+        return format!("Empty DataFrame\nColumns: [{}]", f.column_names().join(", "));
+    }
+    let (names, cols, numeric) = cells(f);
+    let footer = format!("{} rows × {} columns", f.height(), names.len());
+    frame_table(&names, &|i, j| cell_text(&cols[j][i], numeric[j]), f.height(), &footer)
+}
+
+pub fn local_frame_html(f: &Frame) -> String {
+    let (names, cols, numeric) = cells(f);
+    let footer = format!("{} rows × {} columns", f.height(), names.len());
+    frame_html(&names, &|i, j| cell_text(&cols[j][i], numeric[j]), f.height(), &footer)
+}
+
+pub fn local_series_text(f: &Frame) -> String {
+    let (names, cols, numeric) = cells(f);
+    let name = names.first().cloned().unwrap_or_default();
+    if f.height() == 0 || cols.is_empty() {
+        return format!("Series([], Name: {name})");
+    }
+    let footer = format!("{} rows, Name: {name}", f.height());
+    frame_table(&names, &|i, _| cell_text(&cols[0][i], numeric[0]), f.height(), &footer)
 }
 
 #[cfg(test)]
