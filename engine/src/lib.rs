@@ -21,9 +21,9 @@ pub mod io;
 pub mod key;
 pub mod local;
 pub mod ops;
+pub mod pieces;
 pub mod runner;
 pub mod scheduler;
-pub mod shuffle;
 pub mod value;
 
 #[cfg(test)]

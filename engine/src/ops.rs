@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::array::ops::ArrayOp;
+use crate::array::op::ArrayOp;
 use crate::bag::op::BagOp;
 use crate::frame::op::FrameOp;
 use crate::key::Key;
+use crate::pieces::Pieces;
 use crate::runner::Udf;
-use crate::shuffle::Pieces;
 use crate::value::Value;
 
 /// What a task does.
@@ -47,7 +47,7 @@ impl Op {
 pub enum Func {
     Udf(Arc<Udf>),
     Builtin(Builtin),
-    /// An array kernel (`crate::array::ops`).
+    /// An array kernel (`crate::array::op`).
     Array(Arc<ArrayOp>),
     /// A bag kernel (`crate::bag`), which may call closures per record.
     Bag(Arc<BagOp>),

@@ -106,7 +106,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     brisk_script::ship::init();
     // Shuffle pieces left by graphs that failed half-way go when brisk ends.
-    let _pieces = brisk_engine::shuffle::Cleanup::start();
+    let _pieces = brisk_engine::pieces::Cleanup::start();
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Run { file, no_progress }) => run_file(&file, !no_progress),

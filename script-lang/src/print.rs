@@ -8,7 +8,7 @@ use brisk_engine::Value;
 use brisk_engine::array::chunk::{Chunk, fmt_shape};
 use brisk_engine::array::dtype::Scalar;
 use brisk_engine::collections::array::Array as LazyArrayCore;
-use brisk_engine::collections::dataframe::{DataFrame, Series};
+use brisk_engine::collections::frame::{DataFrame, Series};
 use brisk_engine::frame::partition::Frame;
 use comfy_table::{ContentArrangement, Table, presets};
 use rhai::{Array, Dynamic, Map};

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use super::agg::{Agg, Sink};
 use super::stage::Stage;
+use crate::pieces::Pieces;
 use crate::runner::Udf;
-use crate::shuffle::Pieces;
 
 /// Where a partition's records come from.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

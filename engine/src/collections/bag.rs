@@ -17,8 +17,8 @@ use crate::graph::task::Task;
 use crate::graph::token::Tokenizer;
 use crate::key::Key;
 use crate::ops::{Arg, Func, Op};
+use crate::pieces::Pieces;
 use crate::runner::Udf;
-use crate::shuffle::Pieces;
 use crate::value::Value;
 
 /// The most partitions one bag may have (as the arrays' block limit).

@@ -4,9 +4,8 @@
 
 pub mod array;
 pub mod bag;
-pub mod dataframe;
 pub mod delayed;
-pub mod shuffle;
+pub mod frame;
 
 use std::sync::Arc;
 

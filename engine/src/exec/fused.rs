@@ -16,7 +16,7 @@ use ndarray::{ArrayD, IxDyn};
 use crate::array::chunk::{Chunk, Nd};
 use crate::array::dtype::Scalar;
 use crate::array::elementwise::{BinOp, UnOp, max_nan, min_nan};
-use crate::array::ops::ArrayOp;
+use crate::array::op::ArrayOp;
 use crate::array::reduce::Reduction;
 use crate::ops::{Arg, Func, Op, Step, StepInput};
 use crate::value::Value;

@@ -28,7 +28,7 @@ pub fn execute(
             match func {
                 Func::Udf(udf) => udfs.call(udf, args, ctx),
                 Func::Builtin(b) => builtin(*b, args),
-                Func::Array(op) => Ok(crate::array::ops::execute(op, &args)?),
+                Func::Array(op) => Ok(crate::array::exec::execute(op, &args)?),
                 Func::Bag(op) => crate::bag::exec::execute(op, &args, udfs, ctx),
                 Func::Frame(op) => crate::frame::exec::execute(op, &args, udfs, ctx),
             }

@@ -73,7 +73,7 @@ fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
     match op {
         FrameOp::Run { source, columns, stages, sink } => {
             if let (Source::Csv { spec, path, start, end }, Sink::Group(g)) = (source, sink)
-                && let Some(partial) = super::fastagg::read_group(spec, path, *start, *end, stages, g)?
+                && let Some(partial) = super::fastcsv::read_group(spec, path, *start, *end, stages, g)?
             {
                 return Ok(frame(partial));
             }

@@ -1,7 +1,7 @@
 //! Dataframe partitions and their kernels (Dask's "pandas per partition").
 //! A partition is a polars `DataFrame`; the operations a task runs on it
 //! form the closed, serializable `FrameOp` vocabulary. The lazy frame that
-//! builds these tasks is `crate::collections::dataframe`.
+//! builds these tasks is `crate::collections::frame`.
 
 pub mod agg;
 pub mod csv;
@@ -10,6 +10,7 @@ pub mod dtype;
 pub mod exec;
 pub mod expr;
 pub mod fastagg;
+pub mod fastcsv;
 pub mod group;
 pub mod json;
 pub mod op;

@@ -14,7 +14,7 @@ use super::group::GroupSpec;
 use super::rolling;
 use super::shuffle::{JoinSpec, ShuffleSpec};
 use super::stage::Stage;
-use crate::shuffle::Pieces;
+use crate::pieces::Pieces;
 
 /// Where a partition comes from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TaskError;
-use crate::shuffle::Pieces;
+use crate::pieces::Pieces;
 use crate::value::Value;
 
 /// The hash seed of every shuffle ("brisk"): both sides of a join, and

@@ -70,12 +70,12 @@ pub(crate) struct Shared {
 /// goes (with the pieces a failed graph left) when none is.
 struct Held {
     op: Op,
-    _leases: Vec<crate::shuffle::Lease>,
+    _leases: Vec<crate::pieces::Lease>,
 }
 
 impl Held {
     fn new(op: Op) -> Held {
-        let leases = op.shuffle_pieces().into_iter().map(crate::shuffle::Lease::new).collect();
+        let leases = op.shuffle_pieces().into_iter().map(crate::pieces::Lease::new).collect();
         Held { op, _leases: leases }
     }
 }

@@ -5,210 +5,26 @@
 
 use std::sync::Arc;
 
-use brisk_engine::array::create::Dist;
-use brisk_engine::array::elementwise::{self, BinOp, Operand as Local, UnOp};
+use brisk_engine::array::elementwise::{self, BinOp, UnOp};
 use brisk_engine::array::reduce::{self, BlockPlace, Reduction};
-use brisk_engine::array::{ArrayError, Chunk, DType, Scalar, fmt_shape, norm_axes, norm_axis};
-use brisk_engine::collections::array::{self as arr, Array, AxisChunks, ChunkSpec, Ctx, Operand};
+use brisk_engine::array::{ArrayError, Chunk, fmt_shape, norm_axes, norm_axis};
+use brisk_engine::collections::array::{self as arr, Array, AxisChunks, ChunkSpec, Operand};
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::wrong_type;
+use super::array_args::{
+    LocalArg, Opts, St, arrays, axes_arg, chunks_arg, ctx, dtype_arg, err, float_of, index_arg, int_of, ints,
+    lazy, lazy_operand, local_result, need, random_seed,
+};
+use super::array_create::to_nested;
 use crate::error::runtime;
 use crate::print::array_repr;
 use crate::state::SessionState;
-use crate::types::{LazyArray, type_name};
+use crate::types::LazyArray;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
-/// The session, where there is one: worker engines have only local arrays.
-type St = Option<Arc<SessionState>>;
-
-fn need(st: &St) -> Res<&SessionState> {
-    st.as_deref()
-        .ok_or_else(|| runtime("lazy arrays cannot be built inside a task; work on the block's ndarray"))
-}
-
-fn err(e: ArrayError) -> Box<EvalAltResult> {
-    runtime(e.to_string())
-}
-
-fn ctx(state: &SessionState) -> Ctx {
-    Ctx { annotations: state.annotations() }
-}
-
 // ----- arguments -----
-
-fn int_of(d: &Dynamic, what: &str) -> Res<i64> {
-    d.as_int().map_err(|_| runtime(format!("{what} must be an integer, got {}", type_name(d))))
-}
-
-fn float_of(d: &Dynamic, what: &str) -> Res<f64> {
-    if let Ok(i) = d.as_int() {
-        return Ok(i as f64);
-    }
-    d.as_float().map_err(|_| runtime(format!("{what} must be a number, got {}", type_name(d))))
-}
-
-/// A shape: an integer or an array of non-negative integers.
-fn shape_arg(d: &Dynamic, what: &str) -> Res<Vec<usize>> {
-    let items: Vec<Dynamic> = match d.read_lock::<RArray>() {
-        Some(a) => a.to_vec(),
-        None => vec![d.clone()],
-    };
-    items
-        .iter()
-        .map(|x| {
-            let n = int_of(x, what)?;
-            usize::try_from(n).map_err(|_| runtime(format!("{what} must not be negative, got {n}")))
-        })
-        .collect()
-}
-
-/// Axes: an integer or an array of integers; `()` means every axis.
-fn axes_arg(d: &Dynamic) -> Res<Option<Vec<i64>>> {
-    if d.is_unit() {
-        return Ok(None);
-    }
-    if let Some(a) = d.read_lock::<RArray>() {
-        return a.iter().map(|x| int_of(x, "axis")).collect::<Res<Vec<_>>>().map(Some);
-    }
-    Ok(Some(vec![int_of(d, "axis")?]))
-}
-
-/// A chunk spec: a number, a shape (with `-1` for a whole axis), explicit
-/// block sizes per axis, or `"auto"`.
-fn chunks_arg(d: &Dynamic) -> Res<ChunkSpec> {
-    if d.is_string() {
-        return match d.clone().into_string().unwrap_or_default().as_str() {
-            "auto" => Ok(ChunkSpec::Auto),
-            other => Err(runtime(format!("chunks must be a number, a shape or \"auto\", got \"{other}\""))),
-        };
-    }
-    let axis = |x: &Dynamic| -> Res<AxisChunks> {
-        if x.is_string() && x.clone().into_string().unwrap_or_default() == "auto" {
-            return Ok(AxisChunks::Auto);
-        }
-        if let Some(v) = x.read_lock::<RArray>() {
-            return Ok(AxisChunks::Sizes(shape_arg(&Dynamic::from_array(v.to_vec()), "a block size")?));
-        }
-        Ok(AxisChunks::Size(int_of(x, "a chunk size")?))
-    };
-    if let Some(a) = d.read_lock::<RArray>() {
-        return Ok(ChunkSpec::PerAxis(a.iter().map(axis).collect::<Res<Vec<_>>>()?));
-    }
-    Ok(ChunkSpec::PerAxis(vec![axis(d)?]))
-}
-
-fn dtype_arg(d: &Dynamic) -> Res<DType> {
-    let s = d.clone().into_string().map_err(|_| runtime("dtype must be a string such as \"f64\""))?;
-    DType::parse(&s)
-        .ok_or_else(|| runtime(format!("unknown dtype \"{s}\" (use \"f64\", \"f32\", \"i64\" or \"bool\")")))
-}
-
-/// Options of a call, checked against the keys it accepts.
-struct Opts(Map);
-
-impl Opts {
-    fn new(m: Option<Map>, function: &str, allowed: &[&str]) -> Res<Opts> {
-        let m = m.unwrap_or_default();
-        for k in m.keys() {
-            if !allowed.contains(&k.as_str()) {
-                return Err(runtime(format!(
-                    "{function} has no option \"{k}\" (options: {})",
-                    allowed.join(", ")
-                )));
-            }
-        }
-        Ok(Opts(m))
-    }
-
-    fn get(&self, k: &str) -> Option<&Dynamic> {
-        self.0.get(k)
-    }
-
-    fn chunks(&self) -> Res<ChunkSpec> {
-        self.get("chunks").map(chunks_arg).unwrap_or(Ok(ChunkSpec::Auto))
-    }
-
-    fn dtype(&self, default: DType) -> Res<DType> {
-        self.get("dtype").map(dtype_arg).unwrap_or(Ok(default))
-    }
-
-    fn float(&self, k: &str, default: f64) -> Res<f64> {
-        self.get(k).map(|d| float_of(d, k)).unwrap_or(Ok(default))
-    }
-
-    fn flag(&self, k: &str) -> Res<bool> {
-        match self.get(k) {
-            None => Ok(false),
-            Some(d) => d.as_bool().map_err(|_| runtime(format!("{k} must be true or false"))),
-        }
-    }
-}
-
-/// A fresh seed when none is given (as NumPy's global state would).
-fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0),
-    );
-    h.finish()
-}
-
-fn scalar_of(d: &Dynamic) -> Option<Scalar> {
-    if let Ok(b) = d.as_bool() {
-        return Some(Scalar::Bool(b));
-    }
-    if let Ok(i) = d.as_int() {
-        return Some(Scalar::Int(i));
-    }
-    d.as_float().ok().map(Scalar::Float)
-}
-
-/// Whole-axis chunks: a local array as a one-block lazy array.
-fn whole(c: &Chunk) -> ChunkSpec {
-    ChunkSpec::PerAxis(vec![AxisChunks::Size(-1); c.ndim()])
-}
-
-fn lazy_operand(state: &SessionState, d: &Dynamic, what: &str) -> Res<Operand> {
-    if let Some(x) = d.read_lock::<LazyArray>() {
-        return Ok(Operand::Array(x.a.clone()));
-    }
-    if let Some(c) = d.read_lock::<Chunk>() {
-        return Ok(Operand::Array(arr::from_chunk(&ctx(state), &c, &whole(&c)).map_err(err)?));
-    }
-    scalar_of(d).map(Operand::Scalar).ok_or_else(|| wrong_type(what, "an array or a number", d))
-}
-
-enum LocalArg {
-    Chunk(Chunk),
-    Scalar(Scalar),
-}
-
-impl LocalArg {
-    fn of(d: &Dynamic, what: &str) -> Res<LocalArg> {
-        if let Some(c) = d.read_lock::<Chunk>() {
-            return Ok(LocalArg::Chunk(c.clone()));
-        }
-        scalar_of(d).map(LocalArg::Scalar).ok_or_else(|| wrong_type(what, "an array or a number", d))
-    }
-
-    fn operand(&self) -> Local<'_> {
-        match self {
-            LocalArg::Chunk(c) => Local::Chunk(c),
-            LocalArg::Scalar(s) => Local::Scalar(*s),
-        }
-    }
-}
-
-/// A local result: 0-d arrays become numbers.
-fn local_result(c: Chunk) -> Dynamic {
-    crate::convert::to_dynamic(&brisk_engine::Value::array(c))
-}
 
 // ----- operations on either kind -----
 
@@ -385,47 +201,6 @@ fn transpose(st: &St, x: &Dynamic, axes: Option<Vec<i64>>) -> Res<Dynamic> {
 
 // ----- indexing and linear algebra -----
 
-/// One entry of an index: a range (`0..10`, `2..=5`), an integer, `()` for
-/// a whole axis, or `#{start, stop, step}` for steps.
-fn index_entry(d: &Dynamic) -> Res<arr::Index> {
-    if d.is_unit() {
-        return Ok(arr::Index::Full);
-    }
-    if let Ok(i) = d.as_int() {
-        return Ok(arr::Index::Int(i));
-    }
-    if let Some(r) = d.clone().try_cast::<std::ops::Range<i64>>() {
-        return Ok(arr::Index::Range { start: Some(r.start), stop: Some(r.end), step: 1 });
-    }
-    if let Some(r) = d.clone().try_cast::<std::ops::RangeInclusive<i64>>() {
-        let stop = if *r.end() == -1 { None } else { Some(r.end() + 1) };
-        return Ok(arr::Index::Range { start: Some(*r.start()), stop, step: 1 });
-    }
-    if let Some(m) = d.read_lock::<Map>() {
-        let o = Opts::new(Some(m.clone()), "slice", &["start", "stop", "step"])?;
-        let get = |k: &str| -> Res<Option<i64>> {
-            match o.get(k) {
-                None => Ok(None),
-                Some(v) if v.is_unit() => Ok(None),
-                Some(v) => int_of(v, k).map(Some),
-            }
-        };
-        return Ok(arr::Index::Range {
-            start: get("start")?,
-            stop: get("stop")?,
-            step: get("step")?.unwrap_or(1),
-        });
-    }
-    Err(wrong_type("slice", "a range, an integer, () or #{start, stop, step}", d))
-}
-
-fn index_arg(d: &Dynamic) -> Res<Vec<arr::Index>> {
-    match d.read_lock::<RArray>() {
-        Some(a) => a.iter().map(index_entry).collect(),
-        None => Ok(vec![index_entry(d)?]),
-    }
-}
-
 fn slice(st: &St, x: &Dynamic, index: &Dynamic) -> Res<Dynamic> {
     let idx = index_arg(index)?;
     if let Some(a) = x.read_lock::<LazyArray>() {
@@ -438,17 +213,6 @@ fn slice(st: &St, x: &Dynamic, index: &Dynamic) -> Res<Dynamic> {
     };
     let ranges = arr::local_ranges(&idx, c.shape()).map_err(err)?;
     Ok(local_result(brisk_engine::array::shape::slice(&c, &ranges).map_err(err)?.to_contiguous()))
-}
-
-fn lazy(state: &SessionState, d: &Dynamic, what: &str) -> Res<Array> {
-    match lazy_operand(state, d, what)? {
-        Operand::Array(a) => Ok(a),
-        Operand::Scalar(_) => Err(wrong_type(what, "an array", d)),
-    }
-}
-
-fn arrays(parts: Vec<Array>) -> RArray {
-    parts.into_iter().map(|a| Dynamic::from(LazyArray::new(a))).collect()
 }
 
 /// `x.map_blocks(|block| ...)`: the closure runs on every block (an
@@ -490,154 +254,6 @@ fn map_blocks(state: &SessionState, x: &LazyArray, f: &rhai::FnPtr, m: Option<Ma
 }
 
 // ----- creation -----
-
-fn creation_opts(m: Option<Map>, function: &str, extra: &[&str]) -> Res<Opts> {
-    let mut allowed = vec!["chunks", "dtype"];
-    allowed.extend_from_slice(extra);
-    Opts::new(m, function, &allowed)
-}
-
-fn random(state: &SessionState, shape: &Dynamic, m: Option<Map>, normal: bool) -> Res<LazyArray> {
-    let function = if normal { "normal" } else { "random" };
-    let o = creation_opts(m, function, if normal { &["seed", "mean", "std"] } else { &["seed"] })?;
-    let seed = match o.get("seed") {
-        Some(d) => int_of(d, "seed")? as u64,
-        None => random_seed(),
-    };
-    let dist = if normal {
-        Dist::Normal { mean: o.float("mean", 0.0)?, std: o.float("std", 1.0)? }
-    } else {
-        Dist::Uniform
-    };
-    let shape = shape_arg(shape, "shape")?;
-    arr::random(&ctx(state), &shape, &o.chunks()?, seed, dist, o.dtype(DType::F64)?)
-        .map(LazyArray::new)
-        .map_err(err)
-}
-
-fn full(state: &SessionState, shape: &Dynamic, v: Scalar, m: Option<Map>, function: &str) -> Res<LazyArray> {
-    let o = creation_opts(m, function, &[])?;
-    let default = match (function, v) {
-        ("full", Scalar::Int(_)) => DType::I64,
-        ("full", Scalar::Bool(_)) => DType::Bool,
-        _ => DType::F64,
-    };
-    let shape = shape_arg(shape, "shape")?;
-    arr::full(&ctx(state), &shape, &o.chunks()?, v, o.dtype(default)?).map(LazyArray::new).map_err(err)
-}
-
-fn arange(
-    state: &SessionState,
-    start: &Dynamic,
-    stop: &Dynamic,
-    step: &Dynamic,
-    m: Option<Map>,
-) -> Res<LazyArray> {
-    let o = creation_opts(m, "arange", &[])?;
-    let ints = [start, stop, step].iter().all(|d| d.is_int());
-    let dtype = o.dtype(if ints { DType::I64 } else { DType::F64 })?;
-    let (a, b, s) = (float_of(start, "start")?, float_of(stop, "stop")?, float_of(step, "step")?);
-    arr::arange(&ctx(state), a, b, s, &o.chunks()?, dtype).map(LazyArray::new).map_err(err)
-}
-
-fn from_array(state: &SessionState, data: &Dynamic, m: Option<Map>) -> Res<LazyArray> {
-    let o = creation_opts(m, "from_array", &[])?;
-    let c = match data.read_lock::<Chunk>() {
-        Some(c) => c.clone(),
-        None => chunk_from_nested(data)?,
-    };
-    let c = match o.get("dtype") {
-        Some(d) => c.astype(dtype_arg(d)?),
-        None => c,
-    };
-    arr::from_chunk(&ctx(state), &c, &o.chunks()?).map(LazyArray::new).map_err(err)
-}
-
-/// A local array from nested Rhai arrays of numbers (all rows equally
-/// long); the type is the widest element type found.
-pub fn chunk_from_nested(d: &Dynamic) -> Res<Chunk> {
-    let mut shape = Vec::new();
-    let mut cur = d.clone();
-    while let Some(a) = cur.read_lock::<RArray>().map(|a| a.clone()) {
-        shape.push(a.len());
-        if shape.len() > 32 {
-            return Err(runtime("arrays of more than 32 dimensions are not supported"));
-        }
-        match a.first() {
-            Some(x) => cur = x.clone(),
-            None => break,
-        }
-    }
-    let mut flat = Vec::new();
-    flatten(d, &shape, 0, &mut flat)?;
-    let dtype = flat.iter().fold(DType::Bool, |t, s| {
-        DType::promote(
-            t,
-            match s {
-                Scalar::Bool(_) => DType::Bool,
-                Scalar::Int(_) => DType::I64,
-                Scalar::Float(_) => DType::F64,
-            },
-        )
-    });
-    let dtype = if flat.is_empty() { DType::F64 } else { dtype };
-    let res = match dtype {
-        DType::Bool => {
-            Chunk::from_vec(&shape, flat.iter().map(|s| matches!(s, Scalar::Bool(true))).collect())
-        }
-        DType::I64 => Chunk::from_vec(&shape, flat.iter().map(|s| s.as_f64() as i64).collect()),
-        _ => Chunk::from_vec(&shape, flat.iter().map(|s| s.as_f64()).collect()),
-    };
-    res.map_err(err)
-}
-
-fn flatten(d: &Dynamic, shape: &[usize], depth: usize, out: &mut Vec<Scalar>) -> Res<()> {
-    if depth == shape.len() {
-        return match scalar_of(d) {
-            Some(Scalar::Int(i)) => {
-                out.push(Scalar::Int(i));
-                Ok(())
-            }
-            Some(s) => {
-                out.push(s);
-                Ok(())
-            }
-            None => Err(wrong_type("from_array", "nested arrays of numbers", d)),
-        };
-    }
-    let Some(a) = d.read_lock::<RArray>() else {
-        return Err(runtime(format!("from_array: ragged nesting, expected an array at depth {depth}")));
-    };
-    if a.len() != shape[depth] {
-        return Err(runtime(format!(
-            "from_array: ragged rows, a row of length {} where {} was expected at depth {depth}",
-            a.len(),
-            shape[depth]
-        )));
-    }
-    for x in a.iter() {
-        flatten(x, shape, depth + 1, out)?;
-    }
-    Ok(())
-}
-
-/// Nested Rhai arrays of a local array's elements.
-pub fn to_nested(c: &Chunk) -> Dynamic {
-    fn go(shape: &[usize], items: &[Scalar], next: &mut usize) -> Dynamic {
-        let Some((&n, rest)) = shape.split_first() else {
-            let s = items.get(*next).copied();
-            *next += 1;
-            return match s {
-                Some(Scalar::Bool(b)) => Dynamic::from_bool(b),
-                Some(Scalar::Int(i)) => Dynamic::from_int(i),
-                Some(Scalar::Float(f)) => Dynamic::from_float(f),
-                None => Dynamic::UNIT,
-            };
-        };
-        Dynamic::from_array((0..n).map(|_| go(rest, items, next)).collect())
-    }
-    go(c.shape(), &c.scalars(), &mut 0)
-}
 
 // ----- summaries -----
 
@@ -754,6 +370,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     register_common::<LazyArray>(engine, &some);
 
     register_local_with(engine, &some);
+    super::array_create::register(engine, state);
     for (sym, op) in BINOPS {
         let st: St = Some(state.clone());
         let f = Arc::new(move |a: &Dynamic, b: &Dynamic| binary(&st, op, a, b));
@@ -774,41 +391,6 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("map_blocks", move |x: &mut LazyArray, f: rhai::FnPtr, m: Map| {
         map_blocks(&st, x, &f, Some(m))
-    });
-
-    // Files.
-    let npy = |st: Arc<SessionState>| {
-        move |path: &str, m: Option<Map>| -> Res<LazyArray> {
-            let o = Opts::new(m, "from_npy", &["chunks"])?;
-            arr::from_npy(&ctx(&st), std::path::Path::new(path), &o.chunks()?)
-                .map(LazyArray::new)
-                .map_err(err)
-        }
-    };
-    let f = npy(state.clone());
-    engine.register_fn("from_npy", move |path: &str| f(path, None));
-    let f = npy(state.clone());
-    engine.register_fn("from_npy", move |path: &str, m: Map| f(path, Some(m)));
-    let st = state.clone();
-    engine.register_fn("to_npy", move |x: &mut LazyArray, path: &str| -> Res<()> {
-        let mut out = crate::collection::compute_all(&st, &[Dynamic::from(x.clone())])?;
-        let v = out.pop().unwrap_or(Dynamic::UNIT);
-        let c = match crate::convert::to_value(&v, "the array")? {
-            brisk_engine::Value::Array(c) => Chunk::clone(&c),
-            other => {
-                let s = match other {
-                    brisk_engine::Value::Float(f) => Scalar::Float(f),
-                    brisk_engine::Value::Int(i) => Scalar::Int(i),
-                    brisk_engine::Value::Bool(b) => Scalar::Bool(b),
-                    _ => return Err(runtime("to_npy: the result is not an array")),
-                };
-                Chunk::scalar(s)
-            }
-        };
-        brisk_engine::array::npy::write(std::path::Path::new(path), &c).map_err(err)
-    });
-    engine.register_fn("to_npy", |c: &mut Chunk, path: &str| -> Res<()> {
-        brisk_engine::array::npy::write(std::path::Path::new(path), c).map_err(err)
     });
 
     // Boolean masks and unique values: lengths unknown until computed.
@@ -1035,91 +617,6 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         Ok(Dynamic::from(LazyArray::new(r)))
     });
 
-    // Creation.
-    for normal in [false, true] {
-        let name = if normal { "normal" } else { "random" };
-        let st = state.clone();
-        engine.register_fn(name, move |shape: Dynamic| random(&st, &shape, None, normal));
-        let st = state.clone();
-        engine.register_fn(name, move |shape: Dynamic, m: Map| random(&st, &shape, Some(m), normal));
-    }
-    for (name, v) in [("zeros", Scalar::Float(0.0)), ("ones", Scalar::Float(1.0))] {
-        let st = state.clone();
-        engine.register_fn(name, move |shape: Dynamic| full(&st, &shape, v, None, name));
-        let st = state.clone();
-        engine.register_fn(name, move |shape: Dynamic, m: Map| full(&st, &shape, v, Some(m), name));
-    }
-    let st = state.clone();
-    engine.register_fn("full", move |shape: Dynamic, v: Dynamic| -> Res<LazyArray> {
-        let s = scalar_of(&v).ok_or_else(|| wrong_type("full", "a number or bool fill value", &v))?;
-        full(&st, &shape, s, None, "full")
-    });
-    let st = state.clone();
-    engine.register_fn("full", move |shape: Dynamic, v: Dynamic, m: Map| -> Res<LazyArray> {
-        let s = scalar_of(&v).ok_or_else(|| wrong_type("full", "a number or bool fill value", &v))?;
-        full(&st, &shape, s, Some(m), "full")
-    });
-    let st = state.clone();
-    engine.register_fn("arange", move |stop: Dynamic| {
-        arange(&st, &Dynamic::from_int(0), &stop, &Dynamic::from_int(1), None)
-    });
-    let st = state.clone();
-    engine.register_fn("arange", move |start: Dynamic, stop: Dynamic| {
-        arange(&st, &start, &stop, &Dynamic::from_int(1), None)
-    });
-    let st = state.clone();
-    engine.register_fn("arange", move |stop: Dynamic, m: Map| {
-        arange(&st, &Dynamic::from_int(0), &stop, &Dynamic::from_int(1), Some(m))
-    });
-    let st = state.clone();
-    engine.register_fn("arange", move |start: Dynamic, stop: Dynamic, m: Map| {
-        arange(&st, &start, &stop, &Dynamic::from_int(1), Some(m))
-    });
-    let st = state.clone();
-    engine.register_fn("arange", move |start: Dynamic, stop: Dynamic, step: Dynamic| {
-        arange(&st, &start, &stop, &step, None)
-    });
-    let st = state.clone();
-    engine.register_fn("arange", move |start: Dynamic, stop: Dynamic, step: Dynamic, m: Map| {
-        arange(&st, &start, &stop, &step, Some(m))
-    });
-    let linspace = |st: Arc<SessionState>| {
-        move |a: Dynamic, b: Dynamic, n: Dynamic, m: Option<Map>| -> Res<LazyArray> {
-            let o = creation_opts(m, "linspace", &[])?;
-            let num = usize::try_from(int_of(&n, "num")?)
-                .map_err(|_| runtime("linspace: num must not be negative"))?;
-            arr::linspace(
-                &ctx(&st),
-                float_of(&a, "start")?,
-                float_of(&b, "stop")?,
-                num,
-                &o.chunks()?,
-                o.dtype(DType::F64)?,
-            )
-            .map(LazyArray::new)
-            .map_err(err)
-        }
-    };
-    let f = linspace(state.clone());
-    engine.register_fn("linspace", move |a: Dynamic, b: Dynamic, n: Dynamic| f(a, b, n, None));
-    let f = linspace(state.clone());
-    engine.register_fn("linspace", move |a: Dynamic, b: Dynamic, n: Dynamic, m: Map| f(a, b, n, Some(m)));
-    let eye = |st: Arc<SessionState>| {
-        move |n: Dynamic, m: Option<Map>| -> Res<LazyArray> {
-            let o = creation_opts(m, "eye", &[])?;
-            let n = usize::try_from(int_of(&n, "n")?).map_err(|_| runtime("eye: n must not be negative"))?;
-            arr::eye(&ctx(&st), n, &o.chunks()?, o.dtype(DType::F64)?).map(LazyArray::new).map_err(err)
-        }
-    };
-    let f = eye(state.clone());
-    engine.register_fn("eye", move |n: Dynamic| f(n, None));
-    let f = eye(state.clone());
-    engine.register_fn("eye", move |n: Dynamic, m: Map| f(n, Some(m)));
-    let st = state.clone();
-    engine.register_fn("from_array", move |d: Dynamic| from_array(&st, &d, None));
-    let st = state.clone();
-    engine.register_fn("from_array", move |d: Dynamic, m: Map| from_array(&st, &d, Some(m)));
-
     // Lazy-only: layout, compute, persist.
     let st = state.clone();
     engine.register_fn("rechunk", move |x: &mut LazyArray, chunks: Dynamic| -> Res<LazyArray> {
@@ -1212,8 +709,4 @@ fn register_local_with(engine: &mut Engine, st: &St) {
         );
         Ok(local_result(brisk_engine::array::shape::slice(c, &ranges).map_err(err)?))
     });
-}
-
-fn ints(v: &[usize]) -> RArray {
-    v.iter().map(|&n| Dynamic::from_int(n as i64)).collect()
 }

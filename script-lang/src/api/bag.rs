@@ -216,7 +216,7 @@ fn to_dataframe(state: &SessionState, b: &LazyBag) -> Res<LazyFrame> {
     let (layer, keys) = b.b.partitions(&ctx(state));
     let schema = brisk_engine::frame::dtype::Schema::new(cols);
     Ok(LazyFrame {
-        f: brisk_engine::collections::dataframe::from_records(&ctx(state), layer, keys, &b.b.token, schema),
+        f: brisk_engine::collections::frame::from_records(&ctx(state), layer, keys, &b.b.token, schema),
     })
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use brisk_engine::Value;
 use brisk_engine::collections::array::Ctx;
-use brisk_engine::collections::dataframe::{self as cd, Assigned, DataFrame, FrameError};
+use brisk_engine::collections::frame::{self as cd, Assigned, DataFrame, FrameError};
 use brisk_engine::frame as kernels;
 use brisk_engine::frame::dtype::{DType, Schema};
 use brisk_engine::frame::expr::{BinOp, Expr, UnOp};

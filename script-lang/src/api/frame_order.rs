@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use brisk_engine::collections::dataframe::DataFrame;
-use brisk_engine::collections::shuffle::{self as sh, MergeArgs};
+use brisk_engine::collections::frame::DataFrame;
+use brisk_engine::collections::frame::{self as sh, MergeArgs};
 use brisk_engine::frame::op::Keep;
 use brisk_engine::frame::partition::Frame;
 use brisk_engine::frame::rolling::RollAgg;

@@ -4,6 +4,8 @@
 
 mod args;
 mod array;
+mod array_args;
+mod array_create;
 mod bag;
 mod config;
 mod dataframe;
@@ -16,7 +18,7 @@ use std::sync::Arc;
 
 use rhai::{Dynamic, Engine};
 
-pub use array::{chunk_from_nested, to_nested};
+pub use array_create::{chunk_from_nested, to_nested};
 
 use crate::error::TaskFailure;
 use crate::print::rendered;

@@ -10,7 +10,7 @@ use crate::array::chunk::Chunk;
 use crate::array::create::{Dist, block_seed};
 use crate::array::dtype::{DType, Scalar};
 use crate::array::error::ArrayError;
-use crate::array::ops::ArrayOp;
+use crate::array::op::ArrayOp;
 use crate::array::shape::AxisSlice;
 use crate::graph::layer::{Layer, LayerRef};
 use crate::graph::task::Task;

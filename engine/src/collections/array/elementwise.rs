@@ -8,7 +8,7 @@ use super::rechunk::{rechunk_to, refine};
 use crate::array::dtype::{DType, Scalar};
 use crate::array::elementwise::{BinOp, UnOp, broadcast_shapes, result_dtype, unary_dtype};
 use crate::array::error::ArrayError;
-use crate::array::ops::ArrayOp;
+use crate::array::op::ArrayOp;
 use crate::graph::task::Task;
 use crate::graph::token::Tokenizer;
 use crate::key::Key;

@@ -15,7 +15,7 @@ use crate::array::create::Dist;
 use crate::array::dtype::{DType, Scalar};
 use crate::array::elementwise::{BinOp, UnOp};
 use crate::array::error::ArrayError;
-use crate::array::ops::ArrayOp;
+use crate::array::op::ArrayOp;
 use crate::array::reduce::Reduction;
 use crate::graph::layer::{Layer, LayerRef};
 use crate::graph::token::Tokenizer;

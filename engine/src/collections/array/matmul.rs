@@ -8,7 +8,7 @@ use super::rechunk::{rechunk_to, refine};
 use crate::array::chunk::fmt_shape;
 use crate::array::dtype::DType;
 use crate::array::error::ArrayError;
-use crate::array::ops::ArrayOp;
+use crate::array::op::ArrayOp;
 use crate::graph::task::Task;
 use crate::graph::token::Tokenizer;
 use crate::key::Key;

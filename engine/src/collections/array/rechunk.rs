@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::base::{Array, Ctx, array_task, block, finish, grid, offsets, token_chunks};
 use super::chunks::{ChunkSpec, normalize_chunks};
 use crate::array::error::ArrayError;
-use crate::array::ops::ArrayOp;
+use crate::array::op::ArrayOp;
 use crate::array::shape::AxisSlice;
 use crate::graph::token::Tokenizer;
 use crate::ops::Arg;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::base::{Array, Ctx, array_task, block, finish, grid, offsets};
 use crate::array::error::{ArrayError, norm_axes};
-use crate::array::ops::ArrayOp;
+use crate::array::op::ArrayOp;
 use crate::array::reduce::{BlockPlace, Reduction};
 use crate::graph::token::Tokenizer;
 use crate::key::Key;

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::base::{Array, Ctx, array_task, finish, grid, offsets};
 use crate::array::chunk::fmt_shape;
 use crate::array::error::ArrayError;
-use crate::array::ops::ArrayOp;
+use crate::array::op::ArrayOp;
 use crate::array::shape::AxisSlice;
 use crate::graph::token::Tokenizer;
 use crate::key::Key;

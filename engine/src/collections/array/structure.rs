@@ -9,7 +9,7 @@ use crate::array::chunk::fmt_shape;
 use crate::array::dtype::DType;
 use crate::array::elementwise::BinOp;
 use crate::array::error::{ArrayError, norm_axis};
-use crate::array::ops::ArrayOp;
+use crate::array::op::ArrayOp;
 use crate::array::shape::AxisSlice;
 use crate::graph::token::Tokenizer;
 use crate::key::Key;

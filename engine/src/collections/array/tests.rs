@@ -9,7 +9,7 @@ use crate::array::create::Dist;
 use crate::array::dtype::{DType, Scalar};
 use crate::array::elementwise::BinOp;
 use crate::array::elementwise::{self, Operand as Local, UnOp};
-use crate::array::ops::ArrayOp;
+use crate::array::op::ArrayOp;
 use crate::array::reduce::{self, BlockPlace, Reduction};
 use crate::client::{CancelToken, Client};
 use crate::graph::layer::materialize;

@@ -16,10 +16,10 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::array::Ctx;
+use crate::collections::array::Ctx;
 use crate::frame::csv::CsvSpec;
 use crate::frame::dtype::{DType, Schema};
-use crate::frame::expr::{BinOp, Expr, UnOp};
+use crate::frame::expr::Expr;
 use crate::frame::group::GroupSpec;
 use crate::frame::op::{Finish, FrameOp, Keep, Sink, Source};
 use crate::frame::parquet::GroupStats;
@@ -36,7 +36,7 @@ use crate::value::Value;
 pub const SPLIT_EVERY: usize = 8;
 
 /// The most partitions one frame may have.
-pub const MAX_PARTITIONS: usize = super::array::MAX_BLOCKS;
+pub const MAX_PARTITIONS: usize = crate::collections::array::MAX_BLOCKS;
 
 /// Dask's `read_csv` blocksize when none is given (64 MB).
 pub const DEFAULT_BLOCKSIZE: u64 = 64_000_000;
@@ -55,7 +55,7 @@ pub enum FrameError {
     Json(#[from] crate::frame::json::JsonError),
 }
 
-fn invalid(s: impl Into<String>) -> FrameError {
+pub(super) fn invalid(s: impl Into<String>) -> FrameError {
     FrameError::Invalid(s.into())
 }
 
@@ -123,7 +123,7 @@ pub struct Series {
     pub dtype: DType,
 }
 
-fn task(ctx: &Ctx, key: Key, op: FrameOp, args: Vec<Arg>, deps: Vec<Key>) -> Task {
+pub(super) fn task(ctx: &Ctx, key: Key, op: FrameOp, args: Vec<Arg>, deps: Vec<Key>) -> Task {
     let mut t = Task::new(key, Op::Call { func: Func::Frame(Arc::new(op)), args }, deps);
     t.annotations = ctx.annotations.clone();
     t
@@ -133,12 +133,12 @@ pub(crate) fn block(name: &Arc<str>, i: usize) -> Key {
     Key::block(name.clone(), &[i as u32])
 }
 
-fn col_token(source: &str, name: &str) -> String {
+pub(super) fn col_token(source: &str, name: &str) -> String {
     Tokenizer::new().str(source).str("column").str(name).finish()
 }
 
 impl DataFrame {
-    fn new_source(
+    pub(crate) fn new_source(
         parts: Vec<Part>,
         deps: Vec<LayerRef>,
         csv: Option<Arc<CsvSpec>>,
@@ -173,7 +173,13 @@ impl DataFrame {
 
     /// This frame with one more stage, the schema and column identities
     /// after it, and whether it drops rows.
-    fn staged(&self, stage: Stage, schema: Schema, col_tokens: Vec<String>, drops_rows: bool) -> DataFrame {
+    pub(crate) fn staged(
+        &self,
+        stage: Stage,
+        schema: Schema,
+        col_tokens: Vec<String>,
+        drops_rows: bool,
+    ) -> DataFrame {
         let label = stage.name();
         let token = Tokenizer::new().str(&self.token).str(label).serde(&stage).finish();
         let mut stages = self.stages.as_ref().clone();
@@ -249,7 +255,7 @@ impl DataFrame {
     /// Predicate pushdown: the Parquet row groups that may hold a row for
     /// which `e` holds, judged by their statistics. Only when the stages
     /// so far keep column names and values as the file has them.
-    fn pruned(&self, e: &Expr) -> Arc<Vec<Part>> {
+    pub(crate) fn pruned(&self, e: &Expr) -> Arc<Vec<Part>> {
         let plain = self.stages.iter().all(|s| matches!(s, Stage::Project(_) | Stage::Filter(_)));
         if !plain || !self.parts.iter().all(|p| matches!(p, Part::Parquet { .. })) {
             return self.parts.clone();
@@ -396,7 +402,7 @@ impl DataFrame {
 
     /// The columns a sink reads, walked back through the stages to the
     /// source: the projection pushed into the reader (`None`: all).
-    fn pushdown(&self, sink_needs: BTreeSet<String>) -> Option<Vec<String>> {
+    pub(crate) fn pushdown(&self, sink_needs: BTreeSet<String>) -> Option<Vec<String>> {
         let mut need = sink_needs;
         for s in self.stages.iter().rev() {
             need = s.needs(&need);
@@ -406,7 +412,7 @@ impl DataFrame {
         if cols.len() == self.source_schema.cols.len() { None } else { Some(cols) }
     }
 
-    fn sink_needs(&self, sink: &Sink) -> BTreeSet<String> {
+    pub(crate) fn sink_needs(&self, sink: &Sink) -> BTreeSet<String> {
         match sink {
             Sink::Frame
             | Sink::Head(_)
@@ -521,7 +527,7 @@ impl DataFrame {
         let (part_layer, level) = self.run_layer(ctx, label, &sink, &extra, &all);
         let tok = Tokenizer::new().str(&part_layer.name).finish();
         let (last, level) =
-            super::combine_tree(label, &tok, part_layer, level, SPLIT_EVERY, 0, |key, group| {
+            crate::collections::combine_tree(label, &tok, part_layer, level, SPLIT_EVERY, 0, |key, group| {
                 let args = (0..group.len()).map(|i| Arg::Dep(i as u32)).collect();
                 task(ctx, key, FrameOp::Combine(sink.clone()), args, group.to_vec())
             });
@@ -575,7 +581,7 @@ impl DataFrame {
     }
 
     /// The aggregation of a groupby and its result's schema, checked.
-    fn group_spec(
+    pub(crate) fn group_spec(
         &self,
         by: &[String],
         aggs: &[(String, String, Red)],
@@ -630,7 +636,7 @@ impl DataFrame {
     /// A groupby with `nunique` columns: one tree per `nunique` column over
     /// the distinct (keys, value) rows, one for the other aggregations,
     /// and their results (each every group, sorted by key) side by side.
-    fn groupby_with_nunique(
+    pub(crate) fn groupby_with_nunique(
         &self,
         ctx: &Ctx,
         spec: GroupSpec,
@@ -680,7 +686,7 @@ impl DataFrame {
     }
 
     /// One task per partition writing `dir/file(i)`; each gives its path.
-    fn write_files(
+    pub(crate) fn write_files(
         &self,
         ctx: &Ctx,
         dir: &std::path::Path,
@@ -699,7 +705,7 @@ impl DataFrame {
 }
 
 /// What `assign` puts in a column.
-impl super::Collection for DataFrame {
+impl crate::collections::Collection for DataFrame {
     fn partitions(&self) -> (LayerRef, Vec<Key>) {
         DataFrame::partitions(self, &Ctx::default())
     }
@@ -711,7 +717,7 @@ impl super::Collection for DataFrame {
     /// Same columns, rows and identities: Series of this frame still fit
     /// the persisted one, and known divisions stay known.
     fn persisted(&self, keys: Vec<Key>, futures: Vec<crate::client::Future>) -> DataFrame {
-        let layer = super::held_layer(format!("persisted-{}", self.token), futures);
+        let layer = crate::collections::held_layer(format!("persisted-{}", self.token), futures);
         DataFrame {
             parts: Arc::new(keys.into_iter().map(Part::Key).collect()),
             deps: vec![layer],
@@ -723,7 +729,7 @@ impl super::Collection for DataFrame {
     }
 }
 
-impl super::Collection for Series {
+impl crate::collections::Collection for Series {
     fn partitions(&self) -> (LayerRef, Vec<Key>) {
         self.to_frame().partitions(&Ctx::default())
     }
@@ -744,414 +750,11 @@ pub enum Assigned {
     Scalar(Value),
 }
 
-impl Series {
-    /// This Series' expression in terms of `f`'s columns.
-    pub fn resolve_in(&self, f: &DataFrame) -> Result<Expr, FrameError> {
-        if self.frame.token == f.token {
-            return Ok(self.expr.clone());
-        }
-        if self.frame.rows != f.rows {
-            return Err(invalid(format!(
-                "the Series \"{}\" does not have this frame's rows (one of them was filtered or repartitioned since); build it from this frame",
-                self.name
-            )));
-        }
-        let mut cols = BTreeSet::new();
-        self.expr.columns(&mut cols);
-        let mut map = Vec::new();
-        for c in cols {
-            let tok = self.frame.col_token(&c);
-            let found = f
-                .schema
-                .cols
-                .iter()
-                .zip(f.col_tokens.iter())
-                .find(|(_, t)| Some(*t) == tok)
-                .map(|((n, _), _)| n.clone());
-            match found {
-                Some(n) => map.push((c, n)),
-                None => {
-                    return Err(invalid(format!(
-                        "the Series \"{}\" reads column \"{c}\", which this frame does not have unchanged; build it from this frame",
-                        self.name
-                    )));
-                }
-            }
-        }
-        Ok(self
-            .expr
-            .map_columns(&|c| map.iter().find(|(a, _)| a == c).map_or(c.to_string(), |(_, b)| b.clone())))
-    }
-
-    fn typed(frame: DataFrame, expr: Expr, name: String) -> Result<Series, FrameError> {
-        let dtype = expr.dtype(&frame.schema).map_err(|e| invalid(e.0))?.unwrap_or(DType::Float64);
-        Ok(Series { frame, expr, name, dtype })
-    }
-
-    /// `a op b` with another Series (of the same rows).
-    pub fn binary(&self, op: BinOp, other: &Series) -> Result<Series, FrameError> {
-        let rhs = other.resolve_in(&self.frame)?;
-        Series::typed(self.frame.clone(), Expr::bin(op, self.expr.clone(), rhs), self.name.clone())
-    }
-
-    /// `a op k` (or `k op a` when `flipped`).
-    pub fn scalar(&self, op: BinOp, k: Value, flipped: bool) -> Result<Series, FrameError> {
-        let (a, b) = (self.expr.clone(), Expr::Lit(k));
-        let e = if flipped { Expr::bin(op, b, a) } else { Expr::bin(op, a, b) };
-        Series::typed(self.frame.clone(), e, self.name.clone())
-    }
-
-    pub fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Result<Series, FrameError> {
-        Series::typed(self.frame.clone(), f(Box::new(self.expr.clone())), self.name.clone())
-    }
-
-    pub fn rename(&self, name: &str) -> Series {
-        Series { name: name.to_string(), ..self.clone() }
-    }
-
-    /// The Series as a one-column frame.
-    pub fn to_frame(&self) -> DataFrame {
-        let base = &self.frame;
-        let name = self.name.clone();
-        let f = if self.expr == Expr::Col(name.clone()) {
-            base.clone()
-        } else {
-            let tok = Tokenizer::new().str(&base.token).str("series").serde(&self.expr).finish();
-            let mut schema = base.schema.as_ref().clone();
-            let mut toks = base.col_tokens.as_ref().clone();
-            match schema.cols.iter().position(|(n, _)| *n == name) {
-                Some(i) => {
-                    schema.cols[i].1 = self.dtype;
-                    toks[i] = tok;
-                }
-                None => {
-                    schema.cols.push((name.clone(), self.dtype));
-                    toks.push(tok);
-                }
-            }
-            base.staged(Stage::Assign(vec![(name.clone(), self.expr.clone())]), schema, toks, false)
-        };
-        let tok = f.col_token(&name).cloned().unwrap_or_default();
-        f.staged(Stage::Project(vec![name.clone()]), Schema::new(vec![(name, self.dtype)]), vec![tok], false)
-    }
-
-    /// `s.sum()`, `s.mean()`, …: a scalar, as a tree.
-    pub fn reduce(&self, ctx: &Ctx, red: Red) -> Result<(LayerRef, Key), FrameError> {
-        red.dtype(self.dtype).map_err(|e| invalid(format!("{e} (Series \"{}\")", self.name)))?;
-        let f = self.to_frame();
-        Ok(match red {
-            Red::NUnique => f.tree(ctx, "nunique", Sink::Unique(self.name.clone()), Finish::NUnique),
-            _ => f.tree(ctx, red.name(), Sink::Stats(self.name.clone()), Finish::Reduce(red, self.dtype)),
-        })
-    }
-
-    /// `unique()`: a one-partition frame of the distinct values.
-    pub fn unique(&self, ctx: &Ctx) -> Series {
-        let f = self.to_frame();
-        let (layer, key) = f.tree(ctx, "unique", Sink::Unique(self.name.clone()), Finish::Unique);
-        let frame = DataFrame::of_keys(
-            layer,
-            vec![key],
-            Schema::new(vec![(self.name.clone(), self.dtype)]),
-            "unique",
-        );
-        Series { expr: Expr::col(&self.name), frame, name: self.name.clone(), dtype: self.dtype }
-    }
-
-    /// `value_counts()`: columns `[name, "count"]`, largest count first.
-    pub fn value_counts(&self, ctx: &Ctx) -> DataFrame {
-        let f = self.to_frame();
-        let spec = Arc::new(GroupSpec {
-            by: vec![self.name.clone()],
-            aggs: vec![("count".into(), String::new(), Red::Size, DType::Int64)],
-        });
-        let (layer, key) =
-            f.tree(ctx, "value-counts", Sink::Group(spec), Finish::ValueCounts { column: self.name.clone() });
-        let schema = Schema::new(vec![(self.name.clone(), self.dtype), ("count".into(), DType::Int64)]);
-        DataFrame::of_keys(layer, vec![key], schema, "value-counts")
-    }
-}
-
-/// `read_csv`: one partition per `blocksize` bytes of each file.
-pub fn read_csv(
-    paths: &[String],
-    blocksize: Option<u64>,
-    sep: u8,
-    header: bool,
-    dtypes: &[(String, DType)],
-    usecols: Option<&[String]>,
-) -> Result<DataFrame, FrameError> {
-    if paths.is_empty() {
-        return Err(invalid("read_csv: no files matched"));
-    }
-    if blocksize == Some(0) {
-        return Err(invalid("read_csv: blocksize must be at least 1 byte"));
-    }
-    let bs = blocksize.unwrap_or(DEFAULT_BLOCKSIZE);
-    let mut t = Tokenizer::new();
-    t.str("read_csv").u64(bs).u64(u64::from(sep)).u64(u64::from(header));
-    let mut parts = Vec::new();
-    for p in paths {
-        let meta = std::fs::metadata(p).map_err(|error| FrameError::Io { path: p.clone(), error })?;
-        if meta.is_dir() {
-            return Err(invalid(format!("read_csv: {p} is a directory")));
-        }
-        t.file(std::path::Path::new(p), &meta);
-        if parts.len() as u64 + meta.len().div_ceil(bs) > MAX_PARTITIONS as u64 {
-            return Err(invalid(format!(
-                "read_csv: blocksize {bs} makes more than {MAX_PARTITIONS} partitions; use a larger blocksize"
-            )));
-        }
-        let path: Arc<str> = Arc::from(p.as_str());
-        for (start, end) in crate::io::blocks(meta.len(), Some(bs)) {
-            parts.push(Part::Csv { path: path.clone(), start, end });
-        }
-    }
-    let spec = crate::frame::csv::infer(paths, sep, header, dtypes)?;
-    for (n, d) in &spec.schema.cols {
-        t.str(n).str(d.name());
-    }
-    let schema = spec.schema.clone();
-    let df = DataFrame::new_source(parts, vec![], Some(Arc::new(spec)), schema, t.finish(), "read_csv");
-    match usecols {
-        Some(cols) => {
-            let mut df = df.project(cols)?;
-            df.label = "read_csv";
-            Ok(df)
-        }
-        None => Ok(df),
-    }
-}
-
-/// `read_json`: JSON lines, one partition per `blocksize` bytes of each
-/// file (one per file without a blocksize, as Dask); every file must have
-/// the fields of the first.
-pub fn read_json(paths: &[String], blocksize: Option<u64>) -> Result<DataFrame, FrameError> {
-    if paths.is_empty() {
-        return Err(invalid("read_json: no files matched"));
-    }
-    if blocksize == Some(0) {
-        return Err(invalid("read_json: blocksize must be at least 1 byte"));
-    }
-    let mut t = Tokenizer::new();
-    t.str("read_json").u64(blocksize.unwrap_or(0));
-    let schema = crate::frame::json::infer(&paths[0])?;
-    let mut parts = Vec::new();
-    for p in paths {
-        let meta = std::fs::metadata(p).map_err(|error| FrameError::Io { path: p.clone(), error })?;
-        if meta.is_dir() {
-            return Err(invalid(format!("read_json: {p} is a directory")));
-        }
-        t.file(std::path::Path::new(p), &meta);
-        let n = blocksize.map_or(1, |bs| meta.len().div_ceil(bs).max(1));
-        if parts.len() as u64 + n > MAX_PARTITIONS as u64 {
-            return Err(invalid(format!(
-                "read_json: the blocksize makes more than {MAX_PARTITIONS} partitions; use a larger blocksize"
-            )));
-        }
-        let path: Arc<str> = Arc::from(p.as_str());
-        let blocks = crate::io::blocks(meta.len(), blocksize);
-        parts.extend(blocks.into_iter().map(|(start, end)| Part::Json { path: path.clone(), start, end }));
-    }
-    for (n, d) in &schema.cols {
-        t.str(n).str(d.name());
-    }
-    Ok(DataFrame::new_source(parts, vec![], None, schema, t.finish(), "read_json"))
-}
-
-/// A frame of a bag's partitions of maps (`Bag.to_dataframe`), one
-/// conversion task per partition.
-pub fn from_records(ctx: &Ctx, layer: LayerRef, keys: Vec<Key>, token: &str, schema: Schema) -> DataFrame {
-    let name: Arc<str> = Arc::from(Tokenizer::new().str(token).serde(&schema).name("to_dataframe"));
-    let schema_arc = Arc::new(schema.clone());
-    let mut tasks = Vec::with_capacity(keys.len());
-    let mut out = Vec::with_capacity(keys.len());
-    for (i, k) in keys.into_iter().enumerate() {
-        let key = block(&name, i);
-        let op = FrameOp::Run {
-            source: Source::Records(schema_arc.clone()),
-            columns: None,
-            stages: vec![],
-            sink: Sink::Frame,
-        };
-        tasks.push(task(ctx, key.clone(), op, vec![Arg::Dep(0)], vec![k]));
-        out.push(key);
-    }
-    DataFrame::of_keys(Layer::new(name, tasks, vec![layer]), out, schema, "to_dataframe")
-}
-
-/// A `read_parquet` filter: `(column, op, value)`, as Dask's `filters`.
-pub type ParquetFilter = (String, String, Value);
-
-/// Dask's `filters` in disjunctive normal form (any of the lists, all of
-/// each list) as one boolean expression, checked against `schema`.
-fn filters_expr(schema: &Schema, dnf: &[Vec<ParquetFilter>]) -> Result<Expr, FrameError> {
-    let mut any: Option<Expr> = None;
-    for conj in dnf {
-        let mut all: Option<Expr> = None;
-        for (col, op, v) in conj {
-            if !schema.contains(col) {
-                return Err(invalid(format!(
-                    "read_parquet: filters name unknown column \"{col}\" (columns: {})",
-                    schema.listing()
-                )));
-            }
-            let c = Expr::col(col);
-            let values = |v: &Value| match v {
-                Value::List(l) => Ok(l.as_ref().clone()),
-                other => Err(invalid(format!(
-                    "read_parquet: \"{op}\" needs a list of values, not {}",
-                    other.type_name()
-                ))),
-            };
-            let e = match op.as_str() {
-                "==" | "=" => Expr::bin(BinOp::Eq, c, Expr::Lit(v.clone())),
-                // As pyarrow's (Dask's) filters: a missing value passes no test.
-                "!=" => Expr::bin(
-                    BinOp::And,
-                    Expr::bin(BinOp::Ne, c.clone(), Expr::Lit(v.clone())),
-                    Expr::un(UnOp::NotNa, c),
-                ),
-                "<" => Expr::bin(BinOp::Lt, c, Expr::Lit(v.clone())),
-                "<=" => Expr::bin(BinOp::Le, c, Expr::Lit(v.clone())),
-                ">" => Expr::bin(BinOp::Gt, c, Expr::Lit(v.clone())),
-                ">=" => Expr::bin(BinOp::Ge, c, Expr::Lit(v.clone())),
-                "in" => Expr::IsIn(Box::new(c), values(v)?),
-                "not in" => Expr::bin(
-                    BinOp::And,
-                    Expr::un(UnOp::Not, Expr::IsIn(Box::new(c.clone()), values(v)?)),
-                    Expr::un(UnOp::NotNa, c),
-                ),
-                other => {
-                    return Err(invalid(format!(
-                        "read_parquet: unknown filter operator \"{other}\" (==, !=, <, <=, >, >=, in, not in)"
-                    )));
-                }
-            };
-            e.dtype(schema).map_err(|e| invalid(format!("read_parquet: filters: {}", e.0)))?;
-            all = Some(match all {
-                None => e,
-                Some(a) => Expr::bin(BinOp::And, a, e),
-            });
-        }
-        let Some(all) = all else { return Err(invalid("read_parquet: a filters list is empty")) };
-        any = Some(match any {
-            None => all,
-            Some(a) => Expr::bin(BinOp::Or, a, all),
-        });
-    }
-    any.ok_or_else(|| invalid("read_parquet: filters is empty"))
-}
-
-/// `read_parquet`: one partition per row group of each file; `columns`
-/// limits what is read (the pushdown does the rest); `filters` keeps the
-/// rows that pass them, skipping row groups whose statistics rule them out.
-pub fn read_parquet(
-    paths: &[String],
-    columns: Option<&[String]>,
-    filters: Option<&[Vec<ParquetFilter>]>,
-) -> Result<DataFrame, FrameError> {
-    if paths.is_empty() {
-        return Err(invalid("read_parquet: no files matched"));
-    }
-    let mut t = Tokenizer::new();
-    t.str("read_parquet");
-    let mut parts = Vec::new();
-    let mut schema: Option<(Schema, &String)> = None;
-    for p in paths {
-        let meta = std::fs::metadata(p).map_err(|error| FrameError::Io { path: p.clone(), error })?;
-        t.file(std::path::Path::new(p), &meta);
-        let (s, groups) = crate::frame::parquet::inspect(p)?;
-        match &schema {
-            Some((first, name)) if *first != s => {
-                return Err(invalid(format!(
-                    "read_parquet: {p} has columns ({}), but {name} has ({})",
-                    s.listing(),
-                    first.listing()
-                )));
-            }
-            Some(_) => {}
-            None => schema = Some((s, p)),
-        }
-        let path: Arc<str> = Arc::from(p.as_str());
-        let mut offset = 0;
-        for g in groups {
-            parts.push(Part::Parquet { path: path.clone(), offset, len: g.rows, stats: g.stats });
-            offset += g.rows;
-        }
-        if offset == 0 {
-            parts.push(Part::Parquet { path: path.clone(), offset: 0, len: 0, stats: Arc::default() });
-        }
-        if parts.len() > MAX_PARTITIONS {
-            return Err(invalid(format!("read_parquet: more than {MAX_PARTITIONS} row groups")));
-        }
-    }
-    let (schema, _) = schema.ok_or_else(|| invalid("read_parquet: no files matched"))?;
-    for (n, d) in &schema.cols {
-        t.str(n).str(d.name());
-    }
-    let mut df = DataFrame::new_source(parts, vec![], None, schema, t.finish(), "read_parquet");
-    if let Some(dnf) = filters {
-        let e = filters_expr(&df.schema, dnf)?;
-        df = df.filter(&Series { frame: df.clone(), expr: e, name: "filters".into(), dtype: DType::Bool })?;
-    }
-    if let Some(cols) = columns {
-        df = df.project(cols)?;
-    }
-    df.label = "read_parquet";
-    Ok(df)
-}
-
-/// A frame from columns of values, cut into `npartitions` row ranges.
-pub fn from_columns(
-    ctx: &Ctx,
-    schema: Schema,
-    columns: Vec<Vec<Value>>,
-    npartitions: usize,
-) -> Result<DataFrame, FrameError> {
-    let n = columns.first().map_or(0, Vec::len);
-    if let Some(((name, _), c)) = schema.cols.iter().zip(&columns).find(|(_, c)| c.len() != n) {
-        return Err(invalid(format!(
-            "from_columns: column \"{name}\" has {} values, but the first column has {n}",
-            c.len()
-        )));
-    }
-    if npartitions == 0 {
-        return Err(invalid("npartitions must be at least 1"));
-    }
-    let parts = npartitions.min(n.max(1));
-    let size = n.div_ceil(parts).max(1);
-    let mut t = Tokenizer::new();
-    t.str("from_columns").u64(parts as u64);
-    for ((name, d), c) in schema.cols.iter().zip(&columns) {
-        t.str(name).str(d.name());
-        c.iter().for_each(|v| {
-            t.value(v);
-        });
-    }
-    let name: Arc<str> = Arc::from(t.name("from_pandas"));
-    let mut tasks = Vec::new();
-    let mut keys = Vec::new();
-    for i in 0..parts {
-        let (lo, hi) = ((i * size).min(n), ((i + 1) * size).min(n));
-        let slice: Vec<Vec<Value>> = columns.iter().map(|c| c[lo..hi].to_vec()).collect();
-        let df = crate::frame::values::from_values(&schema, &slice).map_err(invalid)?;
-        let key = block(&name, i);
-        let mut task = Task::new(
-            key.clone(),
-            Op::Literal(Value::Frame(Arc::new(crate::frame::partition::Frame(df)))),
-            vec![],
-        );
-        task.annotations = ctx.annotations.clone();
-        tasks.push(task);
-        keys.push(key);
-    }
-    Ok(DataFrame::of_keys(Layer::new(name, tasks, vec![]), keys, schema, "from_pandas"))
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::read::from_columns;
     use super::*;
+    use crate::frame::expr::BinOp;
 
     fn small() -> DataFrame {
         let schema = Schema::new(vec![

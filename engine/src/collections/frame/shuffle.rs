@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use super::array::Ctx;
 use super::dataframe::{DataFrame, Divisions, FrameError, Series, block};
+use crate::collections::array::Ctx;
 use crate::frame::dtype::{DType, Schema};
 use crate::frame::group::GroupSpec;
 use crate::frame::op::{DUPLICATED, Finish, FrameOp, Keep, Sink, Then};
@@ -29,17 +29,17 @@ pub const BROADCAST_PARTS: usize = 4;
 /// Sample points per partition for sort boundaries.
 const SAMPLE_POINTS: usize = 256;
 
-fn invalid(s: impl Into<String>) -> FrameError {
+pub(super) fn invalid(s: impl Into<String>) -> FrameError {
     FrameError::Invalid(s.into())
 }
 
-fn task(ctx: &Ctx, key: Key, op: FrameOp, args: Vec<Arg>, deps: Vec<Key>) -> Task {
+pub(super) fn task(ctx: &Ctx, key: Key, op: FrameOp, args: Vec<Arg>, deps: Vec<Key>) -> Task {
     let mut t = Task::new(key, Op::Call { func: Func::Frame(Arc::new(op)), args }, deps);
     t.annotations = ctx.annotations.clone();
     t
 }
 
-fn deps_args(n: usize) -> Vec<Arg> {
+pub(super) fn deps_args(n: usize) -> Vec<Arg> {
     (0..n).map(|i| Arg::Dep(i as u32)).collect()
 }
 
@@ -181,7 +181,7 @@ impl DataFrame {
 
     /// The divisions of `on` for as many outputs as this frame has
     /// partitions: a tree over per-partition samples.
-    fn divisions_task(&self, ctx: &Ctx, on: &str) -> (LayerRef, Key) {
+    pub(crate) fn divisions_task(&self, ctx: &Ctx, on: &str) -> (LayerRef, Key) {
         let n = self.npartitions();
         let k = SAMPLE_POINTS.max(4 * n).min(4096);
         self.tree(
@@ -525,7 +525,11 @@ pub fn merge(ctx: &Ctx, left: &DataFrame, right: &DataFrame, a: &MergeArgs) -> R
 }
 
 /// The join's renames, casts and result schema, checked before anything runs.
-fn join_spec(left: &DataFrame, right: &DataFrame, a: &MergeArgs) -> Result<(JoinSpec, Schema), FrameError> {
+pub(super) fn join_spec(
+    left: &DataFrame,
+    right: &DataFrame,
+    a: &MergeArgs,
+) -> Result<(JoinSpec, Schema), FrameError> {
     if a.left_on.is_empty() || a.left_on.len() != a.right_on.len() {
         return Err(invalid(format!(
             "merge: {} left key(s) and {} right key(s); give `on`, or `left_on` and `right_on` of the same length",
@@ -639,9 +643,8 @@ mod tests {
         text += "not a number,1.5\n";
         std::fs::write(&path, &text).expect("write");
         let paths = vec![path.display().to_string()];
-        let df =
-            super::super::dataframe::read_csv(&paths, Some(text.len() as u64 / 20), b',', true, &[], None)
-                .expect("frame");
+        let df = super::super::read::read_csv(&paths, Some(text.len() as u64 / 20), b',', true, &[], None)
+            .expect("frame");
         let ctx = Ctx::default();
         let shuffled = df.shuffle(&ctx, &["k".to_string()], None).expect("shuffle");
         let (layer, key) = shuffled.column("k").expect("k").reduce(&ctx, Red::Min).expect("min");
@@ -696,8 +699,7 @@ mod tests {
         std::fs::write(&path, &text).expect("write");
         let paths = vec![path.display().to_string()];
         let blocksize = text.len() as u64 / 30;
-        let df =
-            super::super::dataframe::read_csv(&paths, Some(blocksize), b',', true, &[], None).expect("frame");
+        let df = super::super::read::read_csv(&paths, Some(blocksize), b',', true, &[], None).expect("frame");
         assert!(df.npartitions() >= 30);
         let ctx = Ctx::default();
         let sorted = df.sort_values(&ctx, &["k".to_string()], &[true]).expect("sort");

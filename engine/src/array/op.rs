@@ -1,0 +1,189 @@
+//! The serializable vocabulary of array tasks and how each runs. A task's
+//! arguments arrive as engine `Value`s: array blocks, scalars, and lists of
+//! partials for the reduction steps.
+
+use serde::{Deserialize, Serialize};
+
+use super::create::Dist;
+use super::dtype::{DType, Scalar};
+use super::elementwise::{BinOp, UnOp};
+use super::reduce::{BlockPlace, Reduction};
+use super::shape::AxisSlice;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ArrayOp {
+    Random {
+        seed: u64,
+        shape: Vec<usize>,
+        dist: Dist,
+        dtype: DType,
+    },
+    Full {
+        shape: Vec<usize>,
+        value: Scalar,
+        dtype: DType,
+    },
+    Arange {
+        start: f64,
+        step: f64,
+        n: usize,
+        dtype: DType,
+    },
+    Linspace {
+        start: f64,
+        stop: f64,
+        total: usize,
+        offset: usize,
+        n: usize,
+        dtype: DType,
+    },
+    Eye {
+        rows: usize,
+        cols: usize,
+        k: i64,
+        dtype: DType,
+    },
+    Binary(BinOp),
+    Unary(UnOp),
+    Where,
+    AsType(DType),
+    /// The chunk step of a reduction: a block into a partial.
+    Partial {
+        red: Reduction,
+        axes: Vec<usize>,
+        place: BlockPlace,
+    },
+    /// Merge partials (arguments in block order) into one.
+    Combine {
+        red: Reduction,
+    },
+    /// Merge partials and finalize the result.
+    Aggregate {
+        red: Reduction,
+        axes: Vec<usize>,
+        keepdims: bool,
+        out: DType,
+    },
+    Transpose(Vec<usize>),
+    Slice(Vec<(AxisSlice, bool)>),
+    /// Join a grid of blocks (arguments in C order) into one.
+    Concat {
+        numblocks: Vec<usize>,
+    },
+    /// `Σ_t a_t @ b_t`: the first `nk` arguments are the left blocks along
+    /// the contracted axis, the next `nk` the right ones.
+    Matmul {
+        nk: usize,
+    },
+    /// `Σ_t a_t @ a_tᵀ` over the `nk` arguments: a diagonal block of `x @ x.T`.
+    Gram {
+        nk: usize,
+    },
+    /// The k-th element of a list result (a factor of a decomposition).
+    Item(usize),
+    /// Thin QR of a block: `[Q, R]`.
+    Qr,
+    /// TSQR's second stage: QR of the stacked R factors of the arguments
+    /// (each a `[Q, R]` list): `[Q2, R]`.
+    QrStack,
+    /// TSQR's Q block: `Q_i @ Q2[offset..offset + rows]` from the block's
+    /// `[Q, R]` and the stage-two `[Q2, R]`.
+    QrQ {
+        offset: usize,
+        rows: usize,
+    },
+    /// Thin SVD of a block: `[U, S, Vt]`.
+    Svd,
+    /// `solve(a, b)` on whole blocks.
+    Solve,
+    /// Back substitution with an upper-triangular block.
+    SolveUpper,
+    /// The elementwise sum of the arguments (partial matrix products).
+    AddAll,
+    /// Read rows `rows.0..rows.1` of a `.npy` file and cut `ranges` out.
+    NpyRead {
+        path: String,
+        header: super::npy::Header,
+        rows: (usize, usize),
+        ranges: Vec<AxisSlice>,
+    },
+    /// The elements of the first argument where the second is true (1-d).
+    Mask,
+    /// Sorted distinct elements of all the arguments together (1-d).
+    Unique,
+    /// The block's length along axis 0 (`compute_chunk_sizes`).
+    Len,
+    /// Read one region of a Zarr store.
+    ZarrRead {
+        path: String,
+        ranges: Vec<(usize, usize)>,
+    },
+    /// Write the argument block at `start` into a Zarr store (gives `()`).
+    ZarrWrite {
+        path: String,
+        start: Vec<usize>,
+    },
+    /// A new axis of length 1 at this position (`stack`).
+    ExpandDims(usize),
+    /// The same elements, C order, in another shape.
+    Reshape(Vec<usize>),
+    /// Cumulative sum along an axis, within the block.
+    Cumsum(usize),
+    /// Counts of the block's values in `bins` equal bins over [lo, hi]
+    /// (the last bin closed, as NumPy's).
+    Histogram {
+        bins: usize,
+        lo: f64,
+        hi: f64,
+    },
+    /// Cut a piece out of each argument and join the pieces, a grid in C
+    /// order: one output block of a rechunk.
+    Rechunk {
+        pieces: Vec<Vec<AxisSlice>>,
+        numblocks: Vec<usize>,
+    },
+}
+
+impl ArrayOp {
+    /// The name of the op's task group, as Dask names its layers.
+    pub fn name(&self) -> String {
+        match self {
+            ArrayOp::Random { dist: Dist::Uniform, .. } => "random_sample".into(),
+            ArrayOp::Random { .. } => "normal".into(),
+            ArrayOp::Full { .. } => "full".into(),
+            ArrayOp::Arange { .. } => "arange".into(),
+            ArrayOp::Linspace { .. } => "linspace".into(),
+            ArrayOp::Eye { .. } => "eye".into(),
+            ArrayOp::Binary(op) => op.name().into(),
+            ArrayOp::Unary(op) => op.name().into(),
+            ArrayOp::Where => "where".into(),
+            ArrayOp::AsType(_) => "astype".into(),
+            ArrayOp::Partial { red, .. } => format!("{}-chunk", red.name()),
+            ArrayOp::Combine { red } => format!("{}-combine", red.name()),
+            ArrayOp::Aggregate { red, .. } => format!("{}-aggregate", red.name()),
+            ArrayOp::Transpose(_) => "transpose".into(),
+            ArrayOp::Slice(_) => "getitem".into(),
+            ArrayOp::Concat { .. } => "finalize".into(),
+            ArrayOp::Rechunk { .. } => "rechunk".into(),
+            ArrayOp::Matmul { .. } | ArrayOp::Gram { .. } => "matmul".into(),
+            ArrayOp::Item(_) => "getitem".into(),
+            ArrayOp::Qr => "qr".into(),
+            ArrayOp::QrStack => "qr-stack".into(),
+            ArrayOp::QrQ { .. } => "qr-q".into(),
+            ArrayOp::Svd => "svd".into(),
+            ArrayOp::Solve => "solve".into(),
+            ArrayOp::SolveUpper => "solve-triangular".into(),
+            ArrayOp::AddAll => "sum-partial-products".into(),
+            ArrayOp::ExpandDims(_) => "stack".into(),
+            ArrayOp::ZarrRead { .. } => "from-zarr".into(),
+            ArrayOp::ZarrWrite { .. } => "store-zarr".into(),
+            ArrayOp::Mask => "getitem-mask".into(),
+            ArrayOp::Unique => "unique".into(),
+            ArrayOp::Len => "chunk-size".into(),
+            ArrayOp::NpyRead { .. } => "from-npy".into(),
+            ArrayOp::Reshape(_) => "reshape".into(),
+            ArrayOp::Cumsum(_) => "cumsum".into(),
+            ArrayOp::Histogram { .. } => "histogram".into(),
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! The lazy `DataFrame` and `Series` (Dask's `dask.dataframe`): the frame
+//! and its stages (`dataframe`), Series (`series`), readers (`read`), and
+//! everything that moves rows between partitions (`shuffle`). Their
+//! per-partition kernels are `crate::frame`.
+
+mod dataframe;
+mod read;
+mod series;
+mod shuffle;
+
+pub use dataframe::{
+    Assigned, DEFAULT_BLOCKSIZE, DataFrame, Divisions, FrameError, MAX_PARTITIONS, Part, SPLIT_EVERY, Series,
+};
+pub use read::{ParquetFilter, from_columns, from_records, read_csv, read_json, read_parquet};
+pub use shuffle::{BROADCAST_PARTS, MergeArgs, merge};
