@@ -85,6 +85,17 @@ impl TaskError {
     }
 }
 
+/// Errors of stimuli that carry client input.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SchedulerError {
+    #[error("task {task} depends on {dep}, which is neither in the graph nor held by the scheduler")]
+    MissingDependency { task: Key, dep: Key },
+    #[error("the graph has a cycle through {0}")]
+    Cycle(Key),
+    #[error("key {0} is not known to the scheduler")]
+    UnknownKey(Key),
+}
+
 /// Errors of client calls on a runtime.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EngineError {
@@ -100,6 +111,13 @@ pub enum EngineError {
     UnknownKey(Key),
     #[error("the scheduler has shut down")]
     Shutdown,
+    /// The graph was refused (a missing dependency, a cycle, an unknown output).
+    #[error(transparent)]
+    Scheduler(#[from] SchedulerError),
+    /// A task asks for more of a resource than any worker offers, so it would wait forever.
+    #[error("task {task} needs resource {name}={need}, but the local worker has {name}={have}")]
+    MissingResource { task: Key, name: String, need: f64, have: f64 },
+    /// A bug in brisk, with what went wrong.
     #[error("{0}")]
-    Invalid(String),
+    Internal(String),
 }

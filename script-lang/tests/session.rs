@@ -274,7 +274,7 @@ fn visualize_writes_graphviz_and_refuses_unknown_files() {
 /// Every example in the API reference runs in a fresh session.
 #[test]
 fn every_documented_example_runs() {
-    for d in brisk_script::api::docs::DOCS {
+    for d in brisk_script::api::docs::all() {
         let (mut s, _) = session();
         if let Err(e) = s.eval(d.example, &format!("<example of {}>", d.name)) {
             panic!("the example of {} fails: {e}\n{}", d.name, d.example);
@@ -302,7 +302,7 @@ fn every_registered_function_is_documented() {
     let missing: Vec<&String> =
         names.iter().filter(|n| brisk_script::api::docs::lookup(n).is_none()).collect();
     assert!(missing.is_empty(), "registered but not documented: {missing:?}");
-    for d in brisk_script::api::docs::DOCS {
+    for d in brisk_script::api::docs::all() {
         assert!(names.iter().any(|n| n == d.name), "documented but not registered: {}", d.name);
     }
     assert!(brisk_script::api::docs::help("submit").is_some_and(|h| h.contains("Example:")));

@@ -178,7 +178,7 @@ impl Future {
             Status::Finished(v) => Ok(v),
             Status::Error(error) => Err(EngineError::Task { key: self.inner.key.clone(), error }),
             Status::Cancelled => Err(EngineError::FutureCancelled(self.inner.key.clone())),
-            Status::Pending => Err(EngineError::Invalid("future still pending after wait".into())),
+            Status::Pending => Err(EngineError::Internal("future still pending after wait".into())),
         }
     }
 

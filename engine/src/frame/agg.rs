@@ -221,59 +221,6 @@ fn masked(s: &Series, valid: Option<&BooleanChunked>) -> PolarsResult<Series> {
     s.zip_with(valid, &nulls)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stats_merge_matches_one_pass() {
-        let a = Series::new("x".into(), [Some(1.0f64), None, Some(4.0)]);
-        let b = Series::new("x".into(), [2.0f64, f64::NAN, 8.0]);
-        let mut s = Stats::of(&a).expect("a");
-        s.merge(&Stats::of(&b).expect("b"));
-        let all = Series::new("x".into(), [1.0f64, 4.0, 2.0, 8.0]);
-        let one = Stats::of(&all).expect("all");
-        assert_eq!(s.n, 4);
-        for red in [Red::Mean, Red::Var, Red::Std, Red::Sum, Red::Min, Red::Max] {
-            let (Value::Float(x), Value::Float(y)) =
-                (s.finish(red, DType::Float64), one.finish(red, DType::Float64))
-            else {
-                panic!("floats")
-            };
-            assert!((x - y).abs() < 1e-12, "{red:?}: {x} vs {y}");
-        }
-        assert_eq!(Stats::from_value(&s.to_value()), Some(s));
-        assert!(matches!(Stats::default().finish(Red::Mean, DType::Int64), Value::Float(f) if f.is_nan()));
-    }
-
-    #[test]
-    fn grouped_partials_merge_to_the_answer() {
-        let spec = GroupSpec {
-            by: vec!["k".into()],
-            aggs: vec![
-                ("x".into(), "x".into(), Red::Mean, DType::Float64),
-                ("n".into(), "x".into(), Red::Count, DType::Float64),
-                ("size".into(), "".into(), Red::Size, DType::Int64),
-                ("hi".into(), "x".into(), Red::Max, DType::Float64),
-            ],
-        };
-        let a = df!("k" => [Some("a"), Some("b"), None], "x" => [Some(1.0f64), None, Some(9.0)]).expect("a");
-        let b = df!("k" => ["a", "a"], "x" => [3.0f64, 5.0]).expect("b");
-        let pa = spec.partial(&a).expect("pa");
-        let pb = spec.partial(&b).expect("pb");
-        let merged = spec.regroup(&pa.vstack(&pb).expect("stack")).expect("merge");
-        let out = spec.finish(&merged).expect("finish");
-        assert_eq!(out.height(), 2);
-        let x: Vec<Option<f64>> = out.column("x").expect("x").f64().expect("f64").iter().collect();
-        assert_eq!(x[0], Some(3.0));
-        assert!(x[1].is_none_or(f64::is_nan));
-        let n: Vec<Option<i64>> = out.column("n").expect("n").i64().expect("i64").iter().collect();
-        assert_eq!(n, vec![Some(3), Some(0)]);
-        let size: Vec<Option<i64>> = out.column("size").expect("s").i64().expect("i64").iter().collect();
-        assert_eq!(size, vec![Some(3), Some(1)]);
-    }
-}
-
 impl GroupSpec {
     /// The partial columns, each with how it merges.
     pub(crate) fn partials(&self) -> Vec<(String, Merge)> {
@@ -434,5 +381,58 @@ impl GroupSpec {
         }
         let out = DataFrame::new(df.height(), cols)?;
         out.sort(self.by.iter().map(|s| s.as_str()).collect::<Vec<_>>(), SortMultipleOptions::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_merge_matches_one_pass() {
+        let a = Series::new("x".into(), [Some(1.0f64), None, Some(4.0)]);
+        let b = Series::new("x".into(), [2.0f64, f64::NAN, 8.0]);
+        let mut s = Stats::of(&a).expect("a");
+        s.merge(&Stats::of(&b).expect("b"));
+        let all = Series::new("x".into(), [1.0f64, 4.0, 2.0, 8.0]);
+        let one = Stats::of(&all).expect("all");
+        assert_eq!(s.n, 4);
+        for red in [Red::Mean, Red::Var, Red::Std, Red::Sum, Red::Min, Red::Max] {
+            let (Value::Float(x), Value::Float(y)) =
+                (s.finish(red, DType::Float64), one.finish(red, DType::Float64))
+            else {
+                panic!("floats")
+            };
+            assert!((x - y).abs() < 1e-12, "{red:?}: {x} vs {y}");
+        }
+        assert_eq!(Stats::from_value(&s.to_value()), Some(s));
+        assert!(matches!(Stats::default().finish(Red::Mean, DType::Int64), Value::Float(f) if f.is_nan()));
+    }
+
+    #[test]
+    fn grouped_partials_merge_to_the_answer() {
+        let spec = GroupSpec {
+            by: vec!["k".into()],
+            aggs: vec![
+                ("x".into(), "x".into(), Red::Mean, DType::Float64),
+                ("n".into(), "x".into(), Red::Count, DType::Float64),
+                ("size".into(), "".into(), Red::Size, DType::Int64),
+                ("hi".into(), "x".into(), Red::Max, DType::Float64),
+            ],
+        };
+        let a = df!("k" => [Some("a"), Some("b"), None], "x" => [Some(1.0f64), None, Some(9.0)]).expect("a");
+        let b = df!("k" => ["a", "a"], "x" => [3.0f64, 5.0]).expect("b");
+        let pa = spec.partial(&a).expect("pa");
+        let pb = spec.partial(&b).expect("pb");
+        let merged = spec.regroup(&pa.vstack(&pb).expect("stack")).expect("merge");
+        let out = spec.finish(&merged).expect("finish");
+        assert_eq!(out.height(), 2);
+        let x: Vec<Option<f64>> = out.column("x").expect("x").f64().expect("f64").iter().collect();
+        assert_eq!(x[0], Some(3.0));
+        assert!(x[1].is_none_or(f64::is_nan));
+        let n: Vec<Option<i64>> = out.column("n").expect("n").i64().expect("i64").iter().collect();
+        assert_eq!(n, vec![Some(3), Some(0)]);
+        let size: Vec<Option<i64>> = out.column("size").expect("s").i64().expect("i64").iter().collect();
+        assert_eq!(size, vec![Some(3), Some(1)]);
     }
 }

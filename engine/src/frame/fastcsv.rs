@@ -428,6 +428,42 @@ pub fn group_partial(spec: &CsvSpec, bytes: &[u8], stages: &[Stage], g: &GroupSp
     groups.finish()
 }
 
+/// A groupby partial of block `[start, end)` by the fused fast path, or
+/// `None` where it does not apply (the caller then reads the block).
+pub fn read_group(
+    spec: &CsvSpec,
+    path: &str,
+    start: u64,
+    end: u64,
+    stages: &[super::stage::Stage],
+    g: &super::group::GroupSpec,
+) -> Result<Option<DataFrame>, crate::error::TaskError> {
+    thread_local! {
+        /// One read buffer per worker thread, reused from block to block.
+        static RUNS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let Some(mut groups) = CsvGroups::new(spec, stages, g) else { return Ok(None) };
+    let mut header = start == 0 && spec.header;
+    let fed = RUNS.with(|cell| {
+        let mut buf = cell.borrow_mut();
+        let fed = crate::io::for_each_lines(path, start, end, &mut buf, |lines| {
+            let lines = if header {
+                header = false;
+                lines.iter().position(|&b| b == b'\n').map_or(&[][..], |i| &lines[i + 1..])
+            } else {
+                lines
+            };
+            groups.feed(lines)
+        });
+        // Keep the buffer, but not one grown by some very long line.
+        if buf.capacity() > 16 << 20 {
+            *buf = Vec::new();
+        }
+        fed
+    })?;
+    Ok(fed.and_then(|()| groups.finish()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::fastagg::frame_partial;
@@ -646,40 +682,4 @@ mod tests {
         assert!(group_partial(&sp, b"a,1,2.0,3\n", &[Stage::DropNa(vec!["x".into()])], &g).is_none());
         assert!(group_partial(&sp, b"a,1,2.0,3\n", &[], &g).is_some());
     }
-}
-
-/// A groupby partial of block `[start, end)` by the fused fast path, or
-/// `None` where it does not apply (the caller then reads the block).
-pub fn read_group(
-    spec: &CsvSpec,
-    path: &str,
-    start: u64,
-    end: u64,
-    stages: &[super::stage::Stage],
-    g: &super::group::GroupSpec,
-) -> Result<Option<DataFrame>, crate::error::TaskError> {
-    thread_local! {
-        /// One read buffer per worker thread, reused from block to block.
-        static RUNS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    let Some(mut groups) = CsvGroups::new(spec, stages, g) else { return Ok(None) };
-    let mut header = start == 0 && spec.header;
-    let fed = RUNS.with(|cell| {
-        let mut buf = cell.borrow_mut();
-        let fed = crate::io::for_each_lines(path, start, end, &mut buf, |lines| {
-            let lines = if header {
-                header = false;
-                lines.iter().position(|&b| b == b'\n').map_or(&[][..], |i| &lines[i + 1..])
-            } else {
-                lines
-            };
-            groups.feed(lines)
-        });
-        // Keep the buffer, but not one grown by some very long line.
-        if buf.capacity() > 16 << 20 {
-            *buf = Vec::new();
-        }
-        fed
-    })?;
-    Ok(fed.and_then(|()| groups.finish()))
 }

@@ -291,7 +291,7 @@ impl Shared {
         }
         let st = &mut *st;
         if let Err(e) = st.core.submit(new, outputs, &mut st.out) {
-            return Err(EngineError::Invalid(e.to_string()));
+            return Err(EngineError::Scheduler(e));
         }
         for t in tasks {
             let Some(id) = st.core.lookup(&t.key) else { continue };
@@ -324,12 +324,15 @@ impl Shared {
             let Some(a) = &t.annotations else { continue };
             for (name, amount) in &a.resources {
                 let have: f64 =
-                    self.config.resources.iter().filter(|(n, _)| n == name).map(|(_, x)| *x).sum();
+                    // A fold from 0.0: an empty float sum is -0.0, which prints as "-0".
+                    self.config.resources.iter().filter(|(n, _)| n == name).fold(0.0, |s, (_, x)| s + x);
                 if have < *amount {
-                    return Err(EngineError::Invalid(format!(
-                        "task {} needs resource {name}={amount}, but the local worker has {name}={have}",
-                        t.key
-                    )));
+                    return Err(EngineError::MissingResource {
+                        task: t.key.clone(),
+                        name: name.clone(),
+                        need: *amount,
+                        have,
+                    });
                 }
             }
         }
@@ -544,7 +547,7 @@ impl Shared {
             return Err(EngineError::Shutdown);
         }
         let Some(job) = pop_job(&mut st) else {
-            return Err(EngineError::Invalid("nothing left to run, but results are still pending".into()));
+            return Err(EngineError::Internal("nothing left to run, but results are still pending".into()));
         };
         st.busy += 1;
         drop(st);
@@ -565,7 +568,7 @@ impl Shared {
         finished.unwrap_or_else(|panic| {
             let reason = format!("the scheduler failed: {}", panic_message(&*panic));
             self.break_down(&reason);
-            Err(EngineError::Invalid(reason))
+            Err(EngineError::Internal(reason))
         })
     }
 

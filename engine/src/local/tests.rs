@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::client::AsCompleted;
+use crate::error::SchedulerError;
 use crate::graph::task::{Annotations, Task};
 use crate::ops::{Arg, Builtin, Func};
 use crate::runner::{Code, NoUdfs, Udf};
@@ -265,7 +266,7 @@ fn futures_can_be_inputs_of_later_graphs() {
         drop(f);
         let missing = rt.compute(g.clone(), &[Key::new("t")], &CancelToken::new());
         assert!(
-            matches!(missing, Err(EngineError::Invalid(ref m)) if m.contains("depends on s")),
+            matches!(missing, Err(EngineError::Scheduler(SchedulerError::MissingDependency { .. }))),
             "{missing:?}"
         );
     }

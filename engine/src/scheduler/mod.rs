@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+pub use crate::error::SchedulerError;
 use crate::error::TaskError;
 use crate::graph::task::Annotations;
 use crate::key::Key;
@@ -170,17 +171,6 @@ pub enum Action {
     Erred { task: TaskId, error: Arc<TaskError> },
     /// The task left the scheduler; its id is dead from now on.
     Forget { task: TaskId },
-}
-
-/// Errors of stimuli that carry client input.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SchedulerError {
-    #[error("task {task} depends on {dep}, which is neither in the graph nor held by the scheduler")]
-    MissingDependency { task: Key, dep: Key },
-    #[error("the graph has a cycle through {0}")]
-    Cycle(Key),
-    #[error("key {0} is not known to the scheduler")]
-    UnknownKey(Key),
 }
 
 /// One line of the story: which stimulus moved which task where.

@@ -8,10 +8,9 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{
-    Action, NewTask, Priority, Scheduler, SchedulerError, TaskId, TaskRec, TaskState, WorkerId, WorkerRec,
-    WorkerSpec,
+    Action, NewTask, Priority, Scheduler, TaskId, TaskRec, TaskState, WorkerId, WorkerRec, WorkerSpec,
 };
-use crate::error::{TaskError, TaskErrorKind};
+use crate::error::{SchedulerError, TaskError, TaskErrorKind};
 use crate::key::Key;
 
 impl Scheduler {

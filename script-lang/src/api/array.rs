@@ -363,6 +363,8 @@ fn register_common<T: Clone + Send + Sync + 'static>(engine: &mut Engine, state:
     engine.register_fn("where", move |c: T, a: Dynamic, b: Dynamic| where_(&st, &Dynamic::from(c), &a, &b));
 }
 
+// The help text of what this file registers: `array_docs.rs`.
+
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<LazyArray>("Array");
     engine.register_type_with_name::<Chunk>("ndarray");

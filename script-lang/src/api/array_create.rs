@@ -15,6 +15,78 @@ use crate::types::LazyArray;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 use super::array_args::{Opts, ctx, dtype_arg, err, float_of, int_of, random_seed, scalar_of, shape_arg};
+use super::docs::{FnDoc, doc};
+
+/// This area's entries of the API reference (`docs::all` chains the areas
+/// in the order of the guide).
+pub(super) const DOCS: &[FnDoc] = &[
+    doc(
+        "random",
+        "random(shape, #{chunks, seed, dtype}) -> Array",
+        "A lazy array of uniform random numbers in [0, 1) (np.random.random). With a seed, the same seed and chunks give the same array on any scheduler.",
+        "let x = random([1000, 1000], #{chunks: 250, seed: 42});\nx.mean().compute()",
+    ),
+    doc(
+        "normal",
+        "normal(shape, #{mean, std, chunks, seed, dtype}) -> Array",
+        "A lazy array of normally distributed numbers (default mean 0, std 1).",
+        "normal([10000], #{mean: 5.0, std: 2.0, seed: 1, chunks: 2500}).std().compute()",
+    ),
+    doc(
+        "zeros",
+        "zeros(shape, #{chunks, dtype}) -> Array",
+        "A lazy array of zeros (f64 unless dtype says otherwise).",
+        "zeros([3, 4], #{chunks: 2}).compute()",
+    ),
+    doc(
+        "ones",
+        "ones(shape, #{chunks, dtype}) -> Array",
+        "A lazy array of ones.",
+        "ones([3, 4], #{dtype: \"i64\"}).sum().compute()",
+    ),
+    doc(
+        "full",
+        "full(shape, value, #{chunks, dtype}) -> Array",
+        "A lazy array with every element `value`; the dtype follows the value unless given.",
+        "full([2, 2], 7).compute()",
+    ),
+    doc(
+        "arange",
+        "arange([start,] stop [, step], #{chunks, dtype}) -> Array",
+        "Evenly spaced values in [start, stop), as np.arange; integers unless an argument is a float.",
+        "arange(0, 10, 3, #{chunks: 2}).compute()",
+    ),
+    doc(
+        "linspace",
+        "linspace(start, stop, num, #{chunks, dtype}) -> Array",
+        "`num` evenly spaced values from start to stop, both included.",
+        "linspace(0, 1, 5).compute()",
+    ),
+    doc(
+        "eye",
+        "eye(n, #{chunks, dtype}) -> Array",
+        "The n×n identity matrix.",
+        "eye(3, #{chunks: 2}).compute()",
+    ),
+    doc(
+        "from_array",
+        "from_array(data, #{chunks, dtype}) -> Array",
+        "A lazy array cut from nested Rhai arrays of numbers (or a computed ndarray).",
+        "let a = from_array([[1, 2], [3, 4]], #{chunks: 1});\n(a * 10).compute()",
+    ),
+    doc(
+        "from_npy",
+        "from_npy(path, #{chunks}) -> Array",
+        "A lazy array over a NumPy .npy file: the header is read at once, each block reads only its own rows.",
+        "arange(10).to_npy(\"/tmp/brisk-doc.npy\");\nfrom_npy(\"/tmp/brisk-doc.npy\", #{chunks: 4}).sum().compute()",
+    ),
+    doc(
+        "to_npy",
+        "x.to_npy(path)",
+        "Compute the array and write it as a .npy file that NumPy reads (C order, little-endian).",
+        "ones([2, 3]).to_npy(\"/tmp/brisk-doc-ones.npy\")",
+    ),
+];
 
 pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     // Files.

@@ -17,6 +17,7 @@ use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 use super::args::options;
 use super::args::shipped as closure;
 use super::args::{bytes_arg, positive};
+use super::docs::{FnDoc, doc};
 use crate::collection::compute_all;
 use crate::convert::{to_dynamic, to_value};
 use crate::error::runtime;
@@ -219,6 +220,137 @@ fn to_dataframe(state: &SessionState, b: &LazyBag) -> Res<LazyFrame> {
         f: brisk_engine::collections::frame::from_records(&ctx(state), layer, keys, &b.b.token, schema),
     })
 }
+
+/// This area's entries of the API reference (`docs::all` chains the areas
+/// in the order of the guide).
+pub(super) const DOCS: &[FnDoc] = &[
+    doc(
+        "from_sequence",
+        "from_sequence(array, #{npartitions}) -> Bag",
+        "A bag of the array's elements, cut into partitions as Dask does (about 100 by default, one element each for 100 or fewer).",
+        "from_sequence([1, 2, 3, 4], #{npartitions: 2}).map(|x| x * 10).compute()",
+    ),
+    doc(
+        "read_text",
+        "read_text(path_or_glob_or_array, #{blocksize}) -> Bag",
+        "A bag of the lines of text files (each keeps its \"\\n\"): one partition per file, or per `blocksize` bytes (a number or \"64MB\") cut at line ends.",
+        "from_sequence([\"a b\", \"b c\"], #{npartitions: 1}).to_textfiles(\"/tmp/brisk-doc-read-text\");\nread_text(\"/tmp/brisk-doc-read-text/*.part\").str_split().flatten().frequencies().compute()",
+    ),
+    doc(
+        "map",
+        "b.map(f) -> Bag",
+        "Apply a closure to every record of a bag; it runs on the workers.",
+        "from_sequence([1, 2, 3]).map(|x| x * x).compute()",
+    ),
+    doc(
+        "filter",
+        "b.filter(f) -> Bag",
+        "The records for which the closure returns a true value (Python's truthiness).",
+        "from_sequence([1, 2, 3, 4]).filter(|x| x % 2 == 0).compute()",
+    ),
+    doc(
+        "map_partitions",
+        "b.map_partitions(f) -> Bag",
+        "Apply a closure to each partition as a whole: it gets an array of records and returns one.",
+        "from_sequence([1, 2, 3, 4], #{npartitions: 2}).map_partitions(|p| [p.len()]).compute()",
+    ),
+    doc(
+        "flatten",
+        "b.flatten() -> Bag",
+        "Concatenate records that are arrays into one bag of their elements.",
+        "from_sequence([[1, 2], [3]]).flatten().compute()",
+    ),
+    doc(
+        "pluck",
+        "b.pluck(key) -> Bag",
+        "`record[key]` for every record: an index into arrays or a key into maps.",
+        "from_sequence([#{name: \"a\", n: 1}, #{name: \"b\", n: 2}]).pluck(\"name\").compute()",
+    ),
+    doc(
+        "str_split",
+        "b.str_split([sep]) -> Bag",
+        "Split string records into arrays of words: on runs of whitespace, or on `sep` (Python's str.split). Runs natively, without calling back into Rhai.",
+        "from_sequence([\"to be  or\"]).str_split().compute()",
+    ),
+    doc(
+        "str_lower",
+        "b.str_lower() -> Bag",
+        "Lower-case string records (natively).",
+        "from_sequence([\"Hello\"]).str_lower().compute()",
+    ),
+    doc(
+        "str_strip",
+        "b.str_strip() -> Bag",
+        "Strip leading and trailing whitespace from string records (natively).",
+        "from_sequence([\"  x \\n\"]).str_strip().compute()",
+    ),
+    doc(
+        "count",
+        "b.count() -> Delayed",
+        "The number of records, as a lazy value (Dask's Item).",
+        "from_sequence([1, 2, 3]).count().compute()",
+    ),
+    doc(
+        "frequencies",
+        "b.frequencies() -> Bag",
+        "Pairs `[record, count]`, one per distinct record.",
+        "from_sequence([\"a\", \"b\", \"a\"]).frequencies().compute()",
+    ),
+    doc(
+        "distinct",
+        "b.distinct() -> Bag",
+        "Each distinct record once, in order of first appearance.",
+        "from_sequence([1, 2, 1, 3, 2]).distinct().compute()",
+    ),
+    doc(
+        "topk",
+        "b.topk(k, #{key}) -> Bag",
+        "The k largest records, largest first; `key` is an index or map key into each record, or a closure.",
+        "from_sequence([[\"a\", 3], [\"b\", 9], [\"c\", 5]]).topk(2, #{key: 1}).compute()",
+    ),
+    doc(
+        "foldby",
+        "b.foldby(key, binop, initial, #{combine, combine_initial}) -> Bag",
+        "Group by `key(record)` and fold each group with `binop(acc, record)` from `initial`; partitions' results merge with `combine` (default `binop`). Pairs `[key, value]`.",
+        "from_sequence([1, 2, 3, 4, 5]).foldby(|x| x % 2, |acc, x| acc + x, 0).compute()",
+    ),
+    doc(
+        "groupby",
+        "b.groupby(key) -> Bag",
+        "Pairs `[key, [records…]]`, through a hash shuffle across the partitions.",
+        "from_sequence([1, 2, 3, 4]).groupby(|x| x % 2).compute()",
+    ),
+    doc(
+        "reduction",
+        "b.reduction(per_partition, aggregate) -> Delayed",
+        "A custom tree reduction: `per_partition(records)` on each partition, then `aggregate(results)` over groups of results.",
+        "from_sequence([1, 2, 3, 4], #{npartitions: 2}).reduction(|p| p.len(), |xs| xs.reduce(|a, b| a + b, 0)).compute()",
+    ),
+    doc(
+        "take",
+        "b.take(n) -> array",
+        "The first n records of the first partition, computed now (as Dask's take).",
+        "from_sequence([5, 6, 7], #{npartitions: 1}).take(2)",
+    ),
+    doc(
+        "to_textfiles",
+        "b.to_textfiles(dir) -> array of paths",
+        "Write each partition of string records to `dir/N.part`, one record per line; computes now.",
+        "from_sequence([\"x\", \"y\"], #{npartitions: 2}).to_textfiles(\"/tmp/brisk-doc-to-text\")",
+    ),
+    doc(
+        "npartitions",
+        "b.npartitions -> int",
+        "The number of partitions.",
+        "from_sequence([1, 2, 3, 4], #{npartitions: 2}).npartitions",
+    ),
+    doc(
+        "to_dataframe",
+        "b.to_dataframe() -> DataFrame",
+        "A frame of a bag of maps, one partition per bag partition. Columns and types come from the first partition (computed now, as Dask computes its meta); a key a record lacks is a missing value.",
+        "from_sequence([#{a: 1, b: \"x\"}, #{a: 2}], #{npartitions: 2}).to_dataframe().compute()",
+    ),
+];
 
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<LazyBag>("Bag");

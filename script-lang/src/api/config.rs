@@ -6,10 +6,28 @@ use std::sync::Arc;
 
 use rhai::{Dynamic, Engine, EvalAltResult, FnPtr, Map, NativeCallContext};
 
+use super::docs::{FnDoc, doc};
 use crate::error::runtime;
 use crate::state::{SessionState, annotations};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
+
+/// This area's entries of the API reference (`docs::all` chains the areas
+/// in the order of the guide).
+pub(super) const DOCS: &[FnDoc] = &[
+    doc(
+        "config",
+        "config() -> map | config(#{...}) -> map",
+        "Read or set session options: scheduler (\"threads\" or \"sync\"), num_workers, array.backend, optimization.fuse. Unknown keys are errors.",
+        "config(#{scheduler: \"sync\"});\nconfig().scheduler",
+    ),
+    doc(
+        "annotate",
+        "annotate(#{priority, retries, resources}, || expr)",
+        "Annotate every task built inside the closure: priority (higher first), retries (0–100), resources such as #{GPU: 1}.",
+        "annotate(#{retries: 2, priority: 10}, || delayed(|x| x + 1).call(1)).compute()",
+    ),
+];
 
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();

@@ -550,6 +550,8 @@ impl ElementWise for LocalSeries {
     }
 }
 
+// The help text of what this file registers: `dataframe_docs.rs`.
+
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<LazyFrame>("DataFrame");
     engine.register_type_with_name::<LazySeries>("Series");

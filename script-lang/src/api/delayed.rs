@@ -10,6 +10,7 @@ use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr};
 
 use super::args::ArgBuilder;
 use super::args::wrong_type;
+use super::docs::{FnDoc, doc};
 use crate::collection::compute_all;
 use crate::error::runtime;
 use crate::print::display_scalar;
@@ -120,6 +121,55 @@ impl DelayedFn {
         Ok(DelayedFn { label: udf.label.clone(), func: Func::Udf(Arc::new(udf)) })
     }
 }
+
+/// This area's entries of the API reference (`docs::all` chains the areas
+/// in the order of the guide), with the collection protocol that
+/// `collection.rs` registers for every collection (`x.compute()`,
+/// `persist`, `visualize`, `graph_info`).
+pub(super) const DOCS: &[FnDoc] = &[
+    doc(
+        "delayed",
+        "delayed(f) -> function",
+        "Make a function lazy: `d.call(args...)` builds a task instead of running it. Arguments may be lazy values, futures, or arrays and maps holding them (dask.delayed).",
+        "fn inc(x) { x + 1 }\nlet d = delayed(inc);\nlet x = d.call(1);\nx.compute()",
+    ),
+    doc(
+        "delayed_value",
+        "delayed_value(v) -> Delayed",
+        "Wrap a plain value (or an array of lazy values) as a lazy value.",
+        "let v = delayed_value([1, 2, 3]);\nv.compute()",
+    ),
+    doc(
+        "compute",
+        "compute(a, b, ...) -> array | x.compute() -> value",
+        "Run lazy values in one graph, so shared work runs once. With one lazy value (or as a method) it returns the value; with several, an array. Arrays and maps are searched for lazy values.",
+        "let a = delayed(|x| x * 2).call(21);\ncompute(a + 1, a - 1)",
+    ),
+    doc(
+        "persist",
+        "x.persist() -> Delayed | Array",
+        "Compute now and keep the result in memory; later graphs read it instead of recomputing.",
+        "let x = delayed(|v| v * 2).call(21).persist();\ncompute(x + 1, x * 2)",
+    ),
+    doc(
+        "visualize",
+        "x.visualize(path)",
+        "Write the task graph as Graphviz: `.dot` text, or `.svg`/`.png`/`.pdf` when the `dot` program is installed.",
+        "let x = delayed(|v| v + 1).call(1);\nx.visualize(\"/tmp/brisk-doc-graph.dot\")",
+    ),
+    doc(
+        "graph_info",
+        "x.graph_info() -> map",
+        "Tasks and layers of a lazy value's graph, and the literal data it carries in bytes.",
+        "delayed(|v| v + 1).call(1).graph_info()",
+    ),
+    doc(
+        "key",
+        "x.key / f.key",
+        "The key of a lazy value or future: `<name>-<token>`.",
+        "delayed(|v| v).call(1).key",
+    ),
+];
 
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<Delayed>("Delayed");

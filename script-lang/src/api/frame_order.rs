@@ -15,6 +15,7 @@ use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::{options, shipped};
 use super::dataframe::{compute_one, ctx, dtype_of, err, frame_value, positive, strings};
+use super::docs::{FnDoc, doc};
 use crate::convert::to_dynamic;
 use crate::error::runtime;
 use crate::state::SessionState;
@@ -245,6 +246,125 @@ fn npartitions(m: Option<Map>, function: &str) -> Res<Option<usize>> {
     let m = options(m, function, &["npartitions"])?;
     m.get("npartitions").map(|d| positive(d, &format!("{function}: npartitions"))).transpose()
 }
+
+/// This area's entries of the API reference (`docs::all` chains the areas
+/// in the order of the guide).
+pub(super) const DOCS: &[FnDoc] = &[
+    doc(
+        "divisions",
+        "df.divisions -> array",
+        "The index boundaries of the partitions (`npartitions + 1` values): known after `set_index` (reading them computes the sampled quantiles) and through filters and new columns that leave the index column unchanged; `()` each otherwise.",
+        "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1.5, (), -2.0]}, #{npartitions: 2});\ndf.set_index(\"x\").divisions",
+    ),
+    doc(
+        "merge",
+        "merge(left, right, #{on, left_on, right_on, how, suffixes}) -> DataFrame",
+        "Join two frames as pandas' merge: `how` is inner (default), left, right or outer; keys named alike come out once, other shared names get `_x`/`_y`; missing keys match each other. A small side (at most 4 partitions) is broadcast, otherwise both sides are hash-shuffled.",
+        "let a = from_columns(#{k: [\"a\", \"b\"], x: [1, 2]});\nlet b = from_columns(#{k: [\"a\", \"c\"], y: [10, 30]});\nmerge(a, b, #{on: \"k\", how: \"outer\"}).compute()",
+    ),
+    doc(
+        "join",
+        "df.join(other, #{on, how, ...}) -> DataFrame",
+        "`merge` with `how` left by default (a brisk frame has no hidden index, so give `on`).",
+        "let a = from_columns(#{k: [\"a\", \"b\"], x: [1, 2]});\na.join(from_columns(#{k: [\"a\"], y: [10]}), #{on: \"k\"}).compute()",
+    ),
+    doc(
+        "sort_values",
+        "df.sort_values(col_or_cols, #{ascending}) -> DataFrame",
+        "Sorted rows, missing values last, ties in their original order: divisions from sampled quantiles of the first column, then a range shuffle. `ascending` is a bool or one per column.",
+        "from_columns(#{x: [3, 1, (), 2]}, #{npartitions: 2}).sort_values(\"x\", #{ascending: false}).compute()",
+    ),
+    doc(
+        "set_index",
+        "df.set_index(col) -> DataFrame",
+        "Sorted by `col`, which becomes the first column (there is no hidden index), with known `divisions`.",
+        "let df = from_columns(#{a: [3, 1, 2], b: [\"x\", \"y\", \"z\"]}, #{npartitions: 2});\ndf.set_index(\"b\").compute()",
+    ),
+    doc(
+        "shuffle",
+        "df.shuffle(col_or_cols, #{npartitions}) -> DataFrame",
+        "Rows with equal values of the columns in one partition (a hash shuffle through files on disk, so memory stays bounded by the partition size).",
+        "from_columns(#{k: [1, 2, 1, 2]}, #{npartitions: 2}).shuffle(\"k\").npartitions",
+    ),
+    doc(
+        "repartition",
+        "df.repartition(#{npartitions}) -> DataFrame",
+        "The same rows in order, in `npartitions` partitions: neighbours stacked or partitions cut.",
+        "from_columns(#{a: [1, 2, 3, 4]}, #{npartitions: 4}).repartition(#{npartitions: 2}).npartitions",
+    ),
+    doc(
+        "drop_duplicates",
+        "df.drop_duplicates(#{subset, keep}) -> DataFrame",
+        "The first row (`keep: \"last\"`: the last; `keep: false`: none) of each distinct value of `subset` (all columns by default), in order.",
+        "from_columns(#{a: [1, 1, 2], b: [\"x\", \"y\", \"x\"]}).drop_duplicates(#{subset: [\"a\"], keep: false}).compute()",
+    ),
+    doc(
+        "nlargest",
+        "s.nlargest(n) -> Series / df.nlargest(n, col) -> DataFrame",
+        "The `n` largest values (rows), largest first; ties keep the earlier row; missing values are skipped.",
+        "from_columns(#{x: [3, 1, 4, 1, 5]})[\"x\"].nlargest(2).compute()",
+    ),
+    doc(
+        "nsmallest",
+        "s.nsmallest(n) -> Series / df.nsmallest(n, col) -> DataFrame",
+        "The `n` smallest values (rows), smallest first.",
+        "let df = from_columns(#{x: [3, 1, 4], k: [\"a\", \"b\", \"c\"]});\ndf.nsmallest(2, \"x\").compute()",
+    ),
+    doc(
+        "tail",
+        "df.tail(n) -> LocalDataFrame",
+        "The last `n` rows (5 by default), computed now, reading partitions from the end only as far as it needs.",
+        "from_columns(#{a: [1, 2, 3, 4]}, #{npartitions: 2}).tail(3)",
+    ),
+    doc(
+        "dt_year",
+        "s.dt_year() -> Series",
+        "The year of each datetime (as pandas' `dt.year`).",
+        "let df = from_columns(#{t: [\"2024-02-29 10:00:00\"]}).astype(#{t: \"datetime64[ns]\"});\ndf[\"t\"].dt_year().compute()",
+    ),
+    doc(
+        "dt_month",
+        "s.dt_month() -> Series",
+        "The month (1 to 12) of each datetime.",
+        "let df = from_columns(#{t: [\"2024-02-29 10:00:00\"]}).astype(#{t: \"datetime64[ns]\"});\ndf[\"t\"].dt_month().compute()",
+    ),
+    doc(
+        "dt_day",
+        "s.dt_day() -> Series",
+        "The day of the month of each datetime.",
+        "let df = from_columns(#{t: [\"2024-02-29 10:00:00\"]}).astype(#{t: \"datetime64[ns]\"});\ndf[\"t\"].dt_day().compute()",
+    ),
+    doc(
+        "rolling",
+        "df.rolling(window) / s.rolling(window), then .mean() .sum() .min() .max()",
+        "Rolling aggregates over `window` rows, across partition edges (each partition gets the rows before it, as Dask's map_overlap). As pandas with `min_periods = window`: the first `window - 1` rows, and any window with a missing value, give NaN. Numeric columns only; results are float64.",
+        "from_columns(#{x: [1, 2, 3, 4, 5]}, #{npartitions: 3}).rolling(2).mean().compute()",
+    ),
+    doc(
+        "quantile",
+        "s.quantile(q) -> Delayed (a float, or an array for an array of q)",
+        "Quantiles by linear interpolation, from up to 1,000 sample points per partition (Dask's approach): exact when no partition has more values than that, close otherwise.",
+        "from_columns(#{x: [1, 2, 4, 8]}, #{npartitions: 2})[\"x\"].quantile([0.25, 0.5]).compute()",
+    ),
+    doc(
+        "describe",
+        "df.describe() -> DataFrame",
+        "count, mean, std, min, 25%, 50%, 75% and max of every numeric column, one row each, named in a first `statistic` column; quartiles as `quantile`.",
+        "from_columns(#{x: [1, 2, 4, 8], y: [0.5, (), 1.5, 2.5]}).describe().compute()",
+    ),
+    doc(
+        "map_partitions",
+        "df.map_partitions(|part| ..., #{meta}) -> DataFrame",
+        "A closure on every partition (a LocalDataFrame; `to_maps()`, `num_rows()`, `p[\"col\"]`), giving a frame, an array of row maps, one row map or one value (a row of one column, `0`). The result's columns come from `meta` (`#{col: dtype}`), or from running the closure on the first partition now.",
+        "let df = from_columns(#{x: [1, 2, 3]}, #{npartitions: 2});\ndf.map_partitions(|p| p.to_maps().map(|r| #{x2: r.x * 2})).compute()",
+    ),
+    doc(
+        "apply",
+        "g.apply(|group| ..., #{meta}) -> DataFrame",
+        "A closure on every group (a LocalDataFrame), after a shuffle that puts each group in one partition. It gives a frame, rows, one row map or one value (a column named `0`, as pandas' `reset_index` names it, or the one column of `meta`); key columns it lacks are put first. Columns from `meta`, or from the first group, run now. A group's columns (`g[\"x\"]`, computed Series) take the Series operators, element-wise methods and reductions at once, and a bool one selects rows (`g[g[\"x\"] > 1]`).",
+        "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1, 2, 3]});\ndf.groupby(\"k\").apply(|g| #{n: g.num_rows()}).compute();\ndf.groupby(\"k\").apply(|g| g.num_rows() * 10, #{meta: #{n10: \"int64\"}}).compute();\ndf.groupby(\"k\").apply(|g| (g[\"x\"] * 2 + 1).sum()).compute()",
+    ),
+];
 
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<Rolling>("Rolling");

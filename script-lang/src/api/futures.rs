@@ -10,6 +10,7 @@ use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
 use super::args::wrong_type;
 use super::delayed::call_task;
+use super::docs::{FnDoc, doc};
 use crate::collection::compute_all;
 use crate::convert::to_dynamic;
 use crate::error::{engine_error, runtime};
@@ -115,6 +116,89 @@ macro_rules! register_submit {
         });
     }};
 }
+
+/// This area's entries of the API reference (`docs::all` chains the areas
+/// in the order of the guide).
+pub(super) const DOCS: &[FnDoc] = &[
+    doc(
+        "submit",
+        "submit(f, args...) -> Future",
+        "Run a function now on the cluster and return a future (Client.submit). Futures may be arguments.",
+        "let f = submit(|a, b| a + b, 1, 2);\nf.result()",
+    ),
+    doc(
+        "map",
+        "map(f, array) -> array of Future",
+        "Submit one task per element (Client.map); with two arrays, one per pair.",
+        "gather(map(|x| x * x, [1, 2, 3]))",
+    ),
+    doc(
+        "gather",
+        "gather(futures) -> array",
+        "Wait for futures and return their results, in order; plain values pass through.",
+        "gather(map(|x| x + 1, [1, 2]))",
+    ),
+    doc(
+        "wait",
+        "wait(futures)",
+        "Block until every future has finished or failed.",
+        "wait(map(|x| x, [1, 2]))",
+    ),
+    doc(
+        "as_completed",
+        "for f in as_completed(futures) { ... }",
+        "Futures in the order they finish.",
+        "let seen = [];\nfor f in as_completed(map(|x| x, [3, 1, 2])) { seen.push(f.result()); }\nseen.len()",
+    ),
+    doc(
+        "result",
+        "f.result() -> value",
+        "Wait for the future and return its result; a failed task raises its error (catchable with try/catch).",
+        "submit(|x| x * 10, 4).result()",
+    ),
+    doc(
+        "done",
+        "f.done() -> bool",
+        "Whether the future has finished, failed or been cancelled.",
+        "let f = submit(|x| x, 1);\nf.result();\nf.done()",
+    ),
+    doc(
+        "status",
+        "f.status",
+        "\"pending\", \"finished\", \"error\" or \"cancelled\".",
+        "let f = submit(|x| x, 1);\nf.result();\nf.status",
+    ),
+    doc(
+        "cancel",
+        "f.cancel()",
+        "Cancel this future: the task stops if nothing else needs it; waiting on it raises \"future KEY was cancelled\".",
+        "let f = submit(|x| x, 1);\nf.cancel();\nf.status",
+    ),
+    doc(
+        "exception",
+        "f.exception() -> string | ()",
+        "The error of a failed future, or () if it did not fail.",
+        "let f = submit(|x| x / 0, 1);\nwait([f]);\nf.exception()",
+    ),
+    doc(
+        "scatter",
+        "scatter(value) -> Future | array of Future",
+        "Move local data to the cluster; an array gives one future per element (Client.scatter).",
+        "let f = scatter(#{rows: 3});\nsubmit(|d| d.rows, f).result()",
+    ),
+    doc(
+        "client",
+        "client() -> Client",
+        "The session's client: `c.submit`, `c.map`, `c.gather`, `c.scatter`, `c.compute`, `c.workers()`.",
+        "let c = client();\nc.gather(c.map(|x| x + 1, [1, 2]))",
+    ),
+    doc(
+        "workers",
+        "c.workers() -> array of maps",
+        "The workers of the cluster: name, address, threads, running tasks, memory, spilled bytes, GPU.",
+        "client().workers()[0].threads",
+    ),
+];
 
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<RFuture>("Future");

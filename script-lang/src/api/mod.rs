@@ -6,9 +6,11 @@ mod args;
 mod array;
 mod array_args;
 mod array_create;
+mod array_docs;
 mod bag;
 mod config;
 mod dataframe;
+mod dataframe_docs;
 mod delayed;
 pub mod docs;
 mod frame_order;
@@ -23,6 +25,24 @@ pub use array_create::{chunk_from_nested, to_nested};
 use crate::error::TaskFailure;
 use crate::print::rendered;
 use crate::state::SessionState;
+use docs::{FnDoc, doc};
+
+/// This area's entries of the API reference (`docs::all` chains the areas
+/// in the order of the guide).
+const DOCS: &[FnDoc] = &[
+    doc(
+        "to_json",
+        "to_json(value) -> string",
+        "JSON text of a local value: numbers, strings, arrays, maps; lazy values must be computed first.",
+        "to_json(#{a: [1, 2.5], b: \"x\"})",
+    ),
+    doc(
+        "display",
+        "display(value)",
+        "Show a value now, as the end of an input shows it: a table where it has one. In Jupyter each call is its own output (text and HTML), so one cell can show several values.",
+        "display(#{rows: 3, cols: 2});\ndisplay(from_array([1, 2, 3]).compute())",
+    ),
+];
 
 /// The session engine's API.
 pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
