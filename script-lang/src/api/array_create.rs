@@ -15,7 +15,7 @@ use crate::types::LazyArray;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 use super::array_args::{Opts, ctx, dtype_arg, err, float_of, int_of, random_seed, scalar_of, shape_arg};
-use super::docs::{FnDoc, doc};
+use super::fndoc::{FnDoc, doc};
 
 /// This area's entries of the API reference (`docs::all` chains the areas
 /// in the order of the guide).

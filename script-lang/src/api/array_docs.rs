@@ -1,7 +1,7 @@
 //! The API reference entries of `array.rs`'s functions, methods and
 //! properties (kept apart to hold `array.rs` under 800 lines).
 
-use super::docs::{FnDoc, doc};
+use super::fndoc::{FnDoc, doc};
 
 /// The entries, in the order of the guide (`docs::all` chains the areas).
 pub(super) const DOCS: &[FnDoc] = &[

@@ -17,7 +17,7 @@ use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 use super::args::options;
 use super::args::shipped as closure;
 use super::args::{bytes_arg, positive};
-use super::docs::{FnDoc, doc};
+use super::fndoc::{FnDoc, doc};
 use crate::collection::compute_all;
 use crate::convert::{to_dynamic, to_value};
 use crate::error::runtime;

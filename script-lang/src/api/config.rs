@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rhai::{Dynamic, Engine, EvalAltResult, FnPtr, Map, NativeCallContext};
 
-use super::docs::{FnDoc, doc};
+use super::fndoc::{FnDoc, doc};
 use crate::error::runtime;
 use crate::state::{SessionState, annotations};
 

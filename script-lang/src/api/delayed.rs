@@ -10,7 +10,7 @@ use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr};
 
 use super::args::ArgBuilder;
 use super::args::wrong_type;
-use super::docs::{FnDoc, doc};
+use super::fndoc::{FnDoc, doc};
 use crate::collection::compute_all;
 use crate::error::runtime;
 use crate::print::display_scalar;

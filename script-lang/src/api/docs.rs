@@ -4,27 +4,7 @@
 //! doc source for `:help`, completion and Jupyter's inspect. Tests check
 //! that every registered function has an entry and that every example runs.
 
-/// Documentation of one function, method or property.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct FnDoc {
-    /// The name scripts use (`delayed`, `result`, `status`).
-    pub name: &'static str,
-    /// How it is called.
-    pub signature: &'static str,
-    /// One or two sentences.
-    pub summary: &'static str,
-    /// A self-contained script that uses it (run by the tests).
-    pub example: &'static str,
-}
-
-pub(super) const fn doc(
-    name: &'static str,
-    signature: &'static str,
-    summary: &'static str,
-    example: &'static str,
-) -> FnDoc {
-    FnDoc { name, signature, summary, example }
-}
+pub use super::fndoc::FnDoc;
 
 /// The areas' tables, in the order of the guide. Each area keeps its
 /// entries beside its registrations; `api/array_docs.rs` and

@@ -15,7 +15,7 @@ use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::{options, shipped};
 use super::dataframe::{compute_one, ctx, dtype_of, err, frame_value, positive, strings};
-use super::docs::{FnDoc, doc};
+use super::fndoc::{FnDoc, doc};
 use crate::convert::to_dynamic;
 use crate::error::runtime;
 use crate::state::SessionState;

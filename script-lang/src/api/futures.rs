@@ -10,7 +10,7 @@ use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
 use super::args::wrong_type;
 use super::delayed::call_task;
-use super::docs::{FnDoc, doc};
+use super::fndoc::{FnDoc, doc};
 use crate::collection::compute_all;
 use crate::convert::to_dynamic;
 use crate::error::{engine_error, runtime};

@@ -13,6 +13,7 @@ mod dataframe;
 mod dataframe_docs;
 mod delayed;
 pub mod docs;
+mod fndoc;
 mod frame_order;
 mod futures;
 
@@ -25,7 +26,7 @@ pub use array_create::{chunk_from_nested, to_nested};
 use crate::error::TaskFailure;
 use crate::print::rendered;
 use crate::state::SessionState;
-use docs::{FnDoc, doc};
+use fndoc::{FnDoc, doc};
 
 /// This area's entries of the API reference (`docs::all` chains the areas
 /// in the order of the guide).
