@@ -493,7 +493,7 @@ impl Kernel {
         let id = format!("brisk-progress-{}-{}", std::process::id(), self.count);
         let job: Job = Box::new(move |s: &mut Session| {
             let watch = progress::Watch::start(s.state().clone(), progress_out, id);
-            let result = s.eval(&text, &o).map(|v| (!v.is_unit()).then(|| brisk_script::print::rendered(&v)));
+            let result = s.eval(&text, &o).map(|outcome| outcome.rendered());
             drop(watch);
             let _ = tx.send(result);
         });

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use brisk_script::input::{InputState, input_state};
-use brisk_script::{ScriptError, Session};
+use brisk_script::{Outcome, ScriptError, Session};
 use rustyline::completion::Completer;
 use rustyline::error::ReadlineError;
 use rustyline::highlight::{CmdKind, Highlighter};
@@ -154,10 +154,13 @@ fn evaluate(session: &Rc<RefCell<Session>>, text: &str, origin: &str, colour: bo
     print_result(result, text, origin, colour);
 }
 
-fn print_result(result: Result<rhai::Dynamic, ScriptError>, text: &str, origin: &str, colour: bool) {
+fn print_result(result: Result<Outcome, ScriptError>, text: &str, origin: &str, colour: bool) {
     match result {
-        Ok(v) if !v.is_unit() => println!("{}", brisk_script::print::display(&v)),
-        Ok(_) => {}
+        Ok(outcome) => {
+            if let Some(shown) = outcome.text() {
+                println!("{shown}");
+            }
+        }
         Err(e) => eprintln!("{}", brisk_script::error::error_block(&e, text, origin, colour)),
     }
 }

@@ -157,7 +157,7 @@ fn repl() -> anyhow::Result<ExitCode> {
 }
 
 /// Print an error once, clearly; the exit code tells what kind it was.
-fn report(result: Result<rhai::Dynamic, brisk_script::ScriptError>) -> ExitCode {
+fn report(result: Result<brisk_script::Outcome, brisk_script::ScriptError>) -> ExitCode {
     match result {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {

@@ -15,5 +15,5 @@ pub mod state;
 pub mod types;
 
 pub use error::{ErrorKind, ScriptError};
-pub use session::Session;
+pub use session::{Outcome, Session};
 pub use state::{DisplaySink, OutputSink, Rendered, SessionConfig, SessionState};

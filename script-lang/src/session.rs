@@ -11,7 +11,36 @@ use rhai::{AST, Dynamic, Engine, Scope};
 use crate::api;
 use crate::error::ScriptError;
 use crate::ship::{self, RhaiUdfs};
-use crate::state::{DisplaySink, OutputSink, SessionConfig, SessionState};
+use crate::state::{DisplaySink, OutputSink, Rendered, SessionConfig, SessionState};
+
+/// What an input gave, ready for a front end to show: nothing (the unit
+/// value), or a value that renders as text and, where it has a table, HTML.
+/// Front ends show it without touching Rhai types; embedders and tests can
+/// take the value itself.
+#[derive(Clone, Debug)]
+pub struct Outcome(Dynamic);
+
+impl Outcome {
+    /// Whether the input gave no value to show.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_unit()
+    }
+
+    /// The value as the REPL prints it; `None` when there is none.
+    pub fn text(&self) -> Option<String> {
+        (!self.is_empty()).then(|| crate::print::display(&self.0))
+    }
+
+    /// The value as text and HTML (Jupyter's `execute_result`); `None` when there is none.
+    pub fn rendered(&self) -> Option<Rendered> {
+        (!self.is_empty()).then(|| crate::print::rendered(&self.0))
+    }
+
+    /// The value itself.
+    pub fn into_value(self) -> Dynamic {
+        self.0
+    }
+}
 
 /// A scripting session.
 pub struct Session {
@@ -91,7 +120,12 @@ impl Session {
 
     /// Evaluate one input (a file, a REPL entry, a notebook cell) as its own
     /// chunk: its functions stay defined, its variables stay in scope.
-    pub fn eval(&mut self, text: &str, origin: &str) -> Result<Dynamic, ScriptError> {
+    pub fn eval(&mut self, text: &str, origin: &str) -> Result<Outcome, ScriptError> {
+        self.eval_value(text, origin).map(Outcome)
+    }
+
+    /// `eval`, giving the value itself (for embedding and tests).
+    pub fn eval_value(&mut self, text: &str, origin: &str) -> Result<Dynamic, ScriptError> {
         self.state.cancel.reset();
         let ast = self.engine.compile(text).map_err(|e| ScriptError::syntax(&e, origin))?;
         self.state.push_chunk(origin, text, &ast);

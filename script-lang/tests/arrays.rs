@@ -163,7 +163,7 @@ fn python_then_brisk(py: &std::path::Path, python_code: &str, rhai: &str) -> (Se
 }
 
 fn eval(s: &mut Session, code: &str) -> String {
-    match s.eval(code, "<arrays test>") {
+    match s.eval_value(code, "<arrays test>") {
         Ok(v) => v.into_string().expect("a string"),
         Err(e) => panic!("{e}"),
     }
@@ -268,10 +268,10 @@ print("ok")
 "#
     );
     run_python(&py, ["-c", &check], "NumPy could not read brisk's files: ");
-    let e = s.eval(&format!("from_npy(\"{d}/nope.npy\")"), "<t>").expect_err("missing");
+    let e = s.eval_value(&format!("from_npy(\"{d}/nope.npy\")"), "<t>").expect_err("missing");
     assert!(e.message.contains("cannot read") && e.message.contains("nope.npy"), "{e}");
     std::fs::write(dir.join("text.npy"), "not numpy").expect("text");
-    let e = s.eval(&format!("from_npy(\"{d}/text.npy\")"), "<t>").expect_err("not npy");
+    let e = s.eval_value(&format!("from_npy(\"{d}/text.npy\")"), "<t>").expect_err("not npy");
     assert!(e.message.contains("is not a .npy file"), "{e}");
 }
 
@@ -335,22 +335,23 @@ fn bad_array_input_is_refused_clearly() {
         ),
     ];
     for (code, want) in cases {
-        match s.eval(code, "<bad>") {
+        match s.eval_value(code, "<bad>") {
             Ok(v) => panic!("{code} was accepted: {v}"),
             Err(e) => assert!(e.message.contains(want), "{code}: {}", e.message),
         }
     }
     // Errors that only show when the task runs point into the closure.
-    let e = s.eval("arange(4).map_blocks(|b| b.nope()).compute()", "<bad>").expect_err("task");
+    let e = s.eval_value("arange(4).map_blocks(|b| b.nope()).compute()", "<bad>").expect_err("task");
     assert!(e.message.contains("nope") && e.line == Some(1), "{e}");
     // Unknown lengths print as NaN, and come back after compute_chunk_sizes.
-    let shown =
-        s.eval("let x = arange(10, #{chunks: 4}); let m = x.mask(x > 3); `${m}`", "<nan>").expect("repr");
+    let shown = s
+        .eval_value("let x = arange(10, #{chunks: 4}); let m = x.mask(x > 3); `${m}`", "<nan>")
+        .expect("repr");
     assert!(shown.to_string().contains("shape=(nan,)"), "{shown}");
-    let sizes = s.eval("to_json(m.compute_chunk_sizes().chunks)", "<sizes>").expect("sizes");
+    let sizes = s.eval_value("to_json(m.compute_chunk_sizes().chunks)", "<sizes>").expect("sizes");
     assert_eq!(sizes.to_string(), "[[0,4,2]]");
     // The session is intact.
-    let v = s.eval("(arange(4) * 2).sum().compute()", "<ok>").expect("still works");
+    let v = s.eval_value("(arange(4) * 2).sum().compute()", "<ok>").expect("still works");
     assert_eq!(v.as_int().ok(), Some(12));
 }
 
@@ -410,11 +411,11 @@ print("ok")
 "#
     );
     run_python(&py, ["-c", &check], "zarr-python could not read brisk's store: ");
-    let e = s.eval(&format!("from_zarr(\"{d}/nothing.zarr\")"), "<t>").expect_err("missing");
+    let e = s.eval_value(&format!("from_zarr(\"{d}/nothing.zarr\")"), "<t>").expect_err("missing");
     assert!(e.message.contains("is not a Zarr v3 array"), "{e}");
     std::fs::create_dir_all(dir.join("plain")).expect("plain");
     std::fs::write(dir.join("plain/keep.txt"), "x").expect("keep");
-    let e = s.eval(&format!("ones([2]).to_zarr(\"{d}/plain\")"), "<t>").expect_err("not a store");
+    let e = s.eval_value(&format!("ones([2]).to_zarr(\"{d}/plain\")"), "<t>").expect_err("not a store");
     assert!(e.message.contains("is not a Zarr store"), "{e}");
     assert!(dir.join("plain/keep.txt").exists(), "nothing lost");
 }
@@ -439,7 +440,7 @@ let same = (p.sum() == x.sum()).compute();
 "#,
         dot.display()
     );
-    let v = s.eval(&code, "<persist>").expect("persist");
+    let v = s.eval_value(&code, "<persist>").expect("persist");
     assert_eq!(v.to_string(), "[18, 9, true, 2]", "9 random + 9 add tasks before, only the 9 adds after");
     let text = std::fs::read_to_string(&dot).expect("dot written");
     assert!(text.starts_with("digraph") && text.contains("matmul"), "{text}");

@@ -98,12 +98,15 @@ fn bags_agree_with_python() {
 fn a_failing_closure_names_its_record() {
     let mut s = Session::new();
     let e = s
-        .eval("let b = from_sequence([1, 2, 0, 4], #{npartitions: 2});\nb.map(|x| 12 / x).compute()", "<t>")
+        .eval_value(
+            "let b = from_sequence([1, 2, 0, 4], #{npartitions: 2});\nb.map(|x| 12 / x).compute()",
+            "<t>",
+        )
         .expect_err("division by zero");
     let text = e.to_string();
     assert!(text.contains("(record 0 of partition 1)"), "{text}");
     assert!(text.starts_with("<t>:2:"), "the closure's position: {text}");
-    let ok = s.eval("b.map(|x| x + 1).sum().compute()", "<t2>").expect("the session survives");
+    let ok = s.eval_value("b.map(|x| x + 1).sum().compute()", "<t2>").expect("the session survives");
     assert_eq!(ok.as_int().ok(), Some(11));
 }
 

@@ -204,7 +204,7 @@ fn bad_input_is_refused_clearly() {
     let pq = dir.join("good.parquet");
     let mut s = Session::new();
     let _ = s
-        .eval(&format!("read_csv(\"{g}\").to_parquet(\"{}\")", dir.join("pq").display()), "<t>")
+        .eval_value(&format!("read_csv(\"{g}\").to_parquet(\"{}\")", dir.join("pq").display()), "<t>")
         .expect("write");
     std::fs::rename(dir.join("pq/part.0.parquet"), &pq).expect("rename");
     let pq = pq.display();
@@ -396,15 +396,18 @@ fn bad_input_is_refused_clearly() {
 fn lazy_frames_print_their_structure_and_local_ones_as_tables() {
     let mut s = Session::new();
     let lazy = s
-        .eval("let d = from_columns(#{a: [1, 2, 3], b: [0.5, (), 2.0]}, #{npartitions: 2}); `${d}`", "<t>")
+        .eval_value(
+            "let d = from_columns(#{a: [1, 2, 3], b: [0.5, (), 2.0]}, #{npartitions: 2}); `${d}`",
+            "<t>",
+        )
         .expect("repr");
     let text = lazy.to_string();
     assert!(text.starts_with("Dask DataFrame Structure:"), "{text}");
     assert!(text.contains("npartitions=2") && text.contains("float64"), "{text}");
-    let local = s.eval("`${d.compute()}`", "<t>").expect("table").to_string();
+    let local = s.eval_value("`${d.compute()}`", "<t>").expect("table").to_string();
     assert!(local.contains("NaN") && local.contains("3 rows × 2 columns"), "{local}");
-    let json = s.eval("to_json(d.compute())", "<t>").expect("json").to_string();
+    let json = s.eval_value("to_json(d.compute())", "<t>").expect("json").to_string();
     assert_eq!(json, r#"[{"a":1,"b":0.5},{"a":2,"b":null},{"a":3,"b":2.0}]"#);
-    let series = s.eval("to_json(d[\"a\"].compute())", "<t>").expect("series json").to_string();
+    let series = s.eval_value("to_json(d[\"a\"].compute())", "<t>").expect("series json").to_string();
     assert_eq!(series, "[1,2,3]");
 }

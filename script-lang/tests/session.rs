@@ -22,7 +22,7 @@ fn session() -> (Session, Arc<Mutex<Vec<String>>>) {
 }
 
 fn eval_ok(s: &mut Session, text: &str) -> rhai::Dynamic {
-    match s.eval(text, "<test>") {
+    match s.eval_value(text, "<test>") {
         Ok(v) => v,
         Err(e) => panic!("{text}\nfailed: {e}"),
     }
@@ -37,7 +37,7 @@ fn eval_interrupted_after(s: &mut Session, text: &str, after: Duration) {
         cancel.cancel();
     });
     let t0 = Instant::now();
-    let r = s.eval(text, "<test>");
+    let r = s.eval_value(text, "<test>");
     stopper.join().expect("join");
     let e = r.expect_err("interrupted");
     assert_eq!(e.kind, ErrorKind::Cancelled, "{e}");
@@ -155,8 +155,9 @@ fn an_interrupt_also_stops_a_plain_script_loop() {
 fn retries_end_with_the_error_of_a_deterministic_failure() {
     let (mut s, _) = session();
     // Retried twice, failing each time: the compute ends with the error.
-    let e =
-        s.eval("annotate(#{retries: 2}, || delayed(|x| x / 0).call(1)).compute()", "<t>").expect_err("fails");
+    let e = s
+        .eval_value("annotate(#{retries: 2}, || delayed(|x| x / 0).call(1)).compute()", "<t>")
+        .expect_err("fails");
     assert_eq!(e.kind, ErrorKind::Task);
     assert!(e.message.contains("Division by zero"), "{e}");
 }
@@ -218,7 +219,7 @@ fn ship_child() {
 #[test]
 fn closures_that_capture_lazy_values_are_refused_at_submit() {
     let (mut s, _) = session();
-    let e = s.eval("let d = delayed(|x| x).call(1); submit(|x| x + d, 1)", "<t>").expect_err("refused");
+    let e = s.eval_value("let d = delayed(|x| x).call(1); submit(|x| x + d, 1)", "<t>").expect_err("refused");
     assert!(e.message.contains("captured value #1 of closure 'lambda' is a value of type Delayed"), "{e}");
 }
 
@@ -263,9 +264,9 @@ fn visualize_writes_graphviz_and_refuses_unknown_files() {
         dot.starts_with("digraph {") && dot.matches("[shape=circle, label=\"inc\"]").count() == 2,
         "{dot}"
     );
-    let e = s.eval("d.visualize(\"g.txt\")", "<t>").expect_err("bad extension");
+    let e = s.eval_value("d.visualize(\"g.txt\")", "<t>").expect_err("bad extension");
     assert!(e.message.contains("unknown file type \"txt\""), "{e}");
-    let e = s.eval("d.visualize(\"/nonexistent-dir/g.dot\")", "<t>").expect_err("unwritable");
+    let e = s.eval_value("d.visualize(\"/nonexistent-dir/g.dot\")", "<t>").expect_err("unwritable");
     assert!(e.message.contains("cannot write /nonexistent-dir/g.dot"), "{e}");
     let info = eval_ok(&mut s, "d.graph_info()");
     assert_eq!(json(&info, "r"), r#"{"bytes":24,"layers":2,"tasks":2}"#);
@@ -276,7 +277,7 @@ fn visualize_writes_graphviz_and_refuses_unknown_files() {
 fn every_documented_example_runs() {
     for d in brisk_script::api::docs::all() {
         let (mut s, _) = session();
-        if let Err(e) = s.eval(d.example, &format!("<example of {}>", d.name)) {
+        if let Err(e) = s.eval_value(d.example, &format!("<example of {}>", d.name)) {
             panic!("the example of {} fails: {e}\n{}", d.name, d.example);
         }
     }
@@ -333,8 +334,8 @@ fn completion_knows_api_variables_methods_and_options() {
 #[test]
 fn an_error_inside_a_function_points_into_the_input_that_defines_it() {
     let (mut s, _) = session();
-    let _ = s.eval("let a = 1;\nfn bad(x) {\n    x.nope()\n}", "<input 1>").expect("defines");
-    let e = s.eval("bad(1)", "<input 2>").expect_err("fails");
+    let _ = s.eval_value("let a = 1;\nfn bad(x) {\n    x.nope()\n}", "<input 1>").expect("defines");
+    let e = s.eval_value("bad(1)", "<input 2>").expect_err("fails");
     assert_eq!((e.origin.as_str(), e.line, e.column), ("<input 1>", Some(3), Some(7)), "{e}");
 }
 
@@ -380,4 +381,21 @@ fn every_collection_persists_to_the_same_kind() {
     );
     let _ = eval_ok(&mut s, "pb = (); pf = (); ps = (); pd = (); pa = (); b = (); f = (); df = ();");
     wait_until_drained(&s);
+}
+
+/// Front ends show what an input gave through `Outcome`, without Rhai types:
+/// nothing for a statement, text for a value, and HTML too for a table.
+#[test]
+fn eval_gives_an_outcome_front_ends_render() {
+    let (mut s, _) = session();
+    let stmt = s.eval("let x = 40;", "<test>").expect("statement");
+    assert!(stmt.is_empty() && stmt.text().is_none() && stmt.rendered().is_none());
+    let v = s.eval("x + 2", "<test>").expect("value");
+    assert_eq!(v.text().as_deref(), Some("42"));
+    assert_eq!(v.rendered().map(|r| (r.plain, r.html)), Some(("42".to_string(), None)));
+    let t = s.eval("[#{a: 1, b: \"x\"}, #{a: 2, b: \"y\"}]", "<test>").expect("records");
+    let r = t.rendered().expect("a table");
+    assert!(r.plain.contains('a') && r.plain.contains('y'), "{}", r.plain);
+    assert!(r.html.is_some_and(|h| h.contains("<table")), "records render as an HTML table");
+    assert_eq!(s.eval("x", "<test>").expect("x").into_value().as_int().ok(), Some(40));
 }

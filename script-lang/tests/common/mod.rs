@@ -103,7 +103,7 @@ impl Reference {
             self.dir.display()
         );
         let result =
-            s.eval(&format!("{setup}{cases}"), origin).unwrap_or_else(|e| panic!("{scheduler}: {e}"));
+            s.eval_value(&format!("{setup}{cases}"), origin).unwrap_or_else(|e| panic!("{scheduler}: {e}"));
         let out = self.dir.join(format!("brisk-{scheduler}.json"));
         std::fs::write(&out, json(&result, "results")).expect("write");
         let check = Command::new(&self.py)
@@ -127,7 +127,7 @@ pub fn json(v: &Dynamic, name: &str) -> String {
 #[track_caller]
 pub fn error_of(code: &str) -> String {
     let mut s = Session::new();
-    match s.eval(code, "<t>") {
+    match s.eval_value(code, "<t>") {
         Ok(v) => panic!("{code} should fail, gave {v}"),
         Err(e) => e.to_string(),
     }
