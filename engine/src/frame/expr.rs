@@ -9,6 +9,7 @@ use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::dtype::{DType, Schema};
+use super::error::FrameError;
 use crate::value::Value;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,19 +86,14 @@ pub enum Expr {
     FillNa(Box<Expr>, Value),
 }
 
-/// A type error found when an expression is built.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ExprError(pub String);
-
-fn lit_dtype(v: &Value) -> Result<Option<DType>, ExprError> {
+fn lit_dtype(v: &Value) -> Result<Option<DType>, FrameError> {
     Ok(match v {
         Value::Unit => None,
         Value::Bool(_) => Some(DType::Bool),
         Value::Int(_) => Some(DType::Int64),
         Value::Float(_) => Some(DType::Float64),
         Value::Str(_) => Some(DType::Str),
-        other => return Err(ExprError(format!("a {} cannot be a column value", other.type_name()))),
+        other => return Err(FrameError::DType(format!("a {} cannot be a column value", other.type_name()))),
     })
 }
 
@@ -153,11 +149,12 @@ impl Expr {
 
     /// The result type, or why the expression is ill-typed. `None` is the
     /// type of a bare null literal.
-    pub fn dtype(&self, schema: &Schema) -> Result<Option<DType>, ExprError> {
+    pub fn dtype(&self, schema: &Schema) -> Result<Option<DType>, FrameError> {
         use DType::*;
         Ok(match self {
-            Expr::Col(c) => Some(schema.get(c).ok_or_else(|| {
-                ExprError(format!("unknown column \"{c}\" (columns: {})", schema.listing()))
+            Expr::Col(c) => Some(schema.get(c).ok_or_else(|| FrameError::UnknownColumn {
+                column: c.to_string(),
+                columns: schema.listing(),
             })?),
             Expr::Lit(v) => lit_dtype(v)?,
             Expr::Bin(op, a, b) => {
@@ -166,8 +163,14 @@ impl Expr {
                     // Anything against null: the other side's type.
                     return Ok(if op.is_comparison() { Some(Bool) } else { ta.or(tb) });
                 };
-                let mismatch =
-                    || ExprError(format!("cannot apply {} to {} and {}", op.symbol(), x.name(), y.name()));
+                let mismatch = || {
+                    FrameError::DType(format!(
+                        "cannot apply {} to {} and {}",
+                        op.symbol(),
+                        x.name(),
+                        y.name()
+                    ))
+                };
                 match op {
                     BinOp::Add if x == Str && y == Str => Some(Str),
                     BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Mod => {
@@ -196,7 +199,7 @@ impl Expr {
                     if ok {
                         Ok(())
                     } else {
-                        Err(ExprError(format!(
+                        Err(FrameError::DType(format!(
                             "{what} needs a {} column, not {}",
                             match op {
                                 UnOp::Lower | UnOp::Upper | UnOp::Len => "string",
@@ -252,7 +255,7 @@ impl Expr {
             Expr::Contains(a, pat) => {
                 let t = a.dtype(schema)?;
                 if t != Some(Str) {
-                    return Err(ExprError(format!(
+                    return Err(FrameError::DType(format!(
                         "str_contains needs a string column, not {}",
                         t.map_or("null", |t| t.name())
                     )));
@@ -266,7 +269,10 @@ impl Expr {
                     (Some(Float64), Some(Int64)) => Some(Float64),
                     (Some(Int64), Some(Float64)) => Some(Float64),
                     (Some(x), Some(y)) if x != y => {
-                        return Err(ExprError(format!("fillna: cannot fill a {} column with a {}", x, y)));
+                        return Err(FrameError::DType(format!(
+                            "fillna: cannot fill a {} column with a {}",
+                            x, y
+                        )));
                     }
                     (t, l) => t.or(l),
                 }
@@ -322,13 +328,13 @@ impl Expr {
     }
 }
 
-fn regex_check(pat: &str) -> Result<(), ExprError> {
+fn regex_check(pat: &str) -> Result<(), FrameError> {
     // Evaluate once on an empty column: polars compiles the pattern.
     let empty = StringChunked::full_null("".into(), 0);
     empty
         .contains(pat, true)
         .map(|_| ())
-        .map_err(|e| ExprError(format!("str_contains: bad pattern \"{pat}\": {e}")))
+        .map_err(|e| FrameError::Invalid(format!("str_contains: bad pattern \"{pat}\": {e}")))
 }
 
 /// A one-row column holding `v`.
@@ -660,11 +666,12 @@ mod tests {
     fn types_are_checked_when_built() {
         let bad = Expr::bin(BinOp::Add, Expr::col("s"), Expr::Lit(Value::Int(1)));
         let e = bad.dtype(&schema()).expect_err("type error");
-        assert_eq!(e.0, "cannot apply + to string and int64");
+        assert!(matches!(&e, FrameError::DType(m) if m == "cannot apply + to string and int64"), "{e}");
         let e = Expr::col("zz").dtype(&schema()).expect_err("unknown");
-        assert!(e.0.contains("unknown column \"zz\" (columns: x, y, s)"), "{e}");
+        assert!(matches!(&e, FrameError::UnknownColumn { column, .. } if column == "zz"), "{e}");
+        assert_eq!(e.to_string(), "unknown column \"zz\" (columns: x, y, s)");
         let e = Expr::Contains(Box::new(Expr::col("s")), "(".into()).dtype(&schema()).expect_err("regex");
-        assert!(e.0.contains("bad pattern"), "{e}");
+        assert!(matches!(&e, FrameError::Invalid(m) if m.contains("bad pattern")), "{e}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod agg;
 pub mod csv;
 mod decimal;
 pub mod dtype;
+pub mod error;
 pub mod exec;
 pub mod expr;
 pub mod fastagg;
@@ -27,5 +28,6 @@ pub mod udf;
 pub mod values;
 
 pub use dtype::{DType, Schema};
+pub use error::FrameError;
 pub use op::{FrameOp, Sink, Source};
 pub use partition::Frame;

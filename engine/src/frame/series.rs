@@ -4,6 +4,7 @@
 use polars::prelude::*;
 
 use super::dtype::{DType, Schema};
+use super::error::{FrameError, polars_error};
 use super::expr;
 use super::partition::Frame;
 use crate::value::Value;
@@ -16,19 +17,19 @@ pub enum Operand<'a> {
 
 impl Frame {
     /// The column of a computed Series (a one-column frame).
-    pub(crate) fn series_column(&self) -> Result<&Column, String> {
-        self.0.columns().first().ok_or_else(|| "a Series without a column".to_string())
+    pub(crate) fn series_column(&self) -> Result<&Column, FrameError> {
+        self.0.columns().first().ok_or_else(|| FrameError::Invalid("a Series without a column".into()))
     }
 
     /// `a op b` on computed Series (one-column frames), or on one and a
     /// scalar: the lazy path's typing (an ill-typed operator is refused
     /// with the reason) and kernels, on local data. The result is named
     /// after the first Series operand.
-    pub fn series_binary(op: expr::BinOp, a: Operand<'_>, b: Operand<'_>) -> Result<Frame, String> {
+    pub fn series_binary(op: expr::BinOp, a: Operand<'_>, b: Operand<'_>) -> Result<Frame, FrameError> {
         let mut cols = Vec::new();
         let mut name = None;
         let mut height = None;
-        let mut side = |o: Operand<'_>, tag: &str| -> Result<expr::Expr, String> {
+        let mut side = |o: Operand<'_>, tag: &str| -> Result<expr::Expr, FrameError> {
             match o {
                 Operand::Scalar(v) => Ok(expr::Expr::Lit(v)),
                 Operand::Series(f) => {
@@ -36,10 +37,10 @@ impl Frame {
                     if let Some(h) = height
                         && h != c.len()
                     {
-                        return Err(format!(
+                        return Err(FrameError::Invalid(format!(
                             "the Series have {h} and {} rows; an operator on two Series needs the same rows",
                             c.len()
-                        ));
+                        )));
                     }
                     height = Some(c.len());
                     name.get_or_insert_with(|| c.name().to_string());
@@ -49,45 +50,47 @@ impl Frame {
             }
         };
         let e = expr::Expr::bin(op, side(a, "a")?, side(b, "b")?);
-        let name = name.ok_or("an operator on Series needs a Series")?;
-        Frame::evaluate(DataFrame::new(height.unwrap_or(0), cols).map_err(|e| e.to_string())?, &e, &name)
+        let name = name.ok_or_else(|| FrameError::Invalid("an operator on Series needs a Series".into()))?;
+        Frame::evaluate(DataFrame::new(height.unwrap_or(0), cols).map_err(polars_error)?, &e, &name)
     }
 
     /// The rows where `mask` (a computed bool Series of the same rows) is
     /// true; a missing value keeps no row, as the lazy filter does.
-    pub fn rows_where(&self, mask: &Frame) -> Result<Frame, String> {
+    pub fn rows_where(&self, mask: &Frame) -> Result<Frame, FrameError> {
         let c = mask.series_column()?;
         let m = c.as_materialized_series().bool().map_err(|_| {
             let t =
                 DType::of_polars(c.dtype()).map_or_else(|| c.dtype().to_string(), |t| t.name().to_string());
-            format!("a row mask must be a bool Series, not one of type {t}")
+            FrameError::DType(format!("a row mask must be a bool Series, not one of type {t}"))
         })?;
         if m.len() != self.height() {
-            return Err(format!("the mask has {} rows and the frame {}", m.len(), self.height()));
+            return Err(FrameError::Invalid(format!(
+                "the mask has {} rows and the frame {}",
+                m.len(),
+                self.height()
+            )));
         }
-        self.0
-            .filter(&m.fill_null_with_values(false).map_err(|e| e.to_string())?)
-            .map(Frame)
-            .map_err(|e| e.to_string())
+        self.0.filter(&m.fill_null_with_values(false).map_err(polars_error)?).map(Frame).map_err(polars_error)
     }
 
     /// `f` of a computed Series' column (an element-wise method).
-    pub fn series_map(a: &Frame, f: impl FnOnce(Box<expr::Expr>) -> expr::Expr) -> Result<Frame, String> {
+    pub fn series_map(a: &Frame, f: impl FnOnce(Box<expr::Expr>) -> expr::Expr) -> Result<Frame, FrameError> {
         let c = a.series_column()?;
         let name = c.name().to_string();
-        let df = DataFrame::new(c.len(), vec![c.clone().with_name("a".into())]).map_err(|e| e.to_string())?;
+        let df = DataFrame::new(c.len(), vec![c.clone().with_name("a".into())]).map_err(polars_error)?;
         Frame::evaluate(df, &f(Box::new(expr::Expr::col("a"))), &name)
     }
 
-    fn evaluate(df: DataFrame, e: &expr::Expr, name: &str) -> Result<Frame, String> {
+    fn evaluate(df: DataFrame, e: &expr::Expr, name: &str) -> Result<Frame, FrameError> {
         let mut cols = Vec::new();
         for c in df.columns() {
-            let t = DType::of_polars(c.dtype())
-                .ok_or_else(|| format!("a Series of type {} takes no operators or methods", c.dtype()))?;
+            let t = DType::of_polars(c.dtype()).ok_or_else(|| {
+                FrameError::DType(format!("a Series of type {} takes no operators or methods", c.dtype()))
+            })?;
             cols.push((c.name().to_string(), t));
         }
-        e.dtype(&Schema::new(cols)).map_err(|e| e.0)?;
-        let s = e.eval(&df).map_err(|e| e.to_string())?.with_name(name.into());
-        DataFrame::new(s.len(), vec![s.into_column()]).map(Frame).map_err(|e| e.to_string())
+        e.dtype(&Schema::new(cols))?;
+        let s = e.eval(&df).map_err(polars_error)?.with_name(name.into());
+        DataFrame::new(s.len(), vec![s.into_column()]).map(Frame).map_err(polars_error)
     }
 }

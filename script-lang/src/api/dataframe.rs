@@ -429,7 +429,7 @@ fn local_binary(a: &Dynamic, b: &Dynamic, op: BinOp) -> Res<LocalSeries> {
         }
         (None, None) => return Err(runtime("a Series operator needs a Series")),
     };
-    let f = Frame::series_binary(op, l, r).map_err(runtime)?;
+    let f = Frame::series_binary(op, l, r).map_err(err)?;
     Ok(LocalSeries(Arc::new(f)))
 }
 
@@ -546,7 +546,7 @@ impl ElementWise for LazySeries {
 impl ElementWise for LocalSeries {
     /// Evaluated at once, with the lazy path's typing and kernels.
     fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<Self> {
-        Frame::series_map(&self.0, f).map(|f| LocalSeries(Arc::new(f))).map_err(runtime)
+        Frame::series_map(&self.0, f).map(|f| LocalSeries(Arc::new(f))).map_err(err)
     }
 }
 
@@ -742,7 +742,7 @@ pub fn register_local(engine: &mut Engine) {
     register_operators::<LocalSeries>(engine, local_binary);
     register_elementwise::<LocalSeries>(engine);
     engine.register_indexer_get(|f: &mut LocalFrame, mask: LocalSeries| -> Res<LocalFrame> {
-        f.0.rows_where(&mask.0).map(|r| LocalFrame(Arc::new(r))).map_err(runtime)
+        f.0.rows_where(&mask.0).map(|r| LocalFrame(Arc::new(r))).map_err(err)
     });
     engine.register_indexer_get(|f: &mut LocalFrame, c: &str| -> Res<LocalSeries> {
         let col = f.0.select_one(c).ok_or_else(|| runtime(format!("unknown column \"{c}\"")))?;

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use crate::collections::array::Ctx;
 use crate::frame::csv::CsvSpec;
 use crate::frame::dtype::{DType, Schema};
+use crate::frame::error::FrameError;
 use crate::frame::expr::Expr;
 use crate::frame::group::GroupSpec;
 use crate::frame::op::{Finish, FrameOp, Keep, Sink, Source};
@@ -40,20 +41,6 @@ pub const MAX_PARTITIONS: usize = crate::collections::array::MAX_BLOCKS;
 
 /// Dask's `read_csv` blocksize when none is given (64 MB).
 pub const DEFAULT_BLOCKSIZE: u64 = 64_000_000;
-
-#[derive(Debug, thiserror::Error)]
-pub enum FrameError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error("cannot read {path}: {error}")]
-    Io { path: String, error: std::io::Error },
-    #[error(transparent)]
-    Csv(#[from] crate::frame::csv::CsvError),
-    #[error(transparent)]
-    Parquet(#[from] crate::frame::parquet::ParquetError),
-    #[error(transparent)]
-    Json(#[from] crate::frame::json::JsonError),
-}
 
 pub(super) fn invalid(s: impl Into<String>) -> FrameError {
     FrameError::Invalid(s.into())
@@ -209,7 +196,10 @@ impl DataFrame {
     ) -> Result<(), FrameError> {
         for c in cols {
             if !self.schema.contains(c) {
-                return Err(invalid(format!("unknown column \"{c}\" (columns: {})", self.schema.listing())));
+                return Err(FrameError::UnknownColumn {
+                    column: c.to_string(),
+                    columns: self.schema.listing(),
+                });
             }
         }
         Ok(())
@@ -230,8 +220,9 @@ impl DataFrame {
 
     /// `df["x"]`.
     pub fn column(&self, name: &str) -> Result<Series, FrameError> {
-        let dtype = self.schema.get(name).ok_or_else(|| {
-            invalid(format!("unknown column \"{name}\" (columns: {})", self.schema.listing()))
+        let dtype = self.schema.get(name).ok_or_else(|| FrameError::UnknownColumn {
+            column: name.to_string(),
+            columns: self.schema.listing(),
         })?;
         Ok(Series { frame: self.clone(), expr: Expr::col(name), name: name.to_string(), dtype })
     }
@@ -375,8 +366,7 @@ impl DataFrame {
         for (name, v) in &fill {
             let i = schema.cols.iter().position(|(n, _)| n == name).unwrap_or(0);
             let t = Expr::FillNa(Box::new(Expr::col(name)), v.clone())
-                .dtype(&self.schema)
-                .map_err(|e| invalid(e.0))?
+                .dtype(&self.schema)?
                 .unwrap_or(DType::Float64);
             schema.cols[i].1 = t;
             toks[i] = Tokenizer::new().str(&toks[i]).str("fillna").value(v).finish();
@@ -785,7 +775,12 @@ mod tests {
         let e = f.filter(&m).expect_err("other rows");
         assert!(e.to_string().contains("does not have this frame's rows"), "{e}");
         let e = df.column("nope").expect_err("unknown");
+        assert!(matches!(&e, FrameError::UnknownColumn { column, .. } if column == "nope"), "{e:?}");
         assert_eq!(e.to_string(), "unknown column \"nope\" (columns: k, x, y)");
+        let e = df.project(&["k".to_string(), "zz".to_string()]).expect_err("unknown");
+        assert!(matches!(&e, FrameError::UnknownColumn { column, .. } if column == "zz"), "{e:?}");
+        let e = df.column("x").expect("x").scalar(BinOp::Add, Value::str("s"), false).expect_err("type");
+        assert!(matches!(&e, FrameError::DType(_)), "{e:?}");
     }
 
     #[test]

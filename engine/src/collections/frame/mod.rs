@@ -8,8 +8,9 @@ mod read;
 mod series;
 mod shuffle;
 
+pub use crate::frame::error::FrameError;
 pub use dataframe::{
-    Assigned, DEFAULT_BLOCKSIZE, DataFrame, Divisions, FrameError, MAX_PARTITIONS, Part, SPLIT_EVERY, Series,
+    Assigned, DEFAULT_BLOCKSIZE, DataFrame, Divisions, MAX_PARTITIONS, Part, SPLIT_EVERY, Series,
 };
 pub use read::{ParquetFilter, from_columns, from_records, read_csv, read_json, read_parquet};
 pub use shuffle::{BROADCAST_PARTS, MergeArgs, merge};

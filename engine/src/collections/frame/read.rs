@@ -4,11 +4,10 @@
 
 use std::sync::Arc;
 
-use super::dataframe::{
-    DEFAULT_BLOCKSIZE, DataFrame, FrameError, MAX_PARTITIONS, Part, Series, block, invalid, task,
-};
+use super::dataframe::{DEFAULT_BLOCKSIZE, DataFrame, MAX_PARTITIONS, Part, Series, block, invalid, task};
 use crate::collections::array::Ctx;
 use crate::frame::dtype::{DType, Schema};
+use crate::frame::error::FrameError;
 use crate::frame::expr::{BinOp, Expr, UnOp};
 use crate::frame::op::{FrameOp, Sink, Source};
 use crate::graph::layer::{Layer, LayerRef};
@@ -28,7 +27,7 @@ pub fn read_csv(
     usecols: Option<&[String]>,
 ) -> Result<DataFrame, FrameError> {
     if paths.is_empty() {
-        return Err(invalid("read_csv: no files matched"));
+        return Err(FrameError::NoFiles { function: "read_csv" });
     }
     if blocksize == Some(0) {
         return Err(invalid("read_csv: blocksize must be at least 1 byte"));
@@ -40,7 +39,7 @@ pub fn read_csv(
     for p in paths {
         let meta = std::fs::metadata(p).map_err(|error| FrameError::Io { path: p.clone(), error })?;
         if meta.is_dir() {
-            return Err(invalid(format!("read_csv: {p} is a directory")));
+            return Err(FrameError::IsDirectory { function: "read_csv", path: p.to_string() });
         }
         t.file(std::path::Path::new(p), &meta);
         if parts.len() as u64 + meta.len().div_ceil(bs) > MAX_PARTITIONS as u64 {
@@ -74,7 +73,7 @@ pub fn read_csv(
 /// the fields of the first.
 pub fn read_json(paths: &[String], blocksize: Option<u64>) -> Result<DataFrame, FrameError> {
     if paths.is_empty() {
-        return Err(invalid("read_json: no files matched"));
+        return Err(FrameError::NoFiles { function: "read_json" });
     }
     if blocksize == Some(0) {
         return Err(invalid("read_json: blocksize must be at least 1 byte"));
@@ -86,7 +85,7 @@ pub fn read_json(paths: &[String], blocksize: Option<u64>) -> Result<DataFrame, 
     for p in paths {
         let meta = std::fs::metadata(p).map_err(|error| FrameError::Io { path: p.clone(), error })?;
         if meta.is_dir() {
-            return Err(invalid(format!("read_json: {p} is a directory")));
+            return Err(FrameError::IsDirectory { function: "read_json", path: p.to_string() });
         }
         t.file(std::path::Path::new(p), &meta);
         let n = blocksize.map_or(1, |bs| meta.len().div_ceil(bs).max(1));
@@ -174,7 +173,7 @@ pub(super) fn filters_expr(schema: &Schema, dnf: &[Vec<ParquetFilter>]) -> Resul
                     )));
                 }
             };
-            e.dtype(schema).map_err(|e| invalid(format!("read_parquet: filters: {}", e.0)))?;
+            e.dtype(schema).map_err(|e| invalid(format!("read_parquet: filters: {e}")))?;
             all = Some(match all {
                 None => e,
                 Some(a) => Expr::bin(BinOp::And, a, e),
@@ -198,7 +197,7 @@ pub fn read_parquet(
     filters: Option<&[Vec<ParquetFilter>]>,
 ) -> Result<DataFrame, FrameError> {
     if paths.is_empty() {
-        return Err(invalid("read_parquet: no files matched"));
+        return Err(FrameError::NoFiles { function: "read_parquet" });
     }
     let mut t = Tokenizer::new();
     t.str("read_parquet");
@@ -232,7 +231,7 @@ pub fn read_parquet(
             return Err(invalid(format!("read_parquet: more than {MAX_PARTITIONS} row groups")));
         }
     }
-    let (schema, _) = schema.ok_or_else(|| invalid("read_parquet: no files matched"))?;
+    let (schema, _) = schema.ok_or(FrameError::NoFiles { function: "read_parquet" })?;
     for (n, d) in &schema.cols {
         t.str(n).str(d.name());
     }

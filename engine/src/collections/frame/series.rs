@@ -5,9 +5,10 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::dataframe::{DataFrame, FrameError, Series, invalid};
+use super::dataframe::{DataFrame, Series, invalid};
 use crate::collections::array::Ctx;
 use crate::frame::dtype::{DType, Schema};
+use crate::frame::error::FrameError;
 use crate::frame::expr::{BinOp, Expr};
 use crate::frame::group::GroupSpec;
 use crate::frame::op::{Finish, Sink};
@@ -58,7 +59,7 @@ impl Series {
     }
 
     pub(crate) fn typed(frame: DataFrame, expr: Expr, name: String) -> Result<Series, FrameError> {
-        let dtype = expr.dtype(&frame.schema).map_err(|e| invalid(e.0))?.unwrap_or(DType::Float64);
+        let dtype = expr.dtype(&frame.schema)?.unwrap_or(DType::Float64);
         Ok(Series { frame, expr, name, dtype })
     }
 

@@ -7,9 +7,10 @@
 
 use std::sync::Arc;
 
-use super::dataframe::{DataFrame, Divisions, FrameError, Series, block};
+use super::dataframe::{DataFrame, Divisions, Series, block};
 use crate::collections::array::Ctx;
 use crate::frame::dtype::{DType, Schema};
+use crate::frame::error::FrameError;
 use crate::frame::group::GroupSpec;
 use crate::frame::op::{DUPLICATED, Finish, FrameOp, Keep, Sink, Then};
 use crate::frame::rolling::RollAgg;
@@ -286,8 +287,9 @@ impl DataFrame {
 
     /// `nlargest(n, col)` / `nsmallest(n, col)`: one partition, in order.
     pub fn top(&self, ctx: &Ctx, n: usize, on: &str, largest: bool) -> Result<DataFrame, FrameError> {
-        let t = self.schema.get(on).ok_or_else(|| {
-            invalid(format!("unknown column \"{on}\" (columns: {})", self.schema.listing()))
+        let t = self.schema.get(on).ok_or_else(|| FrameError::UnknownColumn {
+            column: on.to_string(),
+            columns: self.schema.listing(),
         })?;
         if !(t.is_numeric() || t == DType::Datetime) {
             let f = if largest { "nlargest" } else { "nsmallest" };
