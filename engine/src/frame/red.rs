@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::dtype::DType;
+use super::error::FrameError;
 
 /// A reduction of one column (`s.sum()`, `agg(#{x: "std"})`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -50,7 +51,7 @@ impl Red {
     }
 
     /// The result type for a column of type `t`, or why it has none.
-    pub fn dtype(self, t: DType) -> Result<DType, String> {
+    pub fn dtype(self, t: DType) -> Result<DType, FrameError> {
         use DType::*;
         let numeric = matches!(t, Int64 | Float64 | Bool);
         match self {
@@ -60,7 +61,7 @@ impl Red {
             Red::Mean | Red::Std | Red::Var if numeric => Ok(Float64),
             Red::Min | Red::Max if t != Bool => Ok(t),
             Red::Min | Red::Max => Ok(Bool),
-            _ => Err(format!("{} is not defined for a {} column", self.name(), t.name())),
+            _ => Err(FrameError::DType(format!("{} is not defined for a {} column", self.name(), t.name()))),
         }
     }
 }

@@ -10,46 +10,50 @@ use std::sync::Arc;
 use polars::prelude::*;
 
 use super::dtype::{DType, Schema};
+use super::error::FrameError;
 use super::partition::Frame;
 use crate::error::TaskError;
 use crate::runner::{TaskContext, Udf, UdfRunner};
 use crate::value::Value;
 
 /// The schema of what a closure gave (for a lazy frame's columns).
-pub fn infer_schema(v: &Value) -> Result<Schema, String> {
+pub fn infer_schema(v: &Value) -> Result<Schema, FrameError> {
     match v {
-        Value::Frame(f) => {
-            f.0.schema()
-                .iter()
-                .map(|(n, t)| {
-                    DType::of_polars(t)
-                        .map(|d| (n.to_string(), d))
-                        .ok_or_else(|| format!("column \"{n}\" has type {t}, which brisk frames do not hold"))
+        Value::Frame(f) => f
+            .0
+            .schema()
+            .iter()
+            .map(|(n, t)| {
+                DType::of_polars(t).map(|d| (n.to_string(), d)).ok_or_else(|| {
+                    FrameError::DType(format!("column \"{n}\" has type {t}, which brisk frames do not hold"))
                 })
-                .collect::<Result<Vec<_>, _>>()
-                .map(Schema::new)
-        }
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Schema::new),
         Value::Map(m) => infer_rows(std::slice::from_ref(&Value::Map(m.clone()))),
         Value::List(rows) => infer_rows(rows),
         Value::Int(_) | Value::Float(_) | Value::Str(_) | Value::Bool(_) => Ok(Schema::new(vec![(
             SCALAR.to_string(),
             super::values::infer_dtype(SCALAR, std::slice::from_ref(v))?,
         )])),
-        other => Err(format!(
+        other => Err(FrameError::DType(format!(
             "the closure gave {}, not a frame, an array of row maps, a row map or a single value",
             other.type_name()
-        )),
+        ))),
     }
 }
 
 /// The column a closure's single values go in when no `meta` names it.
 pub const SCALAR: &str = "0";
 
-fn infer_rows(rows: &[Value]) -> Result<Schema, String> {
+fn infer_rows(rows: &[Value]) -> Result<Schema, FrameError> {
     let mut names: Vec<String> = Vec::new();
     for (i, r) in rows.iter().enumerate() {
         let Value::Map(m) = r else {
-            return Err(format!("row {i} the closure gave is {}, not a map", r.type_name()));
+            return Err(FrameError::DType(format!(
+                "row {i} the closure gave is {}, not a map",
+                r.type_name()
+            )));
         };
         for k in m.keys() {
             if !names.contains(k) {
@@ -128,7 +132,7 @@ pub fn to_frame(v: &Value, schema: &Schema, what: &str) -> Result<DataFrame, Tas
                     col.push(m.get(name).cloned().unwrap_or(Value::Unit));
                 }
             }
-            super::values::from_values(schema, &cols).map_err(bad)
+            super::values::from_values(schema, &cols).map_err(|e| bad(e.to_string()))
         }
         other => Err(bad(format!(
             "the closure gave {}, not a frame, an array of row maps, a row map or a single value",

@@ -7,17 +7,19 @@ use polars::prelude::*;
 use super::agg::Stats;
 
 use super::dtype::{DType, Schema};
+use super::error::{FrameError, polars_error};
 use super::expr;
 use super::red::Red;
 use crate::value::Value;
 
 /// A frame of `schema` from columns of values (`from_columns`, `from_maps`):
 /// each column is built with its declared type.
-pub fn from_values(schema: &Schema, columns: &[Vec<Value>]) -> Result<DataFrame, String> {
+pub fn from_values(schema: &Schema, columns: &[Vec<Value>]) -> Result<DataFrame, FrameError> {
     let height = columns.first().map_or(0, Vec::len);
     let mut cols = Vec::with_capacity(columns.len());
     for ((name, t), vals) in schema.cols.iter().zip(columns) {
-        let bad = |v: &Value| format!("column \"{name}\" is {t}, but holds a {}", v.type_name());
+        let bad =
+            |v: &Value| FrameError::DType(format!("column \"{name}\" is {t}, but holds a {}", v.type_name()));
         let name: PlSmallStr = name.as_str().into();
         let s = match t {
             DType::Int64 => {
@@ -64,17 +66,17 @@ pub fn from_values(schema: &Schema, columns: &[Vec<Value>]) -> Result<DataFrame,
                     })
                     .collect::<Result<_, _>>()?;
                 let s = Series::new(name, v);
-                if *t == DType::Datetime { expr::cast(&s, *t).map_err(|e| e.to_string())? } else { s }
+                if *t == DType::Datetime { expr::cast(&s, *t).map_err(polars_error)? } else { s }
             }
         };
         cols.push(s.into_column());
     }
-    DataFrame::new(height, cols).map_err(|e| e.to_string())
+    DataFrame::new(height, cols).map_err(polars_error)
 }
 
 /// The type a column of script values takes: int, float if any float,
 /// bool, string; `None` when there is nothing but missing values.
-pub fn infer_dtype(name: &str, vals: &[Value]) -> Result<DType, String> {
+pub fn infer_dtype(name: &str, vals: &[Value]) -> Result<DType, FrameError> {
     let mut t: Option<DType> = None;
     for v in vals {
         let vt = match v {
@@ -84,7 +86,10 @@ pub fn infer_dtype(name: &str, vals: &[Value]) -> Result<DType, String> {
             Value::Bool(_) => DType::Bool,
             Value::Str(_) => DType::Str,
             other => {
-                return Err(format!("column \"{name}\" holds a {}, which a frame cannot", other.type_name()));
+                return Err(FrameError::DType(format!(
+                    "column \"{name}\" holds a {}, which a frame cannot",
+                    other.type_name()
+                )));
             }
         };
         t = Some(match (t, vt) {
@@ -92,7 +97,11 @@ pub fn infer_dtype(name: &str, vals: &[Value]) -> Result<DType, String> {
             (Some(a), b) if a == b => a,
             (Some(DType::Int64), DType::Float64) | (Some(DType::Float64), DType::Int64) => DType::Float64,
             (Some(a), b) => {
-                return Err(format!("column \"{name}\" mixes {} and {} values", a.name(), b.name()));
+                return Err(FrameError::DType(format!(
+                    "column \"{name}\" mixes {} and {} values",
+                    a.name(),
+                    b.name()
+                )));
             }
         });
     }
@@ -102,15 +111,15 @@ pub fn infer_dtype(name: &str, vals: &[Value]) -> Result<DType, String> {
 /// A reduction of a local frame's first column (a computed Series), with
 /// the lazy path's rules: missing values (and NaN) skipped, pandas' NaN
 /// for the mean of nothing, `nunique` over the values present.
-pub fn reduce_column(df: &DataFrame, red: Red) -> Result<Value, String> {
-    let col = df.columns().first().ok_or("the series has no column")?;
-    let t =
-        DType::of_polars(col.dtype()).ok_or_else(|| format!("a {} column cannot be reduced", col.dtype()))?;
+pub fn reduce_column(df: &DataFrame, red: Red) -> Result<Value, FrameError> {
+    let col = df.columns().first().ok_or_else(|| FrameError::Invalid("the series has no column".into()))?;
+    let t = DType::of_polars(col.dtype())
+        .ok_or_else(|| FrameError::DType(format!("a {} column cannot be reduced", col.dtype())))?;
     red.dtype(t)?;
     let s = col.as_materialized_series();
     if red == Red::NUnique {
         let present = s.drop_nulls();
-        return present.n_unique().map(|n| Value::Int(n as i64)).map_err(|e| e.to_string());
+        return present.n_unique().map(|n| Value::Int(n as i64)).map_err(polars_error);
     }
-    Ok(Stats::of(s).map_err(|e| e.to_string())?.finish(red, t))
+    Ok(Stats::of(s).map_err(polars_error)?.finish(red, t))
 }

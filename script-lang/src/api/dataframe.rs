@@ -255,7 +255,7 @@ fn from_columns(state: &SessionState, cols: Map, m: Option<Map>) -> Res<LazyFram
             .iter()
             .map(|x| scalar(x, &format!("a value of column \"{name}\"")))
             .collect::<Res<Vec<_>>>()?;
-        schema.push((name.to_string(), kernels::values::infer_dtype(name, &vals).map_err(runtime)?));
+        schema.push((name.to_string(), kernels::values::infer_dtype(name, &vals).map_err(err)?));
         data.push(vals);
     }
     Ok(LazyFrame { f: cd::from_columns(&ctx(state), Schema::new(schema), data, n).map_err(err)? })
@@ -732,7 +732,7 @@ pub fn register_local(engine: &mut Engine) {
     engine.register_fn("num_rows", |s: &mut LocalSeries| s.0.height() as i64);
     for (name, red) in SERIES_REDUCTIONS {
         engine.register_fn(name, move |s: &mut LocalSeries| -> Res<Dynamic> {
-            let v = kernels::values::reduce_column(&s.0.0, red).map_err(runtime)?;
+            let v = kernels::values::reduce_column(&s.0.0, red).map_err(err)?;
             Ok(to_dynamic(&v))
         });
     }

@@ -595,7 +595,8 @@ impl DataFrame {
                 }
                 self.schema.get(col).unwrap_or(DType::Str)
             };
-            let rt = red.dtype(t).map_err(|e| invalid(format!("groupby: {e} (column \"{col}\")")))?;
+            let rt =
+                red.dtype(t).map_err(|e| FrameError::DType(format!("groupby: {e} (column \"{col}\")")))?;
             spec.aggs.push((out.clone(), col.clone(), *red, t));
             schema.push((out.clone(), rt));
         }

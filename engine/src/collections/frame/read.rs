@@ -280,7 +280,7 @@ pub fn from_columns(
     for i in 0..parts {
         let (lo, hi) = ((i * size).min(n), ((i + 1) * size).min(n));
         let slice: Vec<Vec<Value>> = columns.iter().map(|c| c[lo..hi].to_vec()).collect();
-        let df = crate::frame::values::from_values(&schema, &slice).map_err(invalid)?;
+        let df = crate::frame::values::from_values(&schema, &slice)?;
         let key = block(&name, i);
         let mut task = Task::new(
             key.clone(),

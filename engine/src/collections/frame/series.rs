@@ -112,7 +112,7 @@ impl Series {
 
     /// `s.sum()`, `s.mean()`, …: a scalar, as a tree.
     pub fn reduce(&self, ctx: &Ctx, red: Red) -> Result<(LayerRef, Key), FrameError> {
-        red.dtype(self.dtype).map_err(|e| invalid(format!("{e} (Series \"{}\")", self.name)))?;
+        red.dtype(self.dtype).map_err(|e| FrameError::DType(format!("{e} (Series \"{}\")", self.name)))?;
         let f = self.to_frame();
         Ok(match red {
             Red::NUnique => f.tree(ctx, "nunique", Sink::Unique(self.name.clone()), Finish::NUnique),
