@@ -5,8 +5,9 @@
 //! show Dask's summaries; everything else prints as Rhai prints it.
 
 use brisk_engine::Value;
-use brisk_engine::array::chunk::{Chunk, fmt_shape};
+use brisk_engine::array::chunk::Chunk;
 use brisk_engine::array::dtype::Scalar;
+use brisk_engine::array::error::fmt_shape;
 use brisk_engine::collections::array::Array as LazyArrayCore;
 use brisk_engine::collections::frame::{DataFrame, Series};
 use brisk_engine::frame::partition::Frame;

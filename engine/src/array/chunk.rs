@@ -9,7 +9,7 @@ use ndarray::{ArcArray, ArrayD, IxDyn};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::dtype::{DType, Scalar};
-use super::error::ArrayError;
+use super::error::{ArrayError, fmt_shape};
 
 pub type Nd<T> = ArcArray<T, IxDyn>;
 
@@ -314,14 +314,6 @@ fn write_nested(out: &mut String, shape: &[usize], items: &[Scalar], next: &mut 
         write_nested(out, rest, items, next);
     }
     out.push(']');
-}
-
-/// `(3, 4)` / `(5,)`, as NumPy prints shapes.
-pub fn fmt_shape(shape: &[usize]) -> String {
-    match shape {
-        [n] => format!("({n},)"),
-        _ => format!("({})", shape.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")),
-    }
 }
 
 impl fmt::Debug for Chunk {

@@ -5,9 +5,11 @@ use ndarray::{ArrayD, IxDyn, Zip};
 use num_traits::Float;
 use serde::{Deserialize, Serialize};
 
-use super::chunk::{Chunk, Elem, Nd, fmt_shape};
+use super::chunk::{Chunk, Elem, Nd};
+
 use super::dtype::{DType, Scalar};
 use super::error::ArrayError;
+use super::error::fmt_shape;
 
 /// Binary operators and functions of two arrays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -195,11 +197,7 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>, ArrayErr
             (1, y) => y,
             (x, 1) => x,
             _ => {
-                return Err(ArrayError::Shape(format!(
-                    "shapes {} and {} cannot be broadcast together",
-                    fmt_shape(a),
-                    fmt_shape(b)
-                )));
+                return Err(ArrayError::Broadcast { a: a.to_vec(), b: b.to_vec() });
             }
         };
     }
@@ -659,6 +657,7 @@ mod tests {
         assert_eq!(broadcast_shapes(&[3, 1], &[4]).ok(), Some(vec![3, 4]));
         assert_eq!(broadcast_shapes(&[], &[2, 2]).ok(), Some(vec![2, 2]));
         let e = broadcast_shapes(&[3, 4], &[5]).expect_err("mismatch");
+        assert_eq!(e, ArrayError::Broadcast { a: vec![3, 4], b: vec![5] });
         assert_eq!(e.to_string(), "shapes (3, 4) and (5,) cannot be broadcast together");
         let col = f64s(&[2, 1], &[1.0, 2.0]);
         let row = f64s(&[3], &[10.0, 20.0, 30.0]);

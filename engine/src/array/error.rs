@@ -7,6 +7,9 @@ pub enum ArrayError {
     /// Shapes that do not fit together (broadcasting, reshapes, products).
     #[error("{0}")]
     Shape(String),
+    /// Two shapes that NumPy's rules cannot broadcast together.
+    #[error("shapes {} and {} cannot be broadcast together", fmt_shape(a), fmt_shape(b))]
+    Broadcast { a: Vec<usize>, b: Vec<usize> },
     /// An axis outside the array's dimensions.
     #[error("axis {axis} is out of bounds for array of dimension {ndim}")]
     Axis { axis: i64, ndim: usize },
@@ -43,4 +46,12 @@ pub fn norm_axes(axes: &[i64], ndim: usize) -> Result<Vec<usize>, ArrayError> {
     }
     out.sort_unstable();
     Ok(out)
+}
+
+/// `(3, 4)` / `(5,)`, as NumPy prints shapes.
+pub fn fmt_shape(shape: &[usize]) -> String {
+    match shape {
+        [n] => format!("({n},)"),
+        _ => format!("({})", shape.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")),
+    }
 }

@@ -5,9 +5,11 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatMut, MatRef, Par};
 use ndarray::{ArrayD, Axis, IxDyn};
 
-use super::chunk::{Chunk, Nd, fmt_shape};
+use super::chunk::{Chunk, Nd};
+
 use super::dtype::DType;
 use super::error::ArrayError;
+use super::error::fmt_shape;
 
 /// A 2-d view of a block for faer: row-major for C-ordered blocks,
 /// column-major for transposed ones; other layouts are copied first.

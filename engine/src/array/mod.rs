@@ -16,7 +16,7 @@ pub mod reduce;
 pub mod shape;
 pub mod zarr;
 
-pub use chunk::{Chunk, Elem, Nd, fmt_shape};
+pub use chunk::{Chunk, Elem, Nd};
 pub use dtype::{DType, Scalar};
-pub use error::{ArrayError, norm_axes, norm_axis};
+pub use error::{ArrayError, fmt_shape, norm_axes, norm_axis};
 pub use op::ArrayOp;

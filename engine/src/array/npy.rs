@@ -11,9 +11,11 @@ use std::path::Path;
 use ndarray::{ArrayD, IxDyn};
 use serde::{Deserialize, Serialize};
 
-use super::chunk::{Chunk, fmt_shape};
+use super::chunk::Chunk;
+
 use super::dtype::DType;
 use super::error::ArrayError;
+use super::error::fmt_shape;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 

@@ -4,8 +4,10 @@
 use ndarray::{Axis, IxDyn, Slice};
 use serde::{Deserialize, Serialize};
 
-use super::chunk::{Chunk, Elem, Nd, fmt_shape};
+use super::chunk::{Chunk, Elem, Nd};
+
 use super::error::ArrayError;
+use super::error::fmt_shape;
 
 /// Permute the axes (a view: nothing is copied).
 pub fn transpose(c: &Chunk, axes: &[usize]) -> Result<Chunk, ArrayError> {

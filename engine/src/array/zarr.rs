@@ -10,9 +10,11 @@ use ndarray::{ArrayD, IxDyn};
 use zarrs::array::{Array as ZArray, ArrayBuilder, ArraySubset, data_type};
 use zarrs::filesystem::FilesystemStore;
 
-use super::chunk::{Chunk, fmt_shape};
+use super::chunk::Chunk;
+
 use super::dtype::DType;
 use super::error::ArrayError;
+use super::error::fmt_shape;
 
 /// What a store's metadata says.
 #[derive(Clone, Debug, PartialEq)]

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::array::chunk::fmt_shape;
 use crate::array::dtype::DType;
 use crate::array::error::ArrayError;
+use crate::array::error::fmt_shape;
 use crate::array::op::ArrayOp;
 use crate::graph::layer::{Layer, LayerRef};
 use crate::graph::task::{Annotations, Task};

@@ -1,7 +1,7 @@
 //! Chunk specifications (Dask's `normalize_chunks`): a size per axis, one
 //! size for every axis, `"auto"`, or explicit block sizes per axis.
 
-use crate::array::chunk::fmt_shape;
+use crate::array::error::fmt_shape;
 
 use crate::array::dtype::DType;
 

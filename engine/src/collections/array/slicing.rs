@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::base::{Array, Ctx, array_task, finish, grid, offsets};
-use crate::array::chunk::fmt_shape;
 use crate::array::error::ArrayError;
+use crate::array::error::fmt_shape;
 use crate::array::op::ArrayOp;
 use crate::array::shape::AxisSlice;
 use crate::graph::token::Tokenizer;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use super::base::{Array, Ctx, array_task, block, finish, grid};
 use super::rechunk::{rechunk_to, refine};
-use crate::array::chunk::fmt_shape;
 use crate::array::dtype::DType;
 use crate::array::elementwise::BinOp;
+use crate::array::error::fmt_shape;
 use crate::array::error::{ArrayError, norm_axis};
 use crate::array::op::ArrayOp;
 use crate::array::shape::AxisSlice;
