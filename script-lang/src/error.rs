@@ -37,6 +37,43 @@ impl fmt::Display for ScriptError {
 
 impl std::error::Error for ScriptError {}
 
+/// Refusals of the script API that a caller or a test matches on by kind.
+/// At the Rhai edge each becomes a runtime error with this message, so
+/// scripts see the same text as before.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    /// An options map (`#{...}`) with a key the function does not know.
+    #[error("{function} has no option \"{option}\" (options: {allowed})")]
+    UnknownOption { function: String, option: String, allowed: String },
+    /// An argument of the wrong type.
+    #[error("{function} expects {expected}, got {got} ({shown})")]
+    WrongType { function: String, expected: String, got: String, shown: String },
+    /// A reader's path that does not exist.
+    #[error("{function}: no such file: {path}")]
+    NoSuchFile { function: String, path: String },
+    /// A reader's glob pattern that matches no file.
+    #[error("{function}: no files match \"{pattern}\"")]
+    NoMatch { function: String, pattern: String },
+    /// A glob pattern that cannot be read.
+    #[error("{function}: bad pattern \"{pattern}\": {reason}")]
+    BadPattern { function: String, pattern: String, reason: String },
+    /// A dataset directory whose name cannot be read as a pattern.
+    #[error("{function}: bad directory \"{path}\": {reason}")]
+    BadDirectory { function: String, path: String, reason: String },
+    /// A Parquet dataset directory without parts.
+    #[error("{function}: no .parquet files in {path}")]
+    NoParquetFiles { function: String, path: String },
+    /// A reader given a directory where it reads files.
+    #[error("{function}: {path} is a directory")]
+    IsDirectory { function: String, path: String },
+}
+
+impl From<ApiError> for Box<EvalAltResult> {
+    fn from(e: ApiError) -> Self {
+        runtime(e.to_string())
+    }
+}
+
 /// A task failure carried through Rhai as the value of a runtime error, so
 /// `try { } catch (e) { }` sees it and the edge can place it precisely.
 #[derive(Clone, Debug)]

@@ -11,7 +11,7 @@ use std::collections::HashMap as FxHashMap;
 
 use crate::collection::Lazy;
 use crate::convert::to_value;
-use crate::error::runtime;
+use crate::error::{ApiError, runtime};
 
 type Res<T> = Result<T, Box<rhai::EvalAltResult>>;
 use crate::print::display_scalar;
@@ -105,26 +105,37 @@ pub fn shipped(
 }
 
 /// The trailing options map of `function`, refusing keys it does not know.
-pub fn options(m: Option<Map>, function: &str, allowed: &[&str]) -> Result<Map, Box<rhai::EvalAltResult>> {
+pub fn options(m: Option<Map>, function: &str, allowed: &[&str]) -> Result<Map, ApiError> {
     let m = m.unwrap_or_default();
     if let Some(k) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(crate::error::runtime(format!(
-            "{function} has no option \"{k}\" (options: {})",
-            allowed.join(", ")
-        )));
+        return Err(ApiError::UnknownOption {
+            function: function.to_string(),
+            option: k.to_string(),
+            allowed: allowed.join(", "),
+        });
     }
     Ok(m)
 }
 
 /// "expected X, got a T (value)" for a wrongly typed argument.
 pub fn wrong_type(function: &str, expected: &str, got: &Dynamic) -> Box<rhai::EvalAltResult> {
+    wrong_type_error(function, expected, got).into()
+}
+
+/// The typed error behind `wrong_type`.
+pub fn wrong_type_error(function: &str, expected: &str, got: &Dynamic) -> ApiError {
     let shown = display_scalar(got);
     let shown = if shown.chars().count() > 40 {
         format!("{}…", shown.chars().take(40).collect::<String>())
     } else {
         shown
     };
-    crate::error::runtime(format!("{function} expects {expected}, got {} ({shown})", type_name(got)))
+    ApiError::WrongType {
+        function: function.to_string(),
+        expected: expected.to_string(),
+        got: type_name(got),
+        shown,
+    }
 }
 
 /// `"10MB"`, `"64 KiB"`, or a number of bytes (Dask's `parse_bytes`).
@@ -158,5 +169,30 @@ pub(super) fn positive(d: &Dynamic, what: &str) -> Res<u64> {
     match d.as_int() {
         Ok(n) if n > 0 => Ok(n as u64),
         _ => Err(runtime(format!("{what} must be a positive integer, got {d}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_typed_and_keep_their_messages() {
+        let mut m = Map::new();
+        m.insert("blocksize".into(), Dynamic::from_int(1));
+        m.insert("colour".into(), Dynamic::from_int(1));
+        let e = options(Some(m), "read_csv", &["blocksize", "sep"]).expect_err("unknown option");
+        assert_eq!(
+            e,
+            ApiError::UnknownOption {
+                function: "read_csv".into(),
+                option: "colour".into(),
+                allowed: "blocksize, sep".into()
+            }
+        );
+        assert_eq!(e.to_string(), "read_csv has no option \"colour\" (options: blocksize, sep)");
+        let e = wrong_type_error("delayed", "a function", &Dynamic::from_int(3));
+        assert!(matches!(&e, ApiError::WrongType { got, .. } if got == "i64"), "{e:?}");
+        assert_eq!(e.to_string(), "delayed expects a function, got i64 (3)");
     }
 }

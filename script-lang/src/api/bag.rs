@@ -20,7 +20,7 @@ use super::args::{bytes_arg, positive};
 use super::fndoc::{FnDoc, doc};
 use crate::collection::compute_all;
 use crate::convert::{to_dynamic, to_value};
-use crate::error::runtime;
+use crate::error::{ApiError, runtime};
 use crate::print::bag_repr;
 use crate::state::SessionState;
 use crate::types::{Delayed, LazyBag, LazyFrame};
@@ -67,7 +67,7 @@ fn expand_paths(d: &Dynamic) -> Res<Vec<PathBuf>> {
                 glob::glob(&p).map_err(|e| runtime(format!("read_text: bad pattern \"{p}\": {e}")))?;
             let mut files: Vec<PathBuf> = found.filter_map(Result::ok).filter(|f| f.is_file()).collect();
             if files.is_empty() {
-                return Err(runtime(format!("read_text: no files match \"{p}\"")));
+                return Err(ApiError::NoMatch { function: "read_text".into(), pattern: p }.into());
             }
             files.sort();
             out.extend(files);

@@ -17,7 +17,7 @@ use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 use super::args::bytes_arg;
 use super::args::options;
 use crate::convert::{to_dynamic, to_value};
-use crate::error::runtime;
+use crate::error::{ApiError, runtime};
 use crate::print::{frame_repr, local_frame_text, local_series_text, series_repr};
 use crate::state::SessionState;
 use crate::types::{Delayed, GroupBy, LazyFrame, LazySeries, LocalFrame, LocalSeries, type_name};
@@ -90,42 +90,48 @@ pub(super) fn positive(d: &Dynamic, what: &str) -> Res<usize> {
 fn paths(d: &Dynamic, function: &str) -> Res<Vec<String>> {
     let mut out = Vec::new();
     for p in strings(d, &format!("{function}: paths"))? {
-        let dir = std::path::Path::new(&p).is_dir();
-        if dir && function == "read_parquet" {
-            // A directory is the dataset `to_parquet` wrote.
-            let found = glob::glob(&format!("{}/*.parquet", p.trim_end_matches('/')))
-                .map_err(|e| runtime(format!("{function}: bad directory \"{p}\": {e}")))?;
-            let mut files: Vec<String> =
-                found.filter_map(Result::ok).map(|f| f.display().to_string()).collect();
-            if files.is_empty() {
-                return Err(runtime(format!("{function}: no .parquet files in {p}")));
-            }
-            // part.2 before part.10, as the partitions were numbered.
-            files.sort_by_key(|f| (f.len(), f.clone()));
-            out.extend(files);
-        } else if dir {
-            return Err(runtime(format!("{function}: {p} is a directory")));
-        } else if p.contains(['*', '?', '[']) {
-            let found =
-                glob::glob(&p).map_err(|e| runtime(format!("{function}: bad pattern \"{p}\": {e}")))?;
-            let mut files: Vec<String> = found
-                .filter_map(Result::ok)
-                .filter(|f| f.is_file())
-                .map(|f| f.display().to_string())
-                .collect();
-            if files.is_empty() {
-                return Err(runtime(format!("{function}: no files match \"{p}\"")));
-            }
-            files.sort();
-            out.extend(files);
-        } else {
-            if !std::path::Path::new(&p).exists() {
-                return Err(runtime(format!("{function}: no such file: {p}")));
-            }
-            out.push(p);
-        }
+        out.extend(expand_path(p, function)?);
     }
     Ok(out)
+}
+
+/// The files one path names: a file, the files a glob matches (sorted), or
+/// for `read_parquet` the parts of a dataset directory.
+fn expand_path(p: String, function: &str) -> Result<Vec<String>, ApiError> {
+    let function = function.to_string();
+    let dir = std::path::Path::new(&p).is_dir();
+    if dir && function == "read_parquet" {
+        // A directory is the dataset `to_parquet` wrote.
+        let found = glob::glob(&format!("{}/*.parquet", p.trim_end_matches('/'))).map_err(|e| {
+            ApiError::BadDirectory { function: function.clone(), path: p.clone(), reason: e.to_string() }
+        })?;
+        let mut files: Vec<String> = found.filter_map(Result::ok).map(|f| f.display().to_string()).collect();
+        if files.is_empty() {
+            return Err(ApiError::NoParquetFiles { function, path: p });
+        }
+        // part.2 before part.10, as the partitions were numbered.
+        files.sort_by_key(|f| (f.len(), f.clone()));
+        Ok(files)
+    } else if dir {
+        Err(ApiError::IsDirectory { function, path: p })
+    } else if p.contains(['*', '?', '[']) {
+        let found = glob::glob(&p).map_err(|e| ApiError::BadPattern {
+            function: function.clone(),
+            pattern: p.clone(),
+            reason: e.to_string(),
+        })?;
+        let mut files: Vec<String> =
+            found.filter_map(Result::ok).filter(|f| f.is_file()).map(|f| f.display().to_string()).collect();
+        if files.is_empty() {
+            return Err(ApiError::NoMatch { function, pattern: p });
+        }
+        files.sort();
+        Ok(files)
+    } else if !std::path::Path::new(&p).exists() {
+        Err(ApiError::NoSuchFile { function, path: p })
+    } else {
+        Ok(vec![p])
+    }
 }
 
 fn read_csv(path: &Dynamic, m: Option<Map>) -> Res<LazyFrame> {
@@ -748,4 +754,30 @@ pub fn register_local(engine: &mut Engine) {
         let col = f.0.select_one(c).ok_or_else(|| runtime(format!("unknown column \"{c}\"")))?;
         Ok(LocalSeries(Arc::new(col)))
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_files_are_typed() {
+        let dir = std::env::temp_dir().join(format!("brisk-paths-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let missing = dir.join("nope.csv").display().to_string();
+        let e = expand_path(missing.clone(), "read_csv").expect_err("missing");
+        assert_eq!(e, ApiError::NoSuchFile { function: "read_csv".into(), path: missing.clone() });
+        assert_eq!(e.to_string(), format!("read_csv: no such file: {missing}"));
+        let pattern = dir.join("*.csv").display().to_string();
+        let e = expand_path(pattern.clone(), "read_csv").expect_err("no match");
+        assert!(matches!(&e, ApiError::NoMatch { .. }), "{e:?}");
+        assert_eq!(e.to_string(), format!("read_csv: no files match \"{pattern}\""));
+        let d = dir.display().to_string();
+        let e = expand_path(d.clone(), "read_csv").expect_err("a directory");
+        assert!(matches!(&e, ApiError::IsDirectory { .. }), "{e:?}");
+        assert_eq!(e.to_string(), format!("read_csv: {d} is a directory"));
+        let e = expand_path(d.clone(), "read_parquet").expect_err("no parts");
+        assert_eq!(e.to_string(), format!("read_parquet: no .parquet files in {d}"));
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
 }
