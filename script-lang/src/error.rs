@@ -48,6 +48,12 @@ pub enum ApiError {
     /// An argument of the wrong type.
     #[error("{function} expects {expected}, got {got} ({shown})")]
     WrongType { function: String, expected: String, got: String, shown: String },
+    /// A `config` or `annotate` key that does not exist.
+    #[error("{function}: unknown option \"{option}\" (known: {known})")]
+    UnknownSetting { function: &'static str, option: String, known: String },
+    /// A `config` or `annotate` value that is not allowed (the message says why).
+    #[error("{0}")]
+    BadSetting(String),
     /// A reader's path that does not exist.
     #[error("{function}: no such file: {path}")]
     NoSuchFile { function: String, path: String },

@@ -13,7 +13,7 @@ use brisk_engine::runner::{Code, SourceChunk, UdfRunner};
 use brisk_engine::{CancelToken, Client, Future, Graph, Key, Value};
 use rhai::{AST, Dynamic, EvalAltResult, Map};
 
-use crate::error::engine_error;
+use crate::error::{ApiError, engine_error};
 
 /// Where `print` output goes.
 /// Where `print` output goes.
@@ -246,68 +246,76 @@ impl SessionConfig {
     }
 
     /// A copy with the options of `m` applied, or an error naming the bad one.
-    pub fn with(&self, m: &Map) -> Result<SessionConfig, String> {
+    pub fn with(&self, m: &Map) -> Result<SessionConfig, ApiError> {
         let mut c = self.clone();
         for (k, v) in m {
-            match k.as_str() {
-                "scheduler" => {
-                    let s = v
-                        .clone()
-                        .into_string()
-                        .map_err(|t| format!("config: scheduler must be a string, not {t}"))?;
-                    match s.as_str() {
-                        "threads" | "sync" | "synchronous" | "single-threaded" => {
-                            c.scheduler = if s == "threads" { s } else { "sync".into() };
-                        }
-                        "distributed" | "processes" => {
-                            return Err(format!(
-                                "config: scheduler \"{s}\" needs a cluster, which this build does not have yet; use \"threads\" or \"sync\""
-                            ));
-                        }
-                        other => {
-                            return Err(format!(
-                                "config: unknown scheduler \"{other}\" (expected \"threads\", \"sync\" or \"distributed\")"
-                            ));
-                        }
-                    }
-                }
-                "num_workers" => {
-                    let n = v.as_int().map_err(|t| format!("config: num_workers must be an int, not {t}"))?;
-                    if !(1..=1024).contains(&n) {
-                        return Err(format!("config: num_workers must be between 1 and 1024, got {n}"));
-                    }
-                    c.num_workers = n as usize;
-                }
-                "array.backend" => {
-                    let s = v
-                        .clone()
-                        .into_string()
-                        .map_err(|t| format!("config: array.backend must be a string, not {t}"))?;
-                    match s.as_str() {
-                        "cpu" | "numpy" => c.array_backend = "cpu".into(),
-                        "gpu" | "cupy" => {
-                            return Err(
-                                "config: array.backend \"gpu\" needs a GPU, and no GPU was found".into()
-                            );
-                        }
-                        other => {
-                            return Err(format!(
-                                "config: unknown array.backend \"{other}\" (expected \"cpu\" or \"gpu\")"
-                            ));
-                        }
-                    }
-                }
-                "optimization.fuse" => {
-                    c.fuse = v
-                        .as_bool()
-                        .map_err(|t| format!("config: optimization.fuse must be a bool, not {t}"))?;
-                }
-                other => {
-                    return Err(format!("config: unknown option \"{other}\" (known: {})", KEYS.join(", ")));
-                }
+            if !KEYS.contains(&k.as_str()) {
+                return Err(ApiError::UnknownSetting {
+                    function: "config",
+                    option: k.to_string(),
+                    known: KEYS.join(", "),
+                });
             }
+            c.set(k, v).map_err(ApiError::BadSetting)?;
         }
         Ok(c)
+    }
+
+    /// Set one known option, or say why its value is refused.
+    fn set(&mut self, k: &str, v: &Dynamic) -> Result<(), String> {
+        match k {
+            "scheduler" => {
+                let s = v
+                    .clone()
+                    .into_string()
+                    .map_err(|t| format!("config: scheduler must be a string, not {t}"))?;
+                match s.as_str() {
+                    "threads" | "sync" | "synchronous" | "single-threaded" => {
+                        self.scheduler = if s == "threads" { s } else { "sync".into() };
+                    }
+                    "distributed" | "processes" => {
+                        return Err(format!(
+                            "config: scheduler \"{s}\" needs a cluster, which this build does not have yet; use \"threads\" or \"sync\""
+                        ));
+                    }
+                    other => {
+                        return Err(format!(
+                            "config: unknown scheduler \"{other}\" (expected \"threads\", \"sync\" or \"distributed\")"
+                        ));
+                    }
+                }
+            }
+            "num_workers" => {
+                let n = v.as_int().map_err(|t| format!("config: num_workers must be an int, not {t}"))?;
+                if !(1..=1024).contains(&n) {
+                    return Err(format!("config: num_workers must be between 1 and 1024, got {n}"));
+                }
+                self.num_workers = n as usize;
+            }
+            "array.backend" => {
+                let s = v
+                    .clone()
+                    .into_string()
+                    .map_err(|t| format!("config: array.backend must be a string, not {t}"))?;
+                match s.as_str() {
+                    "cpu" | "numpy" => self.array_backend = "cpu".into(),
+                    "gpu" | "cupy" => {
+                        return Err("config: array.backend \"gpu\" needs a GPU, and no GPU was found".into());
+                    }
+                    other => {
+                        return Err(format!(
+                            "config: unknown array.backend \"{other}\" (expected \"cpu\" or \"gpu\")"
+                        ));
+                    }
+                }
+            }
+            "optimization.fuse" => {
+                self.fuse =
+                    v.as_bool().map_err(|t| format!("config: optimization.fuse must be a bool, not {t}"))?;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 }
 
@@ -341,42 +349,51 @@ impl AnnotationScope {
     }
 }
 
-pub(crate) fn annotations(m: &Map) -> Result<AnnotationScope, String> {
+pub(crate) fn annotations(m: &Map) -> Result<AnnotationScope, ApiError> {
+    const KNOWN: [&str; 3] = ["priority", "retries", "resources"];
     let mut a = AnnotationScope::default();
     for (k, v) in m {
-        match k.as_str() {
-            "priority" => {
-                a.priority =
-                    Some(v.as_int().map_err(|t| format!("annotate: priority must be an int, not {t}"))?)
-            }
-            "retries" => {
-                let n = v.as_int().map_err(|t| format!("annotate: retries must be an int, not {t}"))?;
-                if !(0..=MAX_RETRIES).contains(&n) {
-                    return Err(format!("annotate: retries must be between 0 and {MAX_RETRIES}, got {n}"));
-                }
-                a.retries = Some(n as u32);
-            }
-            "resources" => {
-                let r = v.read_lock::<Map>().ok_or("annotate: resources must be a map like #{GPU: 1}")?;
-                for (name, amount) in r.iter() {
-                    let x = amount
-                        .as_float()
-                        .or_else(|_| amount.as_int().map(|i| i as f64))
-                        .map_err(|t| format!("annotate: resource {name} must be a number, not {t}"))?;
-                    if !(x.is_finite() && x >= 0.0) {
-                        return Err(format!("annotate: resource {name} must be 0 or more, got {x}"));
-                    }
-                    a.resources.push((name.to_string(), x));
-                }
-            }
-            other => {
-                return Err(format!(
-                    "annotate: unknown option \"{other}\" (known: priority, retries, resources)"
-                ));
-            }
+        if !KNOWN.contains(&k.as_str()) {
+            return Err(ApiError::UnknownSetting {
+                function: "annotate",
+                option: k.to_string(),
+                known: KNOWN.join(", "),
+            });
         }
+        annotation(&mut a, k, v).map_err(ApiError::BadSetting)?;
     }
     Ok(a)
+}
+
+/// One known `annotate` option into `a`, or why its value is refused.
+fn annotation(a: &mut AnnotationScope, k: &str, v: &Dynamic) -> Result<(), String> {
+    match k {
+        "priority" => {
+            a.priority = Some(v.as_int().map_err(|t| format!("annotate: priority must be an int, not {t}"))?)
+        }
+        "retries" => {
+            let n = v.as_int().map_err(|t| format!("annotate: retries must be an int, not {t}"))?;
+            if !(0..=MAX_RETRIES).contains(&n) {
+                return Err(format!("annotate: retries must be between 0 and {MAX_RETRIES}, got {n}"));
+            }
+            a.retries = Some(n as u32);
+        }
+        "resources" => {
+            let r = v.read_lock::<Map>().ok_or("annotate: resources must be a map like #{GPU: 1}")?;
+            for (name, amount) in r.iter() {
+                let x = amount
+                    .as_float()
+                    .or_else(|_| amount.as_int().map(|i| i as f64))
+                    .map_err(|t| format!("annotate: resource {name} must be a number, not {t}"))?;
+                if !(x.is_finite() && x >= 0.0) {
+                    return Err(format!("annotate: resource {name} must be 0 or more, got {x}"));
+                }
+                a.resources.push((name.to_string(), x));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -389,10 +406,12 @@ mod tests {
         let mut m = Map::new();
         m.insert("schedular".into(), Dynamic::from("sync"));
         let e = c.with(&m).expect_err("unknown");
-        assert!(e.contains("unknown option \"schedular\""), "{e}");
+        assert!(matches!(&e, ApiError::UnknownSetting { option, .. } if option == "schedular"), "{e:?}");
+        assert!(e.to_string().contains("unknown option \"schedular\""), "{e}");
         let mut m = Map::new();
         m.insert("num_workers".into(), Dynamic::from_int(0));
-        assert!(c.with(&m).expect_err("range").contains("between 1 and 1024, got 0"));
+        let e = c.with(&m).expect_err("range");
+        assert!(matches!(&e, ApiError::BadSetting(m) if m.contains("between 1 and 1024, got 0")), "{e:?}");
         let mut m = Map::new();
         m.insert("scheduler".into(), Dynamic::from("sync"));
         assert_eq!(c.with(&m).expect("ok").scheduler, "sync");
@@ -402,9 +421,22 @@ mod tests {
     fn annotations_are_checked() {
         let mut m = Map::new();
         m.insert("retries".into(), Dynamic::from_int(-1));
-        assert!(annotations(&m).expect_err("neg").contains("retries must be between 0 and 100, got -1"));
+        assert!(
+            annotations(&m)
+                .expect_err("neg")
+                .to_string()
+                .contains("retries must be between 0 and 100, got -1")
+        );
         m.insert("retries".into(), Dynamic::from_int(1_000_000));
-        assert!(annotations(&m).expect_err("huge").contains("got 1000000"));
+        assert!(annotations(&m).expect_err("huge").to_string().contains("got 1000000"));
+        let mut m = Map::new();
+        m.insert("priorty".into(), Dynamic::from_int(1));
+        let e = annotations(&m).expect_err("unknown");
+        assert!(matches!(&e, ApiError::UnknownSetting { function: "annotate", .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "annotate: unknown option \"priorty\" (known: priority, retries, resources)"
+        );
         let mut r = Map::new();
         r.insert("GPU".into(), Dynamic::from_int(1));
         let mut m = Map::new();

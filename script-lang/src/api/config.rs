@@ -7,7 +7,6 @@ use std::sync::Arc;
 use rhai::{Dynamic, Engine, EvalAltResult, FnPtr, Map, NativeCallContext};
 
 use super::fndoc::{FnDoc, doc};
-use crate::error::runtime;
 use crate::state::{SessionState, annotations};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
@@ -34,13 +33,13 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("config", move || st.config().to_map());
     let st = state.clone();
     engine.register_fn("config", move |m: Map| -> Res<Map> {
-        let next = st.config().with(&m).map_err(runtime)?;
+        let next = st.config().with(&m)?;
         st.set_config(next.clone());
         Ok(next.to_map())
     });
     let st = state.clone();
     engine.register_fn("annotate", move |ctx: NativeCallContext<'_>, m: Map, f: FnPtr| -> Res<Dynamic> {
-        let a = annotations(&m).map_err(runtime)?;
+        let a = annotations(&m)?;
         st.push_annotations(a);
         let r = f.call_within_context::<Dynamic>(&ctx, ());
         st.pop_annotations();
