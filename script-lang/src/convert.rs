@@ -14,14 +14,43 @@ use rhai::{Array, Blob, Dynamic, ImmutableString, Map};
 /// values would overflow the stack of whoever walks them.
 pub const MAX_DEPTH: usize = 128;
 
+/// Why a script value cannot become an engine value (and so cannot travel
+/// to a worker). `what` names the value ("captured variable k").
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConvertError {
+    /// Nested deeper than `MAX_DEPTH`.
+    #[error("{what} nests arrays or maps more than {MAX_DEPTH} levels deep")]
+    TooDeep { what: String },
+    /// A function, a lazy value, a future or another value with no engine form.
+    #[error(
+        "{what} is a value of type {type_name} that cannot be sent to a worker (compute it first, or pass plain numbers, strings, arrays and maps)"
+    )]
+    CannotTravel { what: String, type_name: String },
+    /// A shared value that another holder has locked.
+    #[error("{what}: {kind} is locked")]
+    Locked { what: String, kind: &'static str },
+}
+
+impl From<ConvertError> for Box<rhai::EvalAltResult> {
+    fn from(e: ConvertError) -> Self {
+        crate::error::runtime(e.to_string())
+    }
+}
+
+impl From<ConvertError> for brisk_engine::TaskError {
+    fn from(e: ConvertError) -> Self {
+        brisk_engine::TaskError::user(e.to_string())
+    }
+}
+
 /// Rhai → engine. `what` names the value in the error ("captured variable k").
-pub fn to_value(d: &Dynamic, what: &str) -> Result<Value, String> {
+pub fn to_value(d: &Dynamic, what: &str) -> Result<Value, ConvertError> {
     to_value_at(d, what, 0)
 }
 
-fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, String> {
+fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, ConvertError> {
     if depth > MAX_DEPTH {
-        return Err(format!("{what} nests arrays or maps more than {MAX_DEPTH} levels deep"));
+        return Err(ConvertError::TooDeep { what: what.to_string() });
     }
     if d.is_shared() {
         let inner = d.flatten_clone();
@@ -47,12 +76,15 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, String> {
         return Ok(Value::Str(Arc::from(s.as_str())));
     }
     if d.is_array() {
-        let a = d.read_lock::<Array>().ok_or_else(|| format!("{what}: array is locked"))?;
+        let a = d
+            .read_lock::<Array>()
+            .ok_or_else(|| ConvertError::Locked { what: what.into(), kind: "array" })?;
         let items = a.iter().map(|x| to_value_at(x, what, depth + 1)).collect::<Result<Vec<_>, _>>()?;
         return Ok(Value::list(items));
     }
     if d.is_map() {
-        let m = d.read_lock::<Map>().ok_or_else(|| format!("{what}: map is locked"))?;
+        let m =
+            d.read_lock::<Map>().ok_or_else(|| ConvertError::Locked { what: what.into(), kind: "map" })?;
         let mut out = BTreeMap::new();
         for (k, v) in m.iter() {
             out.insert(k.to_string(), to_value_at(v, what, depth + 1)?);
@@ -71,13 +103,11 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, String> {
         return Ok(Value::list(brisk_engine::value::column_values(&f.0.0, &name)));
     }
     if d.is_blob() {
-        let b = d.read_lock::<Blob>().ok_or_else(|| format!("{what}: blob is locked"))?;
+        let b =
+            d.read_lock::<Blob>().ok_or_else(|| ConvertError::Locked { what: what.into(), kind: "blob" })?;
         return Ok(Value::Bytes(Arc::from(b.as_slice())));
     }
-    Err(format!(
-        "{what} is a value of type {} that cannot be sent to a worker (compute it first, or pass plain numbers, strings, arrays and maps)",
-        crate::types::type_name(d)
-    ))
+    Err(ConvertError::CannotTravel { what: what.to_string(), type_name: crate::types::type_name(d) })
 }
 
 /// Engine → Rhai.
@@ -133,13 +163,15 @@ mod tests {
             d = Dynamic::from_array(vec![d]);
         }
         let e = to_value(&d, "x").expect_err("too deep");
-        assert!(e.contains("more than 128 levels deep"), "{e}");
+        assert!(matches!(&e, ConvertError::TooDeep { .. }), "{e:?}");
+        assert!(e.to_string().contains("more than 128 levels deep"), "{e}");
     }
 
     #[test]
     fn function_pointers_are_refused_by_name() {
         let f = Dynamic::from(rhai::FnPtr::new("abs").expect("fn ptr"));
         let e = to_value(&f, "captured variable f").expect_err("refused");
-        assert!(e.starts_with("captured variable f is a value of type Fn"), "{e}");
+        assert!(matches!(&e, ConvertError::CannotTravel { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("captured variable f is a value of type Fn"), "{e}");
     }
 }

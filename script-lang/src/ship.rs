@@ -15,7 +15,7 @@ use brisk_engine::runner::{Code, TaskContext, Udf, UdfRunner};
 use brisk_engine::{SourcePos, TaskError, Value};
 use rhai::{AST, CallFnOptions, Dynamic, Engine, EvalAltResult, FnPtr, Scope};
 
-use crate::convert::{to_dynamic, to_value};
+use crate::convert::{ConvertError, to_dynamic, to_value};
 
 /// The one hashing seed of every brisk process ("brisk" spelled in ASCII).
 const SEED: [u64; 4] =
@@ -31,7 +31,7 @@ pub fn init() {
 
 /// Turn a function pointer into its shipped form. Refuses closures that
 /// capture something that cannot travel (a lazy collection, a function).
-pub fn ship(f: &FnPtr, code: Arc<Code>) -> Result<Udf, String> {
+pub fn ship(f: &FnPtr, code: Arc<Code>) -> Result<Udf, ConvertError> {
     let label = if f.is_anonymous() { "lambda".to_string() } else { f.fn_name().to_string() };
     let curry = f
         .iter_curry()
@@ -119,7 +119,7 @@ impl UdfRunner for RhaiUdfs {
             let mut all: Vec<Dynamic> = udf.curry.iter().map(to_dynamic).collect();
             all.extend(args.iter().map(to_dynamic));
             match call_entry(engine, ast, &udf.entry, all) {
-                Ok(d) => to_value(&d, &format!("the result of '{}'", udf.label)).map_err(TaskError::user),
+                Ok(d) => to_value(&d, &format!("the result of '{}'", udf.label)).map_err(TaskError::from),
                 Err(e) => Err(task_error(&e, &udf.code, ctx.is_cancelled())),
             }
         })
@@ -152,7 +152,7 @@ impl UdfRunner for RhaiUdfs {
                     call_entry(engine, ast, &udf.entry, args)
                 };
                 match r {
-                    Ok(d) => out.push(to_value(&d, &what).map_err(TaskError::user)?),
+                    Ok(d) => out.push(to_value(&d, &what).map_err(TaskError::from)?),
                     Err(e) => return Err(task_error(&e, &udf.code, ctx.is_cancelled())),
                 }
             }

@@ -2,12 +2,8 @@
 //! `DataFrame`, its size, and its wire form, an Arrow IPC stream. Nothing
 //! here knows tasks or values, so `crate::value` can hold frames.
 
-use std::sync::Arc;
-
 use polars::prelude::*;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-use super::dtype::Schema;
 
 /// A partition or a computed frame. Serialized as an Arrow IPC stream,
 /// the format every Arrow reader understands.
@@ -26,15 +22,6 @@ impl Frame {
     /// One column as a frame of its own.
     pub fn select_one(&self, name: &str) -> Option<Frame> {
         self.0.select([name]).ok().map(Frame)
-    }
-
-    /// Frames stacked in order; an empty frame of `schema` when there are none.
-    pub fn stack(parts: &[Arc<Frame>], schema: &Schema) -> Result<Frame, String> {
-        if parts.is_empty() {
-            return Ok(Frame(DataFrame::empty_with_schema(&schema.to_polars())));
-        }
-        let refs: Vec<&DataFrame> = parts.iter().map(|f| &f.0).collect();
-        concat(&refs).map(Frame).map_err(|e| e.to_string())
     }
 
     pub fn nbytes(&self) -> u64 {

@@ -2,6 +2,8 @@
 //! columns (`from_columns`, `from_maps`), inferring a column's type, and a
 //! column's reduction.
 
+use std::sync::Arc;
+
 use polars::prelude::*;
 
 use super::agg::Stats;
@@ -9,6 +11,7 @@ use super::agg::Stats;
 use super::dtype::{DType, Schema};
 use super::error::{FrameError, polars_error};
 use super::expr;
+use super::partition::{Frame, concat};
 use super::red::Red;
 use crate::value::Value;
 
@@ -122,4 +125,15 @@ pub fn reduce_column(df: &DataFrame, red: Red) -> Result<Value, FrameError> {
         return present.n_unique().map(|n| Value::Int(n as i64)).map_err(polars_error);
     }
     Ok(Stats::of(s).map_err(polars_error)?.finish(red, t))
+}
+
+impl Frame {
+    /// Frames stacked in order; an empty frame of `schema` when there are none.
+    pub fn stack(parts: &[Arc<Frame>], schema: &Schema) -> Result<Frame, FrameError> {
+        if parts.is_empty() {
+            return Ok(Frame(DataFrame::empty_with_schema(&schema.to_polars())));
+        }
+        let refs: Vec<&DataFrame> = parts.iter().map(|f| &f.0).collect();
+        concat(&refs).map(Frame).map_err(polars_error)
+    }
 }

@@ -10,7 +10,7 @@ use rhai::{Array, Dynamic, Map};
 use std::collections::HashMap as FxHashMap;
 
 use crate::collection::Lazy;
-use crate::convert::to_value;
+use crate::convert::{ConvertError, to_value};
 use crate::error::{ApiError, runtime};
 
 type Res<T> = Result<T, Box<rhai::EvalAltResult>>;
@@ -38,7 +38,7 @@ impl ArgBuilder {
         Arg::Dep(i)
     }
 
-    pub fn arg(&mut self, d: &Dynamic, what: &str) -> Result<Arg, String> {
+    pub fn arg(&mut self, d: &Dynamic, what: &str) -> Result<Arg, ConvertError> {
         if let Some(lazy) = Lazy::of(d) {
             // The computed value, as `compute` would give it.
             let (layer, key) = lazy.collection().finalize();
@@ -50,13 +50,19 @@ impl ArgBuilder {
             return Ok(self.dep(f.0.key().clone()));
         }
         if d.is_array() && contains_lazy(d, 0) {
-            let a = d.read_lock::<Array>().ok_or("array is locked")?.clone();
+            let a = d
+                .read_lock::<Array>()
+                .ok_or_else(|| ConvertError::Locked { what: what.into(), kind: "array" })?
+                .clone();
             self.token.str("list").u64(a.len() as u64);
             let items = a.iter().map(|x| self.arg(x, what)).collect::<Result<Vec<_>, _>>()?;
             return Ok(Arg::List(items));
         }
         if d.is_map() && contains_lazy(d, 0) {
-            let m = d.read_lock::<Map>().ok_or("map is locked")?.clone();
+            let m = d
+                .read_lock::<Map>()
+                .ok_or_else(|| ConvertError::Locked { what: what.into(), kind: "map" })?
+                .clone();
             self.token.str("map").u64(m.len() as u64);
             let mut items = Vec::with_capacity(m.len());
             for (k, x) in m.iter() {
@@ -95,7 +101,7 @@ pub fn shipped(
     state: &crate::state::SessionState,
     f: &rhai::FnPtr,
 ) -> Result<(std::sync::Arc<brisk_engine::runner::Udf>, String), Box<rhai::EvalAltResult>> {
-    let udf = crate::ship::ship(f, state.code()).map_err(crate::error::runtime)?;
+    let udf = crate::ship::ship(f, state.code())?;
     let mut t = Tokenizer::new();
     t.str(&udf.entry).u64(state.fn_source(&udf.entry).unwrap_or(0));
     udf.curry.iter().for_each(|c| {

@@ -42,8 +42,7 @@ fn from_sequence(state: &SessionState, seq: RArray, m: Option<Map>) -> Res<LazyB
         .iter()
         .enumerate()
         .map(|(i, d)| to_value(d, &format!("record {i} of from_sequence")))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(runtime)?;
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(LazyBag { b: cb::from_sequence(&ctx(state), records, n.map(|n| n as usize)).map_err(err)? })
 }
 
@@ -113,7 +112,7 @@ fn key_by(state: &SessionState, key: &Dynamic) -> Res<(KeyBy, String)> {
         return Ok((KeyBy::Closure(udf), token));
     }
     if key.is_int() || key.is_string() {
-        let v = to_value(key, "topk's key").map_err(runtime)?;
+        let v = to_value(key, "topk's key")?;
         return Ok((KeyBy::Item(v), key.to_string()));
     }
     Err(runtime(format!("topk: key must be an index, a map key or a closure, not {}", key.type_name())))
@@ -142,14 +141,14 @@ fn foldby(
     let m = options(m, "foldby", &["combine", "combine_initial"])?;
     let (key, kt) = closure(state, key)?;
     let (binop, bt) = closure(state, binop)?;
-    let initial = to_value(initial, "foldby's initial value").map_err(runtime)?;
+    let initial = to_value(initial, "foldby's initial value")?;
     let (combine, ct) = match m.get("combine").and_then(|d| d.read_lock::<FnPtr>().map(|f| f.clone())) {
         Some(f) => closure(state, &f)?,
         None if m.contains_key("combine") => return Err(runtime("foldby: combine must be a closure")),
         None => (binop.clone(), bt.clone()),
     };
     let combine_initial = match m.get("combine_initial") {
-        Some(d) => to_value(d, "foldby's combine_initial").map_err(runtime)?,
+        Some(d) => to_value(d, "foldby's combine_initial")?,
         None => initial.clone(),
     };
     let mut t = Tokenizer::new();
@@ -205,9 +204,9 @@ fn to_dataframe(state: &SessionState, b: &LazyBag) -> Res<LazyFrame> {
             .map(|r| {
                 let v =
                     r.read_lock::<Map>().and_then(|m| m.get(n.as_str()).cloned()).unwrap_or(Dynamic::UNIT);
-                to_value(&v, "a record's value").map_err(runtime)
+                to_value(&v, "a record's value")
             })
-            .collect::<Res<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         cols.push((
             n.clone(),
             brisk_engine::frame::values::infer_dtype(n, &vals)
@@ -385,7 +384,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
                 key.type_name()
             )));
         }
-        let v = to_value(&key, "pluck's key").map_err(runtime)?;
+        let v = to_value(&key, "pluck's key")?;
         Ok(stage(b, Stage::Pluck(v), &key.to_string()))
     });
     engine.register_fn("str_split", |b: &mut LazyBag| stage(b, Stage::StrSplit(None), ""));

@@ -71,7 +71,7 @@ pub(super) fn dtype_of(d: &Dynamic, what: &str) -> Res<DType> {
 }
 
 pub(super) fn scalar(d: &Dynamic, what: &str) -> Res<Value> {
-    let v = to_value(d, what).map_err(runtime)?;
+    let v = to_value(d, what)?;
     match v {
         Value::Unit | Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::Str(_) => Ok(v),
         other => {
@@ -482,7 +482,7 @@ fn head(state: &SessionState, f: &DataFrame, n: i64) -> Res<Arc<Frame>> {
             break;
         }
     }
-    Ok(Arc::new(Frame::stack(&got, &f.schema).map_err(runtime)?))
+    Ok(Arc::new(Frame::stack(&got, &f.schema).map_err(err)?))
 }
 
 fn red_of(name: &str, what: &str) -> Res<Red> {

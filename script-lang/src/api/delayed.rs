@@ -47,7 +47,7 @@ pub fn call_task(state: &SessionState, func: &Func, label: &str, args: &[Dynamic
     }
     let mut built = Vec::with_capacity(args.len());
     for (i, a) in args.iter().enumerate() {
-        built.push(b.arg(a, &format!("argument {} of '{label}'", i + 1)).map_err(runtime)?);
+        built.push(b.arg(a, &format!("argument {} of '{label}'", i + 1))?);
     }
     let name = b.token.name(label);
     let key = Key::new(name.as_str());
@@ -117,7 +117,7 @@ macro_rules! register_binop {
 
 impl DelayedFn {
     pub fn from_fn_ptr(state: &SessionState, f: &FnPtr) -> Res<DelayedFn> {
-        let udf = crate::ship::ship(f, state.code()).map_err(runtime)?;
+        let udf = crate::ship::ship(f, state.code())?;
         Ok(DelayedFn { label: udf.label.clone(), func: Func::Udf(Arc::new(udf)) })
     }
 }

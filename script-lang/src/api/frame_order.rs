@@ -136,7 +136,7 @@ fn tail(state: &SessionState, f: &DataFrame, n: i64) -> Res<Arc<Frame>> {
         got.push(part);
     }
     got.reverse();
-    Ok(Arc::new(Frame::stack(&got, &f.schema).map_err(runtime)?))
+    Ok(Arc::new(Frame::stack(&got, &f.schema).map_err(err)?))
 }
 
 fn divisions(state: &SessionState, f: &DataFrame) -> Res<RArray> {
@@ -177,7 +177,7 @@ fn meta_or_sample(
         )));
     };
     let got: Dynamic = f.call_within_context(cx, (Dynamic::from(LocalFrame(part)),))?;
-    let v = crate::convert::to_value(&got, function).map_err(runtime)?;
+    let v = crate::convert::to_value(&got, function)?;
     let schema = udf::infer_schema(&v).map_err(|e| runtime(format!("{function}: {e}")))?;
     if schema.cols.is_empty() {
         return Err(runtime(format!(

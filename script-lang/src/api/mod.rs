@@ -62,7 +62,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
 /// Functions every engine has, on clients and on workers.
 pub fn register_values(engine: &mut Engine) {
     fn to_json(v: &Dynamic) -> Result<String, Box<rhai::EvalAltResult>> {
-        let value = crate::convert::to_value(v, "to_json's argument").map_err(crate::error::runtime)?;
+        let value = crate::convert::to_value(v, "to_json's argument")?;
         Ok(value.to_json())
     }
     engine.register_fn("to_json", |v: Dynamic| to_json(&v));
