@@ -16,7 +16,6 @@ use rhai::{AST, Dynamic, EvalAltResult, Map};
 use crate::error::{ApiError, engine_error};
 
 /// Where `print` output goes.
-/// Where `print` output goes.
 pub type OutputSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// A value rendered for `display(v)`: always text, and HTML where the
@@ -116,6 +115,15 @@ impl SessionState {
     /// schedulers do, so a failure shows at `persist`.
     pub fn persist(&self, root: &LayerRef, outputs: &[Key]) -> Res<Vec<Future>> {
         let futures = self.submit(materialize(std::slice::from_ref(root)), outputs)?;
+        self.gather(&futures)?;
+        Ok(futures)
+    }
+
+    /// Put `values` on the workers (`scatter`); one future each, finished (or
+    /// failed) when this returns.
+    pub fn scatter(&self, values: Vec<Value>) -> Res<Vec<Future>> {
+        let (graph, keys) = brisk_engine::client::scatter_graph(values);
+        let futures = self.submit(graph, &keys)?;
         self.gather(&futures)?;
         Ok(futures)
     }
@@ -319,7 +327,6 @@ impl SessionConfig {
     }
 }
 
-/// Parse `annotate`'s option map.
 /// Most retries a task may ask for: a deterministic failure retried
 /// without end would look like a hang.
 pub const MAX_RETRIES: i64 = 100;

@@ -399,3 +399,38 @@ fn eval_gives_an_outcome_front_ends_render() {
     assert!(r.html.is_some_and(|h| h.contains("<table")), "records render as an HTML table");
     assert_eq!(s.eval("x", "<test>").expect("x").into_value().as_int().ok(), Some(40));
 }
+
+/// What is built on a persisted collection keeps its results alive after
+/// the persisted collection itself is dropped, and releases them after.
+#[test]
+fn collections_built_on_persisted_ones_keep_their_results() {
+    let (mut s, _) = session();
+    let _ = eval_ok(
+        &mut s,
+        r#"
+        let p = from_sequence([1, 2, 3, 4], #{npartitions: 2}).map(|x| x * 10).persist();
+        let q = p.map(|x| x + 1);
+        let a = arange(0, 6, 1, #{chunks: 2}).persist();
+        let b = a * 2;
+        p = (); a = ();
+        "#,
+    );
+    let runs = |s: &Session| {
+        s.state()
+            .client()
+            .snapshot()
+            .groups
+            .iter()
+            .filter(|g| &*g.name == "map")
+            .map(|g| g.total)
+            .sum::<u64>()
+    };
+    let before = runs(&s);
+    let v = eval_ok(&mut s, "[q.sum().compute(), b.sum().compute()]");
+    assert_eq!(json(&v, "sums"), "[104,30]");
+    // q's own map runs inside its sum's tasks (bag stages fuse into the next
+    // task), so a "map" task now would be the persisted one running again.
+    assert_eq!(runs(&s), before, "the persisted map did not run again");
+    let _ = eval_ok(&mut s, "q = (); b = ();");
+    wait_until_drained(&s);
+}

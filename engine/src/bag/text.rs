@@ -1,7 +1,8 @@
-//! Text files as bags: blocks cut at line ends (Dask's `read_text` with
-//! `blocksize`, through `read_bytes(delimiter=b"\n")`), lines that keep
-//! their `"\n"` as Python's text mode gives them, the string stages, and
-//! `to_textfiles`.
+//! Text files as bags: the lines of a block (read through `crate::io`, which
+//! cuts blocks at line ends as Dask's `read_bytes(delimiter=b"\n")`), kept
+//! with their `"\n"` as Python's text mode gives them; the word-count fast
+//! path that never builds a value per word; and `to_textfiles`. The string
+//! stages themselves are `records::apply_str`.
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -19,6 +19,19 @@ use crate::key::Key;
 use crate::ops::Op;
 use crate::value::Value;
 
+/// The graph that puts `values` on the workers: one literal task each, keyed
+/// by the value's content, so scattering equal data twice gives one key.
+pub fn scatter_graph(values: Vec<Value>) -> (Graph, Vec<Key>) {
+    let mut tasks = Vec::with_capacity(values.len());
+    let mut keys = Vec::with_capacity(values.len());
+    for v in values {
+        let key = Key::new(Tokenizer::new().value(&v).name("scatter").as_str());
+        keys.push(key.clone());
+        tasks.push(Task::new(key, Op::Literal(v), vec![]));
+    }
+    (Graph::from_tasks(tasks), keys)
+}
+
 /// One worker as a client sees it (`c.workers()`, the dashboard).
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkerInfo {
@@ -74,15 +87,10 @@ pub trait Client: Send + Sync {
     /// returns (as Dask's `scatter`). Keys come from the values' content, so
     /// scattering equal data twice gives the same key.
     fn scatter(&self, values: Vec<Value>, cancel: &CancelToken) -> Result<Vec<Future>, EngineError> {
-        let mut tasks = Vec::with_capacity(values.len());
-        let mut keys = Vec::with_capacity(values.len());
-        for v in values {
-            let key = Key::new(Tokenizer::new().value(&v).name("scatter").as_str());
-            keys.push(key.clone());
-            tasks.push(Task::new(key, Op::Literal(v), vec![]));
-        }
-        let futures = self.submit(Graph::from_tasks(tasks), &keys)?;
-        wait(&futures, cancel)?;
+        let (graph, keys) = scatter_graph(values);
+        let futures = self.submit(graph, &keys)?;
+        // As Dask's: the data is on the workers (or the failure known) on return.
+        self.gather(&futures, cancel)?;
         Ok(futures)
     }
 
@@ -96,7 +104,7 @@ pub trait Client: Send + Sync {
         cancel: &CancelToken,
     ) -> Result<Vec<Future>, EngineError> {
         let futures = self.submit(graph, outputs)?;
-        gather(&futures, cancel)?;
+        self.gather(&futures, cancel)?;
         Ok(futures)
     }
 

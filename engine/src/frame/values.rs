@@ -134,6 +134,6 @@ impl Frame {
             return Ok(Frame(DataFrame::empty_with_schema(&schema.to_polars())));
         }
         let refs: Vec<&DataFrame> = parts.iter().map(|f| &f.0).collect();
-        concat(&refs).map(Frame).map_err(polars_error)
+        concat(&refs).map(Frame).map_err(|e| FrameError::Invalid(e.to_string()))
     }
 }

@@ -21,10 +21,12 @@ pub struct Layer {
     pub name: Arc<str>,
     pub tasks: Vec<Task>,
     pub deps: Vec<LayerRef>,
-    /// Results that tasks of this layer's dependents read as *external*
-    /// keys (persisted collections, futures passed as arguments). Held here
-    /// so that they live exactly as long as anything built on them, as Dask
-    /// keeps the futures of a persisted collection inside its graph.
+    /// Results read as *external* keys by this layer's tasks (futures passed
+    /// to a delayed call) or by its dependents' (a persisted collection's
+    /// partitions). Held here so that they live exactly as long as anything
+    /// built on them, as Dask keeps the futures of a persisted collection in
+    /// its graph. Dropping the last holder releases the future, which takes
+    /// its client's lock: a client must never own layers.
     pub pins: Vec<Pin>,
 }
 

@@ -74,6 +74,8 @@ impl Tokenizer {
                 self.h.update(&i.to_le_bytes());
             }
             Value::Float(f) => {
+                // Every NaN is one NaN, as in `serde` below; -0.0 stays itself.
+                let f = if f.is_nan() { f64::NAN } else { *f };
                 self.h.update(&[13]);
                 self.h.update(&f.to_bits().to_le_bytes());
             }
@@ -97,9 +99,13 @@ impl Tokenizer {
                 self.h.update(&[19]);
                 // A frame's identity is its content; IPC bytes are canonical
                 // for equal frames of one schema.
-                let bytes = f.to_ipc().unwrap_or_default();
-                self.h.update(&(bytes.len() as u64).to_le_bytes());
-                self.h.update(&bytes);
+                match f.to_ipc() {
+                    Ok(bytes) => {
+                        self.h.update(&(bytes.len() as u64).to_le_bytes());
+                        self.h.update(&bytes);
+                    }
+                    Err(_) => self.unique_error(),
+                }
             }
             Value::Array(c) => {
                 self.h.update(&[18]);
@@ -135,18 +141,29 @@ impl Tokenizer {
     ///   and the sorted digests are fed, so a `HashMap` in any insertion order
     ///   and a `BTreeMap` of the same entries give one token. Serde shows a
     ///   `HashSet` as a sequence, which is *not* order-insensitive.
-    /// - On error (a custom `Serialize` impl that fails), what was written
-    ///   before the failure stays and a fixed error marker follows, so the
-    ///   token is still well-defined. This never panics.
+    /// - On error (a custom `Serialize` impl that fails, e.g. a frame whose
+    ///   IPC encoding fails), the error marker and a number unique in this
+    ///   process follow: two values that fail alike must not share a key (and
+    ///   so a result); such a value is simply never deduplicated. This never
+    ///   panics.
     ///
     /// The layout is documented in full in `graph/canon.rs`. Changing it
     /// changes every key built from it.
     pub fn serde<T: serde::Serialize + ?Sized>(&mut self, x: &T) -> &mut Self {
         self.h.update(&[4]);
         if canon::feed(&mut self.h, x).is_err() {
-            self.h.update(&[canon::tag::ERROR]);
+            self.unique_error();
         }
         self
+    }
+
+    /// What cannot be encoded gets a token of its own, never shared.
+    fn unique_error(&mut self) {
+        static FAILED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = FAILED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.h.update(&[canon::tag::ERROR]);
+        self.h.update(&u64::from(std::process::id()).to_le_bytes());
+        self.h.update(&n.to_le_bytes());
     }
 
     /// The token: 32 hex digits, as Dask's md5 tokens.

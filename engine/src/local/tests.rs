@@ -328,7 +328,21 @@ fn tasks_needing_a_missing_resource_are_refused_not_hung() {
         Some(Arc::new(Annotations { resources: vec![("GPU".into(), 1.0)], ..Annotations::default() }));
     let e =
         rt.compute(Graph::from_tasks(vec![t]), &[Key::new("g")], &CancelToken::new()).expect_err("refused");
-    assert!(e.to_string().contains("needs resource GPU=1"), "{e}");
+    assert!(
+        matches!(&e, EngineError::MissingResource { name, need, have, .. } if name == "GPU" && *need == 1.0 && *have == 0.0),
+        "{e:?}"
+    );
+    assert_eq!(e.to_string(), "task g needs resource GPU=1, but the local worker has GPU=0");
+}
+
+#[test]
+fn a_closed_client_refuses_work_and_fails_what_was_pending() {
+    let rt = Runtime::new(LocalConfig { sync: true, ..LocalConfig::default() }, Arc::new(NoUdfs));
+    let pending = rt.submit(Graph::from_tasks(vec![lit("p", 1)]), &[Key::new("p")]).expect("submit");
+    rt.close();
+    assert!(matches!(pending[0].result(&CancelToken::new()), Err(EngineError::Task { .. })));
+    let again = rt.submit(Graph::from_tasks(vec![lit("q", 2)]), &[Key::new("q")]);
+    assert!(matches!(again, Err(EngineError::Shutdown)), "{again:?}");
 }
 
 #[test]

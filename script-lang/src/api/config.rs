@@ -1,6 +1,6 @@
 //! `config()` / `config(#{...})` (dask.config) and `annotate(#{...}, || ...)`.
-//! Option maps are parsed into typed structs; an unknown key or a bad value
-//! is an error that names it.
+//! Their option maps are parsed in `crate::state`, into typed structs; an
+//! unknown key or a bad value is an `ApiError` that names it.
 
 use std::sync::Arc;
 

@@ -147,7 +147,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "persist",
-        "x.persist() -> Delayed | Array",
+        "x.persist() -> same kind of collection",
         "Compute now and keep the result in memory; later graphs read it instead of recomputing.",
         "let x = delayed(|v| v * 2).call(21).persist();\ncompute(x + 1, x * 2)",
     ),

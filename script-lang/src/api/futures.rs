@@ -64,7 +64,7 @@ fn scatter(state: &SessionState, v: &Dynamic) -> Res<Dynamic> {
 
 fn scatter_one(state: &SessionState, v: &Dynamic) -> Res<Dynamic> {
     let value = crate::convert::to_value(v, "scatter's argument")?;
-    let mut futs = state.client().scatter(vec![value], &state.cancel).map_err(engine_error)?;
+    let mut futs = state.scatter(vec![value])?;
     let f = futs.pop().ok_or_else(|| runtime("scatter returned no future"))?;
     Ok(Dynamic::from(RFuture(f)))
 }

@@ -695,7 +695,6 @@ impl DataFrame {
     }
 }
 
-/// What `assign` puts in a column.
 impl crate::collections::Collection for DataFrame {
     fn partitions(&self) -> (LayerRef, Vec<Key>) {
         DataFrame::partitions(self, &Ctx::default())
@@ -735,6 +734,7 @@ impl crate::collections::Collection for Series {
     }
 }
 
+/// What `assign` puts in a column.
 #[derive(Clone, Debug)]
 pub enum Assigned {
     Series(Series),
