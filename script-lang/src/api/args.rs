@@ -144,10 +144,15 @@ pub fn wrong_type_error(function: &str, expected: &str, got: &Dynamic) -> ApiErr
     }
 }
 
+/// The context builders take: the annotations in force.
+pub(super) fn ctx(state: &crate::state::SessionState) -> brisk_engine::collections::array::Ctx {
+    brisk_engine::collections::array::Ctx { annotations: state.annotations() }
+}
+
 /// `"10MB"`, `"64 KiB"`, or a number of bytes (Dask's `parse_bytes`).
 pub(super) fn bytes_arg(d: &Dynamic, what: &str) -> Res<u64> {
     if d.is_int() {
-        return positive(d, what);
+        return positive(d, what).map(|n| n as u64);
     }
     let Ok(s) = d.clone().into_string() else {
         return Err(runtime(format!("{what} must be a number of bytes or a size like \"64MB\", got {d}")));
@@ -171,9 +176,9 @@ pub(super) fn bytes_arg(d: &Dynamic, what: &str) -> Res<u64> {
     }
 }
 
-pub(super) fn positive(d: &Dynamic, what: &str) -> Res<u64> {
+pub(super) fn positive(d: &Dynamic, what: &str) -> Res<usize> {
     match d.as_int() {
-        Ok(n) if n > 0 => Ok(n as u64),
+        Ok(n) if n > 0 => Ok(n as usize),
         _ => Err(runtime(format!("{what} must be a positive integer, got {d}"))),
     }
 }

@@ -11,9 +11,9 @@ use brisk_engine::array::{ArrayError, Chunk, fmt_shape, norm_axes, norm_axis};
 use brisk_engine::collections::array::{self as arr, Array, AxisChunks, ChunkSpec, Operand};
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
-use super::args::wrong_type;
+use super::args::{ctx, wrong_type};
 use super::array_args::{
-    LocalArg, Opts, St, arrays, axes_arg, chunks_arg, ctx, dtype_arg, err, float_of, index_arg, int_of, ints,
+    LocalArg, Opts, St, arrays, axes_arg, chunks_arg, dtype_arg, err, float_of, index_arg, int_of, ints,
     lazy, lazy_operand, local_result, need, random_seed,
 };
 use super::array_create::to_nested;

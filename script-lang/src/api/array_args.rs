@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use brisk_engine::array::elementwise::Operand as Local;
 use brisk_engine::array::{ArrayError, Chunk, DType, Scalar};
-use brisk_engine::collections::array::{self as arr, Array, AxisChunks, ChunkSpec, Ctx, Operand};
+use brisk_engine::collections::array::{self as arr, Array, AxisChunks, ChunkSpec, Operand};
 use rhai::{Array as RArray, Dynamic, EvalAltResult, Map};
 
-use super::args::wrong_type;
+use super::args::{ctx, wrong_type};
 use crate::error::runtime;
 use crate::state::SessionState;
 use crate::types::{LazyArray, type_name};
@@ -25,10 +25,6 @@ pub(super) fn need(st: &St) -> Res<&SessionState> {
 
 pub(super) fn err(e: ArrayError) -> Box<EvalAltResult> {
     runtime(e.to_string())
-}
-
-pub(super) fn ctx(state: &SessionState) -> Ctx {
-    Ctx { annotations: state.annotations() }
 }
 
 pub(super) fn int_of(d: &Dynamic, what: &str) -> Res<i64> {

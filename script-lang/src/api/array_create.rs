@@ -8,13 +8,13 @@ use brisk_engine::array::{Chunk, DType, Scalar};
 use brisk_engine::collections::array::{self as arr};
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
-use super::args::wrong_type;
+use super::args::{ctx, wrong_type};
 use crate::error::runtime;
 use crate::state::SessionState;
 use crate::types::LazyArray;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
-use super::array_args::{Opts, ctx, dtype_arg, err, float_of, int_of, random_seed, scalar_of, shape_arg};
+use super::array_args::{Opts, dtype_arg, err, float_of, int_of, random_seed, scalar_of, shape_arg};
 use super::fndoc::{FnDoc, doc};
 
 /// This area's entries of the API reference (`docs::all` chains the areas

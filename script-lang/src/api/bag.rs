@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use brisk_engine::bag::agg::KeyBy;
 use brisk_engine::bag::{Agg, Stage};
-use brisk_engine::collections::array::Ctx;
 use brisk_engine::collections::bag::{self as cb, Bag, BagError};
 use brisk_engine::graph::Tokenizer;
 use brisk_engine::runner::Udf;
@@ -16,7 +15,7 @@ use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
 use super::args::options;
 use super::args::shipped as closure;
-use super::args::{bytes_arg, positive};
+use super::args::{bytes_arg, ctx, positive};
 use super::fndoc::{FnDoc, doc};
 use crate::collection::compute_all;
 use crate::convert::{to_dynamic, to_value};
@@ -31,10 +30,6 @@ fn err(e: BagError) -> Box<EvalAltResult> {
     runtime(e.to_string())
 }
 
-fn ctx(state: &SessionState) -> Ctx {
-    Ctx { annotations: state.annotations() }
-}
-
 fn from_sequence(state: &SessionState, seq: RArray, m: Option<Map>) -> Res<LazyBag> {
     let m = options(m, "from_sequence", &["npartitions"])?;
     let n = m.get("npartitions").map(|d| positive(d, "from_sequence: npartitions")).transpose()?;
@@ -43,7 +38,7 @@ fn from_sequence(state: &SessionState, seq: RArray, m: Option<Map>) -> Res<LazyB
         .enumerate()
         .map(|(i, d)| to_value(d, &format!("record {i} of from_sequence")))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(LazyBag { b: cb::from_sequence(&ctx(state), records, n.map(|n| n as usize)).map_err(err)? })
+    Ok(LazyBag { b: cb::from_sequence(&ctx(state), records, n).map_err(err)? })
 }
 
 /// Files named by a path, a glob, or an array of either.

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use brisk_engine::Value;
-use brisk_engine::collections::array::Ctx;
 use brisk_engine::collections::frame::{self as cd, Assigned, DataFrame, FrameError};
 use brisk_engine::frame as kernels;
 use brisk_engine::frame::dtype::{DType, Schema};
@@ -14,8 +13,8 @@ use brisk_engine::frame::partition::Frame;
 use brisk_engine::frame::red::Red;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
-use super::args::bytes_arg;
 use super::args::options;
+use super::args::{bytes_arg, ctx, positive};
 use crate::convert::{to_dynamic, to_value};
 use crate::error::{ApiError, runtime};
 use crate::print::{frame_repr, local_frame_text, local_series_text, series_repr};
@@ -38,10 +37,6 @@ const SERIES_REDUCTIONS: [(&str, Red); 8] = [
 
 pub(super) fn err(e: FrameError) -> Box<EvalAltResult> {
     runtime(e.to_string())
-}
-
-pub(super) fn ctx(state: &SessionState) -> Ctx {
-    Ctx { annotations: state.annotations() }
 }
 
 pub(super) fn strings(d: &Dynamic, what: &str) -> Res<Vec<String>> {
@@ -77,13 +72,6 @@ pub(super) fn scalar(d: &Dynamic, what: &str) -> Res<Value> {
         other => {
             Err(runtime(format!("{what} must be a number, string, bool or (), not {}", other.type_name())))
         }
-    }
-}
-
-pub(super) fn positive(d: &Dynamic, what: &str) -> Res<usize> {
-    match d.as_int() {
-        Ok(n) if n > 0 => Ok(n as usize),
-        _ => Err(runtime(format!("{what} must be a positive integer, got {d}"))),
     }
 }
 

@@ -13,8 +13,9 @@ use brisk_engine::frame::rolling::RollAgg;
 use brisk_engine::frame::shuffle::JoinHow;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
+use super::args::{ctx, positive};
 use super::args::{options, shipped};
-use super::dataframe::{compute_one, ctx, dtype_of, err, frame_value, positive, strings};
+use super::dataframe::{compute_one, dtype_of, err, frame_value, strings};
 use super::fndoc::{FnDoc, doc};
 use crate::convert::to_dynamic;
 use crate::error::runtime;
