@@ -93,6 +93,7 @@ impl SessionState {
         let sink = self.debug.read().unwrap_or_else(|e| e.into_inner()).clone();
         sink(s);
     }
+
     /// The session's client now (a `config` change may replace it).
     pub fn client(&self) -> Arc<dyn Client> {
         self.client.read().unwrap_or_else(|e| e.into_inner()).clone()
