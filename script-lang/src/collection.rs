@@ -30,45 +30,25 @@ pub trait ScriptCollection: Clone + Send + Sync + 'static {
     fn wrap(inner: Self::Inner) -> Self;
 }
 
-impl ScriptCollection for LazyArray {
-    type Inner = Array;
-    fn inner(&self) -> &Array {
-        &self.a
-    }
-    fn wrap(a: Array) -> Self {
-        LazyArray { a }
-    }
+/// A script type that is its engine collection plus nothing else.
+macro_rules! wraps {
+    ($script:ident, $inner:ty, $field:ident) => {
+        impl ScriptCollection for $script {
+            type Inner = $inner;
+            fn inner(&self) -> &$inner {
+                &self.$field
+            }
+            fn wrap($field: $inner) -> Self {
+                $script { $field }
+            }
+        }
+    };
 }
 
-impl ScriptCollection for LazyBag {
-    type Inner = Bag;
-    fn inner(&self) -> &Bag {
-        &self.b
-    }
-    fn wrap(b: Bag) -> Self {
-        LazyBag { b }
-    }
-}
-
-impl ScriptCollection for LazyFrame {
-    type Inner = DataFrame;
-    fn inner(&self) -> &DataFrame {
-        &self.f
-    }
-    fn wrap(f: DataFrame) -> Self {
-        LazyFrame { f }
-    }
-}
-
-impl ScriptCollection for LazySeries {
-    type Inner = Series;
-    fn inner(&self) -> &Series {
-        &self.s
-    }
-    fn wrap(s: Series) -> Self {
-        LazySeries { s }
-    }
-}
+wraps!(LazyArray, Array, a);
+wraps!(LazyBag, Bag, b);
+wraps!(LazyFrame, DataFrame, f);
+wraps!(LazySeries, Series, s);
 
 impl ScriptCollection for Delayed {
     type Inner = Delayed;

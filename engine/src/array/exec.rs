@@ -1,7 +1,7 @@
 //! Running one array task on its dependency values.
 
 use super::chunk::Chunk;
-use super::create::{self};
+use super::create;
 use super::dtype::Scalar;
 use super::elementwise::{self, BinOp, Operand};
 use super::error::ArrayError;

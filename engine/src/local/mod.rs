@@ -18,8 +18,8 @@ use crate::client::{CancelToken, Cell, Client, Future, FutureHost, Status, Worke
 use crate::diagnostics::{Event, Hub, Snapshot};
 use crate::error::{EngineError, TaskError};
 use crate::exec::execute;
+use crate::graph;
 use crate::graph::task::Graph;
-use crate::graph::{self};
 use crate::key::Key;
 use crate::ops::Op;
 use crate::runner::{TaskContext, UdfRunner};
@@ -186,11 +186,6 @@ impl Runtime {
 
     pub fn config(&self) -> &LocalConfig {
         &self.shared.config
-    }
-
-    /// Tasks the scheduler holds now (for tests: 0 once nothing is referenced).
-    pub fn tasks_held(&self) -> usize {
-        self.shared.lock().core.ntasks()
     }
 
     pub fn validate(&self) -> Result<(), String> {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use brisk_engine::collections::frame::DataFrame;
-use brisk_engine::collections::frame::{self as sh, MergeArgs};
+use brisk_engine::collections::frame::{self as cf, MergeArgs};
 use brisk_engine::frame::op::Keep;
 use brisk_engine::frame::partition::Frame;
 use brisk_engine::frame::rolling::RollAgg;
@@ -94,7 +94,7 @@ fn merge(
         None => ("_x".to_string(), "_y".to_string()),
     };
     let args = MergeArgs { how, left_on, right_on, suffixes };
-    Ok(LazyFrame { f: sh::merge(&ctx(state), l, r, &args).map_err(err)? })
+    Ok(LazyFrame { f: cf::merge(&ctx(state), l, r, &args).map_err(err)? })
 }
 
 fn ascending(m: Option<Map>, n: usize) -> Res<Vec<bool>> {

@@ -31,7 +31,7 @@ fn compute(a: &Array) -> Vec<Chunk> {
             Value::Array(c) => out.push(Chunk::clone(c)),
             other => panic!("not an array: {other:?}"),
         }
-        assert_eq!(rt.tasks_held(), 0);
+        assert_eq!(rt.snapshot().tasks_held, 0);
     }
     assert_eq!(out[0], out[1], "threads and sync agree");
     out
