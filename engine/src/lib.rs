@@ -20,6 +20,7 @@ pub mod host;
 pub mod io;
 pub mod key;
 pub mod local;
+pub mod memory;
 pub mod ops;
 pub mod pieces;
 pub mod runner;

@@ -100,10 +100,13 @@ fn kernel(action: Option<KernelAction>, connection_file: Option<PathBuf>) -> any
 /// mimalloc keeps freed blocks for reuse: array tasks allocate and free
 /// chunks of tens of MiB, and the system allocator returns those to the
 /// kernel each time, so every new chunk paid for fresh page faults.
+/// `Counting` keeps the live heap's size, which the memory budget reads.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: brisk_engine::memory::Counting<mimalloc::MiMalloc> =
+    brisk_engine::memory::Counting(mimalloc::MiMalloc);
 
 fn main() -> ExitCode {
+    brisk_engine::memory::start_counting();
     brisk_script::ship::init();
     // Shuffle pieces left by graphs that failed half-way go when brisk ends.
     let _pieces = brisk_engine::pieces::Cleanup::start();

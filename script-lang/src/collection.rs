@@ -8,16 +8,17 @@ use std::sync::Arc;
 
 use brisk_engine::Key;
 use brisk_engine::Value;
-use brisk_engine::collections::Collection;
 use brisk_engine::collections::array::Array;
 use brisk_engine::collections::bag::Bag;
 use brisk_engine::collections::delayed::Delayed;
 use brisk_engine::collections::frame::{DataFrame, Series};
+use brisk_engine::collections::{Collection, check_results_fit};
 use brisk_engine::graph::{LayerRef, materialize};
 use brisk_engine::ops::{Arg, Op};
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use crate::convert::{MAX_DEPTH, to_dynamic};
+use crate::error::runtime;
 use crate::state::SessionState;
 use crate::types::{LazyArray, LazyBag, LazyFrame, LazySeries, LocalFrame, LocalSeries};
 
@@ -130,6 +131,8 @@ pub fn compute_all(state: &SessionState, values: &[Dynamic]) -> Res<Vec<Dynamic>
     if found.is_empty() {
         return Ok(values.to_vec());
     }
+    let all: Vec<&dyn Collection> = found.iter().map(Lazy::collection).collect();
+    check_results_fit("compute", &all).map_err(|e| runtime(e.to_string()))?;
     let (layers, keys): (Vec<LayerRef>, Vec<Key>) = found.iter().map(|l| l.collection().finalize()).unzip();
     let results = state.compute(&layers, &keys)?;
     let mut it = found.iter().zip(results.iter());
@@ -181,6 +184,7 @@ fn replace<'a>(
 /// and return the same kind of collection read from them (later graphs
 /// read the results; nothing reruns).
 pub fn persist<C: Collection>(state: &SessionState, c: &C) -> Res<C> {
+    check_results_fit("persist", &[c]).map_err(|e| runtime(e.to_string()))?;
     let (layer, keys) = c.partitions();
     let futures = state.persist(&layer, &keys)?;
     Ok(c.persisted(keys, futures))
@@ -247,8 +251,9 @@ pub fn write_graph(graph: &brisk_engine::Graph, path: &str) -> Result<(), Box<rh
     let text = brisk_engine::graph::dot::to_dot(graph);
     let ext = std::path::Path::new(path).extension().and_then(|e| e.to_str()).unwrap_or("");
     match ext {
-        "dot" | "gv" => std::fs::write(path, text)
-            .map_err(|e| crate::error::runtime(format!("visualize: cannot write {path}: {e}"))),
+        "dot" | "gv" => {
+            std::fs::write(path, text).map_err(|e| runtime(format!("visualize: cannot write {path}: {e}")))
+        }
         "svg" | "png" | "pdf" => {
             use std::io::Write;
             let mut child = std::process::Command::new("dot")
@@ -258,24 +263,23 @@ pub fn write_graph(graph: &brisk_engine::Graph, path: &str) -> Result<(), Box<rh
                 .stdin(std::process::Stdio::piped())
                 .spawn()
                 .map_err(|e| {
-                    crate::error::runtime(format!(
+                    runtime(format!(
                         "visualize: writing {path} needs Graphviz's `dot` program ({e}); write a .dot file instead"
                     ))
                 })?;
             if let Some(mut stdin) = child.stdin.take() {
                 stdin
                     .write_all(text.as_bytes())
-                    .map_err(|e| crate::error::runtime(format!("visualize: dot failed: {e}")))?;
+                    .map_err(|e| runtime(format!("visualize: dot failed: {e}")))?;
             }
-            let status =
-                child.wait().map_err(|e| crate::error::runtime(format!("visualize: dot failed: {e}")))?;
+            let status = child.wait().map_err(|e| runtime(format!("visualize: dot failed: {e}")))?;
             if status.success() {
                 Ok(())
             } else {
-                Err(crate::error::runtime(format!("visualize: dot could not write {path} ({status})")))
+                Err(runtime(format!("visualize: dot could not write {path} ({status})")))
             }
         }
-        other => Err(crate::error::runtime(format!(
+        other => Err(runtime(format!(
             "visualize: unknown file type \"{other}\" for {path} (use .dot, or .svg/.png/.pdf with Graphviz installed)"
         ))),
     }

@@ -127,6 +127,16 @@ pub fn engine_error(e: EngineError) -> Box<EvalAltResult> {
     }
 }
 
+/// The memory error a termination token carries, if it is one.
+pub fn memory_token(e: &EvalAltResult) -> Option<brisk_engine::memory::MemoryError> {
+    match e {
+        EvalAltResult::ErrorTerminated(t, _) => {
+            t.read_lock::<brisk_engine::memory::MemoryError>().map(|m| m.clone())
+        }
+        _ => None,
+    }
+}
+
 /// A plain runtime error with a message.
 pub fn runtime(message: impl Into<String>) -> Box<EvalAltResult> {
     Box::new(EvalAltResult::ErrorRuntime(Dynamic::from(message.into()), Position::NONE))
@@ -152,6 +162,16 @@ impl ScriptError {
         origin_of_fn: impl Fn(&str) -> Option<String>,
     ) -> ScriptError {
         let inner = e.unwrap_inner();
+        if let Some(m) = memory_token(inner) {
+            let pos = inner.position();
+            return ScriptError {
+                kind: ErrorKind::Runtime,
+                message: m.to_string(),
+                origin: origin.to_string(),
+                line: pos.line(),
+                column: pos.position(),
+            };
+        }
         if let EvalAltResult::ErrorTerminated(..) = inner {
             return ScriptError {
                 kind: ErrorKind::Cancelled,

@@ -67,7 +67,7 @@ impl Session {
         let st = state.clone();
         engine.on_debug(move |s, _, pos| st.debug(&format!("[{pos:?}] {s}")));
         let cancel = state.cancel.clone();
-        engine.on_progress(move |_| cancel.is_cancelled().then(|| Dynamic::from("interrupted")));
+        engine.on_progress(move |_| ship::progress_token(cancel.is_cancelled(), "interrupted"));
         Session {
             engine,
             scope: Scope::new(),

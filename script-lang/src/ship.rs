@@ -31,6 +31,16 @@ pub fn init() {
 
 /// Turn a function pointer into its shipped form. Refuses closures that
 /// capture something that cannot travel (a lazy collection, a function).
+/// The progress hook's verdict between two operations of a script: stop it
+/// when it was cancelled, or when its values are outgrowing the memory
+/// budget (a `MemoryError` as the token, reported as that error).
+pub fn progress_token(cancelled: bool, why: &str) -> Option<Dynamic> {
+    if cancelled {
+        return Some(Dynamic::from(why.to_string()));
+    }
+    brisk_engine::memory::check_step().err().map(Dynamic::from)
+}
+
 pub fn ship(f: &FnPtr, code: Arc<Code>) -> Result<Udf, ConvertError> {
     let label = if f.is_anonymous() { "lambda".to_string() } else { f.fn_name().to_string() };
     let curry = f
@@ -86,7 +96,7 @@ impl RhaiUdfs {
             let mut slot = cell.borrow_mut();
             let te = slot.get_or_insert_with(|| {
                 let mut engine = (self.make_engine)();
-                engine.on_progress(|_| current_task_cancelled().then(|| Dynamic::from("cancelled")));
+                engine.on_progress(|_| progress_token(current_task_cancelled(), "cancelled"));
                 ThreadEngine { engine, compiled: HashMap::new() }
             });
             let ast = match te.compiled.get(&udf.code.id) {
@@ -193,12 +203,17 @@ pub fn compile_chunks(engine: &Engine, code: &Code) -> Result<AST, TaskError> {
 
 /// A Rhai error inside a closure, as a task error with the closure's position.
 fn task_error(e: &EvalAltResult, code: &Code, cancelled: bool) -> TaskError {
-    if cancelled || matches!(e.unwrap_inner(), EvalAltResult::ErrorTerminated(..)) {
+    let inner = e.unwrap_inner();
+    let memory = crate::error::memory_token(inner);
+    if cancelled || (memory.is_none() && matches!(inner, EvalAltResult::ErrorTerminated(..))) {
         return TaskError::cancelled();
     }
-    let inner = e.unwrap_inner();
     let pos = inner.position();
-    let mut error = TaskError::user(crate::error::without_position(inner));
+    let message = match memory {
+        Some(m) => m.to_string(),
+        None => crate::error::without_position(inner),
+    };
+    let mut error = TaskError::user(message);
     if let (Some(line), Some(column)) = (pos.line(), pos.position()) {
         let origin = origin_of(e, code);
         error = error.with_position(SourcePos { origin, line: line as u32, column: column as u32 });

@@ -19,6 +19,9 @@ pub enum ArrayError {
     /// A bad argument value (chunk spec, bins, ranges).
     #[error("{0}")]
     Value(String),
+    /// A chunk, a result or a graph that would not fit in the memory budget.
+    #[error(transparent)]
+    Memory(#[from] crate::memory::MemoryError),
 }
 
 impl From<ArrayError> for crate::error::TaskError {

@@ -60,8 +60,36 @@ fn arity(op: &ArrayOp, args: &[Value], n: usize) -> Result<(), ArrayError> {
     }
 }
 
+/// Refuse a new block of `shape` that would not fit in memory.
+fn fits(what: &str, shape: &[usize], dtype: super::dtype::DType) -> Result<(), ArrayError> {
+    let elems = shape.iter().fold(1u64, |a, &d| a.saturating_mul(d as u64));
+    crate::memory::check(crate::memory::times(elems, dtype.itemsize() as u64), || {
+        format!("a {what} block of shape {} {dtype}", super::error::fmt_shape(shape))
+    })?;
+    Ok(())
+}
+
 /// Run one array task.
 pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
+    // Blocks made from nothing are checked against the memory budget before
+    // they are allocated; the others are no bigger than their inputs, or
+    // (joins) are checked where they join.
+    match op {
+        ArrayOp::Random { shape, dtype, .. } => fits("random", shape, *dtype)?,
+        ArrayOp::Full { shape, dtype, .. } => fits("full", shape, *dtype)?,
+        ArrayOp::Arange { n, dtype, .. } | ArrayOp::Linspace { n, dtype, .. } => {
+            fits(&op.name(), &[*n], *dtype)?
+        }
+        ArrayOp::Eye { rows, cols, dtype, .. } => fits("eye", &[*rows, *cols], *dtype)?,
+        ArrayOp::Concat { .. } => {
+            let bytes = args
+                .iter()
+                .map(|v| if let Value::Array(c) = v { c.nbytes() } else { 0 })
+                .fold(0u64, u64::saturating_add);
+            crate::memory::check(bytes, || format!("joining {} blocks", args.len()))?;
+        }
+        _ => {}
+    }
     let one = |args: &[Value]| -> Result<Chunk, ArrayError> {
         arity(op, args, 1)?;
         chunk_arg(&args[0]).cloned()

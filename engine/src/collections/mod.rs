@@ -33,6 +33,28 @@ pub trait Collection {
     fn persisted(&self, keys: Vec<Key>, futures: Vec<Future>) -> Self
     where
         Self: Sized;
+
+    /// The bytes its computed value will take and what it is, when known
+    /// before running (an array's shape and dtype say it): `compute` and
+    /// `persist` refuse a result that cannot fit in memory up front, rather
+    /// than after an hour of work, or with an abort.
+    fn result_bytes(&self) -> Option<(u64, String)> {
+        None
+    }
+}
+
+/// Refuse to run `collections` if their results together cannot fit in
+/// the memory budget (`verb`: "compute", "persist").
+pub fn check_results_fit(
+    verb: &str,
+    collections: &[&dyn Collection],
+) -> Result<(), crate::memory::MemoryError> {
+    let sized: Vec<(u64, String)> = collections.iter().filter_map(|c| c.result_bytes()).collect();
+    let total = sized.iter().fold(0u64, |a, (b, _)| a.saturating_add(*b));
+    crate::memory::check(total, || {
+        let what: Vec<&str> = sized.iter().map(|(_, w)| w.as_str()).collect();
+        format!("the result of {verb} ({})", what.join(", "))
+    })
 }
 
 /// A layer without tasks whose keys are results held by a client, kept

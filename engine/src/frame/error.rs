@@ -30,6 +30,9 @@ pub enum FrameError {
     Parquet(#[from] crate::frame::parquet::ParquetError),
     #[error(transparent)]
     Json(#[from] crate::frame::json::JsonError),
+    /// A frame, a graph or a partition count that cannot fit in memory.
+    #[error(transparent)]
+    Memory(#[from] crate::memory::MemoryError),
 }
 
 /// A polars error as a `FrameError`: its first line, as task errors show it.

@@ -41,6 +41,18 @@ fn from_sequence(state: &SessionState, seq: RArray, m: Option<Map>) -> Res<LazyB
     Ok(LazyBag { b: cb::from_sequence(&ctx(state), records, n).map_err(err)? })
 }
 
+/// The numbers of a range, refused before they are made if they cannot fit
+/// (each is held as a script value and as a task literal).
+fn range_items(r: std::ops::Range<i64>) -> Res<RArray> {
+    let n = (r.end as i128 - r.start as i128).max(0) as u64;
+    let each = (std::mem::size_of::<Dynamic>() + std::mem::size_of::<brisk_engine::Value>()) as u64;
+    brisk_engine::memory::check(brisk_engine::memory::times(n, each), || {
+        format!("from_sequence of {n} numbers")
+    })
+    .map_err(|e| runtime(e.to_string()))?;
+    Ok(r.map(Dynamic::from_int).collect())
+}
+
 /// Files named by a path, a glob, or an array of either.
 fn expand_paths(d: &Dynamic) -> Res<Vec<PathBuf>> {
     let patterns: Vec<String> = if let Some(a) = d.read_lock::<RArray>() {
@@ -354,11 +366,11 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("from_sequence", move |s: RArray, m: Map| from_sequence(&st, s, Some(m)));
     let st = state.clone();
     engine.register_fn("from_sequence", move |r: std::ops::Range<i64>| {
-        from_sequence(&st, r.map(Dynamic::from_int).collect(), None)
+        from_sequence(&st, range_items(r)?, None)
     });
     let st = state.clone();
     engine.register_fn("from_sequence", move |r: std::ops::Range<i64>, m: Map| {
-        from_sequence(&st, r.map(Dynamic::from_int).collect(), Some(m))
+        from_sequence(&st, range_items(r)?, Some(m))
     });
     engine.register_fn("read_text", |p: Dynamic| read_text(&p, None));
     engine.register_fn("read_text", |p: Dynamic, m: Map| read_text(&p, Some(m)));

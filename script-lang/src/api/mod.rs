@@ -16,6 +16,7 @@ pub mod docs;
 mod fndoc;
 mod frame_order;
 mod futures;
+mod sized;
 
 use std::sync::Arc;
 
@@ -69,6 +70,7 @@ pub fn register_values(engine: &mut Engine) {
     // Rhai's own `to_json` for maps names custom values by type; this one
     // writes computed arrays as nested lists.
     engine.register_fn("to_json", |m: &mut rhai::Map| to_json(&Dynamic::from_map(m.clone())));
+    sized::register(engine);
     array::register_local(engine);
     dataframe::register_local(engine);
     engine.register_type_with_name::<TaskFailure>("TaskFailure");

@@ -118,6 +118,16 @@ impl crate::collections::Collection for Array {
     fn persisted(&self, _keys: Vec<Key>, futures: Vec<crate::client::Future>) -> Array {
         Array { layer: crate::collections::held_layer(self.name.clone(), futures), ..self.clone() }
     }
+
+    fn result_bytes(&self) -> Option<(u64, String)> {
+        if self.unknown {
+            return None;
+        }
+        let shape = self.shape();
+        let elems = shape.iter().fold(1u64, |a, &d| a.saturating_mul(d as u64));
+        let bytes = crate::memory::times(elems, self.dtype.itemsize() as u64);
+        Some((bytes, format!("an array of shape {} {}", fmt_shape(&shape), self.dtype)))
+    }
 }
 
 /// Every index of a grid, in C order.

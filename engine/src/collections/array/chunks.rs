@@ -71,6 +71,9 @@ pub fn normalize_chunks(
             fmt_shape(shape)
         )));
     }
+    crate::memory::check_tasks(blocks as u64, || {
+        format!("the graph of an array of shape {}", fmt_shape(shape))
+    })?;
     let mut out = Vec::with_capacity(shape.len());
     for (d, (c, &n)) in per_axis.iter().zip(shape).enumerate() {
         out.push(match c {

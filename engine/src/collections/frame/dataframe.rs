@@ -39,6 +39,19 @@ pub const SPLIT_EVERY: usize = 8;
 /// The most partitions one frame may have.
 pub const MAX_PARTITIONS: usize = crate::collections::array::MAX_BLOCKS;
 
+/// Refuse `n` output partitions of `what` (shuffle, repartition,
+/// `split_out`) beyond `MAX_PARTITIONS` or the memory their tasks take:
+/// a mistyped count must be an error, not an abort.
+pub(crate) fn check_npartitions(what: &str, n: usize, inputs: usize) -> Result<(), FrameError> {
+    if n > MAX_PARTITIONS {
+        return Err(invalid(format!("{what}: at most {MAX_PARTITIONS} partitions, got {n}")));
+    }
+    // A shuffle writes a piece for every (input, output) pair.
+    let tasks = (n as u64).saturating_mul(2).saturating_add(inputs as u64);
+    crate::memory::check_tasks(tasks, || format!("{what} into {n} partitions"))?;
+    Ok(())
+}
+
 /// Dask's `read_csv` blocksize when none is given (64 MB).
 pub const DEFAULT_BLOCKSIZE: u64 = 64_000_000;
 
@@ -618,6 +631,7 @@ impl DataFrame {
         }
         let spec = Arc::new(spec);
         if split_out > 1 {
+            check_npartitions("groupby split_out", split_out, self.npartitions())?;
             return Ok(self.groupby_split(ctx, spec, schema, split_out));
         }
         let (layer, key) = self.tree(ctx, "groupby-agg", Sink::Group(spec.clone()), Finish::Group(spec));

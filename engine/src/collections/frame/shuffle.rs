@@ -100,6 +100,7 @@ impl DataFrame {
             return Err(invalid("shuffle needs at least one column"));
         }
         let n = npartitions.unwrap_or(self.npartitions()).max(1);
+        super::dataframe::check_npartitions("shuffle", n, self.npartitions())?;
         Ok(self.shuffled(
             ctx,
             "shuffle",
@@ -213,6 +214,7 @@ impl DataFrame {
         if n == 0 {
             return Err(invalid("repartition: npartitions must be at least 1"));
         }
+        super::dataframe::check_npartitions("repartition", n, self.npartitions())?;
         if n > super::dataframe::MAX_PARTITIONS {
             return Err(invalid(format!(
                 "repartition: at most {} partitions",
