@@ -20,6 +20,7 @@ const OPTION_KEYS: &[&str] = &[
     "num_workers",
     "array.backend",
     "optimization.fuse",
+    "memory_limit",
     "priority",
     "retries",
     "resources",

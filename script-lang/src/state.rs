@@ -146,6 +146,7 @@ impl SessionState {
             cur.scheduler != next.scheduler || cur.num_workers != next.num_workers || cur.fuse != next.fuse;
         *cur = next.clone();
         drop(cur);
+        brisk_engine::memory::set_limit(next.memory_limit);
         if restart {
             let client = make_client(&next, &self.udfs);
             *self.client.write().unwrap_or_else(|e| e.into_inner()) = client;
@@ -229,6 +230,9 @@ pub struct SessionConfig {
     /// `"cpu"`; `"gpu"` needs the GPU module.
     pub array_backend: String,
     pub fuse: bool,
+    /// The memory budget in bytes (`None`: the default, a fraction of the
+    /// machine). Process-wide: the budget guards the process, not a session.
+    pub memory_limit: Option<u64>,
 }
 
 impl Default for SessionConfig {
@@ -238,11 +242,12 @@ impl Default for SessionConfig {
             num_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             array_backend: "cpu".into(),
             fuse: true,
+            memory_limit: None,
         }
     }
 }
 
-const KEYS: &[&str] = &["scheduler", "num_workers", "array.backend", "optimization.fuse"];
+const KEYS: &[&str] = &["scheduler", "num_workers", "array.backend", "optimization.fuse", "memory_limit"];
 
 impl SessionConfig {
     pub fn to_map(&self) -> Map {
@@ -251,6 +256,8 @@ impl SessionConfig {
         m.insert("num_workers".into(), Dynamic::from_int(self.num_workers as i64));
         m.insert("array.backend".into(), Dynamic::from(self.array_backend.clone()));
         m.insert("optimization.fuse".into(), Dynamic::from_bool(self.fuse));
+        let limit = self.memory_limit.unwrap_or_else(brisk_engine::memory::limit);
+        m.insert("memory_limit".into(), Dynamic::from_int(i64::try_from(limit).unwrap_or(i64::MAX)));
         m
     }
 
@@ -317,6 +324,22 @@ impl SessionConfig {
                         ));
                     }
                 }
+            }
+            "memory_limit" => {
+                self.memory_limit = if v.clone().into_string().is_ok_and(|s| s == "auto") {
+                    None
+                } else if let Ok(n) = v.as_int() {
+                    Some(u64::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| {
+                        format!("config: memory_limit must be a positive number of bytes, got {n}")
+                    })?)
+                } else if let Ok(s) = v.clone().into_string() {
+                    Some(brisk_engine::memory::parse_size(&s).map_err(|e| format!("config: memory_limit: {e}"))?)
+                } else {
+                    return Err(format!(
+                        "config: memory_limit must be a size like \"4GiB\", a number of bytes or \"auto\", not {}",
+                        v.type_name()
+                    ));
+                };
             }
             "optimization.fuse" => {
                 self.fuse =

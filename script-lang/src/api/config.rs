@@ -17,7 +17,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "config",
         "config() -> map | config(#{...}) -> map",
-        "Read or set session options: scheduler (\"threads\" or \"sync\"), num_workers, array.backend, optimization.fuse. Unknown keys are errors.",
+        "Read or set session options: scheduler (\"threads\" or \"sync\"), num_workers, array.backend, optimization.fuse, memory_limit (a size such as \"4GiB\", bytes, or \"auto\": 80% of the machine or of the process's limits; results, blocks and graphs that cannot fit are refused). Unknown keys are errors.",
         "config(#{scheduler: \"sync\"});\nconfig().scheduler",
     ),
     doc(
