@@ -14,6 +14,8 @@ pub mod diagnostics;
 pub mod error;
 pub mod exec;
 pub mod frame;
+#[cfg(test)]
+mod fuzz;
 pub mod gpu;
 pub mod graph;
 pub mod host;

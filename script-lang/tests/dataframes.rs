@@ -411,3 +411,127 @@ fn lazy_frames_print_their_structure_and_local_ones_as_tables() {
     let series = s.eval_value("to_json(d[\"a\"].compute())", "<t>").expect("series json").to_string();
     assert_eq!(series, "[1,2,3]");
 }
+
+/// Files read by pandas' rules, each compared with pandas
+/// (`tests/reference/python_readers.py`): NA tokens, spaces and
+/// infinities in number columns (on the fast groupby path and the general
+/// one), NA tokens after the type sample, a header longer than the sample,
+/// `usecols: []`, decimal and uint64 Parquet columns, JSON integers beyond
+/// int64 and lines over 256 KiB, and missing group keys dropped.
+const READER_CASES: &str = r#"
+let na = read_csv(`${D}/na.csv`, #{blocksize: 2000});
+let late = read_csv(`${D}/late.csv`, #{blocksize: 100000});
+let ex = read_parquet(`${D}/exotic.parquet`);
+let big = read_json(`${D}/big.jsonl`);
+#{
+    na_all: na.compute().to_maps(),
+    na_dtypes: na.dtypes,
+    na_z_inf: [na[na["z"] > 1e308].compute().num_rows(), na[na["z"] < -1e308].compute().num_rows()],
+    na_x_mean: na["x"].mean().compute(),
+    na_y_sum: na["y"].sum().compute(),
+    na_y_count: na["y"].count().compute(),
+    na_groupby_fast: na.groupby("k").agg(#{x: "mean", y: "sum", id: "count"}).compute().to_maps(),
+    na_groupby_general: na.assign(#{w: na["id"] * 2}).groupby("k").agg(#{x: "mean", y: "sum", id: "count"}).compute().to_maps(),
+    na_groupby_size: na.groupby("k").size().compute().to_maps(),
+    late_sum: late["v"].sum().compute(),
+    late_count: late["v"].count().compute(),
+    late_groupby: late.groupby("k").agg(#{v: "sum"}).compute().to_maps(),
+    one_na_mean: read_csv(`${D}/one_na.csv`)["v"].mean().compute(),
+    wide_ncols: read_csv(`${D}/wide.csv`).columns.len(),
+    wide_last: read_csv(`${D}/wide.csv`).columns[-1],
+    wide_last_sum: read_csv(`${D}/wide.csv`)["column_015999_name"].sum().compute(),
+    usecols_empty: { let e = read_csv(`${D}/na.csv`, #{usecols: []}).compute(); [e.num_rows(), e.columns.len()] },
+    pq_d: ex["d"].compute().to_array(),
+    pq_w: ex["w"].compute().to_array(),
+    pq_u: ex["u"].compute().to_array(),
+    pq_d_sum: ex["d"].sum().compute(),
+    pq_groupby: ex.assign(#{dd: ex["d"]}).groupby("k").agg(#{dd: "sum"}).compute().to_maps(),
+    json_big: big["a"].compute().to_array(),
+    json_groupby: big.groupby("k").agg(#{a: "sum"}).compute().to_maps(),
+    json_long: { let l = read_json(`${D}/long.jsonl`).compute().to_maps(); l.map(|r| [r.s.len(), r.n]) },
+}
+"#;
+
+#[test]
+fn readers_follow_pandas_rules() {
+    let Some(py) = python(&PANDAS) else { return };
+    let reference = Reference::generate(py, "python_readers.py", "readers");
+    for scheduler in SCHEDULERS {
+        reference.check(scheduler, "", READER_CASES, "<readers>", "pandas");
+    }
+    let _ = std::fs::remove_dir_all(&reference.dir);
+}
+
+/// What the readers refuse, each with an error naming the file, the line
+/// or column, and the type; nothing panics (the Parquet files are made by
+/// pyarrow).
+#[test]
+fn readers_refuse_clearly() {
+    let Some(py) = python(&Need { module: Some("pyarrow"), ..PANDAS }) else { return };
+    let dir = std::env::temp_dir().join(format!("brisk-readers-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let d = dir.display();
+    common::run_python(
+        &py,
+        [
+            "-c",
+            &format!(
+                r#"
+import datetime, decimal, pyarrow as pa, pyarrow.parquet as pq
+pq.write_table(pa.table({{"t": pa.array([0, 1_700_000_000_000_000], pa.timestamp("us", tz="Europe/Paris"))}}), "{d}/tz.parquet")
+pq.write_table(pa.table({{"d": pa.array([datetime.date(2000, 1, 1), datetime.date(1, 1, 1)], pa.date32())}}), "{d}/old.parquet")
+pq.write_table(pa.table({{"ts": pa.array([datetime.datetime(3000, 1, 1)], pa.timestamp("us"))}}), "{d}/future.parquet")
+pq.write_table(pa.table({{"e": pa.array([decimal.Decimal("1.5")], pa.decimal256(40, 1))}}), "{d}/wide.parquet")
+"#
+            ),
+        ],
+        "pyarrow failed: ",
+    );
+    let mut csv = String::from("a,b\n");
+    for i in 0..30000 {
+        csv += &format!("{i},x{i}\n");
+    }
+    std::fs::write(dir.join("late.csv"), format!("{csv}1.5,y\n")).expect("write");
+    std::fs::write(dir.join("wide.csv"), format!("{csv}7,w,extra\n")).expect("write");
+    std::fs::write(dir.join("wide_early.csv"), "a,b\n1,2\n3,4,5\n").expect("write");
+    let deep = format!("{{\"a\": {}{}}}\n", "[".repeat(100_000), "]".repeat(100_000));
+    std::fs::write(dir.join("deep.jsonl"), deep).expect("write");
+    let cases = [
+        (
+            format!("read_parquet(\"{d}/tz.parquet\")"),
+            "tz.parquet: column \"t\" holds timestamps in time zone Europe/Paris",
+        ),
+        (
+            format!("read_parquet(\"{d}/old.parquet\").compute()"),
+            "old.parquet: column \"d\" holds 0001-01-01, outside the dates datetime64[ns] can hold",
+        ),
+        (
+            format!("read_parquet(\"{d}/future.parquet\").compute()"),
+            "column \"ts\" holds 3000-01-01 00:00:00, outside",
+        ),
+        (format!("read_parquet(\"{d}/wide.parquet\")"), "wide.parquet: column \"e\" is decimal256(40, 1)"),
+        (format!("read_json(\"{d}/deep.jsonl\")"), "deep.jsonl, line 1: field \"a\" holds list values"),
+        (
+            format!("read_csv(\"{d}/late.csv\").compute()"),
+            "late.csv, line 30002: column \"a\": \"1.5\" is not a value of type int64",
+        ),
+        (
+            format!("read_csv(\"{d}/late.csv\").groupby(\"b\").agg(#{{a: \"sum\"}}).compute()"),
+            "late.csv, line 30002: column \"a\"",
+        ),
+        (
+            format!("read_csv(\"{d}/wide.csv\").compute()"),
+            "wide.csv, line 30002: this line has more fields than the header",
+        ),
+        (
+            format!("read_csv(\"{d}/wide_early.csv\")"),
+            "wide_early.csv, line 3: this line has more fields than the header",
+        ),
+    ];
+    for (code, want) in cases {
+        let e = error_of(&code);
+        assert!(e.contains(want), "{code}\n  gave: {e}\n  want: {want}");
+        assert!(!e.contains("panicked") && !e.contains("kernel failed"), "{code}: {e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -43,20 +43,28 @@ fn options(spec: &CsvSpec) -> CsvReadOptions {
     CsvReadOptions::default().map_parse_options(|p| p.with_separator(spec.sep))
 }
 
-/// The first line of a file (its header), without the line end.
+/// The first line of a file (its header), without the line end, however
+/// long it is.
 fn first_line(path: &str) -> Result<String, CsvError> {
-    let f = std::fs::File::open(path).map_err(|error| CsvError::Io { path: path.into(), error })?;
+    let io = |error| CsvError::Io { path: path.into(), error };
+    let mut f = std::io::BufReader::new(std::fs::File::open(path).map_err(io)?);
     let mut buf = Vec::new();
-    f.take(1 << 20).read_to_end(&mut buf).map_err(|error| CsvError::Io { path: path.into(), error })?;
-    let end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
-    let line = &buf[..end];
+    std::io::BufRead::read_until(&mut f, b'\n', &mut buf).map_err(io)?;
+    let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     Ok(String::from_utf8_lossy(line).into_owned())
 }
 
+/// pandas' missing-value tokens as polars takes them.
+fn na_values() -> NullValues {
+    NullValues::AllColumns(super::cells::NA_TOKENS.iter().map(|t| PlSmallStr::from_static(t)).collect())
+}
+
 /// Infer the schema from the start of `first`, and check that every other
 /// file has the same header. `dtypes` overrides inferred types; without a
-/// header, columns are named `0, 1, 2, …` (as pandas' `header=None`).
+/// header, columns are named `0, 1, 2, …` (as pandas' `header=None`). The
+/// sample is read as text and each column typed by pandas' rules
+/// (`cells::infer`): its NA tokens are missing values, not text.
 pub fn infer(
     paths: &[String],
     sep: u8,
@@ -68,16 +76,32 @@ pub fn infer(
     if sample.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(CsvError::Bad(format!("{first} is empty (no header and no rows)")));
     }
-    let df = options(&CsvSpec { sep, header, schema: Schema::default() })
-        .with_has_header(header)
-        .with_infer_schema_length(None)
-        .into_reader_with_file_handle(Cursor::new(sample))
-        .finish()
-        .map_err(|e| CsvError::Bad(format!("{first}: {}", first_line_of(&e.to_string()))))?;
+    let text = |b: &[u8]| {
+        options(&CsvSpec { sep, header, schema: Schema::default() })
+            .with_has_header(header)
+            .with_infer_schema_length(Some(0))
+            .map_parse_options(|p| p.with_null_values(Some(na_values())))
+            .into_reader_with_file_handle(Cursor::new(b))
+            .finish()
+    };
+    let df = text(&sample).map_err(|e| {
+        // The line at fault: bisect the rows, each run read under the header.
+        let head = if header { line_at(&sample, 0) } else { &[][..] };
+        let rows = &sample[head.len()..];
+        match bad_line(rows, |b| text(&[head, b].concat()).is_err()) {
+            Some(i) => {
+                CsvError::Bad(format!("{first}, line {}: {}", i + 1 + usize::from(header), message(&e, sep)))
+            }
+            None => CsvError::Bad(format!("{first}: {}", message(&e, sep))),
+        }
+    })?;
     let mut cols = Vec::new();
-    for (i, (name, dt)) in df.schema().iter().enumerate() {
-        let name = if header { name.to_string() } else { i.to_string() };
-        let t = DType::of_polars(dt).unwrap_or(DType::Str);
+    for (i, c) in df.columns().iter().enumerate() {
+        let name = if header { c.name().to_string() } else { i.to_string() };
+        let t = match c.str() {
+            Ok(ca) => super::cells::infer(ca.iter()),
+            Err(_) => DType::Str,
+        };
         cols.push((name, t));
     }
     for (name, t) in dtypes {
@@ -105,15 +129,22 @@ pub fn infer(
     Ok(CsvSpec { sep, header, schema: Schema::new(cols) })
 }
 
-/// The first `SAMPLE_BYTES` of a file, cut after its last whole line,
-/// for inferring column types (CSV and JSON lines).
+/// The first `SAMPLE_BYTES` of a file, cut after its last whole line, for
+/// inferring column types (CSV and JSON lines). A first line longer than
+/// that (a wide header, a long record) is read whole, never cut.
 pub(crate) fn sample_of(path: &str) -> std::io::Result<Vec<u8>> {
+    let mut f = std::fs::File::open(path)?;
     let mut sample = Vec::new();
-    std::fs::File::open(path)?.take(SAMPLE_BYTES as u64).read_to_end(&mut sample)?;
-    if sample.len() == SAMPLE_BYTES
-        && let Some(cut) = sample.iter().rposition(|&b| b == b'\n')
-    {
-        sample.truncate(cut + 1);
+    (&mut f).take(SAMPLE_BYTES as u64).read_to_end(&mut sample)?;
+    if sample.len() < SAMPLE_BYTES {
+        return Ok(sample);
+    }
+    match sample.iter().rposition(|&b| b == b'\n') {
+        Some(cut) => sample.truncate(cut + 1),
+        None => {
+            let mut rest = std::io::BufReader::new(f);
+            std::io::BufRead::read_until(&mut rest, b'\n', &mut sample)?;
+        }
     }
     Ok(sample)
 }
@@ -122,8 +153,10 @@ fn first_line_of(s: &str) -> &str {
     s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s).trim()
 }
 
-/// Parse one block's bytes (no header) into the columns `columns`.
-pub(crate) fn parse(spec: &CsvSpec, bytes: Vec<u8>, columns: Option<&[String]>) -> PolarsResult<DataFrame> {
+/// Parse one block's bytes (no header) into the columns `columns`, as
+/// polars parses each type: the fast path, which knows only empty cells
+/// as missing (`read` mends the rest and falls back to `parse_text`).
+pub(crate) fn parse(spec: &CsvSpec, bytes: &[u8], columns: Option<&[String]>) -> PolarsResult<DataFrame> {
     let mut o = options(spec)
         .with_has_header(false)
         .with_schema(Some(polars_schema(spec)))
@@ -134,8 +167,79 @@ pub(crate) fn parse(spec: &CsvSpec, bytes: Vec<u8>, columns: Option<&[String]>) 
     o.into_reader_with_file_handle(Cursor::new(bytes)).finish()
 }
 
+/// Why a block did not parse by pandas' rules.
+enum TextError {
+    /// The tokenizer's complaint (a row wider than the header, bad quoting).
+    Polars(PolarsError),
+    /// A cell that is not of its column's type.
+    Cell { column: String, t: DType, cell: super::cells::BadCell },
+}
+
+/// Parse one block's bytes by pandas' rules: every column read as text
+/// with the NA tokens missing, then converted to its type (`cells`), so
+/// that `" 1 "`, `Infinity` and `NA` read as pandas reads them. Slower
+/// than `parse`; used where that fails.
+fn parse_text(spec: &CsvSpec, bytes: &[u8], columns: Option<&[String]>) -> Result<DataFrame, TextError> {
+    let text: polars::prelude::Schema =
+        spec.schema.cols.iter().map(|(n, _)| Field::new(n.as_str().into(), DataType::String)).collect();
+    let df = options(spec)
+        .with_has_header(false)
+        .with_schema(Some(Arc::new(text)))
+        .with_raise_if_empty(false)
+        .map_parse_options(|p| p.with_null_values(Some(na_values())))
+        .into_reader_with_file_handle(Cursor::new(bytes))
+        .finish()
+        .map_err(TextError::Polars)?;
+    let wanted: Vec<(String, DType)> = match columns {
+        Some(cols) => cols.iter().filter_map(|c| spec.schema.get(c).map(|t| (c.clone(), t))).collect(),
+        None => spec.schema.cols.clone(),
+    };
+    let mut out = Vec::with_capacity(wanted.len());
+    for (name, t) in wanted {
+        let ca = df.column(&name).and_then(|c| c.str().cloned()).map_err(TextError::Polars)?;
+        let s = super::cells::convert(&ca, t).map_err(|cell| TextError::Cell {
+            column: name.clone(),
+            t,
+            cell,
+        })?;
+        out.push(s.into_column());
+    }
+    DataFrame::new_infer_height(out).map_err(TextError::Polars)
+}
+
+impl TextError {
+    fn message(&self, sep: u8) -> String {
+        match self {
+            TextError::Polars(e) => message(e, sep),
+            TextError::Cell { column, t, cell } => {
+                let hint =
+                    if super::cells::float(cell.text.as_bytes()).is_some() { "float64" } else { "string" };
+                format!(
+                    "column \"{column}\": \"{}\" is not a value of type {t} (the column's type was inferred from the start of the file); pass dtypes: #{{{column}: \"{hint}\"}} to read it",
+                    cell.text
+                )
+            }
+        }
+    }
+}
+
+/// A polars CSV error in brisk's words: its first line, and the width
+/// rule said plainly.
+fn message(e: &PolarsError, sep: u8) -> String {
+    let msg = first_line_of(&e.to_string()).to_string();
+    if msg.contains("found more fields than defined") || msg.contains("does not match number of columns") {
+        format!("this line has more fields than the header (separator '{}')", char::from(sep))
+    } else {
+        msg
+    }
+}
+
 /// Read block `[start, end)` of `path`, keeping only `columns` (all when
-/// `None`), in the order given.
+/// `None`), in the order given. The typed parse is tried first; where it
+/// fails (an NA token or spaces in a number column, `Infinity`, or a
+/// value that contradicts the inferred type) the block is read again by
+/// pandas' rules, and a cell that still does not fit is an error naming
+/// the file, line and column.
 pub fn read(
     spec: &CsvSpec,
     path: &str,
@@ -150,6 +254,10 @@ pub fn read(
         bytes.drain(..cut);
         skipped_header = true;
     }
+    // pandas' `usecols=[]`: no columns and no rows.
+    if columns.is_some_and(<[String]>::is_empty) {
+        return Ok(DataFrame::empty());
+    }
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         let schema = match columns {
             Some(cols) => {
@@ -159,30 +267,48 @@ pub fn read(
         };
         return Ok(DataFrame::empty_with_schema(&schema.to_polars()));
     }
-    // The bytes move into the parser; on an error the block is read again
-    // to find the bad line (errors are rare, blocks large).
-    match parse(spec, bytes, columns) {
-        Ok(df) => match columns {
-            Some(cols) => df.select(cols.iter().map(|c| c.as_str())).map_err(|e| bad(path, None, &e)),
-            None => Ok(df),
-        },
-        Err(e) => {
-            let mut again = read_block(path, start, end)?;
-            if skipped_header {
-                let cut = again.iter().position(|&b| b == b'\n').map_or(again.len(), |i| i + 1);
-                again.drain(..cut);
+    let df = match parse(spec, &bytes, columns) {
+        Ok(df) => super::cells::na_to_null(df).map_err(|e| bad(path, None, &e.to_string()))?,
+        Err(_) => match parse_text(spec, &bytes, columns) {
+            Ok(df) => df,
+            Err(e) => {
+                let line = bad_line(&bytes, |b| parse_text(spec, b, columns).is_err());
+                let (line, msg) = match line {
+                    Some(i) => {
+                        let before = lines_before(path, start).unwrap_or(0);
+                        let n = before + i as u64 + 1 + u64::from(skipped_header);
+                        // The error of that line alone names its cell.
+                        let one = line_at(&bytes, i);
+                        let msg = parse_text(spec, one, columns).err().unwrap_or(e).message(spec.sep);
+                        (Some(n), msg)
+                    }
+                    None => (None, e.message(spec.sep)),
+                };
+                return Err(bad(path, line, &msg));
             }
-            let line = bad_line(&again, |b| parse(spec, b.to_vec(), columns).is_err()).map(|i| {
-                let before = lines_before(path, start).unwrap_or(0);
-                before + i as u64 + 1 + u64::from(skipped_header)
-            });
-            Err(bad(path, line, &e))
-        }
+        },
+    };
+    match columns {
+        Some(cols) => df.select(cols.iter().map(|c| c.as_str())).map_err(|e| bad(path, None, &e.to_string())),
+        None => Ok(df),
     }
 }
 
-fn bad(path: &str, line: Option<u64>, e: &PolarsError) -> TaskError {
-    let msg = first_line_of(&e.to_string()).to_string();
+/// Line `i` of `bytes` (counted as `bad_line` counts), with its line end.
+fn line_at(bytes: &[u8], i: usize) -> &[u8] {
+    let mut start = 0;
+    for _ in 0..i {
+        match bytes[start..].iter().position(|&b| b == b'\n') {
+            Some(p) => start += p + 1,
+            None => return &bytes[bytes.len()..],
+        }
+    }
+    let end = bytes[start..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |p| start + p + 1);
+    &bytes[start..end]
+}
+
+fn bad(path: &str, line: Option<u64>, msg: &str) -> TaskError {
+    let msg = first_line_of(msg);
     match line {
         Some(l) => TaskError::user(format!("read_csv: {path}, line {l}: {msg}")),
         None => TaskError::user(format!("read_csv: {path}: {msg}")),

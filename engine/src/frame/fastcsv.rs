@@ -9,6 +9,7 @@
 use polars::prelude::*;
 use rustc_hash::FxHashMap;
 
+use super::cells::{self, is_na};
 use super::csv::CsvSpec;
 use super::dtype::{DType, Schema};
 use super::expr::{BinOp, Expr};
@@ -46,14 +47,16 @@ fn comparisons(e: &Expr, schema: &Schema, out: &mut Vec<Cmp>) -> Option<()> {
     }
 }
 
+/// A whole numeric field by pandas' rules (`cells`): an NA token is a
+/// missing value, spaces around a number are allowed. `None` where the
+/// field is not a number (the block then goes to the general path).
 fn parse_num(b: &[u8], t: DType) -> Option<Option<Num>> {
-    if b.is_empty() {
+    if is_na(b) {
         return Some(None);
     }
     match t {
-        DType::Int64 => std::str::from_utf8(b).ok()?.parse::<i64>().ok().map(|i| Some(Num::I(i))),
-        // fast-float parses bytes directly (as polars' own CSV reader does).
-        _ => fast_float2::parse::<f64, _>(b).ok().map(|f| if f.is_nan() { None } else { Some(Num::F(f)) }),
+        DType::Int64 => cells::int(b).map(|i| Some(Num::I(i))),
+        _ => cells::float(b).map(|f| Some(Num::F(f))),
     }
 }
 
@@ -258,9 +261,26 @@ impl<'a> CsvGroups<'a> {
                         self.nums[slot] = if at_end {
                             None
                         } else {
-                            let (v, n) = parse_num_prefix(&bytes[p..], t)?;
-                            p += n;
-                            v
+                            // A number that does not end at the field's end
+                            // (an NA token, spaces, `Infinity`) is read whole
+                            // by pandas' rules.
+                            match parse_num_prefix(&bytes[p..], t).filter(|(_, n)| {
+                                bytes.get(p + n).is_none_or(|&c| c == sep || c == b'\n' || c == b'\r')
+                            }) {
+                                Some((v, n)) => {
+                                    p += n;
+                                    v
+                                }
+                                None => {
+                                    let end = field_end(bytes, p, sep);
+                                    let mut field = &bytes[p..end];
+                                    if f + 1 == ncols {
+                                        field = field.strip_suffix(b"\r").unwrap_or(field);
+                                    }
+                                    p = end;
+                                    parse_num(field, t)?
+                                }
+                            }
                         };
                         if !self.passes(slot) {
                             keep = false;
@@ -300,8 +320,9 @@ impl<'a> CsvGroups<'a> {
                     }
                 }
             }
-            // Rows with a missing key are dropped, as pandas does.
-            if !keep || self.spans.iter().any(|(a, b)| a == b) {
+            // Rows with a missing key (empty or an NA token) are dropped,
+            // as pandas' groupby does (`dropna=True`).
+            if !keep || self.spans.iter().any(|(a, b)| is_na(&bytes[*a..*b])) {
                 continue;
             }
             let gid = self.group_of(bytes)?;
@@ -528,7 +549,7 @@ mod tests {
         }
         let bytes = text.as_bytes();
         let sp = spec();
-        let general = super::super::csv::parse(&sp, bytes.to_vec(), None).expect("parse");
+        let general = super::super::csv::parse(&sp, bytes, None).expect("parse");
         let reds = [Red::Sum, Red::Mean, Red::Min, Red::Max, Red::Count, Red::Std, Red::Size];
         for by in [vec!["k".to_string()], vec!["k".to_string(), "n".to_string()], vec!["n".to_string()]] {
             for col in ["x", "y"] {
@@ -584,7 +605,7 @@ mod tests {
             groups.feed(run.concat().as_bytes()).expect("feeds");
         }
         let runs = groups.finish().expect("finish");
-        let general = super::super::csv::parse(&sp, text.clone().into_bytes(), None).expect("parse");
+        let general = super::super::csv::parse(&sp, text.as_bytes(), None).expect("parse");
         let slow = g.partial(&general).expect("general");
         let fin = |df: &DataFrame| g.finish(&g.regroup(df).expect("regroup")).expect("finish");
         same(&fin(&one), &fin(&runs), "one feed and runs");
@@ -625,7 +646,7 @@ mod tests {
             let y = if i % 9 == 0 { String::new() } else { (i * 7 % 31).to_string() };
             text += &format!("{k},{},{x},{y}\n", i % 4);
         }
-        let mut df = super::super::csv::parse(&sp, text.into_bytes(), None).expect("parse");
+        let mut df = super::super::csv::parse(&sp, text.as_bytes(), None).expect("parse");
         // A key without missing values, short (in the Arrow view) and long.
         let w: Vec<String> = (0..300)
             .map(|i| {

@@ -4,6 +4,7 @@
 //! builds these tasks is `crate::collections::frame`.
 
 pub mod agg;
+pub mod cells;
 pub mod csv;
 mod decimal;
 pub mod dtype;

@@ -61,6 +61,40 @@ fn first_line(e: &PolarsError) -> String {
     e.to_string().lines().find(|l| !l.trim().is_empty()).unwrap_or("bad file").trim().to_string()
 }
 
+/// The brisk type of one column of a file's Arrow schema, or why brisk
+/// refuses it. Checked before polars sees the schema: polars panics on
+/// the Arrow types it has no type for (decimal256 beyond 38 digits,
+/// dictionaries, structs without their features). Decimals are read as
+/// float64 (pandas with pyarrow reads Python `Decimal` objects; a frame
+/// has no decimal type); uint64 as float64, exact up to 2^53 and as close
+/// as a float gets above it (a frame has no uint64, and int64 would wrap
+/// or lose values above 2^63).
+fn column_type(dt: &ArrowDataType) -> Result<DType, String> {
+    use ArrowDataType as A;
+    Ok(match dt {
+        A::Null => DType::Float64,
+        A::Boolean => DType::Bool,
+        A::Int8 | A::Int16 | A::Int32 | A::Int64 | A::UInt8 | A::UInt16 | A::UInt32 => DType::Int64,
+        A::UInt64 | A::Float32 | A::Float64 => DType::Float64,
+        A::Decimal(p, _) | A::Decimal32(p, _) | A::Decimal64(p, _) | A::Decimal256(p, _) if *p <= 38 => {
+            DType::Float64
+        }
+        A::Decimal256(p, s) => {
+            return Err(format!(
+                "is decimal256({p}, {s}); brisk reads decimals of up to 38 digits (as float64)"
+            ));
+        }
+        A::Utf8 | A::LargeUtf8 | A::Utf8View => DType::Str,
+        A::Date32 | A::Date64 | A::Timestamp(_, None) => DType::Datetime,
+        A::Timestamp(_, Some(tz)) => {
+            return Err(format!(
+                "holds timestamps in time zone {tz}; brisk frames hold datetimes without a zone and would not keep it (convert the column to UTC and drop the zone first, as pandas' tz_convert(\"UTC\").tz_localize(None))"
+            ));
+        }
+        other => return Err(format!("has type {other:?}, which brisk frames do not hold")),
+    })
+}
+
 /// A file's schema (normalized to brisk types) and its row groups.
 pub fn inspect(path: &str) -> Result<(Schema, Vec<RowGroup>), ParquetError> {
     let bad = |e: &PolarsError| {
@@ -68,14 +102,11 @@ pub fn inspect(path: &str) -> Result<(Schema, Vec<RowGroup>), ParquetError> {
     };
     let mut r = ParquetReader::new(open(path)?);
     let meta = r.get_metadata().map_err(|e| bad(&e))?.clone();
-    let empty = ParquetReader::new(open(path)?).with_slice(Some((0, 0))).finish().map_err(|e| bad(&e))?;
+    let arrow = r.schema().map_err(|e| bad(&e))?;
     let mut cols = Vec::new();
-    for (name, dt) in empty.schema().iter() {
-        let t = DType::of_polars(dt).ok_or_else(|| {
-            ParquetError::Bad(format!(
-                "{path}: column \"{name}\" has type {dt}, which brisk frames do not hold yet"
-            ))
-        })?;
+    for (name, field) in arrow.iter() {
+        let t = column_type(field.dtype())
+            .map_err(|why| ParquetError::Bad(format!("{path}: column \"{name}\" {why}")))?;
         cols.push((name.to_string(), t));
     }
     let schema = Schema::new(cols);
@@ -117,15 +148,46 @@ pub fn read(
     normalize(df, schema).map_err(|e| TaskError::user(format!("read_parquet: {path}: {}", first_line(&e))))
 }
 
+/// The range of `datetime64[ns]`, in units of `unit` since the epoch.
+fn ns_range(unit: i64) -> (i64, i64) {
+    (i64::MIN / unit, i64::MAX / unit)
+}
+
+/// The first value of a date or datetime column that nanoseconds since
+/// the epoch cannot hold (before 1677-09-21 or after 2262-04-11), shown.
+fn out_of_ns_range(c: &Column) -> PolarsResult<Option<String>> {
+    let per = match c.dtype() {
+        DataType::Date => 86_400_000_000_000,
+        DataType::Datetime(TimeUnit::Microseconds, _) => 1_000,
+        DataType::Datetime(TimeUnit::Milliseconds, _) => 1_000_000,
+        _ => return Ok(None),
+    };
+    let (lo, hi) = ns_range(per);
+    let phys = c.as_materialized_series().to_physical_repr().cast(&DataType::Int64)?;
+    let at = phys.i64()?.iter().position(|v| v.is_some_and(|v| v < lo || v > hi));
+    Ok(match at {
+        Some(i) => Some(c.get(i)?.to_string()),
+        None => None,
+    })
+}
+
 /// Cast columns to the brisk types of `schema` (an `i32` column becomes
-/// `int64`, a date or a datetime of any unit nanoseconds).
+/// `int64`, a date or a datetime of any unit nanoseconds, a decimal or a
+/// `uint64` float64). A date or time that nanoseconds cannot hold is an
+/// error, never a missing or a wrapped value.
 pub fn normalize(mut df: DataFrame, schema: &Schema) -> PolarsResult<DataFrame> {
     let names: Vec<String> = df.get_column_names().iter().map(|c| c.to_string()).collect();
     for name in names {
         if let Some(t) = schema.get(&name) {
             let want = t.to_polars();
-            if df.column(&name)?.dtype() != &want {
-                let c = df.column(&name)?.cast(&want)?;
+            let c = df.column(&name)?;
+            if c.dtype() != &want {
+                if let Some(v) = out_of_ns_range(c)? {
+                    polars_bail!(ComputeError:
+                        "column \"{name}\" holds {v}, outside the dates datetime64[ns] can hold (1677-09-21 to 2262-04-11); brisk refuses it rather than read it as missing or wrapped"
+                    );
+                }
+                let c = c.cast(&want)?;
                 df.replace(&name, c)?;
             }
         }
