@@ -30,6 +30,9 @@ pub enum FrameError {
     Parquet(#[from] crate::frame::parquet::ParquetError),
     #[error(transparent)]
     Json(#[from] crate::frame::json::JsonError),
+    /// A writer refused its target or could not put its output in place.
+    #[error(transparent)]
+    Write(#[from] crate::staging::WriteError),
 }
 
 /// A polars error as a `FrameError`: its first line, as task errors show it.

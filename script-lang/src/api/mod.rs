@@ -16,6 +16,7 @@ pub mod docs;
 mod fndoc;
 mod frame_order;
 mod futures;
+mod write;
 
 use std::sync::Arc;
 
