@@ -98,7 +98,7 @@ pub enum WriteError {
     Exists { function: &'static str, path: String, what: &'static str, found: String, append: &'static str },
     /// The computation reads the target it would write.
     #[error(
-        "{function}: cannot write {path}: this computation reads {input} from it; write to another path, or persist() what you read first"
+        "{function}: cannot write {path}: this computation reads {input}, which the write would replace; write to another path, or persist() what you read first"
     )]
     ReadsTarget { function: &'static str, path: String, input: String },
     /// Options or a target that make no sense together; the message says why.
