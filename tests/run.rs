@@ -504,6 +504,78 @@ fn shuffle_pieces_of_a_failed_graph_are_removed() {
     std::fs::remove_dir_all(&dir).expect("clean");
 }
 
+/// SIGTERM while a shuffle spills and a write is staged: brisk ends at once
+/// (exit code 143, as killed by the signal) and removes the shuffle's
+/// folder and the write's hidden staging, which no destructor would.
+#[test]
+fn sigterm_mid_shuffle_removes_the_spill_folder_and_the_staging() {
+    /// Kills a brisk left running and removes the folder, also on failure.
+    struct Guard(PathBuf, Option<std::process::Child>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if let Some(c) = self.1.as_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("brisk-sigterm-{}", std::process::id()));
+    let mut guard = Guard(dir.clone(), None);
+    let (tmp, out) = (dir.join("tmp"), dir.join("out"));
+    std::fs::create_dir_all(&tmp).expect("dir");
+    let script = dir.join("term.rhai");
+    // The last partition's closure never ends; the others' splits write pieces.
+    std::fs::write(
+        &script,
+        format!(
+            "let k = []; let x = [];\nfor i in 0..600 {{ k.push(i % 7); x.push(i); }}\n\
+             let df = from_columns(#{{k: k, x: x}}, #{{npartitions: 6}});\n\
+             let slow = df.map_partitions(|p| {{ if p[\"x\"].max() == 599 {{ let i = 0; while true {{ i += 1; }} }} p }}, #{{meta: #{{k: \"int64\", x: \"int64\"}}}});\n\
+             slow.shuffle(\"k\").to_parquet(\"{}\");\n",
+            out.display()
+        ),
+    )
+    .expect("script");
+    let child = brisk()
+        .arg("run")
+        .arg(&script)
+        .env("TMPDIR", &tmp)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id().to_string();
+    guard.1 = Some(child);
+    let listing = |d: &Path| -> Vec<String> {
+        std::fs::read_dir(d)
+            .map(|r| r.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default()
+    };
+    let t0 = std::time::Instant::now();
+    while !listing(&tmp).iter().any(|n| n.starts_with("brisk-shuffle-")) {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the shuffle never spilled");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        listing(&dir).iter().any(|n| n.starts_with(".out.brisk-tmp-")),
+        "the write is staged: {:?}",
+        listing(&dir)
+    );
+    let t1 = std::time::Instant::now();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    assert!(sent.success());
+    let done = guard.1.take().expect("child").wait_with_output().expect("wait");
+    assert!(t1.elapsed() < std::time::Duration::from_secs(5), "took {:?}", t1.elapsed());
+    assert_eq!(done.status.code(), Some(143), "{}", stderr(&done));
+    assert_no_panic(&done);
+    assert!(listing(&tmp).is_empty(), "left in TMPDIR: {:?}", listing(&tmp));
+    let mut left = listing(&dir);
+    left.sort();
+    assert_eq!(left, ["term.rhai", "tmp"], "no staging, no half-written dataset");
+}
+
 /// Keys come from canonical bytes of each operation and its arguments, so
 /// the same expressions built by two processes have the same keys, and
 /// changing any argument changes the key.

@@ -27,6 +27,7 @@ pub mod ops;
 pub mod pieces;
 pub mod runner;
 pub mod scheduler;
+pub mod staging;
 pub mod value;
 
 #[cfg(test)]

@@ -40,6 +40,21 @@ impl Op {
             },
         }
     }
+
+    /// The files this task reads (a reader's source); each family knows
+    /// its own. Writers refuse to write where these lie.
+    pub fn files_read(&self) -> Vec<&str> {
+        match self {
+            Op::Literal(_) => Vec::new(),
+            Op::Fused(steps) => steps.iter().flat_map(|s| s.op.files_read()).collect(),
+            Op::Call { func, .. } => match func {
+                Func::Array(a) => a.file_read().into_iter().collect(),
+                Func::Bag(b) => b.file_read().into_iter().collect(),
+                Func::Frame(f) => f.file_read().into_iter().collect(),
+                Func::Udf(_) | Func::Builtin(_) => Vec::new(),
+            },
+        }
+    }
 }
 
 /// A callable: a shipped user closure or a native builtin.

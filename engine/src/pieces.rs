@@ -15,10 +15,12 @@
 //! same graph share one, and it stays while either needs it. What is left
 //! anyway is removed when brisk exits (the [`Cleanup`] guard in `main`),
 //! and folders of brisk processes that died without that are removed when
-//! the next one starts.
+//! the next one starts. A process ending on a signal removes them at once
+//! ([`Cleanup::now`]), since destructors do not run then.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -34,6 +36,10 @@ pub struct Pieces {
 
 /// Folders this process has written pieces into.
 static MADE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// Set when the process is ending: no folder is made after it, so none
+/// can appear after [`Cleanup::now`] removed them.
+static CLOSING: AtomicBool = AtomicBool::new(false);
 
 const PREFIX: &str = "brisk-shuffle-";
 
@@ -62,7 +68,12 @@ impl Pieces {
     ) -> Result<(), TaskError> {
         let path = self.path(out, input);
         if let Some(d) = path.parent() {
-            MADE.lock().unwrap_or_else(|e| e.into_inner()).insert(self.dir.to_string());
+            // Under the lock, so that `Cleanup::now` sees every folder made.
+            let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+            if CLOSING.load(Ordering::SeqCst) {
+                return Err(io("write", &path, "brisk is ending"));
+            }
+            made.insert(self.dir.to_string());
             std::fs::create_dir_all(d).map_err(|e| io("create", d, e))?;
         }
         let file = std::fs::File::create(&path).map_err(|e| io("write", &path, e))?;
@@ -144,6 +155,25 @@ impl Cleanup {
         remove_stale(&std::env::temp_dir());
         Cleanup(())
     }
+
+    /// Remove this process's shuffle folders now and make no new one: for a
+    /// process about to end on a signal (SIGTERM), where no destructor runs.
+    /// Tasks still running fail to write their pieces.
+    pub fn now() {
+        let made = {
+            let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+            CLOSING.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *made)
+        };
+        for d in made {
+            // Again if a running task added a piece while the folder went.
+            for _ in 0..3 {
+                if std::fs::remove_dir_all(&d).is_ok() || !Path::new(&d).exists() {
+                    break;
+                }
+            }
+        }
+    }
 }
 
 impl Drop for Cleanup {
@@ -171,7 +201,8 @@ fn remove_stale(tmp: &Path) {
     }
 }
 
-fn alive(pid: u32) -> bool {
+/// Whether process `pid` runs (on Linux; elsewhere always yes).
+pub(crate) fn alive(pid: u32) -> bool {
     if cfg!(target_os = "linux") { Path::new("/proc").join(pid.to_string()).exists() } else { true }
 }
 

@@ -110,6 +110,7 @@ fn main() -> ExitCode {
     brisk_script::ship::init();
     // Shuffle pieces left by graphs that failed half-way go when brisk ends.
     let _pieces = brisk_engine::pieces::Cleanup::start();
+    terminal::clean_up_on_termination();
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Run { file, no_progress }) => run_file(&file, !no_progress),

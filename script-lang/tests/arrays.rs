@@ -273,6 +273,7 @@ print("ok")
     std::fs::write(dir.join("text.npy"), "not numpy").expect("text");
     let e = s.eval_value(&format!("from_npy(\"{d}/text.npy\")"), "<t>").expect_err("not npy");
     assert!(e.message.contains("is not a .npy file"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Bad input of every kind is refused with a message naming the shapes,
@@ -418,6 +419,7 @@ print("ok")
     let e = s.eval_value(&format!("ones([2]).to_zarr(\"{d}/plain\")"), "<t>").expect_err("not a store");
     assert!(e.message.contains("is not a Zarr store"), "{e}");
     assert!(dir.join("plain/keep.txt").exists(), "nothing lost");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `persist` computes the blocks once and later graphs read them; the

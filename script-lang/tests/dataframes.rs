@@ -18,7 +18,7 @@ const PANDAS: Need = Need {
 
 const CASES: &str = r#"
 let df = read_csv(`${D}/part*.csv`, #{blocksize: 3000});
-df.to_parquet(`${D}/pq`);
+df.to_parquet(`${D}/pq`, #{overwrite: true});   // once per scheduler
 let x = df["x"];
 let y = df["y"];
 let r = #{

@@ -12,6 +12,7 @@ use ndarray::{ArrayD, IxDyn};
 use serde::{Deserialize, Serialize};
 
 use super::chunk::Chunk;
+use crate::staging::Staged;
 
 use super::dtype::DType;
 use super::error::ArrayError;
@@ -228,8 +229,17 @@ pub fn read_rows(path: &Path, h: &Header, r0: usize, r1: usize) -> Result<Chunk,
     decode(h.stored, &bytes, &shape)
 }
 
-/// Write a chunk as a version 1.0 `.npy` file (C order, little-endian).
+/// Write a chunk as a version 1.0 `.npy` file (C order, little-endian):
+/// to a hidden name beside `path`, synced, then renamed over it, so a
+/// failed write leaves no short file and keeps an earlier one whole.
 pub fn write(path: &Path, c: &Chunk) -> Result<(), ArrayError> {
+    let staged = Staged::file("to_npy", path).map_err(|e| ArrayError::Value(e.to_string()))?;
+    write_to(staged.path(), c)
+        .map_err(|e| ArrayError::Value(format!("to_npy: cannot write {}: {e}", path.display())))?;
+    staged.commit().map(|_| ()).map_err(|e| ArrayError::Value(e.to_string()))
+}
+
+fn write_to(path: &Path, c: &Chunk) -> Result<(), String> {
     let descr = match c.dtype() {
         DType::Bool => "|b1",
         DType::I64 => "<i8",
@@ -245,16 +255,18 @@ pub fn write(path: &Path, c: &Chunk) -> Result<(), ArrayError> {
     let used = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - used % 64) % 64));
     header.push('\n');
-    let len =
-        u16::try_from(header.len()).map_err(|_| ArrayError::Value("the .npy header is too long".into()))?;
-    let werr = |e: std::io::Error| ArrayError::Value(format!("cannot write {}: {e}", path.display()));
-    let mut f = std::io::BufWriter::new(File::create(path).map_err(werr)?);
-    f.write_all(MAGIC).map_err(werr)?;
-    f.write_all(&[1, 0]).map_err(werr)?;
-    f.write_all(&len.to_le_bytes()).map_err(werr)?;
-    f.write_all(header.as_bytes()).map_err(werr)?;
-    f.write_all(&c.to_le_bytes()).map_err(werr)?;
-    f.flush().map_err(werr)
+    let len = u16::try_from(header.len()).map_err(|_| "the .npy header is too long".to_string())?;
+    let werr = |e: std::io::Error| e.to_string();
+    let mut f = File::create(path).map_err(werr)?;
+    let mut w = std::io::BufWriter::new(&mut f);
+    w.write_all(MAGIC).map_err(werr)?;
+    w.write_all(&[1, 0]).map_err(werr)?;
+    w.write_all(&len.to_le_bytes()).map_err(werr)?;
+    w.write_all(header.as_bytes()).map_err(werr)?;
+    w.write_all(&c.to_le_bytes()).map_err(werr)?;
+    w.flush().map_err(werr)?;
+    drop(w);
+    f.sync_all().map_err(werr)
 }
 
 #[cfg(test)]
@@ -286,5 +298,15 @@ mod tests {
             parse_dict("{'descr': '>i4', 'fortran_order': True, 'shape': (2, 3), }").expect("dict");
         assert_eq!((s.kind, s.size, s.big_endian, f, shape), (b'i', 4, true, true, vec![2, 3]));
         assert!(parse_dict("{'descr': '<c16', 'fortran_order': False, 'shape': (2,), }").is_err());
+        // A second write replaces the file whole and leaves no hidden file.
+        write(&p, &Chunk::from_vec(&[1], vec![7i64]).expect("c")).expect("again");
+        assert_eq!(read_rows(&p, &read_header(&p).expect("header"), 0, 1).expect("read").to_json(), "[7]");
+        assert!(
+            std::fs::read_dir(&dir)
+                .expect("list")
+                .flatten()
+                .all(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        );
+        std::fs::remove_dir_all(&dir).expect("clean");
     }
 }

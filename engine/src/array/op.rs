@@ -145,6 +145,14 @@ pub enum ArrayOp {
 }
 
 impl ArrayOp {
+    /// The file or store this task reads, if any.
+    pub fn file_read(&self) -> Option<&str> {
+        match self {
+            ArrayOp::NpyRead { path, .. } | ArrayOp::ZarrRead { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
     /// The name of the op's task group, as Dask names its layers.
     pub fn name(&self) -> String {
         match self {

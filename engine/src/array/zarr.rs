@@ -123,17 +123,16 @@ pub fn read(path: &Path, ranges: &[Range<usize>]) -> Result<Chunk, ArrayError> {
 }
 
 /// Create an empty store (metadata only) for an array of `shape` cut into
-/// `chunk_shape` chunks, zstd-compressed as zarr-python's default.
+/// `chunk_shape` chunks, zstd-compressed as zarr-python's default. `path`
+/// is a new or empty folder (`to_zarr` writes into a staging folder and
+/// renames it into place), never one that holds anything.
 pub fn create(path: &Path, shape: &[usize], chunk_shape: &[usize], dtype: DType) -> Result<(), ArrayError> {
     let fail = |e: &dyn std::fmt::Display| {
         ArrayError::Value(format!("cannot write the Zarr store {}: {e}", path.display()))
     };
-    // Overwrite a store, as zarr's mode="w"; never a directory that is not one.
-    if path.join("zarr.json").is_file() {
-        std::fs::remove_dir_all(path).map_err(|e| fail(&e))?;
-    } else if path.read_dir().is_ok_and(|mut d| d.next().is_some()) {
+    if path.read_dir().is_ok_and(|mut d| d.next().is_some()) {
         return Err(ArrayError::Value(format!(
-            "{} exists and is not a Zarr store; not writing into it",
+            "{} is not empty; not writing a Zarr store into it",
             path.display()
         )));
     }
@@ -155,7 +154,9 @@ pub fn create(path: &Path, shape: &[usize], chunk_shape: &[usize], dtype: DType)
 
 /// Write one block at `start` into a store made by `create`.
 pub fn write(path: &Path, start: &[usize], block: &Chunk) -> Result<(), ArrayError> {
-    let a = open(path)?;
+    // A store that is gone (its write abandoned) is not made again here.
+    let a =
+        open(path).map_err(|e| ArrayError::Value(format!("cannot write into {}: {e}", path.display())))?;
     let ranges: Vec<Range<usize>> = start.iter().zip(block.shape()).map(|(&s, &n)| s..s + n).collect();
     let (subset, _) = region(&ranges);
     let fail = |e: zarrs::array::ArrayError| {
@@ -211,5 +212,9 @@ mod tests {
         assert_eq!(read(&p, &[1..2, 2..4]).expect("part").to_json(), "[[6.0,7.0]]");
         let e = info(&dir.join("missing.zarr")).expect_err("missing");
         assert!(e.to_string().contains("is not a Zarr v3 array"), "{e}");
+        // Never a store over a folder that holds something.
+        let e = create(&p, &[2], &[2], DType::F64).expect_err("not empty");
+        assert!(e.to_string().contains("is not empty"), "{e}");
+        std::fs::remove_dir_all(&dir).expect("clean");
     }
 }

@@ -44,6 +44,14 @@ pub enum BagOp {
 }
 
 impl BagOp {
+    /// The file this task reads, if any.
+    pub fn file_read(&self) -> Option<&str> {
+        match self {
+            BagOp::Run { source: Source::Text { path, .. }, .. } => Some(path),
+            _ => None,
+        }
+    }
+
     /// The shuffle folder this task writes or reads pieces in, if any.
     pub fn shuffle_pieces(&self) -> Option<&Pieces> {
         match self {

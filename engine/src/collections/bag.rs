@@ -5,20 +5,20 @@
 //! `read_text(...).str_split().flatten().frequencies()` is one task per
 //! block and a small tree.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use super::array::Ctx;
 use crate::bag::agg::{Agg, Sink};
 use crate::bag::op::{BagOp, Source};
 use crate::bag::stage::Stage;
-use crate::graph::layer::{Layer, LayerRef};
+use crate::graph::layer::{Layer, LayerRef, files_read};
 use crate::graph::task::Task;
 use crate::graph::token::Tokenizer;
 use crate::key::Key;
 use crate::ops::{Arg, Func, Op};
 use crate::pieces::Pieces;
 use crate::runner::Udf;
+use crate::staging::Staged;
 use crate::value::Value;
 
 /// The most partitions one bag may have (as the arrays' block limit).
@@ -54,8 +54,9 @@ pub enum BagError {
     Value(String),
     #[error("cannot read {path}: {error}")]
     Io { path: String, error: std::io::Error },
-    #[error("cannot write {path}: {error}")]
-    Write { path: String, error: std::io::Error },
+    /// A writer refused its target or could not put its output in place.
+    #[error(transparent)]
+    Write(#[from] crate::staging::WriteError),
 }
 
 fn task(ctx: &Ctx, key: Key, op: BagOp, args: Vec<Arg>, deps: Vec<Key>) -> Task {
@@ -300,23 +301,25 @@ pub fn finalize(bag: &Bag) -> (LayerRef, Key) {
     (Layer::new(name, vec![t], vec![layer]), key)
 }
 
-/// `to_textfiles(dir)`: `dir/0.part`, `dir/1.part`, … (made if missing).
-/// Returns the layer and one key per file; each result is the file's path.
-pub fn to_textfiles(ctx: &Ctx, bag: &Bag, dir: &Path) -> Result<(LayerRef, Vec<Key>), BagError> {
-    std::fs::create_dir_all(dir)
-        .map_err(|error| BagError::Write { path: dir.display().to_string(), error })?;
+/// `to_textfiles(dir)`: `dir/0.part`, `dir/1.part`, … written into the
+/// staging folder of `staged` (a [`Format::Text`] dataset), for the caller
+/// to run and then commit. Refused when the bag reads a file inside `dir`.
+pub fn to_textfiles(ctx: &Ctx, bag: &Bag, staged: &mut Staged) -> Result<(LayerRef, Vec<Key>), BagError> {
     let (layer, parts) = bag.partitions(ctx);
-    let tok = Tokenizer::new().str(&layer.name).str(&dir.display().to_string()).finish();
+    let paths = staged.part_paths(parts.len() as u64);
+    let tok = Tokenizer::new().str(&layer.name).str(&staged.path().display().to_string()).finish();
     let name: Arc<str> = Arc::from(format!("to-textfiles-{tok}"));
     let mut tasks = Vec::new();
     let mut keys = Vec::new();
-    for (i, k) in parts.iter().enumerate() {
+    for (i, (k, p)) in parts.iter().zip(paths).enumerate() {
         let key = block(&name, i);
-        let path: Arc<str> = Arc::from(dir.join(format!("{i}.part")).display().to_string());
+        let path: Arc<str> = Arc::from(p.display().to_string());
         tasks.push(task(ctx, key.clone(), BagOp::WriteText { path }, vec![Arg::Dep(0)], vec![k.clone()]));
         keys.push(key);
     }
-    Ok((Layer::new(name, tasks, vec![layer]), keys))
+    let layer = Layer::new(name, tasks, vec![layer]);
+    staged.refuse_inputs(files_read(std::slice::from_ref(&layer)).iter().map(String::as_str))?;
+    Ok((layer, keys))
 }
 
 #[cfg(test)]

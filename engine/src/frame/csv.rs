@@ -353,13 +353,29 @@ pub(crate) fn bad_line(bytes: &[u8], fails: impl Fn(&[u8]) -> bool) -> Option<us
     Some(lo)
 }
 
-/// Write one partition as CSV with a header (pandas' `to_csv(index=False)`).
+/// Write one partition as CSV with a header (pandas' `to_csv(index=False)`),
+/// flushed and synced so that a full disk is an error here, not a short file.
 pub fn write(path: &str, df: &mut DataFrame) -> Result<(), TaskError> {
-    let f = std::fs::File::create(path).map_err(|e| TaskError::user(format!("cannot write {path}: {e}")))?;
-    CsvWriter::new(std::io::BufWriter::new(f))
+    let fail = |e: &dyn std::fmt::Display| TaskError::user(format!("cannot write {path}: {e}"));
+    let mut f = std::fs::File::create(path).map_err(|e| fail(&e))?;
+    let mut w = std::io::BufWriter::new(&mut f);
+    CsvWriter::new(&mut w).include_header(true).finish(df).map_err(|e| fail(&e))?;
+    std::io::Write::flush(&mut w).map_err(|e| fail(&e))?;
+    drop(w);
+    f.sync_all().map_err(|e| fail(&e))
+}
+
+/// Whether the first line of `path` is the header `write` gives a frame
+/// of `schema` (to append parts to a dataset).
+pub fn same_header(path: &str, schema: &Schema) -> Result<bool, CsvError> {
+    let mut empty = DataFrame::empty_with_schema(&schema.to_polars());
+    let mut want = Vec::new();
+    CsvWriter::new(&mut want)
         .include_header(true)
-        .finish(df)
-        .map_err(|e| TaskError::user(format!("cannot write {path}: {e}")))
+        .finish(&mut empty)
+        .map_err(|e| CsvError::Bad(format!("{path}: {}", first_line_of(&e.to_string()))))?;
+    let want = want.strip_suffix(b"\n").unwrap_or(&want);
+    Ok(first_line(path)?.as_bytes() == want)
 }
 
 #[cfg(test)]

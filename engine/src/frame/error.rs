@@ -33,6 +33,9 @@ pub enum FrameError {
     /// A frame, a graph or a partition count that cannot fit in memory.
     #[error(transparent)]
     Memory(#[from] crate::memory::MemoryError),
+    /// A writer refused its target or could not put its output in place.
+    #[error(transparent)]
+    Write(#[from] crate::staging::WriteError),
 }
 
 /// A polars error as a `FrameError`: its first line, as task errors show it.

@@ -152,6 +152,17 @@ pub enum Finish {
 }
 
 impl FrameOp {
+    /// The file this task reads, if any.
+    pub fn file_read(&self) -> Option<&str> {
+        match self {
+            FrameOp::Run {
+                source: Source::Csv { path, .. } | Source::Json { path, .. } | Source::Parquet { path, .. },
+                ..
+            } => Some(path),
+            _ => None,
+        }
+    }
+
     /// The shuffle folder this task writes or reads pieces in, if any.
     pub fn shuffle_pieces(&self) -> Option<&Pieces> {
         match self {

@@ -195,14 +195,16 @@ pub fn normalize(mut df: DataFrame, schema: &Schema) -> PolarsResult<DataFrame> 
     Ok(df)
 }
 
-/// Write one partition (snappy, with statistics, as pyarrow's defaults).
+/// Write one partition (snappy, with statistics, as pyarrow's defaults),
+/// synced so that a full disk is an error here, not a short file.
 pub fn write(path: &str, df: &mut DataFrame) -> Result<(), TaskError> {
-    let f = File::create(path).map_err(|e| TaskError::user(format!("cannot write {path}: {e}")))?;
-    ParquetWriter::new(f)
+    let fail = |e: &dyn std::fmt::Display| TaskError::user(format!("cannot write {path}: {e}"));
+    let mut f = File::create(path).map_err(|e| fail(&e))?;
+    ParquetWriter::new(&mut f)
         .with_compression(ParquetCompression::Snappy)
         .finish(df)
-        .map(|_| ())
-        .map_err(|e| TaskError::user(format!("cannot write {path}: {}", first_line(&e))))
+        .map_err(|e| fail(&first_line(&e)))?;
+    f.sync_all().map_err(|e| fail(&e))
 }
 
 #[cfg(test)]
@@ -227,5 +229,6 @@ mod tests {
         std::fs::write(&p, b"not parquet").expect("overwrite");
         let e = inspect(&p).expect_err("bad file");
         assert!(e.to_string().contains("is not a Parquet file"), "{e}");
+        std::fs::remove_file(&p).expect("clean");
     }
 }

@@ -97,6 +97,24 @@ pub fn materialize(roots: &[LayerRef]) -> Graph {
     g
 }
 
+/// Every file the tasks of the layers reachable from `roots` read, for a
+/// writer to check that it does not write over its own input.
+pub fn files_read(roots: &[LayerRef]) -> std::collections::BTreeSet<String> {
+    let mut seen: FxHashSet<*const Layer> = FxHashSet::default();
+    let mut stack: Vec<&LayerRef> = roots.iter().collect();
+    let mut files = std::collections::BTreeSet::new();
+    while let Some(l) = stack.pop() {
+        if !seen.insert(Arc::as_ptr(l)) {
+            continue;
+        }
+        for t in &l.tasks {
+            files.extend(t.op.files_read().into_iter().map(String::from));
+        }
+        stack.extend(l.deps.iter());
+    }
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

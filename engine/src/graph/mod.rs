@@ -13,6 +13,6 @@ pub mod dot;
 pub mod fuse;
 pub mod order;
 
-pub use layer::{Layer, LayerRef, Pin, materialize};
+pub use layer::{Layer, LayerRef, Pin, files_read, materialize};
 pub use task::{Annotations, Graph, Task};
 pub use token::Tokenizer;

@@ -9,6 +9,7 @@ use brisk_engine::array::elementwise::{self, BinOp, UnOp};
 use brisk_engine::array::reduce::{self, BlockPlace, Reduction};
 use brisk_engine::array::{ArrayError, Chunk, fmt_shape, norm_axes, norm_axis};
 use brisk_engine::collections::array::{self as arr, Array, AxisChunks, ChunkSpec, Operand};
+use brisk_engine::staging::Staged;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::{ctx, wrong_type};
@@ -17,6 +18,7 @@ use super::array_args::{
     lazy, lazy_operand, local_result, need, random_seed,
 };
 use super::array_create::to_nested;
+use super::write;
 use crate::error::runtime;
 use crate::print::array_repr;
 use crate::state::SessionState;
@@ -443,12 +445,19 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("from_zarr", move |path: &str| f(path, None));
     let f = zarr(state.clone());
     engine.register_fn("from_zarr", move |path: &str, m: Map| f(path, Some(m)));
-    let st = state.clone();
-    engine.register_fn("to_zarr", move |x: &mut LazyArray, path: &str| -> Res<()> {
-        let (layer, keys) = arr::to_zarr(&ctx(&st), &x.a, std::path::Path::new(path)).map_err(err)?;
-        st.compute(&[layer], &keys)?;
-        Ok(())
-    });
+    // The store is written into a staging folder and renamed into place.
+    let to_zarr = |st: Arc<SessionState>| {
+        move |x: &mut LazyArray, path: &str, m: Option<Map>| -> Res<()> {
+            let mode = write::mode(m, "to_zarr")?;
+            let staged = Staged::store("to_zarr", std::path::Path::new(path), mode).map_err(write::err)?;
+            let (layer, keys) = arr::to_zarr(&ctx(&st), &x.a, &staged).map_err(err)?;
+            write::run(&st, staged, layer, &keys).map(|_| ())
+        }
+    };
+    let f = to_zarr(state.clone());
+    engine.register_fn("to_zarr", move |x: &mut LazyArray, path: &str| f(x, path, None));
+    let f = to_zarr(state.clone());
+    engine.register_fn("to_zarr", move |x: &mut LazyArray, path: &str, m: Map| f(x, path, Some(m)));
 
     // Joining and reshaping.
     let join = |st: Arc<SessionState>, stack: bool| {

@@ -83,7 +83,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "to_npy",
         "x.to_npy(path)",
-        "Compute the array and write it as a .npy file that NumPy reads (C order, little-endian).",
+        "Compute the array and write it as a .npy file that NumPy reads (C order, little-endian). An existing file is replaced whole, as NumPy's save does: the data goes to a hidden file renamed over it, so a failed write keeps the old one. An array that reads path itself cannot write it.",
         "ones([2, 3]).to_npy(\"/tmp/brisk-doc-ones.npy\")",
     ),
 ];
@@ -104,6 +104,13 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("from_npy", move |path: &str, m: Map| f(path, Some(m)));
     let st = state.clone();
     engine.register_fn("to_npy", move |x: &mut LazyArray, path: &str| -> Res<()> {
+        let read = brisk_engine::graph::files_read(std::slice::from_ref(&x.a.layer));
+        brisk_engine::staging::refuse_inputs(
+            "to_npy",
+            std::path::Path::new(path),
+            read.iter().map(String::as_str),
+        )
+        .map_err(|e| runtime(e.to_string()))?;
         let mut out = crate::collection::compute_all(&st, &[Dynamic::from(x.clone())])?;
         let v = out.pop().unwrap_or(Dynamic::UNIT);
         let c = match crate::convert::to_value(&v, "the array")? {

@@ -309,13 +309,13 @@ pub(super) const DOCS: &[FnDoc] = &[
         "from_zarr",
         "from_zarr(path, #{chunks}) -> Array",
         "A lazy array over a Zarr v3 store (as zarr-python writes): the metadata is read at once; blocks follow the store's chunks unless chunks says otherwise, and each reads only its region.",
-        "arange(20, #{chunks: 8}).to_zarr(\"/tmp/brisk-doc.zarr\");\nfrom_zarr(\"/tmp/brisk-doc.zarr\").sum().compute()",
+        "arange(20, #{chunks: 8}).to_zarr(\"/tmp/brisk-doc.zarr\", #{overwrite: true});\nfrom_zarr(\"/tmp/brisk-doc.zarr\").sum().compute()",
     ),
     doc(
         "to_zarr",
-        "x.to_zarr(path)",
-        "Write the array into a new Zarr v3 store (zstd-compressed chunks of the array's block size), block by block in parallel.",
-        "ones([4, 6], #{chunks: 2}).to_zarr(\"/tmp/brisk-doc-ones.zarr\")",
+        "x.to_zarr(path) / x.to_zarr(path, #{overwrite})",
+        "Write the array into a new Zarr v3 store (zstd-compressed chunks of the array's block size), block by block in parallel, into a hidden folder renamed into place when all blocks are written. A store already at path is an error unless overwrite: true (as Dask's); a folder holding anything else is never written into, and a computation that reads the store cannot write it.",
+        "ones([4, 6], #{chunks: 2}).to_zarr(\"/tmp/brisk-doc-ones.zarr\", #{overwrite: true})",
     ),
     doc(
         "tensordot",

@@ -11,14 +11,16 @@ use brisk_engine::bag::{Agg, Stage};
 use brisk_engine::collections::bag::{self as cb, Bag, BagError};
 use brisk_engine::graph::Tokenizer;
 use brisk_engine::runner::Udf;
+use brisk_engine::staging::{Format, Staged};
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
 use super::args::options;
 use super::args::shipped as closure;
 use super::args::{bytes_arg, ctx, positive};
 use super::fndoc::{FnDoc, doc};
+use super::write;
 use crate::collection::compute_all;
-use crate::convert::{to_dynamic, to_value};
+use crate::convert::to_value;
 use crate::error::{ApiError, runtime};
 use crate::print::bag_repr;
 use crate::state::SessionState;
@@ -179,10 +181,12 @@ fn take(state: &SessionState, b: &LazyBag, n: i64) -> Res<RArray> {
     Ok(all.into_iter().take(n as usize).collect())
 }
 
-fn to_textfiles(state: &SessionState, b: &LazyBag, dir: &str) -> Res<RArray> {
-    let (layer, keys) = cb::to_textfiles(&ctx(state), &b.b, std::path::Path::new(dir)).map_err(err)?;
-    let paths = state.compute(&[layer], &keys)?;
-    Ok(paths.iter().map(to_dynamic).collect())
+/// The parts go to a staging folder and into `dir` once all are written.
+fn to_textfiles(state: &SessionState, b: &LazyBag, dir: &str, m: Option<Map>) -> Res<RArray> {
+    let mode = write::mode(m, "to_textfiles")?;
+    let mut staged = Staged::parts(Format::Text, std::path::Path::new(dir), mode).map_err(write::err)?;
+    let (layer, keys) = cb::to_textfiles(&ctx(state), &b.b, &mut staged).map_err(err)?;
+    write::run(state, staged, layer, &keys)
 }
 
 /// `to_dataframe()`: columns and types from the first partition's records
@@ -240,7 +244,7 @@ pub(super) const DOCS: &[FnDoc] = &[
         "read_text",
         "read_text(path_or_glob_or_array, #{blocksize}) -> Bag",
         "A bag of the lines of text files (each keeps its \"\\n\"): one partition per file, or per `blocksize` bytes (a number or \"64MB\") cut at line ends.",
-        "from_sequence([\"a b\", \"b c\"], #{npartitions: 1}).to_textfiles(\"/tmp/brisk-doc-read-text\");\nread_text(\"/tmp/brisk-doc-read-text/*.part\").str_split().flatten().frequencies().compute()",
+        "from_sequence([\"a b\", \"b c\"], #{npartitions: 1}).to_textfiles(\"/tmp/brisk-doc-read-text\", #{overwrite: true});\nread_text(\"/tmp/brisk-doc-read-text/*.part\").str_split().flatten().frequencies().compute()",
     ),
     doc(
         "map",
@@ -340,9 +344,9 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "to_textfiles",
-        "b.to_textfiles(dir) -> array of paths",
-        "Write each partition of string records to `dir/N.part`, one record per line; computes now.",
-        "from_sequence([\"x\", \"y\"], #{npartitions: 2}).to_textfiles(\"/tmp/brisk-doc-to-text\")",
+        "b.to_textfiles(dir, #{overwrite, append}) -> array of paths",
+        "Write each partition of string records to `dir/N.part`, one record per line; computes now. The parts appear together once all are written. A dir that already holds N.part files is an error unless overwrite: true (removes those files, no others) or append: true (new parts numbered after them); a bag that reads a file inside dir cannot write there.",
+        "from_sequence([\"x\", \"y\"], #{npartitions: 2}).to_textfiles(\"/tmp/brisk-doc-to-text\", #{overwrite: true})",
     ),
     doc(
         "npartitions",
@@ -445,7 +449,11 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("to_dataframe", move |b: &mut LazyBag| to_dataframe(&st, b));
     let st = state.clone();
-    engine.register_fn("to_textfiles", move |b: &mut LazyBag, dir: &str| to_textfiles(&st, b, dir));
+    engine.register_fn("to_textfiles", move |b: &mut LazyBag, dir: &str| to_textfiles(&st, b, dir, None));
+    let st = state.clone();
+    engine.register_fn("to_textfiles", move |b: &mut LazyBag, dir: &str, m: Map| {
+        to_textfiles(&st, b, dir, Some(m))
+    });
     engine.register_get("npartitions", |b: &mut LazyBag| b.b.npartitions() as i64);
     crate::collection::register::<LazyBag>(engine, state);
     engine.register_fn("to_string", |b: &mut LazyBag| bag_repr(b));

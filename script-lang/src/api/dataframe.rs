@@ -11,10 +11,12 @@ use brisk_engine::frame::dtype::{DType, Schema};
 use brisk_engine::frame::expr::{BinOp, Expr, UnOp};
 use brisk_engine::frame::partition::Frame;
 use brisk_engine::frame::red::Red;
+use brisk_engine::staging::{Format, Staged};
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::options;
 use super::args::{bytes_arg, ctx, positive};
+use super::write;
 use crate::convert::{to_dynamic, to_value};
 use crate::error::{ApiError, runtime};
 use crate::print::{frame_repr, local_frame_text, local_series_text, series_repr};
@@ -219,13 +221,24 @@ fn read_parquet(path: &Dynamic, m: Option<Map>) -> Res<LazyFrame> {
     Ok(LazyFrame { f })
 }
 
+/// `to_csv` / `to_parquet`: the parts go to a staging folder and into
+/// `dir` once all are written.
 fn write_files(
     state: &SessionState,
-    layer: brisk_engine::graph::LayerRef,
-    keys: Vec<brisk_engine::Key>,
+    f: &LazyFrame,
+    dir: &str,
+    format: Format,
+    m: Option<Map>,
 ) -> Res<RArray> {
-    let paths = state.compute(&[layer], &keys)?;
-    Ok(paths.iter().map(to_dynamic).collect())
+    let function = if format == Format::Csv { "to_csv" } else { "to_parquet" };
+    let mode = write::mode(m, function)?;
+    let mut staged = Staged::parts(format, std::path::Path::new(dir), mode).map_err(write::err)?;
+    let (layer, keys) = match format {
+        Format::Csv => f.f.to_csv(&ctx(state), &mut staged),
+        _ => f.f.to_parquet(&ctx(state), &mut staged),
+    }
+    .map_err(err)?;
+    write::run(state, staged, layer, &keys)
 }
 
 fn npartitions_opt(m: &Map, function: &str) -> Res<usize> {
@@ -696,16 +709,14 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     // Compute and output.
     crate::collection::register::<LazyFrame>(engine, state);
     crate::collection::register::<LazySeries>(engine, state);
-    let st = state.clone();
-    engine.register_fn("to_csv", move |f: &mut LazyFrame, dir: &str| -> Res<RArray> {
-        let (layer, keys) = f.f.to_csv(&ctx(&st), std::path::Path::new(dir)).map_err(err)?;
-        write_files(&st, layer, keys)
-    });
-    let st = state.clone();
-    engine.register_fn("to_parquet", move |f: &mut LazyFrame, dir: &str| -> Res<RArray> {
-        let (layer, keys) = f.f.to_parquet(&ctx(&st), std::path::Path::new(dir)).map_err(err)?;
-        write_files(&st, layer, keys)
-    });
+    for (name, format) in [("to_csv", Format::Csv), ("to_parquet", Format::Parquet)] {
+        let st = state.clone();
+        engine.register_fn(name, move |f: &mut LazyFrame, dir: &str| write_files(&st, f, dir, format, None));
+        let st = state.clone();
+        engine.register_fn(name, move |f: &mut LazyFrame, dir: &str, m: Map| {
+            write_files(&st, f, dir, format, Some(m))
+        });
+    }
     engine.register_fn("to_string", |f: &mut LazyFrame| frame_repr(&f.f));
     engine.register_fn("to_debug", |f: &mut LazyFrame| frame_repr(&f.f));
     engine.register_fn("to_string", |s: &mut LazySeries| series_repr(&s.s));

@@ -17,6 +17,7 @@ mod fndoc;
 mod frame_order;
 mod futures;
 mod sized;
+mod write;
 
 use std::sync::Arc;
 

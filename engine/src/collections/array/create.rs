@@ -12,11 +12,12 @@ use crate::array::dtype::{DType, Scalar};
 use crate::array::error::ArrayError;
 use crate::array::op::ArrayOp;
 use crate::array::shape::AxisSlice;
-use crate::graph::layer::{Layer, LayerRef};
+use crate::graph::layer::{Layer, LayerRef, files_read};
 use crate::graph::task::Task;
 use crate::graph::token::Tokenizer;
 use crate::key::Key;
 use crate::ops::{Arg, Op};
+use crate::staging::Staged;
 use crate::value::Value;
 
 /// A block-wise creation: `make(block index, block shape, block offsets)`
@@ -262,10 +263,11 @@ pub fn from_zarr(ctx: &Ctx, path: &std::path::Path, spec: Option<&ChunkSpec>) ->
     Ok(finish(name, tasks, vec![], chunks, info.dtype))
 }
 
-/// `x.to_zarr(path)`: create the store (chunks = the array's block size,
-/// after rechunking irregular blocks) and return the write tasks' layer and
-/// keys, for the caller to run.
-pub fn to_zarr(ctx: &Ctx, a: &Array, path: &std::path::Path) -> Result<(LayerRef, Vec<Key>), ArrayError> {
+/// `x.to_zarr(path)`: create the store in the staging folder of `staged`
+/// (chunks = the array's block size, after rechunking irregular blocks)
+/// and return the write tasks' layer and keys, for the caller to run and
+/// commit. Refused when the array reads a file inside the target.
+pub fn to_zarr(ctx: &Ctx, a: &Array, staged: &Staged) -> Result<(LayerRef, Vec<Key>), ArrayError> {
     a.known("to_zarr")?;
     let size = a.chunksize();
     let shape = a.shape();
@@ -279,6 +281,7 @@ pub fn to_zarr(ctx: &Ctx, a: &Array, path: &std::path::Path) -> Result<(LayerRef
     } else {
         rechunk_to(ctx, a, shape.iter().zip(&size).map(|(&n, &s)| regular(n, s)).collect())?
     };
+    let path = staged.path();
     crate::array::zarr::create(path, &shape, &size, a.dtype)?;
     let name: Arc<str> = Arc::from(
         Tokenizer::new()
@@ -304,5 +307,9 @@ pub fn to_zarr(ctx: &Ctx, a: &Array, path: &std::path::Path) -> Result<(LayerRef
         ));
         keys.push(key);
     }
-    Ok((Layer::new(name.to_string(), tasks, vec![a.layer.clone()]), keys))
+    let layer = Layer::new(name.to_string(), tasks, vec![a.layer.clone()]);
+    staged
+        .refuse_inputs(files_read(std::slice::from_ref(&layer)).iter().map(String::as_str))
+        .map_err(|e| ArrayError::Value(e.to_string()))?;
+    Ok((layer, keys))
 }

@@ -26,11 +26,12 @@ use crate::frame::op::{Finish, FrameOp, Keep, Sink, Source};
 use crate::frame::parquet::GroupStats;
 use crate::frame::red::Red;
 use crate::frame::stage::Stage;
-use crate::graph::layer::{Layer, LayerRef};
+use crate::graph::layer::{Layer, LayerRef, files_read};
 use crate::graph::task::Task;
 use crate::graph::token::Tokenizer;
 use crate::key::Key;
 use crate::ops::{Arg, Func, Op};
+use crate::staging::Staged;
 use crate::value::Value;
 
 /// Partials merged per combine task (Dask's `split_every` for frames).
@@ -680,32 +681,60 @@ impl DataFrame {
         Ok(DataFrame::of_keys(Layer::new(name, vec![tk], layers), vec![key], schema, "groupby-agg"))
     }
 
-    /// Write each partition to `dir/N.part` (Dask's `to_csv(dir)` names).
-    pub fn to_csv(&self, ctx: &Ctx, dir: &std::path::Path) -> Result<(LayerRef, Vec<Key>), FrameError> {
-        self.write_files(ctx, dir, "to_csv", |i| format!("{i}.part"), Sink::WriteCsv)
+    /// Write each partition to `N.part` (Dask's `to_csv(dir)` names) in
+    /// the staging folder of `staged`, for the caller to run and commit.
+    /// Appending needs the header of the parts already there.
+    pub fn to_csv(&self, ctx: &Ctx, staged: &mut Staged) -> Result<(LayerRef, Vec<Key>), FrameError> {
+        if let Some(old) = staged.appending_to() {
+            let old = old.display().to_string();
+            if !crate::frame::csv::same_header(&old, &self.schema)? {
+                return Err(FrameError::Invalid(format!(
+                    "to_csv: cannot append: the header of {old} is not this frame's columns ({})",
+                    self.schema.names().collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+        self.write_files(ctx, staged, "to_csv", Sink::WriteCsv)
     }
 
-    /// Write each partition to `dir/part.N.parquet` (Dask's names).
-    pub fn to_parquet(&self, ctx: &Ctx, dir: &std::path::Path) -> Result<(LayerRef, Vec<Key>), FrameError> {
-        self.write_files(ctx, dir, "to_parquet", |i| format!("part.{i}.parquet"), Sink::WriteParquet)
+    /// Write each partition to `part.N.parquet` (Dask's names) in the
+    /// staging folder of `staged`. Appending needs the columns and types
+    /// of the parts already there, as Dask's `append`.
+    pub fn to_parquet(&self, ctx: &Ctx, staged: &mut Staged) -> Result<(LayerRef, Vec<Key>), FrameError> {
+        if let Some(old) = staged.appending_to() {
+            let old = old.display().to_string();
+            let (schema, _) = crate::frame::parquet::inspect(&old)?;
+            if schema != *self.schema {
+                let typed = |s: &Schema| {
+                    s.cols.iter().map(|(n, t)| format!("{n}: {}", t.name())).collect::<Vec<_>>().join(", ")
+                };
+                return Err(FrameError::Invalid(format!(
+                    "to_parquet: cannot append: {old} has columns ({}), this frame ({})",
+                    typed(&schema),
+                    typed(&self.schema)
+                )));
+            }
+        }
+        self.write_files(ctx, staged, "to_parquet", Sink::WriteParquet)
     }
 
-    /// One task per partition writing `dir/file(i)`; each gives its path.
-    pub(crate) fn write_files(
+    /// One task per partition writing its part into the staging folder;
+    /// refused when the frame reads a file inside the target.
+    fn write_files(
         &self,
         ctx: &Ctx,
-        dir: &std::path::Path,
+        staged: &mut Staged,
         label: &str,
-        file: impl Fn(usize) -> String,
         sink: impl Fn(Arc<str>) -> Sink,
     ) -> Result<(LayerRef, Vec<Key>), FrameError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|error| FrameError::Io { path: dir.display().to_string(), error })?;
+        let paths = staged.part_paths(self.parts.len() as u64);
         let all: Vec<usize> = (0..self.parts.len()).collect();
-        let extra = dir.display().to_string();
-        Ok(self.run_layer_each(ctx, label, &extra, &all, &[], &|i| {
-            sink(Arc::from(dir.join(file(i)).display().to_string()))
-        }))
+        let extra = staged.path().display().to_string();
+        let (layer, keys) = self.run_layer_each(ctx, label, &extra, &all, &[], &|i| {
+            sink(Arc::from(paths.get(i).map(|p| p.display().to_string()).unwrap_or_default()))
+        });
+        staged.refuse_inputs(files_read(std::slice::from_ref(&layer)).iter().map(String::as_str))?;
+        Ok((layer, keys))
     }
 }
 
