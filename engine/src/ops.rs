@@ -36,7 +36,7 @@ impl Op {
             Op::Call { func, .. } => match func {
                 Func::Bag(b) => b.shuffle_pieces().into_iter().collect(),
                 Func::Frame(f) => f.shuffle_pieces().into_iter().collect(),
-                Func::Udf(_) | Func::Builtin(_) | Func::Array(_) => Vec::new(),
+                Func::Udf(_) | Func::Builtin(_) | Func::Array(_) | Func::Block(_) => Vec::new(),
             },
         }
     }
@@ -51,10 +51,21 @@ impl Op {
                 Func::Array(a) => a.file_read().into_iter().collect(),
                 Func::Bag(b) => b.file_read().into_iter().collect(),
                 Func::Frame(f) => f.file_read().into_iter().collect(),
-                Func::Udf(_) | Func::Builtin(_) => Vec::new(),
+                Func::Udf(_) | Func::Builtin(_) | Func::Block(_) => Vec::new(),
             },
         }
     }
+}
+
+/// `map_blocks`' call of a function on one block. The array's chunks
+/// promise each block's shape, and every later step (reductions, joins,
+/// broadcasting) trusts them; a function that returns another shape must
+/// be an error naming both, not a wrong answer or a panic further on.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BlockCall {
+    pub func: Func,
+    /// The promised shape; `None` for an axis whose length is unknown.
+    pub shape: Vec<Option<usize>>,
 }
 
 /// A callable: a shipped user closure or a native builtin.
@@ -68,6 +79,9 @@ pub enum Func {
     Bag(Arc<BagOp>),
     /// A dataframe kernel (`crate::frame`).
     Frame(Arc<FrameOp>),
+    /// A block function (`map_blocks`) whose result is checked against the
+    /// block shape its array promises.
+    Block(Arc<BlockCall>),
 }
 
 /// Native functions that need no script engine.

@@ -333,7 +333,10 @@ impl SessionConfig {
                         format!("config: memory_limit must be a positive number of bytes, got {n}")
                     })?)
                 } else if let Ok(s) = v.clone().into_string() {
-                    Some(brisk_engine::memory::parse_size(&s).map_err(|e| format!("config: memory_limit: {e}"))?)
+                    Some(
+                        brisk_engine::memory::parse_size(&s)
+                            .map_err(|e| format!("config: memory_limit: {e}"))?,
+                    )
                 } else {
                     return Err(format!(
                         "config: memory_limit must be a size like \"4GiB\", a number of bytes or \"auto\", not {}",

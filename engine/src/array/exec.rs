@@ -60,6 +60,33 @@ fn arity(op: &ArrayOp, args: &[Value], n: usize) -> Result<(), ArrayError> {
     }
 }
 
+/// Check that `map_blocks`' function gave a block of the promised shape
+/// (`None`: any length on that axis).
+pub fn check_block(v: &Value, promised: &[Option<usize>]) -> Result<(), ArrayError> {
+    let fmt = |s: &[Option<usize>]| {
+        let parts: Vec<String> = s.iter().map(|d| d.map_or("?".to_string(), |n| n.to_string())).collect();
+        if parts.len() == 1 { format!("({},)", parts[0]) } else { format!("({})", parts.join(", ")) }
+    };
+    let Value::Array(c) = v else {
+        return Err(ArrayError::Shape(format!(
+            "map_blocks: the function returned a value of type {}, not a block of shape {}; pass #{{chunks: ...}} to say what it returns, or use a Delayed for other values",
+            v.type_name(),
+            fmt(promised)
+        )));
+    };
+    let shape = c.shape();
+    let fits =
+        shape.len() == promised.len() && shape.iter().zip(promised).all(|(&n, p)| p.is_none_or(|p| p == n));
+    if fits {
+        return Ok(());
+    }
+    Err(ArrayError::Shape(format!(
+        "map_blocks: the function returned a block of shape {} where the array's chunks promise {}; pass #{{chunks: ...}} (and drop_axis) to say what it returns",
+        super::error::fmt_shape(shape),
+        fmt(promised)
+    )))
+}
+
 /// Refuse a new block of `shape` that would not fit in memory.
 fn fits(what: &str, shape: &[usize], dtype: super::dtype::DType) -> Result<(), ArrayError> {
     let elems = shape.iter().fold(1u64, |a, &d| a.saturating_mul(d as u64));

@@ -11,6 +11,26 @@ use crate::ops::{Arg, Builtin, Func, Op, Step, StepInput};
 use crate::runner::{TaskContext, UdfRunner};
 use crate::value::Value;
 
+fn call(
+    func: &Func,
+    args: Vec<Value>,
+    udfs: &dyn UdfRunner,
+    ctx: &TaskContext<'_>,
+) -> Result<Value, TaskError> {
+    match func {
+        Func::Udf(udf) => udfs.call(udf, args, ctx),
+        Func::Builtin(b) => builtin(*b, args),
+        Func::Array(op) => Ok(crate::array::exec::execute(op, &args)?),
+        Func::Bag(op) => crate::bag::exec::execute(op, &args, udfs, ctx),
+        Func::Frame(op) => crate::frame::exec::execute(op, &args, udfs, ctx),
+        Func::Block(b) => {
+            let v = call(&b.func, args, udfs, ctx)?;
+            crate::array::exec::check_block(&v, &b.shape)?;
+            Ok(v)
+        }
+    }
+}
+
 /// Run one operation on its dependency values.
 pub fn execute(
     op: &Op,
@@ -25,13 +45,7 @@ pub fn execute(
         Op::Literal(v) => Ok(v.clone()),
         Op::Call { func, args } => {
             let args = args.iter().map(|a| build_arg(a, inputs)).collect::<Result<Vec<_>, _>>()?;
-            match func {
-                Func::Udf(udf) => udfs.call(udf, args, ctx),
-                Func::Builtin(b) => builtin(*b, args),
-                Func::Array(op) => Ok(crate::array::exec::execute(op, &args)?),
-                Func::Bag(op) => crate::bag::exec::execute(op, &args, udfs, ctx),
-                Func::Frame(op) => crate::frame::exec::execute(op, &args, udfs, ctx),
-            }
+            call(func, args, udfs, ctx)
         }
         Op::Fused(steps) => {
             let mut one = |step: &Step, step_inputs: &[Value]| {

@@ -119,7 +119,7 @@ pub fn convert(ca: &StringChunked, t: DType) -> Result<Series, BadCell> {
         DType::Float64 => Series::new(name, each(ca, float)?),
         DType::Bool => Series::new(name, each(ca, boolean)?),
         DType::Datetime => {
-            let ns = each(ca, |c| super::expr::parse_datetime(std::str::from_utf8(c).ok()?.trim()))?;
+            let ns = each(ca, |c| super::calendar::parse_datetime(std::str::from_utf8(c).ok()?.trim()))?;
             Series::new(name, ns).cast(&t.to_polars()).map_err(|e| BadCell { row: 0, text: e.to_string() })?
         }
     })

@@ -259,7 +259,7 @@ impl Builder {
             (b, Cell::Null) => b.push_null(),
             (Builder::I(v), Cell::Int(i)) if t == DType::Int64 => v.push(Some(i)),
             (Builder::I(v), Cell::Str(s)) if t == DType::Datetime => {
-                match super::expr::parse_datetime(s.trim()) {
+                match super::calendar::parse_datetime(s.trim()) {
                     Some(ns) => v.push(Some(ns)),
                     None => return false,
                 }

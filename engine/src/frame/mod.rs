@@ -4,6 +4,7 @@
 //! builds these tasks is `crate::collections::frame`.
 
 pub mod agg;
+pub mod calendar;
 pub mod cells;
 pub mod csv;
 mod decimal;

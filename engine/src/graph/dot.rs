@@ -20,6 +20,10 @@ pub fn to_dot(graph: &Graph) -> String {
             Op::Call { func: Func::Array(a), .. } => a.name(),
             Op::Call { func: Func::Bag(b), .. } => b.name().to_string(),
             Op::Call { func: Func::Frame(f), .. } => f.name().to_string(),
+            Op::Call { func: Func::Block(b), .. } => match &b.func {
+                Func::Udf(u) => u.label.clone(),
+                _ => "map_blocks".to_string(),
+            },
             Op::Fused(steps) => format!("fused ({} steps)", steps.len()),
         };
         let index: Vec<String> = t.key.index().iter().map(u32::to_string).collect();

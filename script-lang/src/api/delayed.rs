@@ -41,6 +41,9 @@ pub fn call_task(state: &SessionState, func: &Func, label: &str, args: &[Dynamic
         Func::Bag(op) => {
             b.token.serde(op);
         }
+        Func::Block(op) => {
+            b.token.serde(op);
+        }
         Func::Frame(op) => {
             b.token.serde(op);
         }

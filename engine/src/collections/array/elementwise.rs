@@ -12,7 +12,7 @@ use crate::array::op::ArrayOp;
 use crate::graph::task::Task;
 use crate::graph::token::Tokenizer;
 use crate::key::Key;
-use crate::ops::{Arg, Func, Op};
+use crate::ops::{Arg, BlockCall, Func, Op};
 use crate::value::Value;
 
 /// One side of an elementwise expression.
@@ -292,17 +292,19 @@ pub fn map_blocks(
     t.str("map_blocks").str(&f.label).str(&f.token).str(&a.name).serde(&chunks).serde(&dtype);
     let name = t.name(&f.label);
     let key_name: Arc<str> = Arc::from(name.as_str());
+    let unknown0 = a.unknown && !chunks_given && !drop_axes.contains(&0);
     let tasks = a
         .block_indices()
         .into_iter()
         .map(|idx| {
             let out: Vec<u32> = kept.iter().map(|&d| idx[d] as u32).collect();
+            let shape = (0..chunks.len())
+                .map(|d| (!(unknown0 && d == 0)).then(|| chunks[d][out[d] as usize]))
+                .collect();
+            let func = Func::Block(Arc::new(BlockCall { func: f.func.clone(), shape }));
             let key = Key::block(key_name.clone(), &out);
-            let mut task = Task::new(
-                key,
-                Op::Call { func: f.func.clone(), args: vec![Arg::Dep(0)] },
-                vec![a.block_key(&idx)],
-            );
+            let mut task =
+                Task::new(key, Op::Call { func, args: vec![Arg::Dep(0)] }, vec![a.block_key(&idx)]);
             task.annotations = ctx.annotations.clone();
             task
         })
