@@ -295,6 +295,19 @@ fn bad_array_input_is_refused_clearly() {
         ("zeros([4], #{dtype: \"complex\"})", "unknown dtype \"complex\""),
         ("zeros([4], #{chunk: 2})", "zeros has no option \"chunk\""),
         ("zeros([-1])", "shape must not be negative"),
+        // A block function that changes the block's shape without saying so.
+        (
+            "ones([10, 10], #{chunks: 5}).map_blocks(|b| b.sum(0)).sum(1).compute()",
+            "map_blocks: the function returned a block of shape (5,) where the array's chunks promise (5, 5)",
+        ),
+        (
+            "(ones([10, 10], #{chunks: 5}).map_blocks(|b| b.sum(0)) + ones([10, 10])).compute()",
+            "where the array's chunks promise (5, 5)",
+        ),
+        (
+            "ones([10, 10], #{chunks: 5}).map_blocks(|b| b.sum()).mean().compute()",
+            "map_blocks: the function returned a value of type float, not a block of shape (5, 5)",
+        ),
         (
             "zeros([3, 4]) @ zeros([3, 4])",
             "matmul: shapes (3, 4) and (3, 4) are not aligned: 4 (dim 1) != 3 (dim 0)",
