@@ -17,8 +17,12 @@ pub(crate) fn io_error(path: &str, e: std::io::Error) -> TaskError {
 /// block), through the first line end at or past `end`.
 pub fn read_block(path: &str, start: u64, end: u64) -> Result<Vec<u8>, TaskError> {
     let Some((f, need)) = open_block(path, start, end)? else { return Ok(Vec::new()) };
-    // Read into the spare capacity (not zeroed first, as `resize` would).
-    let mut buf = Vec::with_capacity(need as usize);
+    // Read into the spare capacity (not zeroed first, as `resize` would); a
+    // block larger than what memory has left is refused, not aborted on.
+    let mut buf = crate::memory::try_vec::<u8>(usize::try_from(need).unwrap_or(usize::MAX), || {
+        format!("reading {path} (a block of {need} bytes)")
+    })
+    .map_err(|e| TaskError::user(e.to_string()))?;
     let got = f.take(need).read_to_end(&mut buf).map_err(|e| io_error(path, e))?;
     if got as u64 != need {
         return Err(shrank(path));
