@@ -182,6 +182,141 @@ fn missing_and_binary_files_are_clear_errors() {
     assert_no_panic(&out);
 }
 
+/// Run brisk with `args`, stdin from `stdin`, killing it after `limit`:
+/// what is refused must be refused at once, never read without end.
+fn run_within(args: &[&str], stdin: Stdio, limit: std::time::Duration) -> Output {
+    let mut child = brisk()
+        .args(args)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("RUST_BACKTRACE")
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait().expect("try_wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("brisk {args:?} still ran after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// `brisk run` on what is not a script refuses at once with one clear
+/// line and exit code 2: a device that never ends, a directory, a FIFO
+/// (opening one waits for a writer), binary data, text with NUL bytes or
+/// invalid UTF-8, a file over the 16 MiB cap; piped stdin has the same cap.
+#[test]
+fn what_is_not_a_script_is_refused_at_once() {
+    let dir = std::env::temp_dir().join(format!("brisk-notscript-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let fifo = dir.join("fifo.rhai");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(Command::new("mkfifo").arg(&fifo).status().expect("mkfifo").success());
+    // 10 MB of noise, the same each run (an xorshift), and a file 1 byte over the cap.
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    let blob: Vec<u8> = (0..10_000_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(dir.join("blob.rhai"), &blob).expect("write");
+    std::fs::write(dir.join("big.rhai"), vec![b' '; (16 << 20) + 1]).expect("write");
+    std::fs::write(dir.join("nul.rhai"), b"let x = 1;\0print(x);\n").expect("write");
+    std::fs::write(dir.join("latin1.rhai"), b"print(\"caf\xe9\");\n").expect("write");
+    let path = |name: &str| dir.join(name).display().to_string();
+    let cases = [
+        ("/dev/zero".to_string(), "/dev/zero is not a regular file (a device, FIFO or socket)".to_string()),
+        (dir.display().to_string(), format!("{} is a directory, not a script", dir.display())),
+        (
+            path("fifo.rhai"),
+            format!("{} is not a regular file (a device, FIFO or socket)", path("fifo.rhai")),
+        ),
+        (
+            path("blob.rhai"),
+            format!("{} is not a UTF-8 text file (invalid byte at offset", path("blob.rhai")),
+        ),
+        (
+            path("big.rhai"),
+            format!("{} is 16777217 bytes, more than a script may be (16 MiB)", path("big.rhai")),
+        ),
+        (path("nul.rhai"), format!("{} is not a text file (a NUL byte at offset 10)", path("nul.rhai"))),
+        (
+            path("latin1.rhai"),
+            format!("{} is not a UTF-8 text file (invalid byte at offset 10)", path("latin1.rhai")),
+        ),
+    ];
+    for (file, expected) in &cases {
+        let out = run_within(&["run", file], Stdio::null(), std::time::Duration::from_secs(10));
+        let e = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{file}: {e}");
+        assert!(e.starts_with(&format!("error: {expected}")), "{file}: expected {expected:?}, got {e:?}");
+        assert_eq!(e.lines().count(), 1, "{file}: one clear line: {e}");
+    }
+    let zero = std::fs::File::open("/dev/zero").expect("/dev/zero");
+    let out = run_within(&[], Stdio::from(zero), std::time::Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stderr(&out), "error: stdin holds more than a script may (16 MiB)\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A bug in brisk (a panic, provoked here by a function that exists only
+/// under BRISK_TEST_PANIC) is one clear "internal error" line, never a
+/// crash with a backtrace: in `brisk run` (exit code 70), in piped input,
+/// and inside a task, where it is that task's error.
+#[test]
+fn a_panic_is_an_internal_error_not_a_crash() {
+    let dir = std::env::temp_dir().join(format!("brisk-panic-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let script = dir.join("boom.rhai");
+    std::fs::write(&script, "let kept = 7;\nprint(kept);\nbrisk_test_panic(\"boom\");\n").expect("write");
+    let out = brisk()
+        .arg("run")
+        .arg(&script)
+        .env("BRISK_TEST_PANIC", "1")
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(70), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "7\n");
+    let e = stderr(&out);
+    assert!(
+        e.starts_with(&format!("error: {}: internal error: boom at script-lang/src/", script.display()))
+            && e.ends_with(" (this is a bug in brisk)\n")
+            && e.lines().count() == 1,
+        "{e}"
+    );
+    assert_no_panic(&out);
+    // Without the variable the function does not exist.
+    let out = brisk().arg("run").arg(&script).env_remove("BRISK_TEST_PANIC").output().expect("run");
+    assert!(stderr(&out).contains("Function not found: brisk_test_panic"), "{}", stderr(&out));
+
+    let mut child = brisk()
+        .env("BRISK_TEST_PANIC", "1")
+        .env_remove("RUST_BACKTRACE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let task = "print(submit(|x| x + 1, 1).result());\nlet f = submit(|x| brisk_test_panic(\"in a task\"), 1);\ntry { f.result() } catch (e) { print(`caught: ${e}`) }\nprint(submit(|x| x * 2, 21).result());\nbrisk_test_panic(\"at the end\");\n";
+    child.stdin.take().expect("stdin").write_all(task.as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("wait");
+    let (o, e) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(70), "{e}");
+    let lines: Vec<&str> = o.lines().collect();
+    assert_eq!(lines[0], "2");
+    assert!(lines[1].starts_with("caught: task lambda-") && lines[1].contains("panicked: in a task"), "{o}");
+    assert_eq!(lines[2], "42", "the runtime survived a task's panic: {o}");
+    assert!(e.starts_with("error: <stdin>: internal error: at the end at ") && e.lines().count() == 1, "{e}");
+    assert!(!e.contains("thread '"), "no panic report besides the error: {e}");
+}
+
 #[test]
 fn piped_input_runs_without_prompts() {
     let mut child =
@@ -299,63 +434,123 @@ fn the_live_panel_is_drawn_on_a_terminal() {
     assert!(last.starts_with("40/40 tasks in ") && last.contains("peak memory"), "a summary is left: {text}");
 }
 
+/// The REPL on a pseudo-terminal made by util-linux `script`, its screen
+/// read as it is drawn.
+struct Terminal {
+    child: std::process::Child,
+    keyboard: std::process::ChildStdin,
+    screen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Terminal {
+    /// None (the test is skipped) where `script` is not installed.
+    fn open(history: &Path, env: &[(&str, &str)]) -> Option<Terminal> {
+        if Command::new("script").arg("--version").output().is_err() {
+            eprintln!("skipped: `script` (util-linux) is not installed, no pseudo-terminal to test with");
+            return None;
+        }
+        // `exec`: `script` runs the command through `$SHELL -c`, and a shell
+        // left waiting in between (dash, the default `/bin/sh` of Debian)
+        // catches the Ctrl-C typed below and kills itself with SIGINT once
+        // brisk has exited cleanly, making the exit status 130.
+        let command = format!("stty cols 100 rows 30; exec {}", env!("CARGO_BIN_EXE_brisk"));
+        let mut child = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .env("NO_COLOR", "1")
+            .env("BRISK_HISTORY", history)
+            .envs(env.iter().copied())
+            .env_remove("RUST_BACKTRACE")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("script");
+        let keyboard = child.stdin.take().expect("stdin");
+        let mut stdout = child.stdout.take().expect("stdout");
+        let screen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let drawn = screen.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            while let Ok(n) = std::io::Read::read(&mut stdout, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                drawn.lock().expect("screen").extend_from_slice(&buf[..n]);
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        Some(Terminal { child, keyboard, screen, reader })
+    }
+
+    fn type_bytes(&mut self, keys: &[u8]) {
+        self.keyboard.write_all(keys).expect("type");
+        self.keyboard.flush().expect("flush");
+    }
+
+    /// How long until `needle` is on the screen, checked every 20 ms; None
+    /// when it is not there within `limit`.
+    fn wait_for(&self, needle: &str, limit: std::time::Duration) -> Option<std::time::Duration> {
+        let t0 = std::time::Instant::now();
+        let mut searched = 0;
+        while t0.elapsed() < limit {
+            let screen = self.screen.lock().expect("screen");
+            if screen[searched..].windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                return Some(t0.elapsed());
+            }
+            searched = screen.len().saturating_sub(needle.len());
+            drop(screen);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Wait for brisk to leave by itself (after `:quit` or Ctrl-D was typed)
+    /// and return the screen with terminal control sequences removed.
+    fn close(self) -> String {
+        // Keep the terminal open until brisk has left by itself: closing it
+        // early makes `script` hang up on a REPL that is still shutting down.
+        let Terminal { mut child, keyboard, screen, reader } = self;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while child.try_wait().expect("try_wait").is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let exited = child.try_wait().expect("try_wait").is_some();
+        if !exited {
+            let _ = child.kill();
+        }
+        drop(keyboard);
+        let out = child.wait_with_output().expect("wait");
+        reader.join().expect("reader");
+        let screen = String::from_utf8_lossy(&screen.lock().expect("screen")).into_owned();
+        assert!(exited, "the REPL did not exit within 30 s of the last input: {screen}");
+        assert!(
+            out.status.success(),
+            "the REPL failed ({}): {screen}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        strip_terminal_codes(&screen)
+    }
+}
+
 /// Drive the REPL on a pseudo-terminal as a person would: each step is
 /// typed once the previous one had time to finish. Returns the screen
 /// output with terminal control sequences removed.
 fn type_into_repl(steps: &[(&str, u64)], history: &Path) -> Option<String> {
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: `script` (util-linux) is not installed, no pseudo-terminal to test with");
-        return None;
-    }
-    // `exec`: `script` runs the command through `$SHELL -c`, and a shell
-    // left waiting in between (dash, the default `/bin/sh` of Debian)
-    // catches the Ctrl-C typed below and kills itself with SIGINT once
-    // brisk has exited cleanly, making the exit status 130.
-    let command = format!("stty cols 100 rows 30; exec {}", env!("CARGO_BIN_EXE_brisk"));
-    let mut child = Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
-        .env("NO_COLOR", "1")
-        .env("BRISK_HISTORY", history)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("script");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut stdout = child.stdout.take().expect("stdout");
-    let reader = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut stdout, &mut bytes);
-        bytes
-    });
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    let steps: Vec<(&[u8], u64)> = steps.iter().map(|(k, ms)| (k.as_bytes(), *ms)).collect();
+    type_into_repl_with(&steps, history, &[])
+}
+
+/// `type_into_repl` with keys that need not be UTF-8 and more environment
+/// variables for brisk.
+fn type_into_repl_with(steps: &[(&[u8], u64)], history: &Path, env: &[(&str, &str)]) -> Option<String> {
+    let mut terminal = Terminal::open(history, env)?;
     for (keys, wait_ms) in steps {
-        stdin.write_all(keys.as_bytes()).expect("type");
-        stdin.flush().expect("flush");
+        terminal.type_bytes(keys);
         std::thread::sleep(std::time::Duration::from_millis(*wait_ms));
     }
-    // Keep the terminal open until brisk has left by itself: closing it
-    // early makes `script` hang up on a REPL that is still shutting down.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while child.try_wait().expect("try_wait").is_none() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let exited = child.try_wait().expect("try_wait").is_some();
-    if !exited {
-        let _ = child.kill();
-    }
-    drop(stdin);
-    let out = child.wait_with_output().expect("wait");
-    let bytes = reader.join().expect("reader");
-    let screen = String::from_utf8_lossy(&bytes);
-    assert!(exited, "the REPL did not exit within 30 s of the last input: {screen}");
-    assert!(
-        out.status.success(),
-        "the REPL failed ({}): {screen}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(strip_terminal_codes(&screen))
+    Some(terminal.close())
 }
 
 /// Remove CSI sequences (`ESC [ ... letter`) and carriage returns. Moving
@@ -430,6 +625,74 @@ fn the_repl_works_as_a_person_uses_it() {
     assert!(has("total: i64"), "{screen}");
     let saved = std::fs::read_to_string(&history).expect("history saved");
     assert!(saved.contains("twice(21)") && saved.contains(":help gather"), "{saved}");
+}
+
+/// A bug in brisk while an input runs (a panic, provoked by a function
+/// that exists only under BRISK_TEST_PANIC) and a byte that is not UTF-8,
+/// typed alone or inside pasted lines, each cost that input only: one
+/// clear error, and the session and its variables go on.
+#[test]
+fn the_repl_survives_a_panic_and_bytes_that_are_not_utf8() {
+    let dir = std::env::temp_dir().join(format!("brisk-repl-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let steps: &[(&[u8], u64)] = &[
+        (b"let kept = 41;\n", 600),
+        (b"brisk_test_panic(\"boom\")\n", 700),
+        (b"kept + 1\n", 600),
+        (b"let bad = \"caf\xe9\";\n", 600),
+        (b"kept + 2\n", 600),
+        // Pasted at once: the first line runs; the bad one and what follows it are dropped.
+        (b"let a = 1;\nlet b = \"\xff\"; a = 2;\na = 3;\n", 900),
+        (b"a * 100 + kept\n", 600),
+        (b":quit\n", 600),
+    ];
+    let Some(screen) = type_into_repl_with(steps, &dir.join("history"), &[("BRISK_TEST_PANIC", "1")]) else {
+        return;
+    };
+    let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
+    let internal = lines.iter().find(|l| l.starts_with("error: <input 2>: internal error: boom at "));
+    assert!(internal.is_some_and(|l| l.ends_with("(this is a bug in brisk)")), "{screen}");
+    assert!(lines.contains(&"42"), "the session survived the panic: {screen}");
+    let bad = "error: the input held a byte that is not UTF-8 text; brisk reads UTF-8 only, so the line and any input typed ahead after it were dropped";
+    assert_eq!(lines.iter().filter(|l| **l == bad).count(), 2, "{screen}");
+    assert!(lines.contains(&"43"), "the session survived a bad byte: {screen}");
+    assert!(lines.contains(&"141"), "the pasted line before the bad one ran, none after it: {screen}");
+    assert!(!screen.contains("panicked"), "{screen}");
+}
+
+/// Pasting is linear in the length of what is pasted: a 200 KB line typed
+/// ahead without bracketed-paste markers (as a terminal that does not
+/// bracket pastes, or a program writing to the terminal, sends it), the
+/// same bracketed, and several lines at once, all of which run.
+#[test]
+fn a_long_paste_takes_moments() {
+    let dir = std::env::temp_dir().join(format!("brisk-repl-paste-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let history = dir.join("history");
+    let _ = std::fs::remove_file(&history);
+    let Some(mut terminal) = Terminal::open(&history, &[]) else { return };
+    let long = "a".repeat(200_000);
+    let limit = std::time::Duration::from_secs(15);
+    terminal.type_bytes(format!("let s = \"{long}\"; s.len()\r").as_bytes());
+    let took = terminal.wait_for("200000\r\n", limit);
+    eprintln!("a 200 KB line typed ahead: {took:?}");
+    assert!(took.is_some(), "a 200 KB line typed ahead was not through in {limit:?}");
+    terminal.type_bytes(format!("\x1b[200~let t = \"{long}\"; t.len() + 1\x1b[201~\r").as_bytes());
+    let took = terminal.wait_for("200001\r\n", limit);
+    eprintln!("a 200 KB bracketed paste: {took:?}");
+    assert!(took.is_some(), "a 200 KB bracketed paste was not through in {limit:?}");
+    terminal.type_bytes(b"let m = 2;\rm * 3\rm * 4\rs.len() + t.len()\r");
+    assert!(terminal.wait_for("400000\r\n", limit).is_some(), "lines typed ahead at once all ran");
+    terminal.type_bytes(b":quit\r");
+    let screen = terminal.close();
+    let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
+    assert!(
+        lines.contains(&"6") && lines.contains(&"8"),
+        "every line typed ahead ran: {}",
+        &screen[screen.len() - 500..]
+    );
+    let remembered = std::fs::read_to_string(&history).expect("history");
+    assert!(remembered.len() < 1000 && remembered.contains("m * 4"), "long inputs stay out of the history");
 }
 
 /// `:dash` opens the full-screen dashboard; `q` or Esc returns to the prompt

@@ -50,7 +50,7 @@ pub enum KernelError {
 /// Run the kernel on the sockets named in a Jupyter connection file, until
 /// a `shutdown_request`.
 pub fn run(connection_file: &Path) -> Result<(), KernelError> {
-    let text = std::fs::read_to_string(connection_file).map_err(|e| KernelError::ConnectionFile {
+    let text = read_connection_file(connection_file).map_err(|e| KernelError::ConnectionFile {
         path: connection_file.display().to_string(),
         error: e.to_string(),
     })?;
@@ -64,6 +64,21 @@ pub fn run(connection_file: &Path) -> Result<(), KernelError> {
         .build()
         .map_err(|e| KernelError::Start(e.to_string()))?;
     runtime.block_on(serve(info))
+}
+
+/// A connection file is a few hundred bytes of JSON: read at most 1 MiB of
+/// a regular file, so a wrong path (`/dev/zero`, a FIFO) fails at once.
+fn read_connection_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    const MAX: u64 = 1 << 20;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() || meta.len() > MAX {
+        return Err(std::io::Error::other("not a connection file (a regular file of at most 1 MiB)"));
+    }
+    let file = std::fs::File::open(path)?;
+    let mut text = String::new();
+    file.take(MAX).read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// The session thread: runs jobs in order, reports outputs on `out`.
@@ -88,7 +103,9 @@ fn session_thread(out: UnboundedSender<Out>) -> (mpsc::Sender<Job>, brisk_engine
             }));
             let _ = token_tx.send(session.cancel_token());
             while let Ok(job) = rx.recv() {
-                job(&mut session);
+                // A bug in one request must not end the session: its caller sees no
+                // answer (a cell's own panic is an error reply, see `execute`).
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut session)));
             }
         })
         .ok();
@@ -414,7 +431,11 @@ impl Kernel {
             JupyterMessageContent::CompleteRequest(req) => {
                 let (code, pos) = (req.code.clone(), req.cursor_pos);
                 let byte = char_to_byte(&code, pos);
-                let c = self.on_session(move |s| s.complete(&code, byte)).await?;
+                // No candidates rather than no reply, should completion fail.
+                let c = self
+                    .on_session(move |s| s.complete(&code, byte))
+                    .await
+                    .unwrap_or(brisk_script::complete::Completion { start: byte, candidates: Vec::new() });
                 let start = byte_to_char(&req.code, c.start);
                 CompleteReply {
                     matches: c.candidates,
@@ -493,7 +514,7 @@ impl Kernel {
         let id = format!("brisk-progress-{}-{}", std::process::id(), self.count);
         let job: Job = Box::new(move |s: &mut Session| {
             let watch = progress::Watch::start(s.state().clone(), progress_out, id);
-            let result = s.eval(&text, &o).map(|outcome| outcome.rendered());
+            let result = brisk_script::error::catch_panic(&o, || s.eval(&text, &o).map(|v| v.rendered()));
             drop(watch);
             let _ = tx.send(result);
         });
@@ -599,6 +620,7 @@ fn error_parts(e: &ScriptError, code: &str, origin: &str) -> (String, String, Ve
         ErrorKind::Runtime => "RuntimeError",
         ErrorKind::Task => "TaskError",
         ErrorKind::Cancelled => "KeyboardInterrupt",
+        ErrorKind::Internal => "InternalError",
     };
     let block = brisk_script::error::error_block(e, code, origin, false);
     (ename.into(), e.to_string(), block.lines().map(str::to_string).collect())

@@ -5,14 +5,15 @@
 mod dash;
 mod highlight;
 mod interactive;
+mod source;
 mod terminal;
+mod typeahead;
 
-use std::io::{IsTerminal, Read};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
-use brisk_script::{ErrorKind, Session};
+use brisk_script::{ErrorKind, ScriptError, Session};
 use clap::{Parser, Subcommand};
 use terminal::{colour_on, interrupt_on_ctrl_c};
 
@@ -107,6 +108,20 @@ static ALLOC: brisk_engine::memory::Counting<mimalloc::MiMalloc> =
 
 fn main() -> ExitCode {
     brisk_engine::memory::start_counting();
+    report_panics_once();
+    match std::panic::catch_unwind(brisk) {
+        Ok(code) => code,
+        Err(panic) => {
+            eprintln!("error: {}", ScriptError::internal(&*panic, "brisk"));
+            ExitCode::from(INTERNAL)
+        }
+    }
+}
+
+/// The exit code of a bug in brisk (EX_SOFTWARE, as sysexits.h).
+const INTERNAL: u8 = 70;
+
+fn brisk() -> ExitCode {
     brisk_script::ship::init();
     // Shuffle pieces left by graphs that failed half-way go when brisk ends.
     let _pieces = brisk_engine::pieces::Cleanup::start();
@@ -126,15 +141,28 @@ fn main() -> ExitCode {
     }
 }
 
+/// A panic is a bug in brisk. Where it is caught (an input, a cell, a task)
+/// it becomes one error message, so the default hook's lines on stderr
+/// would report it twice; elsewhere one line says what happened.
+/// `RUST_BACKTRACE` brings back the default report, for debugging.
+fn report_panics_once() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        brisk_script::error::remember_panic(info);
+        if std::env::var_os("RUST_BACKTRACE").is_some() {
+            return default(info);
+        }
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("unnamed");
+        let caught = name == "main" || name.starts_with("brisk-worker") || name == "brisk-kernel-session";
+        if !caught {
+            eprintln!("brisk: internal error in thread {name}: {info} (this is a bug in brisk)");
+        }
+    }));
+}
+
 fn run_file(path: &std::path::Path, progress: bool) -> anyhow::Result<ExitCode> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        anyhow::anyhow!(
-            "{} is not a UTF-8 text file (invalid byte at offset {})",
-            path.display(),
-            e.utf8_error().valid_up_to()
-        )
-    })?;
+    let text = source::read_file(path)?;
     let mut session = Session::new();
     session.set_output(std::sync::Arc::new(dash::inline::print_line));
     interrupt_on_ctrl_c(&session, true);
@@ -151,8 +179,7 @@ fn repl() -> anyhow::Result<ExitCode> {
     let mut session = Session::new();
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
-        let mut text = String::new();
-        stdin.lock().read_to_string(&mut text).context("cannot read stdin")?;
+        let text = source::read_stdin()?;
         interrupt_on_ctrl_c(&session, true);
         let result = session.eval(&text, "<stdin>");
         return Ok(report(result));
@@ -168,6 +195,7 @@ fn report(result: Result<brisk_script::Outcome, brisk_script::ScriptError>) -> E
             eprintln!("error: {e}");
             match e.kind {
                 ErrorKind::Cancelled => ExitCode::from(130),
+                ErrorKind::Internal => ExitCode::from(INTERNAL),
                 _ => ExitCode::FAILURE,
             }
         }

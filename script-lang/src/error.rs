@@ -14,6 +14,8 @@ pub enum ErrorKind {
     Runtime,
     Task,
     Cancelled,
+    /// A bug in brisk (a panic) ended the input; the session goes on.
+    Internal,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -143,6 +145,23 @@ pub fn runtime(message: impl Into<String>) -> Box<EvalAltResult> {
 }
 
 impl ScriptError {
+    /// A panic caught at a front end's boundary, as one clear sentence.
+    pub fn internal(payload: &(dyn std::any::Any + Send), origin: &str) -> ScriptError {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let at = PANIC_AT.take().map(|at| format!(" at {at}")).unwrap_or_default();
+        ScriptError {
+            kind: ErrorKind::Internal,
+            message: format!("internal error: {what}{at} (this is a bug in brisk)"),
+            origin: origin.to_string(),
+            line: None,
+            column: None,
+        }
+    }
+
     pub fn syntax(e: &ParseError, origin: &str) -> ScriptError {
         let pos = e.position();
         ScriptError {
@@ -213,6 +232,8 @@ impl ScriptError {
             };
         }
         let message = match inner {
+            // `throw;` throws nothing: say so rather than print an empty message.
+            EvalAltResult::ErrorRuntime(v, _) if v.is_unit() => "throw without a value".to_string(),
             EvalAltResult::ErrorRuntime(v, _) => v.to_string(),
             other => without_position(other),
         };
@@ -224,6 +245,27 @@ impl ScriptError {
             column: pos.position(),
         }
     }
+}
+
+thread_local! {
+    /// Where this thread last panicked, left by `remember_panic` for `ScriptError::internal`.
+    static PANIC_AT: std::cell::Cell<Option<String>> = const { std::cell::Cell::new(None) };
+}
+
+/// For a panic hook: remember where this thread panicked, so that the error
+/// made of the caught panic can say so (the payload has no location).
+pub fn remember_panic(info: &std::panic::PanicHookInfo<'_>) {
+    if let Some(l) = info.location() {
+        PANIC_AT.set(Some(format!("{}:{}", l.file(), l.line())));
+    }
+}
+
+/// Run one input's work, turning a panic inside it into an internal error:
+/// a bug in brisk ends that input, never the session or the process.
+pub fn catch_panic<T>(origin: &str, f: impl FnOnce() -> Result<T, ScriptError>) -> Result<T, ScriptError> {
+    PANIC_AT.set(None);
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|payload| Err(ScriptError::internal(&*payload, origin)))
 }
 
 /// An error's message without Rhai's " (line l, position p)" suffix.
@@ -254,4 +296,101 @@ pub fn error_block(e: &ScriptError, text: &str, origin: &str, colour: bool) -> S
     let pad: String =
         src.chars().take(col.saturating_sub(1)).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
     format!("{head}\n  {src}\n  {pad}^")
+}
+
+/// The name and the number of arguments of a call that Rhai found no
+/// function for: its `ErrorFunctionNotFound` text is `f (i64, string)`.
+pub fn called_function(text: &str) -> Option<(&str, usize)> {
+    let (name, args) = text.split_once(" (")?;
+    let args = args.strip_suffix(')')?;
+    Some((name, top_level_items(args)))
+}
+
+/// How many comma-separated items `list` has outside brackets (`""` has none).
+pub fn top_level_items(list: &str) -> usize {
+    if list.trim().is_empty() {
+        return 0;
+    }
+    let mut depth = 0i32;
+    let mut n = 1;
+    for c in list.chars() {
+        match c {
+            '(' | '<' | '[' | '{' => depth += 1,
+            ')' | '>' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => n += 1,
+            _ => {}
+        }
+    }
+    n
+}
+
+/// Why a call of `name` with `called` arguments found nothing, when
+/// functions of that name exist with these numbers of parameters (`shown`:
+/// how they are called, where known). `None` when one of them takes that
+/// many arguments: then the argument types did not match, which Rhai's own
+/// message already says.
+pub fn wrong_arity(
+    name: &str,
+    called: usize,
+    arities: &std::collections::BTreeSet<usize>,
+    shown: Option<&str>,
+) -> Option<String> {
+    if arities.is_empty() || arities.contains(&called) {
+        return None;
+    }
+    let counts: Vec<usize> = arities.iter().copied().collect();
+    let (first, last) = (counts[0], counts[counts.len() - 1]);
+    let takes = match counts.len() {
+        1 => first.to_string(),
+        _ if last - first + 1 == counts.len() && counts.len() > 2 => format!("{first} to {last}"),
+        n => {
+            let head: Vec<String> = counts[..n - 1].iter().map(usize::to_string).collect();
+            format!("{} or {last}", head.join(", "))
+        }
+    };
+    let noun = if counts == [1] { "argument" } else { "arguments" };
+    let who = if name.starts_with("anon$") { "this closure".to_string() } else { name.to_string() };
+    let shown = shown.map(|s| format!(" ({s})")).unwrap_or_default();
+    Some(format!("{who} takes {takes} {noun}{shown}, called with {called}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn calls_are_counted_and_arities_said() {
+        assert_eq!(called_function("f (i64, i64, i64)"), Some(("f", 3)));
+        assert_eq!(called_function("f ()"), Some(("f", 0)));
+        assert_eq!(called_function("sub_string (&str | ImmutableString | String)"), Some(("sub_string", 1)));
+        assert_eq!(called_function("g (Map<a, b>, i64)"), Some(("g", 2)));
+        let set = |v: &[usize]| v.iter().copied().collect::<BTreeSet<_>>();
+        assert_eq!(
+            wrong_arity("f", 3, &set(&[2]), Some("f(a, b)")).as_deref(),
+            Some("f takes 2 arguments (f(a, b)), called with 3")
+        );
+        assert_eq!(
+            wrong_arity("f", 0, &set(&[1]), None).as_deref(),
+            Some("f takes 1 argument, called with 0")
+        );
+        assert_eq!(
+            wrong_arity("f", 5, &set(&[1, 2]), None).as_deref(),
+            Some("f takes 1 or 2 arguments, called with 5")
+        );
+        assert_eq!(
+            wrong_arity("f", 9, &set(&[1, 2, 3]), None).as_deref(),
+            Some("f takes 1 to 3 arguments, called with 9")
+        );
+        assert_eq!(
+            wrong_arity("f", 9, &set(&[1, 3, 5]), None).as_deref(),
+            Some("f takes 1, 3 or 5 arguments, called with 9")
+        );
+        assert_eq!(
+            wrong_arity("anon$12", 2, &set(&[1]), None).as_deref(),
+            Some("this closure takes 1 argument, called with 2")
+        );
+        assert_eq!(wrong_arity("f", 2, &set(&[2]), None), None, "same count: a type mismatch");
+        assert_eq!(wrong_arity("f", 2, &set(&[]), None), None, "no such function");
+    }
 }

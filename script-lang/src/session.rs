@@ -3,10 +3,11 @@
 //! configuration, the sinks). The REPL, `brisk run` and the Jupyter kernel
 //! each own one; none of them registers functions of its own.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use brisk_engine::CancelToken;
-use rhai::{AST, Dynamic, Engine, Scope};
+use rhai::{AST, Dynamic, Engine, EvalAltResult, Scope};
 
 use crate::api;
 use crate::error::ScriptError;
@@ -124,16 +125,89 @@ impl Session {
         self.eval_value(text, origin).map(Outcome)
     }
 
-    /// `eval`, giving the value itself (for embedding and tests).
+    /// `eval`, giving the value itself (for embedding and tests). A panic
+    /// inside (a bug in brisk) is an `ErrorKind::Internal` error and the
+    /// session, its variables and functions stay usable.
     pub fn eval_value(&mut self, text: &str, origin: &str) -> Result<Dynamic, ScriptError> {
+        let result = crate::error::catch_panic(origin, || self.eval_chunk(text, origin));
+        // After a panic the statements are still there: the next input must not run them again.
+        self.ast.clear_statements();
+        result
+    }
+
+    fn eval_chunk(&mut self, text: &str, origin: &str) -> Result<Dynamic, ScriptError> {
         self.state.cancel.reset();
         let ast = self.engine.compile(text).map_err(|e| ScriptError::syntax(&e, origin))?;
         self.state.push_chunk(origin, text, &ast);
         self.ast += ast;
         let result = self.engine.eval_ast_with_scope::<Dynamic>(&mut self.scope, &self.ast);
         self.ast.clear_statements();
-        result.map_err(|e| ScriptError::runtime(&e, origin, |name| self.state.fn_origin(name)))
+        result.map_err(|e| self.runtime_error(&e, origin, text))
     }
+
+    /// A runtime error placed in its chunk. A call that found no function
+    /// because it passed the wrong number of arguments says how many the
+    /// function takes (Rhai only says "Function not found").
+    fn runtime_error(&self, e: &EvalAltResult, origin: &str, text: &str) -> ScriptError {
+        let mut error = ScriptError::runtime(e, origin, |name| self.state.fn_origin(name));
+        if let EvalAltResult::ErrorFunctionNotFound(call, _) = e.unwrap_inner()
+            && let Some((name, called)) = crate::error::called_function(call)
+            && let Some(why) = self.wrong_arity(name, called, is_method_call(&error, origin, text, name))
+        {
+            error.message = why;
+        }
+        error
+    }
+
+    /// The script's functions named `name`, else the engine's, by number of
+    /// parameters (from Rhai's metadata), checked against `called`, the
+    /// number Rhai counts (with the value before the dot of a method call).
+    fn wrong_arity(&self, name: &str, called: usize, method: bool) -> Option<String> {
+        let defs: Vec<Vec<String>> = self
+            .ast
+            .iter_functions()
+            .filter(|f| f.name == name)
+            .map(|f| f.params.iter().map(|p| p.to_string()).collect())
+            .collect();
+        let mut arities: BTreeSet<usize> = defs.iter().map(Vec::len).collect();
+        // One script definition is shown; with several, listing one would mislead.
+        let mut shown = match &defs[..] {
+            [params] if !name.starts_with("anon$") => Some(format!("fn {name}({})", params.join(", "))),
+            _ => None,
+        };
+        if defs.is_empty() {
+            for sig in self.engine.gen_fn_signatures(true) {
+                if let Some(params) = sig.strip_prefix(name).and_then(|rest| rest.strip_prefix('('))
+                    && let Some(end) = params.rfind(") -> ").or_else(|| params.rfind(')'))
+                {
+                    let n = crate::error::top_level_items(&params[..end]);
+                    // A native method's first parameter is the value before the dot.
+                    if !method {
+                        arities.insert(n);
+                    } else if n > 0 {
+                        arities.insert(n - 1);
+                    }
+                }
+            }
+            shown = crate::api::docs::lookup(name).map(|d| d.signature.to_string());
+        }
+        // The value before the dot is no argument to a person (a script function takes it as `this`).
+        let called = if method { called.saturating_sub(1) } else { called };
+        crate::error::wrong_arity(name, called, &arities, shown.as_deref())
+    }
+}
+
+/// Whether the failed call of `name` at the error's position is written
+/// `x.name(..)`: Rhai then counts `x` among the arguments, a person does not.
+/// (`f.call(..)` is not: Rhai names the function called, without `f`.)
+fn is_method_call(error: &ScriptError, origin: &str, text: &str, name: &str) -> bool {
+    let (Some(line), Some(column)) = (error.line, error.column) else { return false };
+    let Some(src) = text.lines().nth(line.saturating_sub(1)).filter(|_| error.origin == origin) else {
+        return false;
+    };
+    let before: Vec<char> = src.chars().take(column.saturating_sub(1)).collect();
+    let at: String = src.chars().skip(before.len()).take(name.chars().count()).collect();
+    at == name && before.iter().rev().find(|c| !c.is_whitespace()) == Some(&'.')
 }
 
 impl Default for Session {

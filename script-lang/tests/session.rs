@@ -439,3 +439,36 @@ fn collections_built_on_persisted_ones_keep_their_results() {
     let _ = eval_ok(&mut s, "q = (); b = ();");
     wait_until_drained(&s);
 }
+
+/// A call with the wrong number of arguments says how many the function
+/// takes, for script functions, closures, the API and Rhai's own functions,
+/// called plainly or as methods; a name that exists nowhere is still
+/// "Function not found".
+#[test]
+fn a_wrong_number_of_arguments_is_said_so() {
+    let (mut s, _) = session();
+    let _ = eval_ok(&mut s, "fn f(a, b) { a + b }\nfn g(x) { this + x }\nlet h = |x| x;");
+    let cases = [
+        ("f(1, 2, 3)", "f takes 2 arguments (fn f(a, b)), called with 3"),
+        ("f()", "f takes 2 arguments (fn f(a, b)), called with 0"),
+        ("1.g(2, 3)", "g takes 1 argument (fn g(x)), called with 2"),
+        ("h.call(1, 2)", "this closure takes 1 argument, called with 2"),
+        (
+            "from_array()",
+            "from_array takes 1 or 2 arguments (from_array(data, #{chunks, dtype}) -> Array), called with 0",
+        ),
+        ("to_json(1, 2)", "to_json takes 1 argument (to_json(value) -> string), called with 2"),
+        ("\"abc\".sub_string()", "sub_string takes 1 or 2 arguments, called with 0"),
+        ("[1, 2].len(3)", "len takes 0 arguments, called with 1"),
+        ("no_such_fn(1)", "Function not found: no_such_fn (i64)"),
+        ("f(\"a\", 1).len(1, 2, 3)", "len takes 0 arguments, called with 3"),
+    ];
+    for (code, expected) in cases {
+        let e = s.eval_value(code, "<test>").expect_err(code);
+        assert_eq!(e.kind, ErrorKind::Runtime, "{code}: {e}");
+        assert_eq!(e.message, expected, "{code}");
+    }
+    // A function defined in an earlier input is found there too.
+    let e = s.eval_value("let r = f(1);", "<later>").expect_err("arity");
+    assert_eq!(e.message, "f takes 2 arguments (fn f(a, b)), called with 1");
+}

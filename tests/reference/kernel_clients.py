@@ -6,7 +6,7 @@
 - nbclient executing a notebook end to end;
 - jupyter_client: interrupt during a long compute (by signal and by
   message), restart, a message with a bad signature, two clients on one
-  kernel, and the live progress display.
+  kernel, the live progress display, and cells whose work panics.
 
     python kernel_clients.py PATH/TO/brisk
 
@@ -197,6 +197,73 @@ class Clients(unittest.TestCase):
         self.assertTrue(updates, "the display was updated")
         self.assertTrue(all(u["content"]["transient"]["display_id"] == display_id for u in updates))
         self.assertRegex(updates[-1]["content"]["data"]["text/plain"], r"^40/40 tasks in [0-9.]+ s$")
+
+
+class Survival(unittest.TestCase):
+    """A cell whose work panics (a bug in brisk, provoked by a function that
+    exists only under BRISK_TEST_PANIC) gets an error reply, and the next
+    cell runs in the same session; so does a panic inside a task."""
+
+    def setUp(self):
+        env = dict(os.environ, BRISK_TEST_PANIC="1")
+        env.pop("RUST_BACKTRACE", None)
+        self.km, self.kc = start_new_kernel(kernel_name="brisk", startup_timeout=60, env=env)
+
+    def tearDown(self):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=False)
+
+    def test_a_panicking_cell_keeps_the_session(self):
+        self.assertEqual(run(self.kc, "let kept = 7;")[0]["status"], "ok")
+        reply, msgs = run(self.kc, 'brisk_test_panic("boom")')
+        self.assertEqual(reply["status"], "error")
+        err = [m for m in msgs if m["msg_type"] == "error"][0]["content"]
+        self.assertEqual(err["ename"], "InternalError")
+        self.assertIn("internal error: boom at ", err["evalue"])
+        self.assertTrue(err["evalue"].endswith("(this is a bug in brisk)"), err["evalue"])
+        reply, msgs = run(self.kc, "kept + 1")
+        self.assertEqual(reply["status"], "ok", "the next cell runs")
+        results = [m for m in msgs if m["msg_type"] == "execute_result"]
+        self.assertEqual(results[0]["content"]["data"]["text/plain"], "8", "with the session's variables")
+        reply, msgs = run(self.kc, 'submit(|x| brisk_test_panic("in a task"), 1).result()')
+        self.assertEqual(reply["status"], "error")
+        err = [m for m in msgs if m["msg_type"] == "error"][0]["content"]
+        self.assertEqual(err["ename"], "TaskError")
+        self.assertIn("panicked: in a task", err["evalue"])
+        reply, msgs = run(self.kc, "kept * 6")
+        self.assertEqual([m["content"]["data"]["text/plain"] for m in msgs if m["msg_type"] == "execute_result"], ["42"])
+        self.assertTrue(self.km.is_alive())
+
+
+class OutOfMemory(unittest.TestCase):
+    """Cells that run out of memory get an error reply naming what needed
+    how much, and the kernel and its session go on (before, the kernel
+    process aborted without a reply)."""
+
+    def setUp(self):
+        env = dict(os.environ, BRISK_MEMORY_LIMIT="1GiB")
+        self.km, self.kc = start_new_kernel(kernel_name="brisk", startup_timeout=60, env=env)
+
+    def tearDown(self):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=False)
+
+    def test_cells_out_of_memory_keep_the_session(self):
+        self.assertEqual(run(self.kc, "let kept = 7;")[0]["status"], "ok")
+        for cell in [
+            'let s = "ab"; loop { s += s; }',
+            "random([100000, 100000]).compute()",
+            "submit(|x| { let a = [x]; loop { a += a; } }, 1).result()",
+        ]:
+            reply, msgs = run(self.kc, cell)
+            self.assertEqual(reply["status"], "error", cell)
+            err = [m for m in msgs if m["msg_type"] == "error"][0]["content"]
+            self.assertIn("not enough memory: ", err["evalue"], cell)
+            self.assertIn("(memory limit 1.0 GiB;", err["evalue"], cell)
+        reply, msgs = run(self.kc, "kept + 1")
+        self.assertEqual(reply["status"], "ok", "the next cell runs")
+        self.assertEqual([m["content"]["data"]["text/plain"] for m in msgs if m["msg_type"] == "execute_result"], ["8"])
+        self.assertTrue(self.km.is_alive())
 
 
 class Kernelspec(unittest.TestCase):

@@ -79,6 +79,11 @@ pub fn register_values(engine: &mut Engine) {
     engine.register_fn("to_debug", |f: &mut TaskFailure| f.to_string());
     engine.register_get("message", |f: &mut TaskFailure| f.error.message.clone());
     engine.register_get("key", |f: &mut TaskFailure| f.key.clone());
+    // A bug on purpose, for the tests that prove a front end survives one
+    // (in a cell, in a task); only there when the environment asks for it.
+    if std::env::var_os("BRISK_TEST_PANIC").is_some() {
+        engine.register_fn("brisk_test_panic", |what: &str| -> bool { panic!("{what}") });
+    }
 }
 
 /// An engine for worker threads: the value API, no client functions (a task
