@@ -175,12 +175,6 @@ pub fn used(counts: Counts) -> u64 {
     status_kib(&status, field).unwrap_or(0)
 }
 
-/// What is left of the budget.
-pub fn available() -> u64 {
-    let b = budget();
-    b.bytes.saturating_sub(used(b.counts))
-}
-
 /// Refuse `needed` bytes if they do not fit in what is left; `what` names
 /// the request for the message (built only on refusal).
 pub fn check(needed: u64, what: impl FnOnce() -> String) -> Result<(), MemoryError> {
@@ -213,20 +207,20 @@ pub fn times(n: u64, each: u64) -> u64 {
 }
 
 /// A vector with room for `n` items, or an error instead of an abort.
-pub fn try_vec<T>(n: usize, what: impl FnOnce() -> String) -> Result<Vec<T>, MemoryError> {
+pub fn try_vec<T>(n: usize, what: impl Fn() -> String) -> Result<Vec<T>, MemoryError> {
     let bytes = times(n as u64, std::mem::size_of::<T>() as u64);
-    let mut what = Some(what);
-    check(bytes, || (what.take().expect("called once"))())?;
+    check(bytes, &what)?;
     let mut v = Vec::new();
-    match v.try_reserve_exact(n) {
-        Ok(()) => Ok(v),
-        Err(_) => Err(MemoryError {
-            what: what.map_or_else(String::new, |w| w()),
+    v.try_reserve_exact(n).map_err(|_| {
+        let b = budget();
+        MemoryError {
+            what: what(),
             needed: bytes,
-            available: available(),
-            limit: limit(),
-        }),
-    }
+            available: b.bytes.saturating_sub(used(b.counts)),
+            limit: b.bytes,
+        }
+    })?;
+    Ok(v)
 }
 
 /// Live heap bytes, as counted by [`Counting`]; threads batch their
