@@ -13,7 +13,7 @@ use crate::key::Key;
 use crate::scheduler::GroupStats;
 
 /// Progress of one task group.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GroupProgress {
     pub name: Arc<str>,
     pub total: u64,
@@ -42,7 +42,7 @@ impl From<&GroupStats> for GroupProgress {
 }
 
 /// A point-in-time view of a runtime.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Snapshot {
     pub groups: Vec<GroupProgress>,
     /// Bytes of results held in memory.

@@ -86,7 +86,7 @@ impl TaskError {
 }
 
 /// Errors of stimuli that carry client input.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 pub enum SchedulerError {
     #[error("task {task} depends on {dep}, which is neither in the graph nor held by the scheduler")]
     MissingDependency { task: Key, dep: Key },

@@ -5,6 +5,7 @@
 mod dash;
 mod highlight;
 mod interactive;
+mod serve;
 mod source;
 mod terminal;
 mod typeahead;
@@ -38,6 +39,10 @@ enum Command {
         #[arg(long)]
         connection_file: Option<PathBuf>,
     },
+    /// Start a scheduler that workers and clients connect to.
+    Scheduler(serve::SchedulerArgs),
+    /// Start a worker that joins the scheduler at tcp://HOST:PORT.
+    Worker(serve::WorkerArgs),
     /// Run a Rhai script on the embedded local scheduler.
     Run {
         /// The script to run (`.rhai`).
@@ -125,9 +130,16 @@ fn brisk() -> ExitCode {
     brisk_script::ship::init();
     // Shuffle pieces left by graphs that failed half-way go when brisk ends.
     let _pieces = brisk_engine::pieces::Cleanup::start();
-    terminal::clean_up_on_termination();
     let cli = Cli::parse();
+    if let Ok(me) = std::env::current_exe() {
+        brisk_distributed::cluster::set_program(me);
+    }
+    if !matches!(cli.command, Some(Command::Scheduler(_) | Command::Worker(_))) {
+        terminal::clean_up_on_termination();
+    }
     let result = match cli.command {
+        Some(Command::Scheduler(args)) => serve::scheduler(args),
+        Some(Command::Worker(args)) => serve::worker(args),
         Some(Command::Run { file, no_progress }) => run_file(&file, !no_progress),
         Some(Command::Kernel { action, connection_file }) => kernel(action, connection_file),
         None => repl(),
@@ -154,7 +166,10 @@ fn report_panics_once() {
         }
         let thread = std::thread::current();
         let name = thread.name().unwrap_or("unnamed");
-        let caught = name == "main" || name.starts_with("brisk-worker") || name == "brisk-kernel-session";
+        let caught = name == "main"
+            || name.starts_with("brisk-worker")
+            || name.starts_with("brisk-task")
+            || name == "brisk-kernel-session";
         if !caught {
             eprintln!("brisk: internal error in thread {name}: {info} (this is a bug in brisk)");
         }

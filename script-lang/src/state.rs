@@ -10,6 +10,7 @@ use brisk_engine::graph::Annotations;
 use brisk_engine::graph::layer::{LayerRef, materialize};
 use brisk_engine::local::{LocalConfig, Runtime};
 use brisk_engine::runner::{Code, SourceChunk, UdfRunner};
+use brisk_distributed::{LocalCluster, RemoteClient};
 use brisk_engine::{CancelToken, Client, Future, Graph, Key, Value};
 use rhai::{AST, Dynamic, EvalAltResult, Map};
 
@@ -30,11 +31,21 @@ pub struct Rendered {
 /// Jupyter kernel sends a `display_data` message).
 pub type DisplaySink = Arc<dyn Fn(&Rendered) + Send + Sync>;
 
+/// A cluster the session is connected to: the client, and the processes
+/// when the session started them (`local_cluster`).
+pub struct Cluster {
+    pub client: Arc<RemoteClient>,
+    pub local: Option<LocalCluster>,
+}
+
 /// What registered functions share with the session.
 pub struct SessionState {
     /// Whatever runs the session's graphs: the embedded local runtime, or
     /// (later) a client of a remote scheduler. Nothing else knows which.
     client: RwLock<Arc<dyn Client>>,
+    /// The cluster of `local_cluster` or `connect`, while there is one;
+    /// `scheduler: "distributed"` runs graphs on it.
+    cluster: Mutex<Option<Cluster>>,
     config: Mutex<SessionConfig>,
     code: Mutex<Arc<Code>>,
     /// For each script function (closures included), the input that
@@ -65,6 +76,7 @@ impl SessionState {
         let stdout: OutputSink = Arc::new(|s: &str| println!("{s}"));
         SessionState {
             client: RwLock::new(make_client(&config, &udfs)),
+            cluster: Mutex::new(None),
             config: Mutex::new(config),
             code: Mutex::new(Arc::new(Code::new(Vec::new()))),
             fn_sources: Mutex::new(HashMap::new()),
@@ -140,7 +152,19 @@ impl SessionState {
 
     /// Apply a configuration; a new scheduler or thread count starts a new
     /// local runtime (futures of the old one report that it shut down).
-    pub fn set_config(&self, next: SessionConfig) {
+    /// `scheduler: "distributed"` selects the connected cluster.
+    pub fn set_config(&self, next: SessionConfig) -> Result<(), ApiError> {
+        let remote = if next.scheduler == "distributed" {
+            let cluster = lock(&self.cluster);
+            let Some(c) = cluster.as_ref() else {
+                return Err(ApiError::BadSetting(
+                    "config: scheduler \"distributed\" needs a cluster: start one with local_cluster(#{...}) or connect(\"tcp://HOST:PORT\")".into(),
+                ));
+            };
+            Some(c.client.clone())
+        } else {
+            None
+        };
         let mut cur = lock(&self.config);
         let restart =
             cur.scheduler != next.scheduler || cur.num_workers != next.num_workers || cur.fuse != next.fuse;
@@ -148,9 +172,45 @@ impl SessionState {
         drop(cur);
         brisk_engine::memory::set_limit(next.memory_limit);
         if restart {
-            let client = make_client(&next, &self.udfs);
+            let client: Arc<dyn Client> = match remote {
+                Some(r) => r,
+                None => make_client(&next, &self.udfs),
+            };
             *self.client.write().unwrap_or_else(|e| e.into_inner()) = client;
         }
+        Ok(())
+    }
+
+    /// Make `cluster` the session's: graphs run on it from now on. A
+    /// cluster connected before is closed first.
+    pub fn attach_cluster(&self, cluster: Cluster) {
+        self.detach_cluster();
+        let client: Arc<dyn Client> = cluster.client.clone();
+        *lock(&self.cluster) = Some(cluster);
+        lock(&self.config).scheduler = "distributed".into();
+        *self.client.write().unwrap_or_else(|e| e.into_inner()) = client;
+    }
+
+    /// Close the session's cluster (its processes stop, if the session
+    /// started them) and go back to the local threads.
+    pub fn detach_cluster(&self) {
+        let Some(mut cluster) = lock(&self.cluster).take() else { return };
+        cluster.client.close();
+        if let Some(local) = cluster.local.as_mut() {
+            local.stop();
+        }
+        let mut cfg = lock(&self.config);
+        if cfg.scheduler == "distributed" {
+            cfg.scheduler = "threads".into();
+            let client = make_client(&cfg, &self.udfs);
+            drop(cfg);
+            *self.client.write().unwrap_or_else(|e| e.into_inner()) = client;
+        }
+    }
+
+    /// Run `f` on the session's cluster, if it has one.
+    pub fn with_cluster<R>(&self, f: impl FnOnce(&mut Cluster) -> R) -> Option<R> {
+        lock(&self.cluster).as_mut().map(f)
     }
 
     /// The session's source so far, as shipped with every closure.
@@ -289,10 +349,11 @@ impl SessionConfig {
                     "threads" | "sync" | "synchronous" | "single-threaded" => {
                         self.scheduler = if s == "threads" { s } else { "sync".into() };
                     }
-                    "distributed" | "processes" => {
-                        return Err(format!(
-                            "config: scheduler \"{s}\" needs a cluster, which this build does not have yet; use \"threads\" or \"sync\""
-                        ));
+                    "distributed" => self.scheduler = s,
+                    "processes" => {
+                        return Err(
+                            "config: scheduler \"processes\" is spelled local_cluster(#{workers: N}) in brisk".into()
+                        );
                     }
                     other => {
                         return Err(format!(

@@ -16,11 +16,12 @@ use crate::value::Value;
 
 use super::cancel::CancelToken;
 
-/// What a future needs of the client that made it.
-pub(crate) trait FutureHost: Send + Sync {
-    /// One reference to task `id` went away (the last clone of a future
-    /// was dropped, or it was cancelled).
-    fn release(&self, id: u64, cell: &Arc<Cell>);
+/// What a future needs of the client that made it (implemented by the
+/// runtimes: the local one here, the remote client in `brisk-distributed`).
+pub trait FutureHost: Send + Sync {
+    /// One reference to task `id` (key `key`) went away (the last clone of a
+    /// future was dropped, or it was cancelled).
+    fn release(&self, id: u64, key: &Key, cell: &Arc<Cell>);
 
     /// Block until every cell settled, or `cancel` fires.
     fn wait_for(&self, cells: &[Arc<Cell>], cancel: &CancelToken) -> Result<(), EngineError>;
@@ -30,13 +31,20 @@ pub(crate) trait FutureHost: Send + Sync {
     fn run_inline(&self, _cancel: &CancelToken) -> Option<Result<(), EngineError>> {
         None
     }
+
+    /// The value of a finished key that lives elsewhere (on a worker of a
+    /// remote cluster); hosts that settle cells with their values never
+    /// get asked.
+    fn fetch(&self, key: &Key, _cancel: &CancelToken) -> Result<Value, EngineError> {
+        Err(EngineError::Internal(format!("the result of {key} is not held by this client")))
+    }
 }
 
 /// Where a future stands (`f.status` in scripts).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Status {
     Pending,
-    Finished(Value),
+    Finished,
     Error(TaskError),
     Cancelled,
 }
@@ -45,9 +53,32 @@ impl Status {
     pub fn name(&self) -> &'static str {
         match self {
             Status::Pending => "pending",
-            Status::Finished(_) => "finished",
+            Status::Finished => "finished",
             Status::Error(_) => "error",
             Status::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What a cell holds: a status, and where a finished result is.
+#[derive(Clone, Debug, PartialEq)]
+enum Slot {
+    Pending,
+    /// Finished, with the value here.
+    Value(Value),
+    /// Finished; the value stays where it was computed (`FutureHost::fetch`).
+    Elsewhere,
+    Error(TaskError),
+    Cancelled,
+}
+
+impl Slot {
+    fn status(&self) -> Status {
+        match self {
+            Slot::Pending => Status::Pending,
+            Slot::Value(_) | Slot::Elsewhere => Status::Finished,
+            Slot::Error(e) => Status::Error(e.clone()),
+            Slot::Cancelled => Status::Cancelled,
         }
     }
 }
@@ -56,41 +87,62 @@ impl Status {
 type Waker = (Sender<usize>, usize);
 
 /// The completion slot the runtime fills in.
-pub(crate) struct Cell {
-    state: Mutex<(Status, Vec<Waker>)>,
+pub struct Cell {
+    state: Mutex<(Slot, Vec<Waker>)>,
     cond: Condvar,
 }
 
 impl Cell {
-    pub(crate) fn new() -> Arc<Cell> {
-        Arc::new(Cell { state: Mutex::new((Status::Pending, Vec::new())), cond: Condvar::new() })
+    pub fn new() -> Arc<Cell> {
+        Arc::new(Cell { state: Mutex::new((Slot::Pending, Vec::new())), cond: Condvar::new() })
     }
 
-    fn lock(&self) -> MutexGuard<'_, (Status, Vec<Waker>)> {
+    fn lock(&self) -> MutexGuard<'_, (Slot, Vec<Waker>)> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Settle the cell once; later calls are ignored.
-    pub(crate) fn settle(&self, status: Status) {
+    fn put(&self, slot: Slot) {
         let mut g = self.lock();
-        if g.0 != Status::Pending {
+        if g.0 != Slot::Pending {
             return;
         }
-        g.0 = status;
+        g.0 = slot;
         for (s, index) in g.1.drain(..) {
             let _ = s.try_send(index);
         }
         self.cond.notify_all();
     }
 
-    pub(crate) fn status(&self) -> Status {
+    /// Finished with `value`. A cell settles once; later calls are ignored.
+    pub fn finish(&self, value: Value) {
+        self.put(Slot::Value(value));
+    }
+
+    /// Finished, the value held where it was computed.
+    pub fn finish_elsewhere(&self) {
+        self.put(Slot::Elsewhere);
+    }
+
+    pub fn fail(&self, error: TaskError) {
+        self.put(Slot::Error(error));
+    }
+
+    pub fn cancel(&self) {
+        self.put(Slot::Cancelled);
+    }
+
+    pub fn status(&self) -> Status {
+        self.lock().0.status()
+    }
+
+    fn slot(&self) -> Slot {
         self.lock().0.clone()
     }
 
     /// Send `index` on `tx` once settled (at once if it already is).
     fn notify_on_settle(&self, tx: Sender<usize>, index: usize) {
         let mut g = self.lock();
-        if g.0 != Status::Pending {
+        if g.0 != Slot::Pending {
             let _ = tx.try_send(index);
         } else {
             g.1.push((tx, index));
@@ -98,13 +150,13 @@ impl Cell {
     }
 
     /// Wait up to `timeout` for the cell to settle.
-    pub(crate) fn wait_timeout(&self, timeout: Duration) -> Status {
+    pub fn wait_timeout(&self, timeout: Duration) -> Status {
         let g = self.lock();
-        if g.0 != Status::Pending {
-            return g.0.clone();
+        if g.0 != Slot::Pending {
+            return g.0.status();
         }
         let (g, _) = self.cond.wait_timeout(g, timeout).unwrap_or_else(|e| e.into_inner());
-        g.0.clone()
+        g.0.status()
     }
 }
 
@@ -124,7 +176,7 @@ impl Inner {
             return;
         }
         if let Some(host) = self.host.upgrade() {
-            host.release(self.id, &self.cell);
+            host.release(self.id, &self.key, &self.cell);
         }
     }
 }
@@ -150,10 +202,17 @@ impl std::fmt::Debug for Future {
 impl Future {
     /// A pending future of task `id` on `host`, and the cell the host
     /// settles when the task is done.
-    pub(crate) fn pending(key: Key, id: u64, host: Weak<dyn FutureHost>) -> (Future, Arc<Cell>) {
+    pub fn pending(key: Key, id: u64, host: Weak<dyn FutureHost>) -> (Future, Arc<Cell>) {
         let cell = Cell::new();
         let inner = Inner { key, id, cell: cell.clone(), host, released: AtomicBool::new(false) };
         (Future { inner: Arc::new(inner) }, cell)
+    }
+
+    /// A future of `key` settled through `cell`, which the host made
+    /// (and registered) before the task could finish.
+    pub fn for_cell(key: Key, id: u64, cell: Arc<Cell>, host: Weak<dyn FutureHost>) -> Future {
+        let inner = Inner { key, id, cell, host, released: AtomicBool::new(false) };
+        Future { inner: Arc::new(inner) }
     }
 
     pub fn key(&self) -> &Key {
@@ -174,18 +233,22 @@ impl Future {
             let host = self.inner.host.upgrade().ok_or(EngineError::Shutdown)?;
             host.wait_for(std::slice::from_ref(&self.inner.cell), cancel)?;
         }
-        match self.status() {
-            Status::Finished(v) => Ok(v),
-            Status::Error(error) => Err(EngineError::Task { key: self.inner.key.clone(), error }),
-            Status::Cancelled => Err(EngineError::FutureCancelled(self.inner.key.clone())),
-            Status::Pending => Err(EngineError::Internal("future still pending after wait".into())),
+        match self.inner.cell.slot() {
+            Slot::Value(v) => Ok(v),
+            Slot::Elsewhere => {
+                let host = self.inner.host.upgrade().ok_or(EngineError::Shutdown)?;
+                host.fetch(&self.inner.key, cancel)
+            }
+            Slot::Error(error) => Err(EngineError::Task { key: self.inner.key.clone(), error }),
+            Slot::Cancelled => Err(EngineError::FutureCancelled(self.inner.key.clone())),
+            Slot::Pending => Err(EngineError::Internal("future still pending after wait".into())),
         }
     }
 
     /// Stop caring about the result: this future (and its clones) report
     /// `cancelled`, and the task stops if nothing else needs it.
     pub fn cancel(&self) {
-        self.inner.cell.settle(Status::Cancelled);
+        self.inner.cell.cancel();
         self.inner.release_once();
     }
 }

@@ -9,7 +9,7 @@ mod future;
 
 pub use cancel::CancelToken;
 pub use future::{AsCompleted, Future, Status, gather, wait};
-pub(crate) use future::{Cell, FutureHost};
+pub use future::{Cell, FutureHost};
 
 use crate::diagnostics::{Event, Snapshot};
 use crate::error::EngineError;
@@ -33,13 +33,15 @@ pub fn scatter_graph(values: Vec<Value>) -> (Graph, Vec<Key>) {
 }
 
 /// One worker as a client sees it (`c.workers()`, the dashboard).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WorkerInfo {
     pub name: String,
     pub address: String,
     pub threads: usize,
-    /// Tasks running now.
+    /// Tasks running (or assigned) now.
     pub running: usize,
+    /// Results held.
+    pub in_memory: usize,
     /// Bytes of results held.
     pub memory: u64,
     /// `None`: no limit is enforced.

@@ -206,6 +206,7 @@ impl Client for Runtime {
             address: "inproc://local".into(),
             threads: snap.threads,
             running: snap.busy_threads,
+            in_memory: self.shared.lock().store.len(),
             memory: snap.memory_bytes,
             memory_limit: None,
             spilled: 0,
@@ -394,17 +395,16 @@ impl Shared {
                     }
                     Action::Done { task } => {
                         let value = st.store.get(&task).map(|(v, _)| v.clone());
-                        let status = match value {
-                            Some(v) => Status::Finished(v),
-                            None => Status::Error(TaskError::internal("result missing from memory")),
-                        };
                         for c in st.cells.remove(&task).into_iter().flatten().filter_map(|w| w.upgrade()) {
-                            c.settle(status.clone());
+                            match &value {
+                                Some(v) => c.finish(v.clone()),
+                                None => c.fail(TaskError::internal("result missing from memory")),
+                            }
                         }
                     }
                     Action::Erred { task, error } => {
                         for c in st.cells.remove(&task).into_iter().flatten().filter_map(|w| w.upgrade()) {
-                            c.settle(Status::Error((*error).clone()));
+                            c.fail((*error).clone());
                         }
                         if !st.hub.is_empty()
                             && let Some(key) = st.core.key(task).cloned()
@@ -471,7 +471,7 @@ impl Shared {
         };
         self.work.notify_all();
         for c in cells {
-            c.settle(Status::Error(TaskError::internal(reason)));
+            c.fail(TaskError::internal(reason));
         }
     }
 
@@ -600,7 +600,7 @@ impl Shared {
 }
 
 impl FutureHost for Shared {
-    fn release(&self, id: u64, cell: &Arc<Cell>) {
+    fn release(&self, id: u64, _key: &Key, cell: &Arc<Cell>) {
         self.release_task(TaskId::from_bits(id), cell);
     }
 

@@ -17,7 +17,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "config",
         "config() -> map | config(#{...}) -> map",
-        "Read or set session options: scheduler (\"threads\" or \"sync\"), num_workers, array.backend, optimization.fuse, memory_limit (a size such as \"4GiB\", bytes, or \"auto\": 80% of the machine or of the process's limits; results, blocks and graphs that cannot fit are refused). Unknown keys are errors.",
+        "Read or set session options: scheduler (\"threads\", \"sync\", or \"distributed\" for the cluster of local_cluster or connect), num_workers, array.backend, optimization.fuse, memory_limit (a size such as \"4GiB\", bytes, or \"auto\": 80% of the machine or of the process's limits; results, blocks and graphs that cannot fit are refused). Unknown keys are errors.",
         "config(#{scheduler: \"sync\"});\nconfig().scheduler",
     ),
     doc(
@@ -34,7 +34,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("config", move |m: Map| -> Res<Map> {
         let next = st.config().with(&m)?;
-        st.set_config(next.clone());
+        st.set_config(next.clone())?;
         Ok(next.to_map())
     });
     let st = state.clone();

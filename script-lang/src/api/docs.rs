@@ -14,6 +14,7 @@ pub use super::fndoc::FnDoc;
 const AREAS: &[&[FnDoc]] = &[
     super::delayed::DOCS,
     super::futures::DOCS,
+    super::cluster::DOCS,
     super::config::DOCS,
     super::DOCS,
     super::array_create::DOCS,

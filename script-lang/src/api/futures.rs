@@ -282,10 +282,16 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
                 m.insert("address".into(), Dynamic::from(w.address));
                 m.insert("threads".into(), int(w.threads as u64));
                 m.insert("running".into(), int(w.running as u64));
+                m.insert("in_memory".into(), int(w.in_memory as u64));
                 m.insert("memory".into(), int(w.memory));
                 m.insert("memory_limit".into(), w.memory_limit.map_or(Dynamic::UNIT, int));
                 m.insert("spilled".into(), int(w.spilled));
                 m.insert("gpu".into(), Dynamic::from(w.gpu));
+                let mut r = Map::new();
+                for (k, v) in w.resources {
+                    r.insert(k.into(), Dynamic::from_float(v));
+                }
+                m.insert("resources".into(), Dynamic::from_map(r));
                 Dynamic::from_map(m)
             })
             .collect()

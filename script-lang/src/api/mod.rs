@@ -8,6 +8,7 @@ mod array_args;
 mod array_create;
 mod array_docs;
 mod bag;
+mod cluster;
 mod config;
 mod dataframe;
 mod dataframe_docs;
@@ -58,6 +59,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     dataframe::register(engine, state);
     frame_order::register(engine, state);
     futures::register(engine, state);
+    cluster::register(engine, state);
     config::register(engine, state);
 }
 

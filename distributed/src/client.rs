@@ -1,0 +1,447 @@
+//! The client of a remote scheduler: the second implementation of the
+//! engine's `Client` seam, so sessions run the same graphs on a cluster
+//! without knowing it. Graphs are optimized here (cull, fuse, order) and
+//! each operation is encoded once; futures settle when the scheduler says a
+//! key is in memory, and a result is fetched from the worker that holds it
+//! only when asked for (`persist` leaves results on the workers).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use brisk_engine::client::{CancelToken, Cell, Client, Future, FutureHost, WorkerInfo};
+use brisk_engine::diagnostics::{Event, Snapshot};
+use brisk_engine::error::{EngineError, TaskError};
+use brisk_engine::graph::{self, Graph};
+use brisk_engine::key::Key;
+use brisk_engine::value::Value;
+use rustc_hash::FxHashMap;
+use tokio::sync::mpsc;
+
+use crate::comm::{self, CommError, Conn};
+use crate::protocol::{Blob, ClientMsg, PeerMsg, PeerReply, Role, TaskDef, ToClient, WorkerRow};
+use crate::security::Security;
+
+/// How long a request to the scheduler (a graph, `workers()`) may wait for its answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A session's connection to a scheduler.
+pub struct RemoteClient {
+    shared: Arc<Shared>,
+    rt: Mutex<Option<tokio::runtime::Runtime>>,
+}
+
+struct Shared {
+    address: String,
+    security: Security,
+    fuse: bool,
+    tx: mpsc::UnboundedSender<Vec<ClientMsg>>,
+    handle: tokio::runtime::Handle,
+    state: Mutex<State>,
+    next_id: AtomicU64,
+    peers: Mutex<FxHashMap<String, Vec<Conn>>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Cells to settle per key.
+    cells: FxHashMap<Key, Vec<Weak<Cell>>>,
+    /// Where each finished key lives, while this client holds it.
+    who_has: FxHashMap<Key, Vec<String>>,
+    /// References this client holds on the scheduler, per key.
+    held: FxHashMap<Key, u32>,
+    replies: FxHashMap<u64, std::sync::mpsc::Sender<ToClient>>,
+    /// Why the connection is gone, once it is.
+    lost: Option<String>,
+}
+
+impl RemoteClient {
+    /// Connect to the scheduler at `address`.
+    pub fn connect(address: &str, security: Security, fuse: bool) -> Result<RemoteClient, CommError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("brisk-client-io")
+            .enable_all()
+            .build()?;
+        let name = format!("client-{}", std::process::id());
+        let conn = rt.block_on(comm::connect(address, Role::Client, &name, &security))?;
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<ClientMsg>>();
+        let shared = Arc::new(Shared {
+            address: address.to_string(),
+            security,
+            fuse,
+            tx,
+            handle: rt.handle().clone(),
+            state: Mutex::new(State::default()),
+            next_id: AtomicU64::new(1),
+            peers: Mutex::new(FxHashMap::default()),
+        });
+        let Conn { mut reader, mut writer, .. } = conn;
+        rt.spawn(async move {
+            while let Some(mut batch) = rx.recv().await {
+                while let Ok(more) = rx.try_recv() {
+                    batch.extend(more);
+                }
+                if writer.send(&batch).await.is_err() {
+                    break;
+                }
+            }
+            writer.shutdown().await;
+        });
+        let weak = Arc::downgrade(&shared);
+        rt.spawn(async move {
+            let reason = loop {
+                match reader.next::<Vec<ToClient>>().await {
+                    Ok(Some(batch)) => {
+                        let Some(s) = weak.upgrade() else { return };
+                        s.receive(batch);
+                    }
+                    Ok(None) => break "the scheduler closed the connection".to_string(),
+                    Err(e) => break e.to_string(),
+                }
+            };
+            if let Some(s) = weak.upgrade() {
+                s.lose(&reason);
+            }
+        });
+        Ok(RemoteClient { shared, rt: Mutex::new(Some(rt)) })
+    }
+
+    pub fn address(&self) -> &str {
+        &self.shared.address
+    }
+
+    fn info(&self) -> Result<(Vec<WorkerRow>, Snapshot), EngineError> {
+        match self.shared.request(|id| ClientMsg::Info { id })? {
+            ToClient::Info { workers, snapshot, .. } => Ok((workers, snapshot)),
+            other => Err(EngineError::Internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// The scheduler's workers now.
+    pub fn worker_rows(&self) -> Result<Vec<WorkerRow>, EngineError> {
+        Ok(self.info()?.0)
+    }
+
+    /// Restart the cluster's work: every result goes, futures held err.
+    pub fn restart(&self) -> Result<(), EngineError> {
+        self.shared.request(|id| ClientMsg::Restart { id }).map(drop)
+    }
+
+    /// Ask `n` workers to leave.
+    pub fn retire(&self, n: u32) -> Result<(), EngineError> {
+        self.shared.request(|id| ClientMsg::Retire { id, n }).map(drop)
+    }
+
+    /// Wait until at least `n` workers are connected.
+    pub fn wait_for_workers(&self, n: usize, timeout: Duration) -> Result<(), EngineError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let have = self.worker_rows()?.len();
+            if have >= n {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(EngineError::Internal(format!(
+                    "only {have} of {n} workers joined the scheduler at {} within {timeout:?}",
+                    self.shared.address
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lost_error(&self, reason: &str) -> EngineError {
+        EngineError::Internal(format!("lost the connection to the scheduler at {}: {reason}", self.address))
+    }
+
+    fn send(&self, msg: ClientMsg) -> Result<(), EngineError> {
+        self.tx.send(vec![msg]).map_err(|_| self.lost_error("the connection is closed"))
+    }
+
+    /// Send a request and wait for the answer with the same id.
+    fn request(&self, make: impl FnOnce(u64) -> ClientMsg) -> Result<ToClient, EngineError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let mut st = self.lock();
+            if let Some(reason) = &st.lost {
+                return Err(self.lost_error(reason));
+            }
+            st.replies.insert(id, tx);
+        }
+        self.send(make(id))?;
+        match rx.recv_timeout(REQUEST_TIMEOUT) {
+            Ok(reply) => Ok(reply),
+            Err(_) => {
+                let mut st = self.lock();
+                st.replies.remove(&id);
+                let reason = st.lost.clone().unwrap_or_else(|| format!("no answer within {REQUEST_TIMEOUT:?}"));
+                Err(self.lost_error(&reason))
+            }
+        }
+    }
+
+    /// Messages from the scheduler.
+    fn receive(&self, batch: Vec<ToClient>) {
+        let mut st = self.lock();
+        for msg in batch {
+            match msg {
+                ToClient::Accepted { id } | ToClient::Done { id } => reply(&mut st, id, msg),
+                ToClient::Refused { id, .. } | ToClient::Info { id, .. } => reply(&mut st, id, msg),
+                ToClient::InMemory { key, who_has } => {
+                    if st.held.contains_key(&key) {
+                        st.who_has.insert(key.clone(), who_has);
+                    }
+                    for c in st.cells.remove(&key).into_iter().flatten().filter_map(|w| w.upgrade()) {
+                        c.finish_elsewhere();
+                    }
+                }
+                ToClient::Erred { key, error } => {
+                    for c in st.cells.remove(&key).into_iter().flatten().filter_map(|w| w.upgrade()) {
+                        c.fail(error.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The connection is gone: every pending future fails with the reason.
+    fn lose(&self, reason: &str) {
+        let cells: Vec<Arc<Cell>> = {
+            let mut st = self.lock();
+            st.lost = Some(reason.to_string());
+            st.replies.clear();
+            st.cells.drain().flat_map(|(_, v)| v).filter_map(|w| w.upgrade()).collect()
+        };
+        let error = TaskError::internal(format!("lost the connection to the scheduler at {}: {reason}", self.address));
+        for c in cells {
+            c.fail(error.clone());
+        }
+    }
+
+    fn submit(self: &Arc<Self>, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
+        let culled = graph::cull::cull(graph, outputs);
+        let optimized = if self.fuse {
+            // Keys held already must stay addressable, or fusion would compute them again.
+            let mut keep = outputs.to_vec();
+            {
+                let st = self.lock();
+                keep.extend(culled.tasks().iter().filter(|t| st.held.contains_key(&t.key)).map(|t| t.key.clone()));
+            }
+            graph::fuse::fuse(culled, &keep)
+        } else {
+            culled
+        };
+        let order = graph::order::order(&optimized, outputs);
+        let mut tasks = Vec::with_capacity(optimized.len());
+        for (t, o) in optimized.into_tasks().into_iter().zip(order) {
+            let op = rmp_serde::to_vec(&t.op).map_err(|e| {
+                EngineError::Internal(format!("task {} cannot be sent to the cluster: {e}", t.key))
+            })?;
+            tasks.push(TaskDef { key: t.key, deps: t.deps, order: o, annotations: t.annotations, op: Blob(op.into()) });
+        }
+        // Cells first: the answer may come before this thread runs again.
+        let cells: Vec<Arc<Cell>> = outputs.iter().map(|_| Cell::new()).collect();
+        {
+            let mut st = self.lock();
+            if let Some(reason) = &st.lost {
+                return Err(self.lost_error(reason));
+            }
+            for (k, c) in outputs.iter().zip(&cells) {
+                st.cells.entry(k.clone()).or_default().push(Arc::downgrade(c));
+                *st.held.entry(k.clone()).or_insert(0) += 1;
+            }
+        }
+        let answer = self.request(|id| ClientMsg::UpdateGraph { id, tasks, wants: outputs.to_vec() });
+        let refused = match answer {
+            Ok(ToClient::Accepted { .. }) => None,
+            Ok(ToClient::Refused { error, .. }) => Some(EngineError::Scheduler(error)),
+            Ok(other) => Some(EngineError::Internal(format!("unexpected answer {other:?}"))),
+            Err(e) => Some(e),
+        };
+        if let Some(e) = refused {
+            let mut st = self.lock();
+            for (k, c) in outputs.iter().zip(&cells) {
+                if let Some(list) = st.cells.get_mut(k) {
+                    list.retain(|w| w.upgrade().is_some_and(|x| !Arc::ptr_eq(&x, c)));
+                }
+                unhold(&mut st, k);
+            }
+            return Err(e);
+        }
+        let host: Weak<dyn FutureHost> = Arc::downgrade(self) as Weak<dyn FutureHost>;
+        Ok(outputs.iter().zip(cells).map(|(k, c)| Future::for_cell(k.clone(), 0, c, host.clone())).collect())
+    }
+
+    /// The value of `key` from a worker that holds it. A worker that died
+    /// meanwhile is replaced by the one the scheduler recomputes it on.
+    fn fetch_value(&self, key: &Key, cancel: &CancelToken) -> Result<Value, EngineError> {
+        let deadline = Instant::now() + REQUEST_TIMEOUT;
+        let mut last = String::from("no worker holds it");
+        loop {
+            let who_has = {
+                let st = self.lock();
+                if let Some(reason) = &st.lost {
+                    return Err(self.lost_error(reason));
+                }
+                st.who_has.get(key).cloned().unwrap_or_default()
+            };
+            for addr in &who_has {
+                let got = self.handle.block_on(async {
+                    tokio::select! {
+                        r = get_data(self, addr, key) => Some(r),
+                        _ = cancelled(cancel) => None,
+                    }
+                });
+                match got {
+                    None => return Err(EngineError::Cancelled),
+                    Some(Ok(Some(v))) => return Ok(v),
+                    Some(Ok(None)) => last = format!("{addr} no longer holds it"),
+                    Some(Err(e)) => last = format!("{addr}: {e}"),
+                }
+            }
+            if cancel.is_cancelled() {
+                return Err(EngineError::Cancelled);
+            }
+            if Instant::now() > deadline {
+                return Err(EngineError::Internal(format!("cannot fetch the result of {key}: {last}")));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn reply(st: &mut State, id: u64, msg: ToClient) {
+    if let Some(tx) = st.replies.remove(&id) {
+        let _ = tx.send(msg);
+    }
+}
+
+fn unhold(st: &mut State, key: &Key) {
+    if let Some(n) = st.held.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            st.held.remove(key);
+            st.who_has.remove(key);
+        }
+    }
+}
+
+async fn cancelled(cancel: &CancelToken) {
+    while !cancel.is_cancelled() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn get_data(shared: &Shared, addr: &str, key: &Key) -> Result<Option<Value>, CommError> {
+    let pooled = shared.peers.lock().unwrap_or_else(|e| e.into_inner()).get_mut(addr).and_then(Vec::pop);
+    let mut conn = match pooled {
+        Some(c) => c,
+        None => comm::connect(addr, Role::Peer, "client", &shared.security).await?,
+    };
+    conn.writer.send(&PeerMsg::GetData { keys: vec![key.clone()] }).await?;
+    let Some(PeerReply::Data { mut values }) = conn.reader.next::<PeerReply>().await? else {
+        return Err(CommError::Refused("the worker closed the connection".into()));
+    };
+    shared.peers.lock().unwrap_or_else(|e| e.into_inner()).entry(addr.to_string()).or_default().push(conn);
+    Ok(values.pop().and_then(|(_, v)| v))
+}
+
+impl FutureHost for Shared {
+    fn release(&self, _id: u64, key: &Key, cell: &Arc<Cell>) {
+        {
+            let mut st = self.lock();
+            if st.lost.is_some() {
+                return;
+            }
+            if let Some(list) = st.cells.get_mut(key) {
+                list.retain(|w| w.upgrade().is_some_and(|c| !Arc::ptr_eq(&c, cell)));
+                if list.is_empty() {
+                    st.cells.remove(key);
+                }
+            }
+            unhold(&mut st, key);
+        }
+        let _ = self.send(ClientMsg::Release { keys: vec![key.clone()] });
+    }
+
+    fn wait_for(&self, cells: &[Arc<Cell>], cancel: &CancelToken) -> Result<(), EngineError> {
+        for cell in cells {
+            while cell.wait_timeout(Duration::from_millis(50)) == brisk_engine::client::Status::Pending {
+                if cancel.is_cancelled() {
+                    return Err(EngineError::Cancelled);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn fetch(&self, key: &Key, cancel: &CancelToken) -> Result<Value, EngineError> {
+        self.fetch_value(key, cancel)
+    }
+}
+
+impl Client for RemoteClient {
+    fn submit(&self, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
+        self.shared.submit(graph, outputs)
+    }
+
+    fn workers(&self) -> Vec<WorkerInfo> {
+        self.worker_rows()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| WorkerInfo {
+                name: w.name,
+                address: w.address,
+                threads: w.threads as usize,
+                running: w.processing as usize,
+                in_memory: w.in_memory as usize,
+                memory: w.memory,
+                memory_limit: w.memory_limit,
+                spilled: w.spilled,
+                gpu: w.gpu,
+                resources: w.resources,
+            })
+            .collect()
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.info().map(|(_, s)| s).unwrap_or_default()
+    }
+
+    fn subscribe(&self, _capacity: usize) -> crossbeam_channel::Receiver<Event> {
+        // The task stream of a remote cluster is not forwarded yet.
+        crossbeam_channel::never()
+    }
+
+    fn describe(&self) -> String {
+        let (n, threads) = self
+            .worker_rows()
+            .map(|w| (w.len(), w.iter().map(|r| r.threads as usize).sum::<usize>()))
+            .unwrap_or((0, 0));
+        format!("<Client: {}, workers={n}, threads={threads}>", self.shared.address)
+    }
+
+    fn close(&self) {
+        self.shared.lose("the client was closed");
+        if let Some(rt) = self.rt.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for RemoteClient {
+    fn drop(&mut self) {
+        self.shared.lose("the client was closed");
+        if let Some(rt) = self.rt.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            rt.shutdown_background();
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! `local_cluster`: a scheduler and worker processes on this machine,
+//! children of the same `brisk` binary. Each child gets a pipe on its stdin
+//! and exits when the pipe closes, so no child outlives this process, even
+//! when it is killed (a destructor cannot run then, but the kernel closes
+//! the pipe).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The option that tells a child to exit when its stdin closes.
+pub const PARENT_PIPE_FLAG: &str = "--exit-with-parent";
+
+/// The `brisk` binary to start; set by the binary itself (`current_exe`
+/// is a test harness under `cargo test`). `BRISK_PROGRAM` overrides it.
+static PROGRAM: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+pub fn set_program(path: PathBuf) {
+    *PROGRAM.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
+}
+
+fn program() -> Result<PathBuf, ClusterError> {
+    if let Some(p) = std::env::var_os("BRISK_PROGRAM") {
+        return Ok(PathBuf::from(p));
+    }
+    if let Some(p) = PROGRAM.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+        return Ok(p);
+    }
+    Err(ClusterError::NoProgram)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("local_cluster needs the brisk binary; set BRISK_PROGRAM to its path")]
+    NoProgram,
+    #[error("cannot start {what}: {error}")]
+    Spawn { what: String, error: std::io::Error },
+    #[error("the scheduler did not start: {0}")]
+    Scheduler(String),
+}
+
+/// What to start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalClusterOptions {
+    pub workers: usize,
+    pub threads: usize,
+    pub memory_limit: Option<u64>,
+    pub resources: Vec<(String, f64)>,
+    pub token: Option<String>,
+}
+
+/// The processes of a local cluster; dropping it stops them.
+pub struct LocalCluster {
+    pub address: String,
+    options: LocalClusterOptions,
+    scheduler: Child,
+    workers: Vec<Child>,
+    started: usize,
+}
+
+impl LocalCluster {
+    /// Start the scheduler on a free loopback port, then the workers.
+    pub fn start(options: LocalClusterOptions) -> Result<LocalCluster, ClusterError> {
+        let program = program()?;
+        let mut cmd = Command::new(&program);
+        cmd.args(["scheduler", "--host", "127.0.0.1", "--port", "0", PARENT_PIPE_FLAG]);
+        if let Some(t) = &options.token {
+            cmd.args(["--token", t]);
+        }
+        cmd.env("BRISK_LOG", "warning").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut scheduler =
+            cmd.spawn().map_err(|error| ClusterError::Spawn { what: program.display().to_string(), error })?;
+        let address = match read_address(&mut scheduler) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = scheduler.kill();
+                let _ = scheduler.wait();
+                return Err(e);
+            }
+        };
+        let mut cluster = LocalCluster { address, options, scheduler, workers: Vec::new(), started: 0 };
+        let n = cluster.options.workers;
+        cluster.add_workers(n)?;
+        Ok(cluster)
+    }
+
+    pub fn options(&self) -> &LocalClusterOptions {
+        &self.options
+    }
+
+    /// Worker processes started and still running.
+    pub fn nworkers(&mut self) -> usize {
+        self.workers.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+        self.workers.len()
+    }
+
+    /// Start `n` more workers.
+    pub fn add_workers(&mut self, n: usize) -> Result<(), ClusterError> {
+        let program = program()?;
+        for _ in 0..n {
+            let name = format!("local-{}", self.started);
+            self.started += 1;
+            let mut cmd = Command::new(&program);
+            cmd.args(["worker", &self.address, "--nthreads", &self.options.threads.max(1).to_string(), "--name", &name]);
+            cmd.arg(PARENT_PIPE_FLAG);
+            if let Some(m) = self.options.memory_limit {
+                cmd.args(["--memory-limit", &m.to_string()]);
+            }
+            if !self.options.resources.is_empty() {
+                let r: Vec<String> = self.options.resources.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                cmd.args(["--resources", &r.join(",")]);
+            }
+            if let Some(t) = &self.options.token {
+                cmd.args(["--token", t]);
+            }
+            cmd.env("BRISK_LOG", "warning").stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::inherit());
+            let child = cmd.spawn().map_err(|error| ClusterError::Spawn { what: name, error })?;
+            self.workers.push(child);
+        }
+        Ok(())
+    }
+
+    /// Stop every process, workers first.
+    pub fn stop(&mut self) {
+        for c in self.workers.iter_mut().chain(std::iter::once(&mut self.scheduler)) {
+            // Closing the pipe asks the child to go; a kill makes sure.
+            drop(c.stdin.take());
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        for c in self.workers.iter_mut().chain(std::iter::once(&mut self.scheduler)) {
+            loop {
+                match c.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                    Ok(None) => {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        break;
+                    }
+                }
+            }
+        }
+        self.workers.clear();
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The scheduler prints its address as its first line on stdout.
+fn read_address(child: &mut Child) -> Result<String, ClusterError> {
+    let Some(out) = child.stdout.take() else {
+        return Err(ClusterError::Scheduler("no stdout".into()));
+    };
+    let mut line = String::new();
+    BufReader::new(out).read_line(&mut line).map_err(|e| ClusterError::Scheduler(e.to_string()))?;
+    line.split_whitespace()
+        .find(|w| w.starts_with("tcp://") || w.starts_with("tls://"))
+        .map(str::to_string)
+        .ok_or_else(|| ClusterError::Scheduler(format!("it printed {:?} instead of its address", line.trim())))
+}
+
+/// In a child started with [`PARENT_PIPE_FLAG`]: exit when stdin closes
+/// (the parent is gone).
+pub fn exit_with_parent() {
+    let _ = std::thread::Builder::new().name("brisk-parent-watch".into()).spawn(|| {
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        loop {
+            match std::io::Read::read(&mut stdin, &mut sink) {
+                Ok(0) | Err(_) => std::process::exit(0),
+                Ok(_) => {}
+            }
+        }
+    });
+}

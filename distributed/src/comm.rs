@@ -1,0 +1,264 @@
+//! Connections: addresses, the handshake, and reading and writing frames
+//! over any byte stream (plain TCP, or TLS around it). Every read has a
+//! size limit and the handshake a deadline, so a peer that sends garbage,
+//! too much or nothing is dropped with a reason and never holds a process.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::protocol::{self, HANDSHAKE_MAX, HEADER, Hello, MAGIC, MAX_FRAME, ProtocolError, Reply, Role, VERSION};
+use crate::security::Security;
+
+/// How long a peer has to say hello (and a connection attempt to succeed).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub type BoxRead = Box<dyn AsyncRead + Unpin + Send>;
+pub type BoxWrite = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// Why a connection failed or was dropped.
+#[derive(Debug, thiserror::Error)]
+pub enum CommError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error(transparent)]
+    Memory(#[from] brisk_engine::memory::MemoryError),
+    #[error("bad address {0:?}: expected tcp://HOST:PORT or tls://HOST:PORT")]
+    Address(String),
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// `tcp://host:port`, `tls://host:port` or `host:port`, as host and port
+/// (8786, the scheduler's port, when none is given).
+pub fn parse_address(s: &str) -> Result<(String, u16), CommError> {
+    let bad = || CommError::Address(s.to_string());
+    let rest = s.strip_prefix("tcp://").or_else(|| s.strip_prefix("tls://")).unwrap_or(s);
+    if rest.is_empty() || rest.contains('/') {
+        return Err(bad());
+    }
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() => (h, p.parse::<u16>().map_err(|_| bad())?),
+        Some(_) => return Err(bad()),
+        None => (rest, 8786),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Ok((host.to_string(), port))
+}
+
+/// Reads frames, each at most `limit` bytes (and what the memory budget allows).
+pub struct FrameReader {
+    r: BoxRead,
+    limit: u64,
+    /// Who is on the other side, for messages.
+    peer: String,
+}
+
+impl FrameReader {
+    pub fn new(r: BoxRead, limit: u64, peer: String) -> FrameReader {
+        FrameReader { r, limit, peer }
+    }
+
+    pub fn set_limit(&mut self, limit: u64) {
+        self.limit = limit;
+    }
+
+    /// The next frame's body; `None` when the peer closed between frames.
+    pub async fn frame(&mut self) -> Result<Option<Vec<u8>>, CommError> {
+        let mut header = [0u8; HEADER];
+        match self.r.read_exact(&mut header).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        let len = protocol::frame_len(header, self.limit)?;
+        if len > brisk_engine::memory::CHECK_FROM {
+            brisk_engine::memory::check(len, || format!("a message from {}", self.peer))?;
+        }
+        let mut body = vec![0u8; len as usize];
+        self.r.read_exact(&mut body).await?;
+        Ok(Some(body))
+    }
+
+    /// The next message; `None` when the peer closed between frames.
+    pub async fn next<T: DeserializeOwned>(&mut self) -> Result<Option<T>, CommError> {
+        match self.frame().await? {
+            Some(body) => Ok(Some(protocol::decode(&body)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Writes frames.
+pub struct FrameWriter {
+    w: BoxWrite,
+}
+
+impl FrameWriter {
+    pub fn new(w: BoxWrite) -> FrameWriter {
+        FrameWriter { w }
+    }
+
+    pub async fn send<T: Serialize>(&mut self, msg: &T) -> Result<(), CommError> {
+        let frame = protocol::encode(msg)?;
+        self.send_frame(&frame).await
+    }
+
+    /// An encoded frame, as `protocol::encode` makes it.
+    pub async fn send_frame(&mut self, frame: &[u8]) -> Result<(), CommError> {
+        self.w.write_all(frame).await?;
+        self.w.flush().await?;
+        Ok(())
+    }
+
+    pub async fn shutdown(&mut self) {
+        let _ = self.w.shutdown().await;
+    }
+}
+
+/// An open, authenticated connection.
+pub struct Conn {
+    pub reader: FrameReader,
+    pub writer: FrameWriter,
+    /// This side's address of the connection (the interface that reaches the peer).
+    pub local: Option<std::net::SocketAddr>,
+}
+
+/// Connect to `address` as `role` and say hello; refused or silent peers
+/// give an error.
+pub async fn connect(address: &str, role: Role, name: &str, security: &Security) -> Result<Conn, CommError> {
+    let (host, port) = parse_address(address)?;
+    let tcp = tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect((host.as_str(), port)))
+        .await
+        .map_err(|_| CommError::Timeout(HANDSHAKE_TIMEOUT))??;
+    tcp.set_nodelay(true)?;
+    let local = tcp.local_addr().ok();
+    let (r, w) = security.wrap_client(tcp, &host).await?;
+    let mut reader = FrameReader::new(r, HANDSHAKE_MAX, address.to_string());
+    let mut writer = FrameWriter::new(w);
+    let hello = Hello {
+        magic: MAGIC.into(),
+        version: VERSION,
+        role,
+        token: security.token.clone(),
+        name: name.to_string(),
+    };
+    let reply = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+        writer.send(&hello).await?;
+        reader.next::<Reply>().await
+    })
+    .await
+    .map_err(|_| CommError::Timeout(HANDSHAKE_TIMEOUT))??;
+    match reply {
+        Some(Reply::Welcome { .. }) => {
+            reader.set_limit(MAX_FRAME);
+            Ok(Conn { reader, writer, local })
+        }
+        Some(Reply::Refused { reason }) => Err(CommError::Refused(reason)),
+        None => Err(CommError::Refused("the peer closed the connection during the handshake".into())),
+    }
+}
+
+/// Take a connection: TLS if configured, then the peer's hello within the
+/// deadline, checked (brisk, this version, the token, an allowed role).
+/// A refused peer is told why before it is dropped.
+pub async fn accept(
+    tcp: TcpStream,
+    security: &Security,
+    allowed: &[Role],
+) -> Result<(Hello, Conn), CommError> {
+    let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    let local = tcp.local_addr().ok();
+    tcp.set_nodelay(true)?;
+    let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+        let (r, w) = security.wrap_server(tcp).await?;
+        let mut reader = FrameReader::new(r, HANDSHAKE_MAX, peer.clone());
+        let writer = FrameWriter::new(w);
+        let hello = reader.next::<Hello>().await?;
+        Ok::<_, CommError>((hello, reader, writer))
+    })
+    .await
+    .map_err(|_| CommError::Timeout(HANDSHAKE_TIMEOUT))??;
+    let (hello, mut reader, mut writer) = accepted;
+    let Some(hello) = hello else {
+        return Err(CommError::Refused("closed before saying hello".into()));
+    };
+    if let Err(reason) = check_hello(&hello, security, allowed) {
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            writer.send(&Reply::Refused { reason: reason.clone() }),
+        )
+        .await;
+        writer.shutdown().await;
+        return Err(CommError::Refused(reason));
+    }
+    writer.send(&Reply::Welcome { version: VERSION }).await?;
+    reader.set_limit(MAX_FRAME);
+    Ok((hello, Conn { reader, writer, local }))
+}
+
+fn check_hello(hello: &Hello, security: &Security, allowed: &[Role]) -> Result<(), String> {
+    if hello.magic != MAGIC {
+        return Err("not a brisk peer".into());
+    }
+    if hello.version != VERSION {
+        return Err(format!(
+            "protocol version {} is not this process's version {VERSION}; run the same brisk everywhere",
+            hello.version
+        ));
+    }
+    if let Some(expected) = &security.token {
+        match &hello.token {
+            None => return Err("this cluster needs a token (--token or BRISK_TOKEN)".into()),
+            Some(t) if !constant_time_eq(t.as_bytes(), expected.as_bytes()) => {
+                return Err("wrong token".into());
+            }
+            Some(_) => {}
+        }
+    }
+    if !allowed.contains(&hello.role) {
+        return Err(format!("a {} cannot connect here", hello.role.name()));
+    }
+    Ok(())
+}
+
+/// Equal-length comparison that takes the same time wherever the first
+/// difference is, so the token cannot be guessed byte by byte.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse() {
+        assert_eq!(parse_address("tcp://127.0.0.1:8786").expect("ok"), ("127.0.0.1".into(), 8786));
+        assert_eq!(parse_address("localhost:1").expect("ok"), ("localhost".into(), 1));
+        assert_eq!(parse_address("tls://h").expect("ok"), ("h".into(), 8786));
+        assert_eq!(parse_address("tcp://[::1]:5").expect("ok"), ("::1".into(), 5));
+        for bad in ["", "tcp://", "tcp://h:notaport", "tcp://h:70000", "http://h:1/x", ":5"] {
+            assert!(parse_address(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tokens_compare() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+}

@@ -1,0 +1,675 @@
+//! The scheduler process: the same state machine the local runtime drives
+//! (`brisk_engine::scheduler`), behind TCP. One task owns the state and
+//! takes events (a worker joined, reported, left; a client submitted,
+//! released, asked) from the connection tasks in batches; what it decides
+//! goes to each peer as one frame per batch. The scheduler never decodes an
+//! operation and never holds task results: workers fetch their inputs from
+//! each other and clients fetch results from the workers.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use brisk_engine::diagnostics::Snapshot;
+use brisk_engine::error::{TaskError, TaskErrorKind};
+use brisk_engine::key::Key;
+use brisk_engine::scheduler::{Action, NewTask, Scheduler, SchedulerConfig, TaskId, WorkerId, WorkerSpec};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use crate::comm::{self, CommError, FrameWriter};
+use crate::log;
+use crate::protocol::{Blob, ClientMsg, DepAt, Role, TaskDef, ToClient, ToWorker, WorkerMsg, WorkerRow};
+use crate::security::Security;
+
+/// How a scheduler runs (`brisk scheduler` flags).
+#[derive(Clone, Debug)]
+pub struct SchedulerOptions {
+    pub host: String,
+    /// 0: any free port.
+    pub port: u16,
+    pub security: Security,
+    /// A worker silent for this long is removed (Dask's `worker-ttl`).
+    pub worker_ttl: Duration,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        SchedulerOptions {
+            host: "127.0.0.1".into(),
+            port: 8786,
+            security: Security::default(),
+            worker_ttl: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub refused_handshakes: AtomicU64,
+    pub bytes_in: AtomicU64,
+}
+
+/// A running scheduler; dropping it (or `stop`) closes it.
+pub struct SchedulerHandle {
+    pub address: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SchedulerHandle {
+    /// Close every connection and stop.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for SchedulerHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Bind and start serving on a thread of its own; returns once the port is
+/// open, with the address workers and clients connect to.
+pub fn start(options: SchedulerOptions) -> Result<SchedulerHandle, CommError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("brisk-scheduler")
+        .enable_all()
+        .build()?;
+    let listener = rt.block_on(TcpListener::bind((options.host.as_str(), options.port)))?;
+    let local: SocketAddr = listener.local_addr()?;
+    let address = format!("tcp://{}", display_addr(&options.host, local));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let addr = address.clone();
+    let thread = std::thread::Builder::new().name("brisk-scheduler".into()).spawn(move || {
+        rt.block_on(serve(listener, options, addr, stop_rx));
+        rt.shutdown_timeout(Duration::from_secs(1));
+    })?;
+    Ok(SchedulerHandle { address, stop: Some(stop_tx), thread: Some(thread) })
+}
+
+fn display_addr(host: &str, local: SocketAddr) -> String {
+    // Keep the name the user gave ("localhost"), with the port the OS chose.
+    if host.parse::<std::net::IpAddr>().is_ok() { local.to_string() } else { format!("{host}:{}", local.port()) }
+}
+
+type ConnId = u64;
+
+enum Ev {
+    WorkerJoined { conn: ConnId, name: String, reg: WorkerMsg, tx: mpsc::UnboundedSender<Vec<ToWorker>> },
+    FromWorker(ConnId, Vec<WorkerMsg>),
+    ClientJoined { conn: ConnId, name: String, tx: mpsc::UnboundedSender<Vec<ToClient>> },
+    FromClient(ConnId, Vec<ClientMsg>),
+    Gone { conn: ConnId, reason: String },
+    Tick,
+}
+
+async fn serve(listener: TcpListener, options: SchedulerOptions, address: String, mut stop: tokio::sync::oneshot::Receiver<()>) {
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Ev>();
+    let counters = Arc::new(Counters::default());
+    let security = Arc::new(options.security.clone());
+    let mut state = State::new(options.worker_ttl);
+    log::info("scheduler", &format!("listening at {address}"));
+    let next_conn = AtomicU64::new(1);
+    let ticker = {
+        let tx = ev_tx.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                every.tick().await;
+                if tx.send(Ev::Tick).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => {
+                let Ok((tcp, _)) = accepted else { continue };
+                let conn = next_conn.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(connection(tcp, conn, security.clone(), ev_tx.clone(), counters.clone()));
+            }
+            ev = ev_rx.recv() => {
+                let Some(ev) = ev else { break };
+                state.handle(ev);
+                // Take what else arrived meanwhile, then send once per peer.
+                let mut n = 0;
+                while n < 10_000 {
+                    let Ok(ev) = ev_rx.try_recv() else { break };
+                    state.handle(ev);
+                    n += 1;
+                }
+                state.flush();
+            }
+        }
+    }
+    ticker.abort();
+    state.close_all("the scheduler is closing");
+    log::info("scheduler", "closed");
+}
+
+/// One accepted socket: the handshake, then its messages become events.
+async fn connection(
+    tcp: tokio::net::TcpStream,
+    conn: ConnId,
+    security: Arc<Security>,
+    events: mpsc::UnboundedSender<Ev>,
+    counters: Arc<Counters>,
+) {
+    let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    let (hello, c) = match comm::accept(tcp, &security, &[Role::Worker, Role::Client]).await {
+        Ok(x) => x,
+        Err(e) => {
+            counters.refused_handshakes.fetch_add(1, Ordering::Relaxed);
+            log::warn("scheduler", &format!("dropped a connection from {peer}: {e}"));
+            return;
+        }
+    };
+    let mut reader = c.reader;
+    let name = if hello.name.is_empty() { peer.clone() } else { hello.name.clone() };
+    let reason = match hello.role {
+        Role::Worker => {
+            let first = match reader.next::<Vec<WorkerMsg>>().await {
+                Ok(Some(mut batch)) if matches!(batch.first(), Some(WorkerMsg::Register { .. })) => batch.remove(0),
+                Ok(_) => {
+                    log::warn("scheduler", &format!("worker {name} ({peer}) did not register; dropped"));
+                    return;
+                }
+                Err(e) => {
+                    log::warn("scheduler", &format!("worker {name} ({peer}): {e}; dropped"));
+                    return;
+                }
+            };
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(writer(c.writer, rx));
+            if events.send(Ev::WorkerJoined { conn, name: name.clone(), reg: first, tx }).is_err() {
+                return;
+            }
+            pump(&mut reader, conn, &events, Ev::FromWorker).await
+        }
+        Role::Client | Role::Peer => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(writer(c.writer, rx));
+            if events.send(Ev::ClientJoined { conn, name: name.clone(), tx }).is_err() {
+                return;
+            }
+            pump(&mut reader, conn, &events, Ev::FromClient).await
+        }
+    };
+    let _ = events.send(Ev::Gone { conn, reason });
+}
+
+/// Read batches until the peer goes; returns why it went.
+async fn pump<T: serde::de::DeserializeOwned>(
+    reader: &mut comm::FrameReader,
+    conn: ConnId,
+    events: &mpsc::UnboundedSender<Ev>,
+    wrap: fn(ConnId, Vec<T>) -> Ev,
+) -> String {
+    loop {
+        match reader.next::<Vec<T>>().await {
+            Ok(Some(batch)) => {
+                if events.send(wrap(conn, batch)).is_err() {
+                    return "the scheduler is closing".into();
+                }
+            }
+            Ok(None) => return "closed the connection".into(),
+            Err(e) => return e.to_string(),
+        }
+    }
+}
+
+/// Send what the scheduler decided: everything queued so far in one frame.
+async fn writer<T: Serialize>(mut w: FrameWriter, mut rx: mpsc::UnboundedReceiver<Vec<T>>) {
+    while let Some(mut batch) = rx.recv().await {
+        while let Ok(more) = rx.try_recv() {
+            batch.extend(more);
+        }
+        if w.send(&batch).await.is_err() {
+            break;
+        }
+    }
+    w.shutdown().await;
+}
+
+struct Spec {
+    op: Blob,
+    deps: Vec<Key>,
+}
+
+struct WorkerConn {
+    id: WorkerId,
+    name: String,
+    address: String,
+    nthreads: u32,
+    memory_limit: Option<u64>,
+    resources: Vec<(String, f64)>,
+    gpu: String,
+    pid: u32,
+    memory: u64,
+    last_seen: Instant,
+    tx: mpsc::UnboundedSender<Vec<ToWorker>>,
+    outbox: Vec<ToWorker>,
+}
+
+struct ClientConn {
+    name: String,
+    tx: mpsc::UnboundedSender<Vec<ToClient>>,
+    outbox: Vec<ToClient>,
+    /// This client's references, per task.
+    wants: FxHashMap<TaskId, u32>,
+}
+
+struct State {
+    core: Scheduler,
+    out: Vec<Action>,
+    specs: FxHashMap<TaskId, Spec>,
+    workers: BTreeMap<ConnId, WorkerConn>,
+    by_worker: FxHashMap<WorkerId, ConnId>,
+    clients: BTreeMap<ConnId, ClientConn>,
+    /// Clients to tell when a task finishes or fails.
+    watchers: FxHashMap<TaskId, Vec<ConnId>>,
+    worker_ttl: Duration,
+}
+
+impl State {
+    fn new(worker_ttl: Duration) -> State {
+        State {
+            core: Scheduler::new(SchedulerConfig { story_capacity: 1000, ..SchedulerConfig::default() }),
+            out: Vec::new(),
+            specs: FxHashMap::default(),
+            workers: BTreeMap::new(),
+            by_worker: FxHashMap::default(),
+            clients: BTreeMap::new(),
+            watchers: FxHashMap::default(),
+            worker_ttl,
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::WorkerJoined { conn, name, reg, tx } => self.worker_joined(conn, name, reg, tx),
+            Ev::FromWorker(conn, batch) => {
+                let Some(w) = self.workers.get_mut(&conn) else { return };
+                w.last_seen = Instant::now();
+                let wid = w.id;
+                for msg in batch {
+                    self.on_worker(conn, wid, msg);
+                }
+            }
+            Ev::ClientJoined { conn, name, tx } => {
+                log::info("scheduler", &format!("client {name} connected"));
+                self.clients.insert(conn, ClientConn { name, tx, outbox: Vec::new(), wants: FxHashMap::default() });
+            }
+            Ev::FromClient(conn, batch) => {
+                for msg in batch {
+                    self.on_client(conn, msg);
+                }
+            }
+            Ev::Gone { conn, reason } => self.gone(conn, &reason),
+            Ev::Tick => self.tick(),
+        }
+        self.apply();
+    }
+
+    fn worker_joined(&mut self, conn: ConnId, name: String, reg: WorkerMsg, tx: mpsc::UnboundedSender<Vec<ToWorker>>) {
+        let WorkerMsg::Register { nthreads, memory_limit, resources, address, gpu, pid } = reg else { return };
+        let taken = self.workers.values().any(|w| w.name == name);
+        let name = if taken { format!("{name}-{conn}") } else { name };
+        let spec = WorkerSpec { name: name.clone(), nthreads, resources: resources.clone() };
+        let id = self.core.add_worker(spec, &mut self.out);
+        log::info("scheduler", &format!("worker {name} joined at {address} ({nthreads} threads)"));
+        self.by_worker.insert(id, conn);
+        self.workers.insert(
+            conn,
+            WorkerConn {
+                id,
+                name,
+                address,
+                nthreads,
+                memory_limit,
+                resources,
+                gpu,
+                pid,
+                memory: 0,
+                last_seen: Instant::now(),
+                tx,
+                outbox: Vec::new(),
+            },
+        );
+    }
+
+    fn on_worker(&mut self, conn: ConnId, wid: WorkerId, msg: WorkerMsg) {
+        match msg {
+            WorkerMsg::Register { .. } => {}
+            WorkerMsg::Finished { key, run, nbytes, duration_us } => {
+                if let Some(t) = self.core.lookup(&key) {
+                    self.core.task_finished(wid, t, run, nbytes, duration_us, &mut self.out);
+                } else if let Some(w) = self.workers.get_mut(&conn) {
+                    // A result nobody knows any more: free it.
+                    w.outbox.push(ToWorker::Free { keys: vec![key] });
+                }
+            }
+            WorkerMsg::Failed { key, run, error } => {
+                if let Some(t) = self.core.lookup(&key) {
+                    self.core.task_failed(wid, t, run, error, &mut self.out);
+                }
+            }
+            WorkerMsg::Heartbeat { memory, .. } => {
+                if let Some(w) = self.workers.get_mut(&conn) {
+                    w.memory = memory;
+                }
+            }
+        }
+    }
+
+    fn on_client(&mut self, conn: ConnId, msg: ClientMsg) {
+        match msg {
+            ClientMsg::UpdateGraph { id, tasks, wants } => self.update_graph(conn, id, tasks, wants),
+            ClientMsg::Release { keys } => {
+                for k in keys {
+                    let Some(t) = self.core.lookup(&k) else { continue };
+                    self.release_want(conn, t);
+                }
+            }
+            ClientMsg::Info { id } => {
+                let (workers, snapshot) = (self.rows(), self.snapshot());
+                self.tell_client(conn, ToClient::Info { id, workers, snapshot });
+            }
+            ClientMsg::Restart { id } => {
+                self.restart();
+                self.tell_client(conn, ToClient::Done { id });
+            }
+            ClientMsg::Retire { id, n } => {
+                self.retire(n as usize);
+                self.tell_client(conn, ToClient::Done { id });
+            }
+        }
+    }
+
+    fn update_graph(&mut self, conn: ConnId, id: u64, tasks: Vec<TaskDef>, wants: Vec<Key>) {
+        let mut defs = Vec::with_capacity(tasks.len());
+        let new: Vec<NewTask> = tasks
+            .into_iter()
+            .map(|t| {
+                let nt = NewTask { key: t.key.clone(), deps: t.deps.clone(), order: t.order, annotations: t.annotations };
+                defs.push((t.key, Spec { op: t.op, deps: t.deps }));
+                nt
+            })
+            .collect();
+        if let Err(error) = self.core.submit(new, &wants, &mut self.out) {
+            self.tell_client(conn, ToClient::Refused { id, error });
+            return;
+        }
+        for (key, spec) in defs {
+            if let Some(t) = self.core.lookup(&key) {
+                self.specs.entry(t).or_insert(spec);
+            }
+        }
+        // Register the references before the actions (a result already in
+        // memory is announced by them) are carried out.
+        for k in &wants {
+            if let Some(t) = self.core.lookup(k) {
+                self.add_watch(conn, t);
+            }
+        }
+        self.tell_client(conn, ToClient::Accepted { id });
+    }
+
+    fn add_watch(&mut self, conn: ConnId, t: TaskId) {
+        let Some(c) = self.clients.get_mut(&conn) else { return };
+        *c.wants.entry(t).or_insert(0) += 1;
+        let w = self.watchers.entry(t).or_default();
+        if !w.contains(&conn) {
+            w.push(conn);
+        }
+    }
+
+    fn release_want(&mut self, conn: ConnId, t: TaskId) {
+        let Some(c) = self.clients.get_mut(&conn) else { return };
+        let Some(n) = c.wants.get_mut(&t) else { return };
+        *n -= 1;
+        if *n == 0 {
+            c.wants.remove(&t);
+            if let Some(w) = self.watchers.get_mut(&t) {
+                w.retain(|x| *x != conn);
+            }
+        }
+        self.core.release(t, &mut self.out);
+    }
+
+    fn gone(&mut self, conn: ConnId, reason: &str) {
+        if let Some(w) = self.workers.remove(&conn) {
+            log::info("scheduler", &format!("worker {} left: {reason}", w.name));
+            self.by_worker.remove(&w.id);
+            self.core.remove_worker(w.id, &mut self.out);
+        } else if let Some(c) = self.clients.remove(&conn) {
+            log::info("scheduler", &format!("client {} left: {reason}", c.name));
+            for (t, n) in c.wants {
+                if let Some(w) = self.watchers.get_mut(&t) {
+                    w.retain(|x| *x != conn);
+                }
+                for _ in 0..n {
+                    self.core.release(t, &mut self.out);
+                }
+            }
+        }
+    }
+
+    /// Remove workers that stopped answering.
+    fn tick(&mut self) {
+        let now = Instant::now();
+        let silent: Vec<ConnId> = self
+            .workers
+            .iter()
+            .filter(|(_, w)| now.duration_since(w.last_seen) > self.worker_ttl)
+            .map(|(c, _)| *c)
+            .collect();
+        for conn in silent {
+            if let Some(w) = self.workers.get(&conn) {
+                let _ = w.tx.send(vec![ToWorker::Close { reason: "no heartbeat within the worker TTL".into() }]);
+            }
+            self.gone(conn, &format!("no heartbeat for {:?}", self.worker_ttl));
+        }
+    }
+
+    /// Every wanted result goes; each client's futures err; workers drop everything.
+    fn restart(&mut self) {
+        let error = TaskError {
+            kind: TaskErrorKind::Cancelled,
+            message: "the cluster was restarted".into(),
+            position: None,
+        };
+        let conns: Vec<ConnId> = self.clients.keys().copied().collect();
+        for conn in conns {
+            let Some(c) = self.clients.get_mut(&conn) else { continue };
+            let wants = std::mem::take(&mut c.wants);
+            for (t, n) in wants {
+                if let Some(key) = self.core.key(t).cloned() {
+                    self.tell_client(conn, ToClient::Erred { key, error: error.clone() });
+                }
+                self.watchers.remove(&t);
+                for _ in 0..n {
+                    self.core.release(t, &mut self.out);
+                }
+            }
+        }
+    }
+
+    /// Ask `n` workers to leave, those holding the least data first.
+    fn retire(&mut self, n: usize) {
+        let mut ws: Vec<(u64, ConnId)> = self.workers.iter().map(|(c, w)| (w.memory, *c)).collect();
+        ws.sort_unstable();
+        for (_, conn) in ws.into_iter().take(n) {
+            if let Some(w) = self.workers.get(&conn) {
+                let _ = w.tx.send(vec![ToWorker::Close { reason: "scaled down".into() }]);
+            }
+            self.gone(conn, "scaled down");
+        }
+    }
+
+    fn tell_client(&mut self, conn: ConnId, msg: ToClient) {
+        if let Some(c) = self.clients.get_mut(&conn) {
+            c.outbox.push(msg);
+        }
+    }
+
+    fn tell_worker(&mut self, w: WorkerId, msg: ToWorker) {
+        if let Some(conn) = self.by_worker.get(&w)
+            && let Some(wc) = self.workers.get_mut(conn)
+        {
+            wc.outbox.push(msg);
+        }
+    }
+
+    fn addresses(&self, t: TaskId) -> Vec<String> {
+        self.core
+            .who_has(t)
+            .iter()
+            .filter_map(|w| self.by_worker.get(w).and_then(|c| self.workers.get(c)).map(|wc| wc.address.clone()))
+            .collect()
+    }
+
+    /// Carry out the state machine's decisions.
+    fn apply(&mut self) {
+        while !self.out.is_empty() {
+            let actions = std::mem::take(&mut self.out);
+            for a in actions {
+                match a {
+                    Action::Run { worker, task, run, priority } => {
+                        let Some(key) = self.core.key(task).cloned() else { continue };
+                        let Some(spec) = self.specs.get(&task) else {
+                            let e = TaskError::internal("the scheduler has no definition for this task");
+                            self.core.task_failed(worker, task, run, e, &mut self.out);
+                            continue;
+                        };
+                        let op = spec.op.clone();
+                        let deps = spec
+                            .deps
+                            .iter()
+                            .map(|d| DepAt {
+                                key: d.clone(),
+                                who_has: self.core.lookup(d).map(|t| self.addresses(t)).unwrap_or_default(),
+                            })
+                            .collect();
+                        let priority = (priority.neg_user, priority.generation, priority.order);
+                        self.tell_worker(worker, ToWorker::Compute { key, run, op, deps, priority });
+                    }
+                    Action::Cancel { worker, task } => {
+                        if let Some(key) = self.core.key(task).cloned() {
+                            self.tell_worker(worker, ToWorker::Cancel { key });
+                        }
+                    }
+                    Action::Free { worker, task } => {
+                        if let Some(key) = self.core.key(task).cloned() {
+                            self.tell_worker(worker, ToWorker::Free { keys: vec![key] });
+                        }
+                    }
+                    Action::Done { task } => {
+                        let Some(key) = self.core.key(task).cloned() else { continue };
+                        let who_has = self.addresses(task);
+                        for conn in self.watchers.get(&task).cloned().unwrap_or_default() {
+                            self.tell_client(conn, ToClient::InMemory { key: key.clone(), who_has: who_has.clone() });
+                        }
+                    }
+                    Action::Erred { task, error } => {
+                        let Some(key) = self.core.key(task).cloned() else { continue };
+                        for conn in self.watchers.get(&task).cloned().unwrap_or_default() {
+                            self.tell_client(conn, ToClient::Erred { key: key.clone(), error: (*error).clone() });
+                        }
+                    }
+                    Action::Forget { task } => {
+                        self.specs.remove(&task);
+                        self.watchers.remove(&task);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Send every outbox as one batch per peer.
+    fn flush(&mut self) {
+        for w in self.workers.values_mut() {
+            if !w.outbox.is_empty() {
+                let _ = w.tx.send(std::mem::take(&mut w.outbox));
+            }
+        }
+        for c in self.clients.values_mut() {
+            if !c.outbox.is_empty() {
+                let _ = c.tx.send(std::mem::take(&mut c.outbox));
+            }
+        }
+    }
+
+    fn close_all(&mut self, reason: &str) {
+        for w in self.workers.values() {
+            let _ = w.tx.send(vec![ToWorker::Close { reason: reason.into() }]);
+        }
+        self.workers.clear();
+        self.clients.clear();
+    }
+
+    fn rows(&self) -> Vec<WorkerRow> {
+        let info: FxHashMap<WorkerId, (usize, usize, u64)> =
+            self.core.workers().into_iter().map(|w| (w.id, (w.processing, w.held, w.held_bytes))).collect();
+        let mut rows: Vec<WorkerRow> = self
+            .workers
+            .values()
+            .map(|w| {
+                let (processing, held, held_bytes) = info.get(&w.id).copied().unwrap_or_default();
+                WorkerRow {
+                    name: w.name.clone(),
+                    address: w.address.clone(),
+                    threads: w.nthreads,
+                    processing: processing as u64,
+                    in_memory: held as u64,
+                    // The last heartbeat, or what the scheduler counted since.
+                    memory: w.memory.max(held_bytes),
+                    memory_limit: w.memory_limit,
+                    spilled: 0,
+                    resources: w.resources.clone(),
+                    gpu: w.gpu.clone(),
+                    pid: w.pid,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        rows
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let info = self.core.workers();
+        Snapshot {
+            groups: self.core.groups().iter().map(Into::into).collect(),
+            memory_bytes: self.workers.values().map(|w| w.memory).sum(),
+            threads: self.workers.values().map(|w| w.nthreads as usize).sum(),
+            busy_threads: info
+                .iter()
+                .map(|i| {
+                    let threads = self.by_worker.get(&i.id).and_then(|c| self.workers.get(c)).map_or(1, |w| w.nthreads);
+                    i.processing.min(threads as usize)
+                })
+                .sum(),
+            transitions: self.core.transition_count(),
+            tasks_held: self.core.ntasks(),
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! `brisk scheduler` and `brisk worker`: the cluster's processes. Each
+//! serves until told to stop (SIGINT, SIGTERM, SIGHUP, or for a worker the
+//! scheduler's word) and then exits with 0; `--exit-with-parent` (used by
+//! `local_cluster`) also ends it when its parent goes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use brisk_distributed::{Security, SchedulerOptions, WorkerOptions};
+
+#[derive(clap::Args)]
+pub struct SchedulerArgs {
+    /// The interface to listen on (127.0.0.1: this machine only).
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// The port workers and clients connect to (0: any free port).
+    #[arg(long, default_value_t = 8786)]
+    port: u16,
+    /// The shared secret every worker and client must present (else BRISK_TOKEN).
+    #[arg(long)]
+    token: Option<String>,
+    /// Seconds without a heartbeat after which a worker is removed.
+    #[arg(long, default_value_t = 30.0)]
+    worker_ttl: f64,
+    #[arg(long, hide = true)]
+    exit_with_parent: bool,
+}
+
+#[derive(clap::Args)]
+pub struct WorkerArgs {
+    /// The scheduler: tcp://HOST:PORT.
+    scheduler: String,
+    /// Threads that run tasks (default: one per core).
+    #[arg(long)]
+    nthreads: Option<usize>,
+    /// Memory this worker may use: bytes or "4GiB".
+    #[arg(long)]
+    memory_limit: Option<String>,
+    /// The worker's name (default: worker-PID).
+    #[arg(long)]
+    name: Option<String>,
+    /// Abstract resources this worker offers: "GPU=1,MEM=2e9".
+    #[arg(long)]
+    resources: Option<String>,
+    /// Where the worker keeps its files.
+    #[arg(long)]
+    local_directory: Option<PathBuf>,
+    /// The cluster's shared secret (else BRISK_TOKEN).
+    #[arg(long)]
+    token: Option<String>,
+    /// The interface to serve data on (default: the one that reaches the scheduler).
+    #[arg(long)]
+    host: Option<String>,
+    #[arg(long, hide = true)]
+    exit_with_parent: bool,
+}
+
+pub fn scheduler(args: SchedulerArgs) -> anyhow::Result<ExitCode> {
+    if args.exit_with_parent {
+        brisk_distributed::cluster::exit_with_parent();
+    }
+    if !(args.worker_ttl.is_finite() && args.worker_ttl > 0.0) {
+        anyhow::bail!("--worker-ttl must be a positive number of seconds");
+    }
+    let options = SchedulerOptions {
+        host: args.host,
+        port: args.port,
+        security: Security::with_token(args.token),
+        worker_ttl: Duration::from_secs_f64(args.worker_ttl),
+    };
+    let handle = brisk_distributed::server::start(options)?;
+    // The one line on stdout: `local_cluster` and scripts read the address here.
+    println!("brisk scheduler at {}", handle.address);
+    wait_for_signal();
+    handle.stop();
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    if args.exit_with_parent {
+        brisk_distributed::cluster::exit_with_parent();
+    }
+    let mut options = WorkerOptions::new(&args.scheduler);
+    brisk_distributed::comm::parse_address(&args.scheduler)?;
+    if let Some(n) = args.nthreads {
+        anyhow::ensure!(n > 0, "--nthreads must be at least 1");
+        options.nthreads = n;
+    }
+    if let Some(m) = &args.memory_limit {
+        let bytes = brisk_engine::memory::parse_size(m).map_err(|e| anyhow::anyhow!("--memory-limit: {e}"))?;
+        options.memory_limit = Some(bytes);
+        brisk_engine::memory::set_limit(Some(bytes));
+    }
+    if let Some(r) = &args.resources {
+        options.resources = parse_resources(r)?;
+    }
+    options.name = args.name;
+    options.local_directory = args.local_directory;
+    options.host = args.host;
+    options.security = Security::with_token(args.token);
+    // Signals end the worker at once: the scheduler sees the connection
+    // close and moves its work elsewhere.
+    std::thread::Builder::new().name("brisk-signals".into()).spawn(|| {
+        wait_for_signal();
+        brisk_engine::pieces::Cleanup::now();
+        std::process::exit(0);
+    })?;
+    let udfs = Arc::new(brisk_script::ship::RhaiUdfs::new(brisk_script::api::worker_engine));
+    brisk_distributed::worker::run(options, udfs)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// "GPU=1,MEM=2e9" as (name, amount) pairs.
+pub fn parse_resources(s: &str) -> anyhow::Result<Vec<(String, f64)>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((name, amount)) = part.split_once('=') else {
+            anyhow::bail!("--resources: {part:?} is not NAME=AMOUNT");
+        };
+        let amount: f64 = amount.trim().parse().map_err(|_| anyhow::anyhow!("--resources: {amount:?} is not a number"))?;
+        anyhow::ensure!(amount.is_finite() && amount >= 0.0, "--resources: {name} must be a non-negative number");
+        out.push((name.trim().to_string(), amount));
+    }
+    Ok(out)
+}
+
+/// Block until SIGINT, SIGTERM or SIGHUP.
+fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+            Ok(mut s) => {
+                let _ = s.forever().next();
+            }
+            Err(e) => {
+                eprintln!("warning: cannot watch for signals ({e}); stop brisk with SIGKILL");
+                loop {
+                    std::thread::park();
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    loop {
+        std::thread::park();
+    }
+}

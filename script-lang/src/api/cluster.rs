@@ -1,0 +1,181 @@
+//! The cluster (distributed's `LocalCluster` and `Client(address)`):
+//! `local_cluster(#{...})` starts a scheduler and worker processes and makes
+//! them the session's; `connect(address)` joins a running scheduler;
+//! `c.scale(n)`, `c.restart()` and `c.close()` manage it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use brisk_distributed::{LocalCluster, LocalClusterOptions, RemoteClient, Security};
+use rhai::{Dynamic, Engine, EvalAltResult, Map};
+
+use super::args::{options, wrong_type};
+use super::fndoc::{FnDoc, doc};
+use crate::error::{engine_error, runtime};
+use crate::state::{Cluster, SessionState};
+use crate::types::Client;
+
+type Res<T> = Result<T, Box<EvalAltResult>>;
+
+/// How long workers of a new local cluster have to join.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub(super) const DOCS: &[FnDoc] = &[
+    doc(
+        "local_cluster",
+        "local_cluster(#{workers, threads, memory_limit, processes, resources, token}) -> Client",
+        "Start a scheduler and worker processes on this machine and run the session's graphs on them (LocalCluster + Client). Defaults: one worker per 4 cores, threads to fill the cores; processes must be true. The processes stop with the session, or at c.close().",
+        "let c = local_cluster(#{workers: 2, threads: 1});\nc.workers().len()",
+    ),
+    doc(
+        "connect",
+        "connect(\"tcp://HOST:PORT\", #{token}) -> Client",
+        "Connect to a running scheduler (`brisk scheduler`) and run the session's graphs on its workers; `token` (or BRISK_TOKEN) when the scheduler requires one.",
+        "let c = connect(\"tcp://127.0.0.1:8786\");",
+    ),
+    doc(
+        "scale",
+        "c.scale(n)",
+        "Grow or shrink the session's local cluster to n workers; workers that leave hand their results back to the scheduler, which recomputes what is still needed.",
+        "local_cluster(#{workers: 1}).scale(2)",
+    ),
+    doc(
+        "restart",
+        "c.restart()",
+        "Drop every result and task of the cluster: futures held err with \"the cluster was restarted\"; the workers stay.",
+        "client().restart()",
+    ),
+    doc(
+        "close",
+        "c.close()",
+        "Close the session's cluster (stopping its processes if local_cluster started them); graphs run on the local threads again.",
+        "local_cluster(#{workers: 1}).close()",
+    ),
+];
+
+pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
+    let st = state.clone();
+    engine.register_fn("local_cluster", move || local_cluster(&st, None));
+    let st = state.clone();
+    engine.register_fn("local_cluster", move |m: Map| local_cluster(&st, Some(m)));
+    let st = state.clone();
+    engine.register_fn("connect", move |addr: &str| connect(&st, addr, None));
+    let st = state.clone();
+    engine.register_fn("connect", move |addr: &str, m: Map| connect(&st, addr, Some(m)));
+    engine.register_fn("connect", |x: Dynamic| -> Res<Client> {
+        Err(wrong_type("connect", "an address such as \"tcp://127.0.0.1:8786\"", &x))
+    });
+    engine.register_fn("scale", |c: &mut Client, n: i64| scale(&c.state, n));
+    engine.register_fn("restart", |c: &mut Client| restart(&c.state));
+    engine.register_fn("close", |c: &mut Client| c.state.detach_cluster());
+}
+
+fn int_option(m: &Map, key: &str, min: i64, max: i64) -> Res<Option<usize>> {
+    let Some(v) = m.get(key) else { return Ok(None) };
+    let n = v.as_int().map_err(|_| wrong_type("local_cluster", &format!("an int for {key}"), v))?;
+    if !(min..=max).contains(&n) {
+        return Err(runtime(format!("local_cluster: {key} must be between {min} and {max}, got {n}")));
+    }
+    Ok(Some(n as usize))
+}
+
+fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
+    let m = options(m, "local_cluster", &["workers", "threads", "memory_limit", "processes", "resources", "token"])?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = int_option(&m, "workers", 0, 256)?.unwrap_or_else(|| cores.div_ceil(4).max(1));
+    let threads = int_option(&m, "threads", 1, 1024)?.unwrap_or_else(|| (cores / workers.max(1)).max(1));
+    if let Some(p) = m.get("processes")
+        && !p.as_bool().map_err(|_| wrong_type("local_cluster", "a bool for processes", p))?
+    {
+        return Err(runtime(
+            "local_cluster: processes: false is not supported; the embedded scheduler (config(#{scheduler: \"threads\"})) already runs on threads",
+        ));
+    }
+    let memory_limit = match m.get("memory_limit") {
+        None => None,
+        Some(v) if v.is_int() => Some(
+            u64::try_from(v.as_int().unwrap_or(0))
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| runtime("local_cluster: memory_limit must be a positive number of bytes"))?,
+        ),
+        Some(v) => {
+            let s = v.clone().into_string().map_err(|_| wrong_type("local_cluster", "a size for memory_limit", v))?;
+            Some(brisk_engine::memory::parse_size(&s).map_err(|e| runtime(format!("local_cluster: memory_limit: {e}")))?)
+        }
+    };
+    let resources = match m.get("resources") {
+        None => Vec::new(),
+        Some(v) => {
+            let r = v.read_lock::<Map>().ok_or_else(|| wrong_type("local_cluster", "a map for resources", v))?;
+            let mut out = Vec::new();
+            for (k, x) in r.iter() {
+                let amount = x.as_float().or_else(|_| x.as_int().map(|i| i as f64)).map_err(|_| {
+                    runtime(format!("local_cluster: resource {k} must be a number"))
+                })?;
+                if !(amount.is_finite() && amount >= 0.0) {
+                    return Err(runtime(format!("local_cluster: resource {k} must be a non-negative number")));
+                }
+                out.push((k.to_string(), amount));
+            }
+            out
+        }
+    };
+    let token = match m.get("token") {
+        None => Security::with_token(None).token,
+        Some(v) => Some(v.clone().into_string().map_err(|_| wrong_type("local_cluster", "a string for token", v))?),
+    };
+    state.detach_cluster();
+    let opts = LocalClusterOptions { workers, threads, memory_limit, resources, token: token.clone() };
+    let local = LocalCluster::start(opts).map_err(|e| runtime(format!("local_cluster: {e}")))?;
+    let security = Security { token };
+    let client = RemoteClient::connect(&local.address, security, state.config().fuse)
+        .map_err(|e| runtime(format!("local_cluster: cannot connect to its scheduler: {e}")))?;
+    client.wait_for_workers(workers, JOIN_TIMEOUT).map_err(engine_error)?;
+    state.attach_cluster(Cluster { client: Arc::new(client), local: Some(local) });
+    Ok(Client { state: state.clone() })
+}
+
+fn connect(state: &Arc<SessionState>, address: &str, m: Option<Map>) -> Res<Client> {
+    let m = options(m, "connect", &["token"])?;
+    let token = match m.get("token") {
+        None => None,
+        Some(v) => Some(v.clone().into_string().map_err(|_| wrong_type("connect", "a string for token", v))?),
+    };
+    let security = Security::with_token(token);
+    let client = RemoteClient::connect(address, security, state.config().fuse)
+        .map_err(|e| runtime(format!("connect: cannot connect to {address}: {e}")))?;
+    state.attach_cluster(Cluster { client: Arc::new(client), local: None });
+    Ok(Client { state: state.clone() })
+}
+
+fn scale(state: &SessionState, n: i64) -> Res<()> {
+    if !(0..=256).contains(&n) {
+        return Err(runtime(format!("scale: the number of workers must be between 0 and 256, got {n}")));
+    }
+    let n = n as usize;
+    let outcome = state.with_cluster(|c| -> Res<()> {
+        let Some(local) = c.local.as_mut() else {
+            return Err(runtime("scale: this cluster was not started by the session (connect); start workers with `brisk worker`"));
+        };
+        let have = local.nworkers();
+        if n > have {
+            local.add_workers(n - have).map_err(|e| runtime(format!("scale: {e}")))?;
+            c.client.wait_for_workers(n, JOIN_TIMEOUT).map_err(engine_error)?;
+        } else if n < have {
+            c.client.retire((have - n) as u32).map_err(engine_error)?;
+        }
+        Ok(())
+    });
+    outcome.unwrap_or_else(|| Err(runtime("scale: the session has no cluster; start one with local_cluster(#{workers: N})")))
+}
+
+fn restart(state: &SessionState) -> Res<()> {
+    match state.with_cluster(|c| c.client.clone()) {
+        Some(client) => client.restart().map_err(engine_error),
+        None => {
+            // The embedded runtime: a fresh one, as a restart of its one worker.
+            state.set_config(state.config()).map_err(Into::into)
+        }
+    }
+}
