@@ -26,6 +26,9 @@
 //! git diff tests/golden
 //! ```
 
+#[path = "support/cluster.rs"]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -76,7 +79,17 @@ struct Ran {
 }
 
 fn run(root: &Path, case: &Case, tmp: &Path) -> Ran {
-    let out = Command::new(env!("CARGO_BIN_EXE_brisk"))
+    run_on(root, case, tmp, None)
+}
+
+/// As `run`, with the session connected to the scheduler at `cluster`.
+fn run_on(root: &Path, case: &Case, tmp: &Path, cluster: Option<&str>) -> Ran {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_brisk"));
+    match cluster {
+        Some(a) => cmd.env("BRISK_SCHEDULER_ADDRESS", a),
+        None => cmd.env_remove("BRISK_SCHEDULER_ADDRESS"),
+    };
+    let out = cmd
         .arg("run")
         .arg("--no-progress")
         .arg(&case.script)
@@ -256,6 +269,54 @@ fn golden_scripts_and_examples_print_what_they_printed_before() {
         cases.len(),
         failures.join("\n\n")
     );
+}
+
+/// Scripts whose output names the scheduler they run on, so it differs on a
+/// cluster by design.
+const LOCAL_ONLY: &[(&str, &str)] = &[
+    ("config", "prints config().scheduler and the local thread count"),
+    ("futures", "prints the client and its workers"),
+    ("printing", "prints the client"),
+];
+
+/// The same scripts and examples, on a scheduler with two worker processes:
+/// the same stdout, the same errors. The cluster's invariants hold after
+/// each, and nothing of it is left at the end.
+#[test]
+fn golden_scripts_and_examples_print_the_same_on_a_cluster() {
+    if std::env::var_os("BRISK_BLESS").is_some() {
+        return;
+    }
+    let root = repo();
+    let mut cases = cases_in(&root, "tests/golden", "tests/golden");
+    cases.extend(cases_in(&root, "examples", "tests/golden/examples"));
+    cases.retain(|c| {
+        let stem = c.script.file_stem().expect("stem").to_string_lossy().into_owned();
+        !LOCAL_ONLY.iter().any(|(name, _)| *name == stem)
+    });
+    let cluster = support::TestCluster::start(2);
+    let tmp = std::env::temp_dir().join(format!("brisk-golden-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("temporary folder");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let scratch = scratch_dir(case);
+        let _ = std::fs::remove_dir_all(&scratch);
+        let ran = run_on(&root, case, &tmp, Some(&cluster.address));
+        let _ = std::fs::remove_dir_all(&scratch);
+        if let Some(problem) = check(&root, case, &ran) {
+            failures.push(problem);
+        }
+        cluster.validate();
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(
+        failures.is_empty(),
+        "{} of {} golden scripts differ on a cluster:\n\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n\n")
+    );
+    cluster.finish();
 }
 
 #[test]

@@ -133,6 +133,16 @@ impl RemoteClient {
         self.shared.request(|id| ClientMsg::Retire { id, n }).map(drop)
     }
 
+    /// Ask the scheduler to check its invariants (tests run it after each case).
+    pub fn validate(&self) -> Result<(), String> {
+        match self.shared.request(|id| ClientMsg::Validate { id }) {
+            Ok(ToClient::Validated { error: None, .. }) => Ok(()),
+            Ok(ToClient::Validated { error: Some(e), .. }) => Err(e),
+            Ok(other) => Err(format!("unexpected answer {other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// Wait until at least `n` workers are connected.
     pub fn wait_for_workers(&self, n: usize, timeout: Duration) -> Result<(), EngineError> {
         let deadline = Instant::now() + timeout;
@@ -182,7 +192,8 @@ impl Shared {
             Err(_) => {
                 let mut st = self.lock();
                 st.replies.remove(&id);
-                let reason = st.lost.clone().unwrap_or_else(|| format!("no answer within {REQUEST_TIMEOUT:?}"));
+                let reason =
+                    st.lost.clone().unwrap_or_else(|| format!("no answer within {REQUEST_TIMEOUT:?}"));
                 Err(self.lost_error(&reason))
             }
         }
@@ -194,7 +205,9 @@ impl Shared {
         for msg in batch {
             match msg {
                 ToClient::Accepted { id } | ToClient::Done { id } => reply(&mut st, id, msg),
-                ToClient::Refused { id, .. } | ToClient::Info { id, .. } => reply(&mut st, id, msg),
+                ToClient::Refused { id, .. } | ToClient::Info { id, .. } | ToClient::Validated { id, .. } => {
+                    reply(&mut st, id, msg)
+                }
                 ToClient::InMemory { key, who_has } => {
                     if st.held.contains_key(&key) {
                         st.who_has.insert(key.clone(), who_has);
@@ -220,7 +233,10 @@ impl Shared {
             st.replies.clear();
             st.cells.drain().flat_map(|(_, v)| v).filter_map(|w| w.upgrade()).collect()
         };
-        let error = TaskError::internal(format!("lost the connection to the scheduler at {}: {reason}", self.address));
+        let error = TaskError::internal(format!(
+            "lost the connection to the scheduler at {}: {reason}",
+            self.address
+        ));
         for c in cells {
             c.fail(error.clone());
         }
@@ -233,7 +249,9 @@ impl Shared {
             let mut keep = outputs.to_vec();
             {
                 let st = self.lock();
-                keep.extend(culled.tasks().iter().filter(|t| st.held.contains_key(&t.key)).map(|t| t.key.clone()));
+                keep.extend(
+                    culled.tasks().iter().filter(|t| st.held.contains_key(&t.key)).map(|t| t.key.clone()),
+                );
             }
             graph::fuse::fuse(culled, &keep)
         } else {
@@ -245,7 +263,13 @@ impl Shared {
             let op = rmp_serde::to_vec(&t.op).map_err(|e| {
                 EngineError::Internal(format!("task {} cannot be sent to the cluster: {e}", t.key))
             })?;
-            tasks.push(TaskDef { key: t.key, deps: t.deps, order: o, annotations: t.annotations, op: Blob(op.into()) });
+            tasks.push(TaskDef {
+                key: t.key,
+                deps: t.deps,
+                order: o,
+                annotations: t.annotations,
+                op: Blob(op.into()),
+            });
         }
         // Cells first: the answer may come before this thread runs again.
         let cells: Vec<Arc<Cell>> = outputs.iter().map(|_| Cell::new()).collect();

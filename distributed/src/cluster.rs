@@ -70,8 +70,9 @@ impl LocalCluster {
             cmd.args(["--token", t]);
         }
         cmd.env("BRISK_LOG", "warning").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
-        let mut scheduler =
-            cmd.spawn().map_err(|error| ClusterError::Spawn { what: program.display().to_string(), error })?;
+        let mut scheduler = cmd
+            .spawn()
+            .map_err(|error| ClusterError::Spawn { what: program.display().to_string(), error })?;
         let address = match read_address(&mut scheduler) {
             Ok(a) => a,
             Err(e) => {
@@ -103,7 +104,14 @@ impl LocalCluster {
             let name = format!("local-{}", self.started);
             self.started += 1;
             let mut cmd = Command::new(&program);
-            cmd.args(["worker", &self.address, "--nthreads", &self.options.threads.max(1).to_string(), "--name", &name]);
+            cmd.args([
+                "worker",
+                &self.address,
+                "--nthreads",
+                &self.options.threads.max(1).to_string(),
+                "--name",
+                &name,
+            ]);
             cmd.arg(PARENT_PIPE_FLAG);
             if let Some(m) = self.options.memory_limit {
                 cmd.args(["--memory-limit", &m.to_string()]);
@@ -115,7 +123,10 @@ impl LocalCluster {
             if let Some(t) = &self.options.token {
                 cmd.args(["--token", t]);
             }
-            cmd.env("BRISK_LOG", "warning").stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::inherit());
+            cmd.env("BRISK_LOG", "warning")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit());
             let child = cmd.spawn().map_err(|error| ClusterError::Spawn { what: name, error })?;
             self.workers.push(child);
         }
@@ -133,7 +144,9 @@ impl LocalCluster {
             loop {
                 match c.try_wait() {
                     Ok(Some(_)) | Err(_) => break,
-                    Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                    Ok(None) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
                     Ok(None) => {
                         let _ = c.kill();
                         let _ = c.wait();
@@ -162,7 +175,9 @@ fn read_address(child: &mut Child) -> Result<String, ClusterError> {
     line.split_whitespace()
         .find(|w| w.starts_with("tcp://") || w.starts_with("tls://"))
         .map(str::to_string)
-        .ok_or_else(|| ClusterError::Scheduler(format!("it printed {:?} instead of its address", line.trim())))
+        .ok_or_else(|| {
+            ClusterError::Scheduler(format!("it printed {:?} instead of its address", line.trim()))
+        })
 }
 
 /// In a child started with [`PARENT_PIPE_FLAG`]: exit when stdin closes

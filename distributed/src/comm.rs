@@ -10,7 +10,9 @@ use serde::de::DeserializeOwned;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::protocol::{self, HANDSHAKE_MAX, HEADER, Hello, MAGIC, MAX_FRAME, ProtocolError, Reply, Role, VERSION};
+use crate::protocol::{
+    self, HANDSHAKE_MAX, HEADER, Hello, MAGIC, MAX_FRAME, ProtocolError, Reply, Role, VERSION,
+};
 use crate::security::Security;
 
 /// How long a peer has to say hello (and a connection attempt to succeed).

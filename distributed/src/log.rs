@@ -9,7 +9,8 @@ static QUIET: AtomicBool = AtomicBool::new(false);
 
 fn quiet() -> bool {
     static FROM_ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    QUIET.load(Ordering::Relaxed) || *FROM_ENV.get_or_init(|| std::env::var("BRISK_LOG").is_ok_and(|v| v == "warning"))
+    QUIET.load(Ordering::Relaxed)
+        || *FROM_ENV.get_or_init(|| std::env::var("BRISK_LOG").is_ok_and(|v| v == "warning"))
 }
 
 /// Stop informational lines (a session's own client, which should not

@@ -165,19 +165,43 @@ pub enum ClientMsg {
     Restart { id: u64 },
     /// Ask `n` workers to leave (scaling down); answered by `Done`.
     Retire { id: u64, n: u32 },
+    /// Check every invariant of the scheduler's state (tests); answered by `Validated`.
+    Validate { id: u64 },
 }
 
 /// Scheduler → client.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ToClient {
-    Accepted { id: u64 },
+    Accepted {
+        id: u64,
+    },
     /// The graph was refused (a missing dependency, a cycle).
-    Refused { id: u64, error: SchedulerError },
+    Refused {
+        id: u64,
+        error: SchedulerError,
+    },
     /// A wanted key is in memory on these workers (their data addresses).
-    InMemory { key: Key, who_has: Vec<String> },
-    Erred { key: Key, error: TaskError },
-    Info { id: u64, workers: Vec<WorkerRow>, snapshot: Snapshot },
-    Done { id: u64 },
+    InMemory {
+        key: Key,
+        who_has: Vec<String>,
+    },
+    Erred {
+        key: Key,
+        error: TaskError,
+    },
+    Info {
+        id: u64,
+        workers: Vec<WorkerRow>,
+        snapshot: Snapshot,
+    },
+    Done {
+        id: u64,
+    },
+    /// `None`: every invariant holds; else the first that does not.
+    Validated {
+        id: u64,
+        error: Option<String>,
+    },
 }
 
 /// Worker → scheduler.
@@ -193,9 +217,21 @@ pub enum WorkerMsg {
         gpu: String,
         pid: u32,
     },
-    Finished { key: Key, run: u32, nbytes: u64, duration_us: f64 },
-    Failed { key: Key, run: u32, error: TaskError },
-    Heartbeat { memory: u64, running: u32 },
+    Finished {
+        key: Key,
+        run: u32,
+        nbytes: u64,
+        duration_us: f64,
+    },
+    Failed {
+        key: Key,
+        run: u32,
+        error: TaskError,
+    },
+    Heartbeat {
+        memory: u64,
+        running: u32,
+    },
 }
 
 /// A dependency of a task and the data addresses of the workers holding it.
@@ -287,7 +323,8 @@ mod tests {
     use brisk_engine::ops::{Arg, Builtin, Func, Op};
 
     fn sample_frames() -> Vec<Vec<u8>> {
-        let op = Op::Call { func: Func::Builtin(Builtin::Add), args: vec![Arg::Dep(0), Arg::Lit(Value::Int(1))] };
+        let op =
+            Op::Call { func: Func::Builtin(Builtin::Add), args: vec![Arg::Dep(0), Arg::Lit(Value::Int(1))] };
         let op = Blob(Arc::from(rmp_serde::to_vec(&op).expect("op encodes")));
         let chunk = Chunk::from_vec(&[2, 2], vec![1.0f64, 2.0, 3.0, 4.0]).expect("chunk");
         vec![
@@ -310,7 +347,10 @@ mod tests {
             encode(&PeerReply::Data {
                 values: vec![
                     (Key::new("a"), Some(Value::Array(Arc::new(chunk)))),
-                    (Key::new("b"), Some(Value::List(Arc::new(vec![Value::Str("s".into()), Value::Float(1.5)])))),
+                    (
+                        Key::new("b"),
+                        Some(Value::List(Arc::new(vec![Value::Str("s".into()), Value::Float(1.5)]))),
+                    ),
                     (Key::new("c"), None),
                 ],
             })

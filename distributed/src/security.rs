@@ -19,7 +19,11 @@ impl Security {
         Security { token }
     }
 
-    pub(crate) async fn wrap_client(&self, tcp: TcpStream, _host: &str) -> Result<(BoxRead, BoxWrite), CommError> {
+    pub(crate) async fn wrap_client(
+        &self,
+        tcp: TcpStream,
+        _host: &str,
+    ) -> Result<(BoxRead, BoxWrite), CommError> {
         let (r, w) = tcp.into_split();
         Ok((Box::new(r), Box::new(w)))
     }

@@ -106,7 +106,11 @@ pub fn start(options: SchedulerOptions) -> Result<SchedulerHandle, CommError> {
 
 fn display_addr(host: &str, local: SocketAddr) -> String {
     // Keep the name the user gave ("localhost"), with the port the OS chose.
-    if host.parse::<std::net::IpAddr>().is_ok() { local.to_string() } else { format!("{host}:{}", local.port()) }
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        local.to_string()
+    } else {
+        format!("{host}:{}", local.port())
+    }
 }
 
 type ConnId = u64;
@@ -120,7 +124,12 @@ enum Ev {
     Tick,
 }
 
-async fn serve(listener: TcpListener, options: SchedulerOptions, address: String, mut stop: tokio::sync::oneshot::Receiver<()>) {
+async fn serve(
+    listener: TcpListener,
+    options: SchedulerOptions,
+    address: String,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Ev>();
     let counters = Arc::new(Counters::default());
     let security = Arc::new(options.security.clone());
@@ -188,7 +197,9 @@ async fn connection(
     let reason = match hello.role {
         Role::Worker => {
             let first = match reader.next::<Vec<WorkerMsg>>().await {
-                Ok(Some(mut batch)) if matches!(batch.first(), Some(WorkerMsg::Register { .. })) => batch.remove(0),
+                Ok(Some(mut batch)) if matches!(batch.first(), Some(WorkerMsg::Register { .. })) => {
+                    batch.remove(0)
+                }
                 Ok(_) => {
                     log::warn("scheduler", &format!("worker {name} ({peer}) did not register; dropped"));
                     return;
@@ -250,7 +261,11 @@ async fn writer<T: Serialize>(mut w: FrameWriter, mut rx: mpsc::UnboundedReceive
     w.shutdown().await;
 }
 
+/// A task's definition. Its key is kept here too: actions are carried out
+/// after the state machine moved on, and a task it forgot in the same
+/// stimulus (a cancelled task, a freed result) has no key there any more.
 struct Spec {
+    key: Key,
     op: Blob,
     deps: Vec<Key>,
 }
@@ -317,7 +332,8 @@ impl State {
             }
             Ev::ClientJoined { conn, name, tx } => {
                 log::info("scheduler", &format!("client {name} connected"));
-                self.clients.insert(conn, ClientConn { name, tx, outbox: Vec::new(), wants: FxHashMap::default() });
+                self.clients
+                    .insert(conn, ClientConn { name, tx, outbox: Vec::new(), wants: FxHashMap::default() });
             }
             Ev::FromClient(conn, batch) => {
                 for msg in batch {
@@ -330,8 +346,16 @@ impl State {
         self.apply();
     }
 
-    fn worker_joined(&mut self, conn: ConnId, name: String, reg: WorkerMsg, tx: mpsc::UnboundedSender<Vec<ToWorker>>) {
-        let WorkerMsg::Register { nthreads, memory_limit, resources, address, gpu, pid } = reg else { return };
+    fn worker_joined(
+        &mut self,
+        conn: ConnId,
+        name: String,
+        reg: WorkerMsg,
+        tx: mpsc::UnboundedSender<Vec<ToWorker>>,
+    ) {
+        let WorkerMsg::Register { nthreads, memory_limit, resources, address, gpu, pid } = reg else {
+            return;
+        };
         let taken = self.workers.values().any(|w| w.name == name);
         let name = if taken { format!("{name}-{conn}") } else { name };
         let spec = WorkerSpec { name: name.clone(), nthreads, resources: resources.clone() };
@@ -398,6 +422,10 @@ impl State {
                 self.restart();
                 self.tell_client(conn, ToClient::Done { id });
             }
+            ClientMsg::Validate { id } => {
+                let error = self.validate().err();
+                self.tell_client(conn, ToClient::Validated { id, error });
+            }
             ClientMsg::Retire { id, n } => {
                 self.retire(n as usize);
                 self.tell_client(conn, ToClient::Done { id });
@@ -410,8 +438,13 @@ impl State {
         let new: Vec<NewTask> = tasks
             .into_iter()
             .map(|t| {
-                let nt = NewTask { key: t.key.clone(), deps: t.deps.clone(), order: t.order, annotations: t.annotations };
-                defs.push((t.key, Spec { op: t.op, deps: t.deps }));
+                let nt = NewTask {
+                    key: t.key.clone(),
+                    deps: t.deps.clone(),
+                    order: t.order,
+                    annotations: t.annotations,
+                };
+                defs.push(Spec { key: t.key, op: t.op, deps: t.deps });
                 nt
             })
             .collect();
@@ -419,8 +452,8 @@ impl State {
             self.tell_client(conn, ToClient::Refused { id, error });
             return;
         }
-        for (key, spec) in defs {
-            if let Some(t) = self.core.lookup(&key) {
+        for spec in defs {
+            if let Some(t) = self.core.lookup(&spec.key) {
                 self.specs.entry(t).or_insert(spec);
             }
         }
@@ -485,7 +518,8 @@ impl State {
             .collect();
         for conn in silent {
             if let Some(w) = self.workers.get(&conn) {
-                let _ = w.tx.send(vec![ToWorker::Close { reason: "no heartbeat within the worker TTL".into() }]);
+                let _ =
+                    w.tx.send(vec![ToWorker::Close { reason: "no heartbeat within the worker TTL".into() }]);
             }
             self.gone(conn, &format!("no heartbeat for {:?}", self.worker_ttl));
         }
@@ -526,6 +560,39 @@ impl State {
         }
     }
 
+    /// The state machine's invariants, and this shell's agreement with it:
+    /// every live worker is connected, every task it may run has a definition.
+    fn validate(&self) -> Result<(), String> {
+        self.core.validate()?;
+        if self.core.nworkers() != self.workers.len() {
+            return Err(format!(
+                "{} workers in the state machine, {} connected",
+                self.core.nworkers(),
+                self.workers.len()
+            ));
+        }
+        for w in self.workers.values() {
+            if self.by_worker.get(&w.id).is_none() {
+                return Err(format!("worker {} has no connection entry", w.name));
+            }
+        }
+        for (t, clients) in &self.watchers {
+            if self.core.key(*t).is_none() {
+                return Err(format!("clients {clients:?} watch a forgotten task"));
+            }
+        }
+        for (conn, c) in &self.clients {
+            for (t, n) in &c.wants {
+                if self.core.wants(*t) < *n {
+                    return Err(format!(
+                        "client {conn} holds {n} references the state machine does not count"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn tell_client(&mut self, conn: ConnId, msg: ToClient) {
         if let Some(c) = self.clients.get_mut(&conn) {
             c.outbox.push(msg);
@@ -540,11 +607,17 @@ impl State {
         }
     }
 
+    fn key_of(&self, t: TaskId) -> Option<Key> {
+        self.specs.get(&t).map(|s| s.key.clone()).or_else(|| self.core.key(t).cloned())
+    }
+
     fn addresses(&self, t: TaskId) -> Vec<String> {
         self.core
             .who_has(t)
             .iter()
-            .filter_map(|w| self.by_worker.get(w).and_then(|c| self.workers.get(c)).map(|wc| wc.address.clone()))
+            .filter_map(|w| {
+                self.by_worker.get(w).and_then(|c| self.workers.get(c)).map(|wc| wc.address.clone())
+            })
             .collect()
     }
 
@@ -555,12 +628,12 @@ impl State {
             for a in actions {
                 match a {
                     Action::Run { worker, task, run, priority } => {
-                        let Some(key) = self.core.key(task).cloned() else { continue };
                         let Some(spec) = self.specs.get(&task) else {
                             let e = TaskError::internal("the scheduler has no definition for this task");
                             self.core.task_failed(worker, task, run, e, &mut self.out);
                             continue;
                         };
+                        let key = spec.key.clone();
                         let op = spec.op.clone();
                         let deps = spec
                             .deps
@@ -574,26 +647,32 @@ impl State {
                         self.tell_worker(worker, ToWorker::Compute { key, run, op, deps, priority });
                     }
                     Action::Cancel { worker, task } => {
-                        if let Some(key) = self.core.key(task).cloned() {
+                        if let Some(key) = self.key_of(task) {
                             self.tell_worker(worker, ToWorker::Cancel { key });
                         }
                     }
                     Action::Free { worker, task } => {
-                        if let Some(key) = self.core.key(task).cloned() {
+                        if let Some(key) = self.key_of(task) {
                             self.tell_worker(worker, ToWorker::Free { keys: vec![key] });
                         }
                     }
                     Action::Done { task } => {
-                        let Some(key) = self.core.key(task).cloned() else { continue };
+                        let Some(key) = self.key_of(task) else { continue };
                         let who_has = self.addresses(task);
                         for conn in self.watchers.get(&task).cloned().unwrap_or_default() {
-                            self.tell_client(conn, ToClient::InMemory { key: key.clone(), who_has: who_has.clone() });
+                            self.tell_client(
+                                conn,
+                                ToClient::InMemory { key: key.clone(), who_has: who_has.clone() },
+                            );
                         }
                     }
                     Action::Erred { task, error } => {
-                        let Some(key) = self.core.key(task).cloned() else { continue };
+                        let Some(key) = self.key_of(task) else { continue };
                         for conn in self.watchers.get(&task).cloned().unwrap_or_default() {
-                            self.tell_client(conn, ToClient::Erred { key: key.clone(), error: (*error).clone() });
+                            self.tell_client(
+                                conn,
+                                ToClient::Erred { key: key.clone(), error: (*error).clone() },
+                            );
                         }
                     }
                     Action::Forget { task } => {
@@ -664,7 +743,8 @@ impl State {
             busy_threads: info
                 .iter()
                 .map(|i| {
-                    let threads = self.by_worker.get(&i.id).and_then(|c| self.workers.get(c)).map_or(1, |w| w.nthreads);
+                    let threads =
+                        self.by_worker.get(&i.id).and_then(|c| self.workers.get(c)).map_or(1, |w| w.nthreads);
                     i.processing.min(threads as usize)
                 })
                 .sum(),

@@ -152,7 +152,9 @@ impl Shared {
 async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), WorkerError> {
     let name = options.name.clone().unwrap_or_else(|| format!("worker-{}", std::process::id()));
     let connect_err = |error| WorkerError::Connect { address: options.scheduler.clone(), error };
-    let conn = comm::connect(&options.scheduler, Role::Worker, &name, &options.security).await.map_err(connect_err)?;
+    let conn = comm::connect(&options.scheduler, Role::Worker, &name, &options.security)
+        .await
+        .map_err(connect_err)?;
     // Serve data where the scheduler's connection left this machine, unless told.
     let host = match &options.host {
         Some(h) => h.clone(),
@@ -160,7 +162,8 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     };
     let listener = TcpListener::bind((host.as_str(), 0)).await?;
     let port = listener.local_addr()?.port();
-    let address = if host.contains(':') { format!("tcp://[{host}]:{port}") } else { format!("tcp://{host}:{port}") };
+    let address =
+        if host.contains(':') { format!("tcp://[{host}]:{port}") } else { format!("tcp://{host}:{port}") };
 
     let (reports_tx, mut reports_rx) = mpsc::unbounded_channel::<Vec<WorkerMsg>>();
     let gpu = match brisk_engine::gpu::probe() {
@@ -193,7 +196,8 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     let mut threads = Vec::new();
     for i in 0..options.nthreads.max(1) {
         let s = shared.clone();
-        threads.push(std::thread::Builder::new().name(format!("brisk-task-{i}")).spawn(move || s.task_loop())?);
+        threads
+            .push(std::thread::Builder::new().name(format!("brisk-task-{i}")).spawn(move || s.task_loop())?);
     }
     let data_server = tokio::spawn(data_server(listener, shared.clone()));
 
@@ -380,7 +384,10 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<Key>, who_has: Vec<String>) {
         // Nobody waits any more (the scheduler cancelled the tasks): stop.
         {
             let st = shared.lock();
-            if left.iter().all(|k| st.fetching.get(k).is_none_or(|w| w.iter().all(|t| !st.tasks.contains_key(t)))) {
+            if left
+                .iter()
+                .all(|k| st.fetching.get(k).is_none_or(|w| w.iter().all(|t| !st.tasks.contains_key(t))))
+            {
                 drop(st);
                 for k in left {
                     shared.lock().fetching.remove(&k);
@@ -435,7 +442,11 @@ fn land(shared: &Shared, key: Key, value: Result<Value, TaskError>) {
 }
 
 /// Ask a peer for values, over a pooled connection.
-async fn get_data(shared: &Shared, addr: &str, keys: Vec<Key>) -> Result<Vec<(Key, Option<Value>)>, CommError> {
+async fn get_data(
+    shared: &Shared,
+    addr: &str,
+    keys: Vec<Key>,
+) -> Result<Vec<(Key, Option<Value>)>, CommError> {
     let pooled = shared.peers.lock().unwrap_or_else(|e| e.into_inner()).get_mut(addr).and_then(Vec::pop);
     let mut conn = match pooled {
         Some(c) => c,
@@ -477,7 +488,11 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                     let st = shared.lock();
                     keys.into_iter()
                         .map(|k| {
-                            let v = st.data.get(&k).cloned().or_else(|| st.fetched.get(&k).map(|(v, _)| v.clone()));
+                            let v = st
+                                .data
+                                .get(&k)
+                                .cloned()
+                                .or_else(|| st.fetched.get(&k).map(|(v, _)| v.clone()));
                             (k, v)
                         })
                         .collect()
@@ -520,7 +535,8 @@ impl Shared {
             let micros = start.elapsed().as_secs_f64() * 1e6;
             st = self.lock();
             st.running -= 1;
-            let current = st.tasks.get(&next.key).is_some_and(|t| t.run == next.run && Arc::ptr_eq(&t.cancel, &cancel));
+            let current =
+                st.tasks.get(&next.key).is_some_and(|t| t.run == next.run && Arc::ptr_eq(&t.cancel, &cancel));
             if !current {
                 continue; // cancelled meanwhile: nobody wants this result
             }
@@ -533,14 +549,25 @@ impl Shared {
                         st.data_bytes = st.data_bytes.saturating_sub(old.nbytes());
                     }
                     st.data_bytes += nbytes;
-                    self.report(WorkerMsg::Finished { key: next.key, run: next.run, nbytes, duration_us: micros });
+                    self.report(WorkerMsg::Finished {
+                        key: next.key,
+                        run: next.run,
+                        nbytes,
+                        duration_us: micros,
+                    });
                 }
                 Err(error) => self.report(WorkerMsg::Failed { key: next.key, run: next.run, error }),
             }
         }
     }
 
-    fn run_task(&self, key: &Key, op: &Blob, inputs: &[Value], cancel: &Arc<AtomicBool>) -> Result<Value, TaskError> {
+    fn run_task(
+        &self,
+        key: &Key,
+        op: &Blob,
+        inputs: &[Value],
+        cancel: &Arc<AtomicBool>,
+    ) -> Result<Value, TaskError> {
         let op: Op = crate::protocol::decode(&op.0)
             .map_err(|e| TaskError::internal(format!("the task's operation cannot be read: {e}")))?;
         let ctx = TaskContext { key, cancelled: cancel, interrupt: None };

@@ -89,6 +89,9 @@ fn session_thread(out: UnboundedSender<Out>) -> (mpsc::Sender<Job>, brisk_engine
         .name("brisk-kernel-session".into())
         .spawn(move || {
             let mut session = Session::new();
+            if let Err(e) = session.connect_from_env() {
+                let _ = out.send(Out::Stderr(format!("{e}; running on this machine's threads\n")));
+            }
             let o = out.clone();
             session.set_output(Arc::new(move |s: &str| {
                 let _ = o.send(Out::Stdout(format!("{s}\n")));

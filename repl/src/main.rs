@@ -179,6 +179,7 @@ fn report_panics_once() {
 fn run_file(path: &std::path::Path, progress: bool) -> anyhow::Result<ExitCode> {
     let text = source::read_file(path)?;
     let mut session = Session::new();
+    session.connect_from_env().map_err(anyhow::Error::msg)?;
     session.set_output(std::sync::Arc::new(dash::inline::print_line));
     interrupt_on_ctrl_c(&session, true);
     let bar = (progress && std::io::stderr().is_terminal())
@@ -192,6 +193,7 @@ fn run_file(path: &std::path::Path, progress: bool) -> anyhow::Result<ExitCode> 
 /// piped (`echo '...' | brisk`), without prompts or colours.
 fn repl() -> anyhow::Result<ExitCode> {
     let mut session = Session::new();
+    session.connect_from_env().map_err(anyhow::Error::msg)?;
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         let text = source::read_stdin()?;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use brisk_distributed::{Security, SchedulerOptions, WorkerOptions};
+use brisk_distributed::{SchedulerOptions, Security, WorkerOptions};
 
 #[derive(clap::Args)]
 pub struct SchedulerArgs {
@@ -89,7 +89,8 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         options.nthreads = n;
     }
     if let Some(m) = &args.memory_limit {
-        let bytes = brisk_engine::memory::parse_size(m).map_err(|e| anyhow::anyhow!("--memory-limit: {e}"))?;
+        let bytes =
+            brisk_engine::memory::parse_size(m).map_err(|e| anyhow::anyhow!("--memory-limit: {e}"))?;
         options.memory_limit = Some(bytes);
         brisk_engine::memory::set_limit(Some(bytes));
     }
@@ -119,8 +120,12 @@ pub fn parse_resources(s: &str) -> anyhow::Result<Vec<(String, f64)>> {
         let Some((name, amount)) = part.split_once('=') else {
             anyhow::bail!("--resources: {part:?} is not NAME=AMOUNT");
         };
-        let amount: f64 = amount.trim().parse().map_err(|_| anyhow::anyhow!("--resources: {amount:?} is not a number"))?;
-        anyhow::ensure!(amount.is_finite() && amount >= 0.0, "--resources: {name} must be a non-negative number");
+        let amount: f64 =
+            amount.trim().parse().map_err(|_| anyhow::anyhow!("--resources: {amount:?} is not a number"))?;
+        anyhow::ensure!(
+            amount.is_finite() && amount >= 0.0,
+            "--resources: {name} must be a non-negative number"
+        );
         out.push((name.trim().to_string(), amount));
     }
     Ok(out)

@@ -78,6 +78,20 @@ impl Session {
         }
     }
 
+    /// Join the scheduler named by `BRISK_SCHEDULER_ADDRESS` (Dask's
+    /// `DASK_SCHEDULER_ADDRESS`), with `BRISK_TOKEN`, when it is set: the
+    /// session's graphs then run on that cluster from the first line.
+    pub fn connect_from_env(&self) -> Result<(), String> {
+        let Some(address) = std::env::var("BRISK_SCHEDULER_ADDRESS").ok().filter(|a| !a.is_empty()) else {
+            return Ok(());
+        };
+        let security = brisk_distributed::Security::with_token(None);
+        let client = brisk_distributed::RemoteClient::connect(&address, security, self.state.config().fuse)
+            .map_err(|e| format!("cannot connect to BRISK_SCHEDULER_ADDRESS={address}: {e}"))?;
+        self.state.attach_cluster(crate::state::Cluster { client: Arc::new(client), local: None });
+        Ok(())
+    }
+
     pub fn state(&self) -> &Arc<SessionState> {
         &self.state
     }

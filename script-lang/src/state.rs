@@ -6,11 +6,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+use brisk_distributed::{LocalCluster, RemoteClient};
 use brisk_engine::graph::Annotations;
 use brisk_engine::graph::layer::{LayerRef, materialize};
 use brisk_engine::local::{LocalConfig, Runtime};
 use brisk_engine::runner::{Code, SourceChunk, UdfRunner};
-use brisk_distributed::{LocalCluster, RemoteClient};
 use brisk_engine::{CancelToken, Client, Future, Graph, Key, Value};
 use rhai::{AST, Dynamic, EvalAltResult, Map};
 

@@ -80,7 +80,11 @@ fn int_option(m: &Map, key: &str, min: i64, max: i64) -> Res<Option<usize>> {
 }
 
 fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
-    let m = options(m, "local_cluster", &["workers", "threads", "memory_limit", "processes", "resources", "token"])?;
+    let m = options(
+        m,
+        "local_cluster",
+        &["workers", "threads", "memory_limit", "processes", "resources", "token"],
+    )?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = int_option(&m, "workers", 0, 256)?.unwrap_or_else(|| cores.div_ceil(4).max(1));
     let threads = int_option(&m, "threads", 1, 1024)?.unwrap_or_else(|| (cores / workers.max(1)).max(1));
@@ -100,21 +104,31 @@ fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
                 .ok_or_else(|| runtime("local_cluster: memory_limit must be a positive number of bytes"))?,
         ),
         Some(v) => {
-            let s = v.clone().into_string().map_err(|_| wrong_type("local_cluster", "a size for memory_limit", v))?;
-            Some(brisk_engine::memory::parse_size(&s).map_err(|e| runtime(format!("local_cluster: memory_limit: {e}")))?)
+            let s = v
+                .clone()
+                .into_string()
+                .map_err(|_| wrong_type("local_cluster", "a size for memory_limit", v))?;
+            Some(
+                brisk_engine::memory::parse_size(&s)
+                    .map_err(|e| runtime(format!("local_cluster: memory_limit: {e}")))?,
+            )
         }
     };
     let resources = match m.get("resources") {
         None => Vec::new(),
         Some(v) => {
-            let r = v.read_lock::<Map>().ok_or_else(|| wrong_type("local_cluster", "a map for resources", v))?;
+            let r =
+                v.read_lock::<Map>().ok_or_else(|| wrong_type("local_cluster", "a map for resources", v))?;
             let mut out = Vec::new();
             for (k, x) in r.iter() {
-                let amount = x.as_float().or_else(|_| x.as_int().map(|i| i as f64)).map_err(|_| {
-                    runtime(format!("local_cluster: resource {k} must be a number"))
-                })?;
+                let amount = x
+                    .as_float()
+                    .or_else(|_| x.as_int().map(|i| i as f64))
+                    .map_err(|_| runtime(format!("local_cluster: resource {k} must be a number")))?;
                 if !(amount.is_finite() && amount >= 0.0) {
-                    return Err(runtime(format!("local_cluster: resource {k} must be a non-negative number")));
+                    return Err(runtime(format!(
+                        "local_cluster: resource {k} must be a non-negative number"
+                    )));
                 }
                 out.push((k.to_string(), amount));
             }
@@ -123,7 +137,9 @@ fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
     };
     let token = match m.get("token") {
         None => Security::with_token(None).token,
-        Some(v) => Some(v.clone().into_string().map_err(|_| wrong_type("local_cluster", "a string for token", v))?),
+        Some(v) => {
+            Some(v.clone().into_string().map_err(|_| wrong_type("local_cluster", "a string for token", v))?)
+        }
     };
     state.detach_cluster();
     let opts = LocalClusterOptions { workers, threads, memory_limit, resources, token: token.clone() };
@@ -167,7 +183,9 @@ fn scale(state: &SessionState, n: i64) -> Res<()> {
         }
         Ok(())
     });
-    outcome.unwrap_or_else(|| Err(runtime("scale: the session has no cluster; start one with local_cluster(#{workers: N})")))
+    outcome.unwrap_or_else(|| {
+        Err(runtime("scale: the session has no cluster; start one with local_cluster(#{workers: N})"))
+    })
 }
 
 fn restart(state: &SessionState) -> Res<()> {

@@ -1,0 +1,279 @@
+//! The cluster with real processes: a scheduler and workers of the brisk
+//! binary on loopback ports (`support/cluster.rs`). Each test checks the
+//! scheduler's invariants at the end and leaves no process or port behind.
+//! The golden scripts run on a cluster too (`tests/golden.rs`).
+
+#[path = "support/cluster.rs"]
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use brisk_distributed::protocol::{self, Hello, MAGIC, Reply, Role};
+use support::{TestCluster, alive, brisk, run_with_deadline};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// `script` run on the embedded local scheduler.
+fn run_locally(script: &str) -> Output {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = std::env::temp_dir().join(format!("brisk-cluster-local-{}-{n}.rhai", std::process::id()));
+    std::fs::write(&file, script).expect("write");
+    let out = run_with_deadline(
+        brisk()
+            .args(["run", "--no-progress"])
+            .arg(&file)
+            .env_remove("BRISK_SCHEDULER_ADDRESS")
+            .env("NO_COLOR", "1"),
+        DEADLINE,
+        String::new,
+    );
+    let _ = std::fs::remove_file(&file);
+    out
+}
+
+const FUTURES: &str = r#"
+fn inc(x) { x + 1 }
+let futs = map(inc, [1, 2, 3, 4, 5, 6, 7, 8]);
+print(gather(futs));
+let total = submit(|xs| { let t = 0; for x in xs { t += x; } t }, futs);
+print(total.result());
+let seen = [];
+for f in as_completed(futs) { seen.push(f.result()); }
+seen.sort();
+print(seen);
+let s = scatter([10, 20, 30]);
+print(gather(map(|x| x * 2, s)));
+let bad = submit(|x| x / 0, 1);
+try { bad.result(); } catch (e) { print("caught: " + e.message); }
+let f = submit(inc, 41);
+f.cancel();
+print(f.status);
+let x = random([300, 200], #{chunks: [100, 50], seed: 7});
+let p = (x * 2.0).persist();
+print(p.sum().compute());
+print((p.T @ p).sum().compute());
+let b = from_sequence([1, 2, 3, 4, 5, 6], #{npartitions: 3}).persist();
+print(b.map(|v| v * v).sum().compute());
+let d = delayed(|a, b| a * b).call(6, 7).persist();
+print(d.compute());
+print(submit(|a, b| a + b, d, total).result());
+"#;
+
+#[test]
+fn futures_persist_and_collections_give_the_local_answers_on_two_workers() {
+    let c = TestCluster::start(2);
+    let local = run_locally(FUTURES);
+    assert_ok(&local, "the local run");
+    let remote = c.run(FUTURES, DEADLINE);
+    assert_ok(&remote, "the cluster run");
+    assert_eq!(text(&remote.stdout), text(&local.stdout));
+    // Both workers did some of the work, and everything released is gone.
+    c.validate();
+    c.finish();
+}
+
+const SLOW: &str = r#"
+fn slow(i) { let s = 0; for k in 0..200000 { s += k % 7; } s + i }
+let parts = [];
+for i in 0..24 { parts.push(delayed(slow).call(i)); }
+let total = delayed(|xs| { let t = 0; for x in xs { t += x; } t }).call(parts);
+print(total.compute());
+"#;
+
+#[test]
+fn a_worker_killed_mid_graph_gives_the_exact_result() {
+    let mut c = TestCluster::start(2);
+    let local = run_locally(SLOW);
+    assert_ok(&local, "the local run");
+    // Kill one worker while the graph runs; its tasks and results move to the other.
+    // Once w0 holds results and runs a task: both must be recovered.
+    let victim = c.workers[0].id();
+    let address = c.address.clone();
+    let killer = std::thread::spawn(move || {
+        let watch =
+            brisk_distributed::RemoteClient::connect(&address, Default::default(), true).expect("watch");
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            let rows = watch.worker_rows().expect("rows");
+            if rows.iter().any(|r| r.name == "w0" && r.processing > 0 && r.in_memory > 0) {
+                let _ = std::process::Command::new("kill").arg("-KILL").arg(victim.to_string()).status();
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    });
+    let remote = c.run(SLOW, DEADLINE);
+    assert!(killer.join().expect("killer"), "w0 never ran a task while holding a result");
+    assert_ok(&remote, "the cluster run");
+    assert_eq!(text(&remote.stdout), text(&local.stdout));
+    let _ = c.workers[0].wait();
+    assert_eq!(c.client().worker_rows().expect("rows").len(), 1, "the dead worker was removed");
+    c.finish();
+}
+
+#[test]
+fn wrong_or_missing_tokens_are_refused() {
+    let c = TestCluster::start_with(1, Some("s3cret"), &[]);
+    let worker = |args: &[&str]| {
+        run_with_deadline(
+            brisk().arg("worker").arg(&c.address).args(args).env_remove("BRISK_TOKEN").stdin(Stdio::null()),
+            Duration::from_secs(30),
+            String::new,
+        )
+    };
+    let wrong = worker(&["--token", "guess"]);
+    assert!(!wrong.status.success());
+    assert!(text(&wrong.stderr).contains("refused: wrong token"), "{}", text(&wrong.stderr));
+    let none = worker(&[]);
+    assert!(!none.status.success());
+    assert!(text(&none.stderr).contains("needs a token"), "{}", text(&none.stderr));
+
+    // A session without the token cannot connect; with it, it computes.
+    let script = "print(submit(|x| x * 3, 14).result());";
+    let file = std::env::temp_dir().join(format!("brisk-token-{}.rhai", std::process::id()));
+    std::fs::write(&file, script).expect("write");
+    let run = |token: Option<&str>| {
+        let mut cmd = brisk();
+        cmd.args(["run", "--no-progress"])
+            .arg(&file)
+            .env("BRISK_SCHEDULER_ADDRESS", &c.address)
+            .env_remove("BRISK_TOKEN");
+        if let Some(t) = token {
+            cmd.env("BRISK_TOKEN", t);
+        }
+        run_with_deadline(&mut cmd, Duration::from_secs(60), String::new)
+    };
+    let refused = run(None);
+    assert!(!refused.status.success());
+    assert!(text(&refused.stderr).contains("needs a token"), "{}", text(&refused.stderr));
+    let ok = run(Some("s3cret"));
+    let _ = std::fs::remove_file(&file);
+    assert_ok(&ok, "the run with the token");
+    assert_eq!(text(&ok.stdout), "42\n");
+    c.finish();
+}
+
+/// Raw bytes at a port: what comes back (until the peer closes or 5 s pass).
+fn poke(address: &str, bytes: &[u8]) -> Vec<u8> {
+    let addr = address.trim_start_matches("tcp://");
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    let _ = s.write_all(bytes);
+    let mut back = Vec::new();
+    let _ = s.read_to_end(&mut back);
+    back
+}
+
+#[test]
+fn garbage_oversized_frames_and_wrong_versions_are_dropped_and_the_cluster_goes_on() {
+    let c = TestCluster::start(1);
+    let data = c.client().worker_rows().expect("rows")[0].address.clone();
+    for target in [c.address.as_str(), data.as_str()] {
+        // Random bytes; a header announcing 1 TiB; an empty connection.
+        poke(target, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        poke(target, &(1u64 << 40).to_le_bytes());
+        poke(target, &[]);
+        let mut noise = vec![0u8; 4096];
+        for (i, b) in noise.iter_mut().enumerate() {
+            *b = (i * 7919 % 251) as u8;
+        }
+        poke(target, &noise);
+        // A brisk hello of another version is told why.
+        let hello =
+            Hello { magic: MAGIC.into(), version: 999, role: Role::Peer, token: None, name: "old".into() };
+        let back = poke(target, &protocol::encode(&hello).expect("encode"));
+        let reply: Reply = protocol::decode_frame(&back, protocol::HANDSHAKE_MAX).expect("a reply");
+        assert!(matches!(&reply, Reply::Refused { reason } if reason.contains("version 999")), "{reply:?}");
+    }
+    let out = c.run("print(gather(map(|x| x + 1, [1, 2, 3])));", DEADLINE);
+    assert_ok(&out, "a run after the garbage");
+    assert_eq!(text(&out.stdout), "[2, 3, 4]\n");
+    c.finish();
+}
+
+/// brisk processes started with `--exit-with-parent` (local clusters), by pid.
+fn cluster_children() -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let cmd = text(&cmd);
+        if cmd.contains(env!("CARGO_BIN_EXE_brisk")) && cmd.contains("--exit-with-parent") && alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn wait_gone(pids: &[u32]) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<u32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn local_cluster_runs_worker_processes_and_leaves_none_behind() {
+    let before = cluster_children();
+    let script = r#"
+let c = local_cluster(#{workers: 2, threads: 1});
+let w = c.workers();
+print(w.len());
+print(w.map(|r| r.threads));
+print(config().scheduler);
+print(gather(map(|x| x * x, [1, 2, 3])));
+c.scale(3);
+print(c.workers().len());
+c.scale(1);
+print(c.workers().len());
+print(from_sequence([1, 2, 3, 4], #{npartitions: 2}).sum().compute());
+"#;
+    let out = run_locally(script);
+    assert_ok(&out, "the local_cluster script");
+    assert_eq!(text(&out.stdout), "2\n[1, 1]\ndistributed\n[1, 4, 9]\n3\n1\n10\n");
+    let left: Vec<u32> = cluster_children().into_iter().filter(|p| !before.contains(p)).collect();
+    assert_eq!(wait_gone(&left), Vec::<u32>::new(), "processes left after the script ended");
+
+    // A session killed outright takes its cluster with it.
+    let file = std::env::temp_dir().join(format!("brisk-orphans-{}.rhai", std::process::id()));
+    std::fs::write(&file, "local_cluster(#{workers: 2, threads: 1}); print(\"up\"); loop { }")
+        .expect("write");
+    let mut child =
+        brisk().args(["run", "--no-progress"]).arg(&file).stdout(Stdio::piped()).spawn().expect("run");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("read");
+    assert_eq!(line, "up\n");
+    let started: Vec<u32> = cluster_children().into_iter().filter(|p| !before.contains(p)).collect();
+    assert_eq!(started.len(), 3, "a scheduler and two workers: {started:?}");
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(wait_gone(&started), Vec::<u32>::new(), "orphans after the session was killed");
+}

@@ -1,0 +1,202 @@
+//! A cluster of real processes for tests (distributed's `gen_cluster`): a
+//! scheduler and workers of the `brisk` binary on ephemeral loopback
+//! ports. `finish` checks the scheduler's invariants, stops everything and
+//! fails if a process or the scheduler's port is left; dropping the fixture
+//! (a failed test) kills whatever still runs.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use brisk_distributed::{RemoteClient, Security};
+
+pub fn brisk() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_brisk"))
+}
+
+pub struct TestCluster {
+    pub address: String,
+    pub token: Option<String>,
+    scheduler: Child,
+    pub workers: Vec<Child>,
+    client: Option<RemoteClient>,
+}
+
+impl TestCluster {
+    /// A scheduler and `n` one-thread workers, all joined.
+    pub fn start(n: usize) -> TestCluster {
+        TestCluster::start_with(n, None, &[])
+    }
+
+    pub fn start_with(n: usize, token: Option<&str>, scheduler_args: &[&str]) -> TestCluster {
+        let mut cmd = brisk();
+        cmd.args(["scheduler", "--host", "127.0.0.1", "--port", "0"]).args(scheduler_args);
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
+        }
+        let mut scheduler = cmd
+            .env_remove("BRISK_TOKEN")
+            .env("BRISK_LOG", "warning")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the scheduler");
+        let mut line = String::new();
+        BufReader::new(scheduler.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
+        let address = line.split_whitespace().last().expect("an address").to_string();
+        assert!(address.starts_with("tcp://127.0.0.1:"), "scheduler printed {line:?}");
+        let security = Security { token: token.map(str::to_string) };
+        let client = RemoteClient::connect(&address, security, true).expect("connect the fixture's client");
+        let mut c = TestCluster {
+            address,
+            token: token.map(str::to_string),
+            scheduler,
+            workers: Vec::new(),
+            client: Some(client),
+        };
+        for _ in 0..n {
+            c.add_worker(&[]);
+        }
+        c.client().wait_for_workers(n, Duration::from_secs(30)).expect("workers join");
+        c
+    }
+
+    pub fn add_worker(&mut self, args: &[&str]) {
+        let name = format!("w{}", self.workers.len());
+        let mut cmd = brisk();
+        cmd.args(["worker", &self.address, "--nthreads", "1", "--name", &name]).args(args);
+        if let Some(t) = &self.token {
+            cmd.args(["--token", t]);
+        }
+        // Started where the sessions run, as workers on a shared file
+        // system would be: scripts name their files relative to it.
+        cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+        let child = cmd
+            .env_remove("BRISK_TOKEN")
+            .env("BRISK_LOG", "warning")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start a worker");
+        self.workers.push(child);
+    }
+
+    pub fn client(&self) -> &RemoteClient {
+        self.client.as_ref().expect("the fixture's client")
+    }
+
+    /// `brisk run` of `script` with the session connected to this cluster;
+    /// past `deadline` the run is killed and the test fails with the
+    /// scheduler's view of the workers.
+    pub fn run(&self, script: &str, deadline: Duration) -> Output {
+        let dir = std::env::temp_dir().join(format!("brisk-cluster-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let file = dir.join(format!("s{n}-{}.rhai", rand_suffix()));
+        std::fs::write(&file, script).expect("write the script");
+        let out = run_with_deadline(
+            brisk()
+                .args(["run", "--no-progress"])
+                .arg(&file)
+                .env("BRISK_SCHEDULER_ADDRESS", &self.address)
+                .env("NO_COLOR", "1"),
+            deadline,
+            || format!("{:?}", self.client().worker_rows()),
+        );
+        let _ = std::fs::remove_file(&file);
+        let _ = std::fs::remove_dir(&dir);
+        out
+    }
+
+    /// The scheduler's invariants hold.
+    pub fn validate(&self) {
+        if let Err(e) = self.client().validate() {
+            panic!("the scheduler's state is invalid: {e}");
+        }
+    }
+
+    /// Validate, stop every process, and fail on anything left behind.
+    pub fn finish(mut self) {
+        self.validate();
+        self.client.take();
+        let port = self.address.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).expect("port");
+        self.stop();
+        for c in self.workers.iter_mut().chain(std::iter::once(&mut self.scheduler)) {
+            assert!(matches!(c.try_wait(), Ok(Some(_))), "process {} is still running", c.id());
+        }
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "the scheduler's port {port} is still open"
+        );
+    }
+
+    fn stop(&mut self) {
+        // SIGTERM closes each process cleanly.
+        for c in self.workers.iter_mut().chain(std::iter::once(&mut self.scheduler)) {
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for c in self.workers.iter_mut().chain(std::iter::once(&mut self.scheduler)) {
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("process {} ignored SIGTERM", c.id());
+            }
+        }
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        self.client.take();
+        for c in self.workers.iter_mut().chain(std::iter::once(&mut self.scheduler)) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(Instant::now().elapsed().as_nanos() as u64);
+    h.finish()
+}
+
+/// Run `cmd` to the end, or kill it at `deadline` and fail with `state()`.
+pub fn run_with_deadline(cmd: &mut Command, deadline: Duration, state: impl Fn() -> String) -> Output {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start brisk");
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return child.wait_with_output().expect("output"),
+            Ok(None) if start.elapsed() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("output");
+                panic!(
+                    "no result within {deadline:?}; cluster: {}\nstdout:\n{}\nstderr:\n{}",
+                    state(),
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+}
+
+/// Whether a process still runs (a zombie counts as gone).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
+}
