@@ -63,7 +63,7 @@ let s = scatter([10, 20, 30]);
 print(gather(map(|x| x * 2, s)));
 let bad = submit(|x| x / 0, 1);
 try { bad.result(); } catch (e) { print("caught: " + e.message); }
-let f = submit(inc, 41);
+let f = submit(|x| { while true {} x }, 41);
 f.cancel();
 print(f.status);
 let x = random([300, 200], #{chunks: [100, 50], seed: 7});
@@ -250,10 +250,12 @@ print(c.workers().len());
 c.scale(1);
 print(c.workers().len());
 print(from_sequence([1, 2, 3, 4], #{npartitions: 2}).sum().compute());
+c.close();
+print(config().scheduler);
 "#;
     let out = run_locally(script);
     assert_ok(&out, "the local_cluster script");
-    assert_eq!(text(&out.stdout), "2\n[1, 1]\ndistributed\n[1, 4, 9]\n3\n1\n10\n");
+    assert_eq!(text(&out.stdout), "2\n[1, 1]\ndistributed\n[1, 4, 9]\n3\n1\n10\nthreads\n");
     let left: Vec<u32> = cluster_children().into_iter().filter(|p| !before.contains(p)).collect();
     assert_eq!(wait_gone(&left), Vec::<u32>::new(), "processes left after the script ended");
 

@@ -572,7 +572,7 @@ impl State {
             ));
         }
         for w in self.workers.values() {
-            if self.by_worker.get(&w.id).is_none() {
+            if !self.by_worker.contains_key(&w.id) {
                 return Err(format!("worker {} has no connection entry", w.name));
             }
         }
