@@ -18,8 +18,8 @@ use brisk_engine::value::Value;
 use rustc_hash::FxHashMap;
 use tokio::sync::mpsc;
 
-use crate::comm::{self, CommError, Conn};
-use crate::protocol::{Blob, ClientMsg, PeerMsg, PeerReply, Role, TaskDef, ToClient, WorkerRow};
+use crate::comm::{self, CommError, Conn, PeerPool};
+use crate::protocol::{Blob, ClientMsg, Role, TaskDef, ToClient, WorkerRow};
 use crate::security::Security;
 
 /// How long a request to the scheduler (a graph, `workers()`) may wait for its answer.
@@ -33,13 +33,12 @@ pub struct RemoteClient {
 
 struct Shared {
     address: String,
-    security: Security,
     fuse: bool,
     tx: mpsc::UnboundedSender<Vec<ClientMsg>>,
     handle: tokio::runtime::Handle,
     state: Mutex<State>,
     next_id: AtomicU64,
-    peers: Mutex<FxHashMap<String, Vec<Conn>>>,
+    peers: PeerPool,
 }
 
 #[derive(Default)]
@@ -65,29 +64,18 @@ impl RemoteClient {
             .build()?;
         let name = format!("client-{}", std::process::id());
         let conn = rt.block_on(comm::connect(address, Role::Client, &name, &security))?;
-        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<ClientMsg>>();
+        let (tx, rx) = mpsc::unbounded_channel::<Vec<ClientMsg>>();
         let shared = Arc::new(Shared {
             address: address.to_string(),
-            security,
+            peers: PeerPool::new(security, &name),
             fuse,
             tx,
             handle: rt.handle().clone(),
             state: Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
-            peers: Mutex::new(FxHashMap::default()),
         });
-        let Conn { mut reader, mut writer, .. } = conn;
-        rt.spawn(async move {
-            while let Some(mut batch) = rx.recv().await {
-                while let Ok(more) = rx.try_recv() {
-                    batch.extend(more);
-                }
-                if writer.send(&batch).await.is_err() {
-                    break;
-                }
-            }
-            writer.shutdown().await;
-        });
+        let Conn { mut reader, writer, .. } = conn;
+        rt.spawn(comm::send_batches(writer, rx));
         let weak = Arc::downgrade(&shared);
         rt.spawn(async move {
             let reason = loop {
@@ -243,21 +231,10 @@ impl Shared {
     }
 
     fn submit(self: &Arc<Self>, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
-        let culled = graph::cull::cull(graph, outputs);
-        let optimized = if self.fuse {
-            // Keys held already must stay addressable, or fusion would compute them again.
-            let mut keep = outputs.to_vec();
-            {
-                let st = self.lock();
-                keep.extend(
-                    culled.tasks().iter().filter(|t| st.held.contains_key(&t.key)).map(|t| t.key.clone()),
-                );
-            }
-            graph::fuse::fuse(culled, &keep)
-        } else {
-            culled
+        let (optimized, order) = {
+            let st = self.lock();
+            graph::optimize(graph, outputs, self.fuse, |k| st.held.contains_key(k))
         };
-        let order = graph::order::order(&optimized, outputs);
         let mut tasks = Vec::with_capacity(optimized.len());
         for (t, o) in optimized.into_tasks().into_iter().zip(order) {
             let op = rmp_serde::to_vec(&t.op).map_err(|e| {
@@ -320,14 +297,16 @@ impl Shared {
             for addr in &who_has {
                 let got = self.handle.block_on(async {
                     tokio::select! {
-                        r = get_data(self, addr, key) => Some(r),
+                        r = self.peers.get_data(addr, vec![key.clone()]) => Some(r),
                         _ = cancelled(cancel) => None,
                     }
                 });
                 match got {
                     None => return Err(EngineError::Cancelled),
-                    Some(Ok(Some(v))) => return Ok(v),
-                    Some(Ok(None)) => last = format!("{addr} no longer holds it"),
+                    Some(Ok(mut values)) => match values.pop().and_then(|(_, v)| v) {
+                        Some(v) => return Ok(v),
+                        None => last = format!("{addr} no longer holds it"),
+                    },
                     Some(Err(e)) => last = format!("{addr}: {e}"),
                 }
             }
@@ -362,20 +341,6 @@ async fn cancelled(cancel: &CancelToken) {
     while !cancel.is_cancelled() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-async fn get_data(shared: &Shared, addr: &str, key: &Key) -> Result<Option<Value>, CommError> {
-    let pooled = shared.peers.lock().unwrap_or_else(|e| e.into_inner()).get_mut(addr).and_then(Vec::pop);
-    let mut conn = match pooled {
-        Some(c) => c,
-        None => comm::connect(addr, Role::Peer, "client", &shared.security).await?,
-    };
-    conn.writer.send(&PeerMsg::GetData { keys: vec![key.clone()] }).await?;
-    let Some(PeerReply::Data { mut values }) = conn.reader.next::<PeerReply>().await? else {
-        return Err(CommError::Refused("the worker closed the connection".into()));
-    };
-    shared.peers.lock().unwrap_or_else(|e| e.into_inner()).entry(addr.to_string()).or_default().push(conn);
-    Ok(values.pop().and_then(|(_, v)| v))
 }
 
 impl FutureHost for Shared {

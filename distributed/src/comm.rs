@@ -3,15 +3,21 @@
 //! size limit and the handshake a deadline, so a peer that sends garbage,
 //! too much or nothing is dropped with a reason and never holds a process.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
+use brisk_engine::key::Key;
+use brisk_engine::value::Value;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::protocol::{
-    self, HANDSHAKE_MAX, HEADER, Hello, MAGIC, MAX_FRAME, ProtocolError, Reply, Role, VERSION,
+    self, HANDSHAKE_MAX, HEADER, Hello, MAGIC, MAX_FRAME, PeerMsg, PeerReply, ProtocolError, Reply, Role,
+    VERSION,
 };
 use crate::security::Security;
 
@@ -124,6 +130,50 @@ impl FrameWriter {
 
     pub async fn shutdown(&mut self) {
         let _ = self.w.shutdown().await;
+    }
+}
+
+/// A connection's writer side: send everything queued on `rx` as one
+/// frame per wake-up, so bursts batch without timers; ends when the
+/// channel closes or the peer goes.
+pub async fn send_batches<T: Serialize>(mut w: FrameWriter, mut rx: UnboundedReceiver<Vec<T>>) {
+    while let Some(mut batch) = rx.recv().await {
+        while let Ok(more) = rx.try_recv() {
+            batch.extend(more);
+        }
+        if w.send(&batch).await.is_err() {
+            break;
+        }
+    }
+    w.shutdown().await;
+}
+
+/// Connections to workers' data ports, kept open for the next request:
+/// how workers fetch inputs and clients fetch results.
+pub struct PeerPool {
+    security: Security,
+    name: String,
+    idle: Mutex<FxHashMap<String, Vec<Conn>>>,
+}
+
+impl PeerPool {
+    pub fn new(security: Security, name: &str) -> PeerPool {
+        PeerPool { security, name: name.to_string(), idle: Mutex::new(FxHashMap::default()) }
+    }
+
+    /// The values of `keys` held at `addr` (`None` for those it does not hold).
+    pub async fn get_data(&self, addr: &str, keys: Vec<Key>) -> Result<Vec<(Key, Option<Value>)>, CommError> {
+        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).get_mut(addr).and_then(Vec::pop);
+        let mut conn = match pooled {
+            Some(c) => c,
+            None => connect(addr, Role::Peer, &self.name, &self.security).await?,
+        };
+        conn.writer.send(&PeerMsg::GetData { keys }).await?;
+        let Some(PeerReply::Data { values }) = conn.reader.next::<PeerReply>().await? else {
+            return Err(CommError::Refused("the peer closed the connection".into()));
+        };
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).entry(addr.to_string()).or_default().push(conn);
+        Ok(values)
     }
 }
 

@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use brisk_engine::diagnostics::Snapshot;
@@ -17,11 +16,10 @@ use brisk_engine::error::{TaskError, TaskErrorKind};
 use brisk_engine::key::Key;
 use brisk_engine::scheduler::{Action, NewTask, Scheduler, SchedulerConfig, TaskId, WorkerId, WorkerSpec};
 use rustc_hash::FxHashMap;
-use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use crate::comm::{self, CommError, FrameWriter};
+use crate::comm::{self, CommError};
 use crate::log;
 use crate::protocol::{Blob, ClientMsg, DepAt, Role, TaskDef, ToClient, ToWorker, WorkerMsg, WorkerRow};
 use crate::security::Security;
@@ -46,13 +44,6 @@ impl Default for SchedulerOptions {
             worker_ttl: Duration::from_secs(30),
         }
     }
-}
-
-/// Counters for `/metrics`.
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub refused_handshakes: AtomicU64,
-    pub bytes_in: AtomicU64,
 }
 
 /// A running scheduler; dropping it (or `stop`) closes it.
@@ -131,11 +122,10 @@ async fn serve(
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Ev>();
-    let counters = Arc::new(Counters::default());
     let security = Arc::new(options.security.clone());
     let mut state = State::new(options.worker_ttl);
     log::info("scheduler", &format!("listening at {address}"));
-    let next_conn = AtomicU64::new(1);
+    let mut next_conn: ConnId = 1;
     let ticker = {
         let tx = ev_tx.clone();
         tokio::spawn(async move {
@@ -152,9 +142,18 @@ async fn serve(
         tokio::select! {
             _ = &mut stop => break,
             accepted = listener.accept() => {
-                let Ok((tcp, _)) = accepted else { continue };
-                let conn = next_conn.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(connection(tcp, conn, security.clone(), ev_tx.clone(), counters.clone()));
+                let tcp = match accepted {
+                    Ok((tcp, _)) => tcp,
+                    Err(e) => {
+                        // Out of file descriptors, say: wait instead of spinning.
+                        log::warn("scheduler", &format!("cannot accept a connection: {e}"));
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                let conn = next_conn;
+                next_conn += 1;
+                tokio::spawn(connection(tcp, conn, security.clone(), ev_tx.clone()));
             }
             ev = ev_rx.recv() => {
                 let Some(ev) = ev else { break };
@@ -181,13 +180,11 @@ async fn connection(
     conn: ConnId,
     security: Arc<Security>,
     events: mpsc::UnboundedSender<Ev>,
-    counters: Arc<Counters>,
 ) {
     let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
     let (hello, c) = match comm::accept(tcp, &security, &[Role::Worker, Role::Client]).await {
         Ok(x) => x,
         Err(e) => {
-            counters.refused_handshakes.fetch_add(1, Ordering::Relaxed);
             log::warn("scheduler", &format!("dropped a connection from {peer}: {e}"));
             return;
         }
@@ -210,7 +207,7 @@ async fn connection(
                 }
             };
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(writer(c.writer, rx));
+            tokio::spawn(comm::send_batches(c.writer, rx));
             if events.send(Ev::WorkerJoined { conn, name: name.clone(), reg: first, tx }).is_err() {
                 return;
             }
@@ -218,7 +215,7 @@ async fn connection(
         }
         Role::Client | Role::Peer => {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(writer(c.writer, rx));
+            tokio::spawn(comm::send_batches(c.writer, rx));
             if events.send(Ev::ClientJoined { conn, name: name.clone(), tx }).is_err() {
                 return;
             }
@@ -246,19 +243,6 @@ async fn pump<T: serde::de::DeserializeOwned>(
             Err(e) => return e.to_string(),
         }
     }
-}
-
-/// Send what the scheduler decided: everything queued so far in one frame.
-async fn writer<T: Serialize>(mut w: FrameWriter, mut rx: mpsc::UnboundedReceiver<Vec<T>>) {
-    while let Some(mut batch) = rx.recv().await {
-        while let Ok(more) = rx.try_recv() {
-            batch.extend(more);
-        }
-        if w.send(&batch).await.is_err() {
-            break;
-        }
-    }
-    w.shutdown().await;
 }
 
 /// A task's definition. Its key is kept here too: actions are carried out

@@ -9,23 +9,21 @@
 //! as one frame, so a burst of finished tasks is one message.
 
 use std::collections::BinaryHeap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use brisk_engine::error::TaskError;
-use brisk_engine::exec::execute;
+use brisk_engine::exec::execute_caught;
 use brisk_engine::key::Key;
 use brisk_engine::ops::Op;
 use brisk_engine::runner::{TaskContext, UdfRunner};
 use brisk_engine::value::Value;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use crate::comm::{self, CommError, Conn};
+use crate::comm::{self, CommError, Conn, PeerPool};
 use crate::log;
 use crate::protocol::{Blob, DepAt, PeerMsg, PeerReply, Role, ToWorker, WorkerMsg};
 use crate::security::Security;
@@ -38,7 +36,6 @@ pub struct WorkerOptions {
     pub memory_limit: Option<u64>,
     pub name: Option<String>,
     pub resources: Vec<(String, f64)>,
-    pub local_directory: Option<PathBuf>,
     pub security: Security,
     /// Where to serve data; `None`: the address this machine reaches the
     /// scheduler from.
@@ -54,7 +51,6 @@ impl WorkerOptions {
             memory_limit: None,
             name: None,
             resources: Vec::new(),
-            local_directory: None,
             security: Security::default(),
             host: None,
             heartbeat: Duration::from_millis(500),
@@ -135,8 +131,7 @@ struct Shared {
     udfs: Arc<dyn UdfRunner>,
     reports: mpsc::UnboundedSender<Vec<WorkerMsg>>,
     security: Security,
-    name: String,
-    peers: Mutex<FxHashMap<String, Vec<Conn>>>,
+    peers: PeerPool,
 }
 
 impl Shared {
@@ -165,7 +160,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     let address =
         if host.contains(':') { format!("tcp://[{host}]:{port}") } else { format!("tcp://{host}:{port}") };
 
-    let (reports_tx, mut reports_rx) = mpsc::unbounded_channel::<Vec<WorkerMsg>>();
+    let (reports_tx, reports_rx) = mpsc::unbounded_channel::<Vec<WorkerMsg>>();
     let gpu = match brisk_engine::gpu::probe() {
         brisk_engine::gpu::Gpus::Devices(d) => d
             .first()
@@ -188,8 +183,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         udfs,
         reports: reports_tx,
         security: options.security.clone(),
-        name: name.clone(),
-        peers: Mutex::new(FxHashMap::default()),
+        peers: PeerPool::new(options.security.clone(), &name),
     });
     log::info("worker", &format!("{name} serving data at {address}, scheduler {}", options.scheduler));
 
@@ -201,18 +195,8 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     }
     let data_server = tokio::spawn(data_server(listener, shared.clone()));
 
-    let Conn { mut reader, mut writer, .. } = conn;
-    let writer_task = tokio::spawn(async move {
-        while let Some(mut batch) = reports_rx.recv().await {
-            while let Ok(more) = reports_rx.try_recv() {
-                batch.extend(more);
-            }
-            if writer.send(&batch).await.is_err() {
-                break;
-            }
-        }
-        writer.shutdown().await;
-    });
+    let Conn { mut reader, writer, .. } = conn;
+    let writer_task = tokio::spawn(comm::send_batches(writer, reports_rx));
     let heartbeat = {
         let s = shared.clone();
         let every = options.heartbeat;
@@ -316,8 +300,11 @@ fn compute(
     let mut missing = 0;
     let mut holds = Vec::new();
     let mut dep_keys = Vec::with_capacity(deps.len());
+    // A task may read one input many times (and 100,000 inputs): each is
+    // looked at once.
+    let mut seen = FxHashSet::default();
     for d in deps {
-        if st.data.contains_key(&d.key) || dep_keys.contains(&d.key) {
+        if st.data.contains_key(&d.key) || !seen.insert(d.key.clone()) {
         } else if let Some((_, refs)) = st.fetched.get_mut(&d.key) {
             *refs += 1;
             holds.push(d.key.clone());
@@ -360,7 +347,7 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<Key>, who_has: Vec<String>) {
     let mut last_error = String::from("no worker holds it");
     'attempts: for attempt in 0..6u32 {
         for addr in &who_has {
-            match get_data(&shared, addr, left.clone()).await {
+            match shared.peers.get_data(addr, left.clone()).await {
                 Ok(values) => {
                     let mut still = Vec::new();
                     for (k, v) in values {
@@ -382,15 +369,16 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<Key>, who_has: Vec<String>) {
             }
         }
         // Nobody waits any more (the scheduler cancelled the tasks): stop.
+        // Checked and forgotten under one lock, so a task that starts
+        // waiting meanwhile is not left without its fetch.
         {
-            let st = shared.lock();
-            if left
-                .iter()
-                .all(|k| st.fetching.get(k).is_none_or(|w| w.iter().all(|t| !st.tasks.contains_key(t))))
-            {
-                drop(st);
-                for k in left {
-                    shared.lock().fetching.remove(&k);
+            let mut st = shared.lock();
+            let nobody = |st: &WState, k: &Key| {
+                st.fetching.get(k).is_none_or(|w| w.iter().all(|t| !st.tasks.contains_key(t)))
+            };
+            if left.iter().all(|k| nobody(&st, k)) {
+                for k in &left {
+                    st.fetching.remove(k);
                 }
                 return;
             }
@@ -408,8 +396,11 @@ fn land(shared: &Shared, key: Key, value: Result<Value, TaskError>) {
     let mut woke = 0;
     {
         let mut st = shared.lock();
-        let waiting = st.fetching.remove(&key).unwrap_or_default();
-        let waiting: Vec<Key> = waiting.into_iter().filter(|t| st.tasks.contains_key(t)).collect();
+        let mut waiting = st.fetching.remove(&key).unwrap_or_default();
+        // A task cancelled and given again while the fetch ran is listed twice.
+        waiting.sort_unstable();
+        waiting.dedup();
+        waiting.retain(|t| st.tasks.contains_key(t));
         match value {
             Ok(v) => {
                 if !waiting.is_empty() {
@@ -441,30 +432,18 @@ fn land(shared: &Shared, key: Key, value: Result<Value, TaskError>) {
     }
 }
 
-/// Ask a peer for values, over a pooled connection.
-async fn get_data(
-    shared: &Shared,
-    addr: &str,
-    keys: Vec<Key>,
-) -> Result<Vec<(Key, Option<Value>)>, CommError> {
-    let pooled = shared.peers.lock().unwrap_or_else(|e| e.into_inner()).get_mut(addr).and_then(Vec::pop);
-    let mut conn = match pooled {
-        Some(c) => c,
-        None => comm::connect(addr, Role::Peer, &shared.name, &shared.security).await?,
-    };
-    conn.writer.send(&PeerMsg::GetData { keys }).await?;
-    let reply = conn.reader.next::<PeerReply>().await?;
-    let Some(PeerReply::Data { values }) = reply else {
-        return Err(CommError::Refused("the peer closed the connection".into()));
-    };
-    shared.peers.lock().unwrap_or_else(|e| e.into_inner()).entry(addr.to_string()).or_default().push(conn);
-    Ok(values)
-}
-
 /// Serve held values to peers and clients.
 async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
     loop {
-        let Ok((tcp, peer)) = listener.accept().await else { continue };
+        let (tcp, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of file descriptors, say: wait instead of spinning.
+                log::warn("worker", &format!("cannot accept a connection: {e}"));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         let shared = shared.clone();
         tokio::spawn(async move {
             let (_, mut conn) = match comm::accept(tcp, &shared.security, &[Role::Peer]).await {
@@ -571,17 +550,6 @@ impl Shared {
         let op: Op = crate::protocol::decode(&op.0)
             .map_err(|e| TaskError::internal(format!("the task's operation cannot be read: {e}")))?;
         let ctx = TaskContext { key, cancelled: cancel, interrupt: None };
-        match catch_unwind(AssertUnwindSafe(|| execute(&op, inputs, &*self.udfs, &ctx))) {
-            Ok(r) => r,
-            Err(panic) => Err(TaskError::panic(format!("task {key} panicked: {}", panic_message(&*panic)))),
-        }
+        execute_caught(&op, inputs, &*self.udfs, &ctx)
     }
-}
-
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
 }

@@ -121,3 +121,12 @@ pub enum EngineError {
     #[error("{0}")]
     Internal(String),
 }
+
+/// What a caught panic said, for messages.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}

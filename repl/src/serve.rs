@@ -3,7 +3,6 @@
 //! scheduler's word) and then exits with 0; `--exit-with-parent` (used by
 //! `local_cluster`) also ends it when its parent goes.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,9 +43,6 @@ pub struct WorkerArgs {
     /// Abstract resources this worker offers: "GPU=1,MEM=2e9".
     #[arg(long)]
     resources: Option<String>,
-    /// Where the worker keeps its files.
-    #[arg(long)]
-    local_directory: Option<PathBuf>,
     /// The cluster's shared secret (else BRISK_TOKEN).
     #[arg(long)]
     token: Option<String>,
@@ -98,7 +94,6 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         options.resources = parse_resources(r)?;
     }
     options.name = args.name;
-    options.local_directory = args.local_directory;
     options.host = args.host;
     options.security = Security::with_token(args.token);
     // Signals end the worker at once: the scheduler sees the connection

@@ -41,7 +41,7 @@ pub struct Cluster {
 /// What registered functions share with the session.
 pub struct SessionState {
     /// Whatever runs the session's graphs: the embedded local runtime, or
-    /// (later) a client of a remote scheduler. Nothing else knows which.
+    /// the client of a cluster. Nothing else knows which.
     client: RwLock<Arc<dyn Client>>,
     /// The cluster of `local_cluster` or `connect`, while there is one;
     /// `scheduler: "distributed"` runs graphs on it.
@@ -206,6 +206,15 @@ impl SessionState {
             drop(cfg);
             *self.client.write().unwrap_or_else(|e| e.into_inner()) = client;
         }
+    }
+
+    /// A fresh local runtime in place of the current one (`c.restart()`
+    /// without a cluster): its results go and its futures fail.
+    pub fn restart_local(&self) {
+        let cfg = lock(&self.config);
+        let client = make_client(&cfg, &self.udfs);
+        drop(cfg);
+        *self.client.write().unwrap_or_else(|e| e.into_inner()) = client;
     }
 
     /// Run `f` on the session's cluster, if it has one.
@@ -386,25 +395,7 @@ impl SessionConfig {
                     }
                 }
             }
-            "memory_limit" => {
-                self.memory_limit = if v.clone().into_string().is_ok_and(|s| s == "auto") {
-                    None
-                } else if let Ok(n) = v.as_int() {
-                    Some(u64::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| {
-                        format!("config: memory_limit must be a positive number of bytes, got {n}")
-                    })?)
-                } else if let Ok(s) = v.clone().into_string() {
-                    Some(
-                        brisk_engine::memory::parse_size(&s)
-                            .map_err(|e| format!("config: memory_limit: {e}"))?,
-                    )
-                } else {
-                    return Err(format!(
-                        "config: memory_limit must be a size like \"4GiB\", a number of bytes or \"auto\", not {}",
-                        v.type_name()
-                    ));
-                };
-            }
+            "memory_limit" => self.memory_limit = memory_limit("config", v)?,
             "optimization.fuse" => {
                 self.fuse =
                     v.as_bool().map_err(|t| format!("config: optimization.fuse must be a bool, not {t}"))?;
@@ -412,6 +403,25 @@ impl SessionConfig {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// A memory limit option (`config`'s, `local_cluster`'s): a size such as
+/// `"4GiB"`, a positive number of bytes, or `"auto"` (`None`: the default).
+pub(crate) fn memory_limit(function: &str, v: &Dynamic) -> Result<Option<u64>, String> {
+    if v.clone().into_string().is_ok_and(|s| s == "auto") {
+        Ok(None)
+    } else if let Ok(n) = v.as_int() {
+        let n = u64::try_from(n).ok().filter(|&n| n > 0);
+        n.map(Some)
+            .ok_or_else(|| format!("{function}: memory_limit must be a positive number of bytes, got {v}"))
+    } else if let Ok(s) = v.clone().into_string() {
+        brisk_engine::memory::parse_size(&s).map(Some).map_err(|e| format!("{function}: memory_limit: {e}"))
+    } else {
+        Err(format!(
+            "{function}: memory_limit must be a size like \"4GiB\", a number of bytes or \"auto\", not {}",
+            v.type_name()
+        ))
     }
 }
 

@@ -7,8 +7,9 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use brisk_distributed::{RemoteClient, Security};
@@ -93,24 +94,16 @@ impl TestCluster {
     /// past `deadline` the run is killed and the test fails with the
     /// scheduler's view of the workers.
     pub fn run(&self, script: &str, deadline: Duration) -> Output {
-        let dir = std::env::temp_dir().join(format!("brisk-cluster-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let file = dir.join(format!("s{n}-{}.rhai", rand_suffix()));
-        std::fs::write(&file, script).expect("write the script");
-        let out = run_with_deadline(
+        let file = ScriptFile::new(script);
+        run_with_deadline(
             brisk()
                 .args(["run", "--no-progress"])
-                .arg(&file)
+                .arg(&file.0)
                 .env("BRISK_SCHEDULER_ADDRESS", &self.address)
                 .env("NO_COLOR", "1"),
             deadline,
             || format!("{:?}", self.client().worker_rows()),
-        );
-        let _ = std::fs::remove_file(&file);
-        let _ = std::fs::remove_dir(&dir);
-        out
+        )
     }
 
     /// The scheduler's invariants hold.
@@ -166,11 +159,23 @@ impl Drop for TestCluster {
     }
 }
 
-fn rand_suffix() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(Instant::now().elapsed().as_nanos() as u64);
-    h.finish()
+/// A script in the temporary directory, removed when dropped.
+pub struct ScriptFile(pub PathBuf);
+
+impl ScriptFile {
+    pub fn new(text: &str) -> ScriptFile {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("brisk-cluster-test-{}-{n}.rhai", std::process::id()));
+        std::fs::write(&path, text).expect("write the script");
+        ScriptFile(path)
+    }
+}
+
+impl Drop for ScriptFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Run `cmd` to the end, or kill it at `deadline` and fail with `state()`.

@@ -31,6 +31,25 @@ fn call(
     }
 }
 
+/// `execute`, with a panic in the task caught and reported as the task's
+/// failure (kind `Panic`), as every executor runs tasks.
+pub fn execute_caught(
+    op: &Op,
+    inputs: &[Value],
+    udfs: &dyn UdfRunner,
+    ctx: &TaskContext<'_>,
+) -> Result<Value, TaskError> {
+    let run = std::panic::AssertUnwindSafe(|| execute(op, inputs, udfs, ctx));
+    match std::panic::catch_unwind(run) {
+        Ok(r) => r,
+        Err(panic) => Err(TaskError::panic(format!(
+            "task {} panicked: {}",
+            ctx.key,
+            crate::error::panic_message(&*panic)
+        ))),
+    }
+}
+
 /// Run one operation on its dependency values.
 pub fn execute(
     op: &Op,

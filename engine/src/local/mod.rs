@@ -16,8 +16,9 @@ use rustc_hash::FxHashMap;
 
 use crate::client::{CancelToken, Cell, Client, Future, FutureHost, Status, WorkerInfo};
 use crate::diagnostics::{Event, Hub, Snapshot};
+use crate::error::panic_message;
 use crate::error::{EngineError, TaskError};
-use crate::exec::execute;
+use crate::exec::execute_caught;
 use crate::graph;
 use crate::graph::task::Graph;
 use crate::key::Key;
@@ -253,22 +254,10 @@ impl Shared {
     }
 
     fn submit(self: &Arc<Self>, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
-        let culled = graph::cull::cull(graph, outputs);
-        let optimized = if self.config.fuse {
-            // Keys the scheduler already has (running for a future, held)
-            // must stay addressable, or fusion would compute them again.
-            let mut keep = outputs.to_vec();
-            {
-                let st = self.lock();
-                keep.extend(
-                    culled.tasks().iter().filter(|t| st.core.lookup(&t.key).is_some()).map(|t| t.key.clone()),
-                );
-            }
-            graph::fuse::fuse(culled, &keep)
-        } else {
-            culled
+        let (optimized, order) = {
+            let st = self.lock();
+            graph::optimize(graph, outputs, self.config.fuse, |k| st.core.lookup(k).is_some())
         };
-        let order = graph::order::order(&optimized, outputs);
         self.check_resources(&optimized)?;
         let tasks = optimized.into_tasks();
         let new: Vec<NewTask> = tasks
@@ -481,12 +470,7 @@ impl Shared {
             cancelled: &job.cancel,
             interrupt: interrupt.map(CancelToken::flag),
         };
-        match catch_unwind(AssertUnwindSafe(|| execute(&job.op.op, &job.inputs, &*self.udfs, &ctx))) {
-            Ok(r) => r,
-            Err(panic) => {
-                Err(TaskError::panic(format!("task {} panicked: {}", job.key, panic_message(&*panic))))
-            }
-        }
+        execute_caught(&job.op.op, &job.inputs, &*self.udfs, &ctx)
     }
 
     fn finish(
@@ -621,14 +605,6 @@ fn pop_job(st: &mut State) -> Option<Job> {
             return Some(job);
         }
     }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
 }
 
 #[cfg(test)]

@@ -97,22 +97,7 @@ fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
     }
     let memory_limit = match m.get("memory_limit") {
         None => None,
-        Some(v) if v.is_int() => Some(
-            u64::try_from(v.as_int().unwrap_or(0))
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or_else(|| runtime("local_cluster: memory_limit must be a positive number of bytes"))?,
-        ),
-        Some(v) => {
-            let s = v
-                .clone()
-                .into_string()
-                .map_err(|_| wrong_type("local_cluster", "a size for memory_limit", v))?;
-            Some(
-                brisk_engine::memory::parse_size(&s)
-                    .map_err(|e| runtime(format!("local_cluster: memory_limit: {e}")))?,
-            )
-        }
+        Some(v) => crate::state::memory_limit("local_cluster", v).map_err(runtime)?,
     };
     let resources = match m.get("resources") {
         None => Vec::new(),
@@ -193,7 +178,8 @@ fn restart(state: &SessionState) -> Res<()> {
         Some(client) => client.restart().map_err(engine_error),
         None => {
             // The embedded runtime: a fresh one, as a restart of its one worker.
-            state.set_config(state.config()).map_err(Into::into)
+            state.restart_local();
+            Ok(())
         }
     }
 }
