@@ -193,9 +193,11 @@ async fn connection(
     let name = if hello.name.is_empty() { peer.clone() } else { hello.name.clone() };
     let reason = match hello.role {
         Role::Worker => {
-            let first = match reader.next::<Vec<WorkerMsg>>().await {
+            let (first, rest) = match reader.next::<Vec<WorkerMsg>>().await {
                 Ok(Some(mut batch)) if matches!(batch.first(), Some(WorkerMsg::Register { .. })) => {
-                    batch.remove(0)
+                    // What came in the same frame is reported after joining.
+                    let rest = batch.split_off(1);
+                    (batch.remove(0), rest)
                 }
                 Ok(_) => {
                     log::warn("scheduler", &format!("worker {name} ({peer}) did not register; dropped"));
@@ -208,7 +210,9 @@ async fn connection(
             };
             let (tx, rx) = mpsc::unbounded_channel();
             tokio::spawn(comm::send_batches(c.writer, rx));
-            if events.send(Ev::WorkerJoined { conn, name: name.clone(), reg: first, tx }).is_err() {
+            if events.send(Ev::WorkerJoined { conn, name: name.clone(), reg: first, tx }).is_err()
+                || (!rest.is_empty() && events.send(Ev::FromWorker(conn, rest)).is_err())
+            {
                 return;
             }
             pump(&mut reader, conn, &events, Ev::FromWorker).await
