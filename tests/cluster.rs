@@ -83,6 +83,75 @@ fn futures_persist_and_collections_give_the_local_answers_on_two_workers() {
     c.finish();
 }
 
+/// Every shuffle kind: a hash shuffle, a sort, a merge of two large
+/// sides, a groupby with `split_out`, and a bag groupby.
+const SHUFFLES: &str = r#"
+let ks = []; let vs = [];
+for i in 0..4000 { ks.push(i % 37); vs.push(i); }
+let x = from_columns(#{k: ks, v: vs}, #{npartitions: 8});
+let yk = []; let yw = [];
+for i in 0..37 { yk.push(i); yw.push(i * 10); }
+let y = from_columns(#{k: yk, w: yw}, #{npartitions: 6});
+print(x.npartitions);
+let s = x.shuffle("k", #{npartitions: 5});
+print(s.npartitions);
+print(s.groupby("k").agg(#{v: "sum"}).compute().to_maps().map(|r| `${r.k}:${r.v}`));
+print(x.sort_values("v", #{ascending: false}).head(3));
+print(x.set_index("v").divisions.len());
+let m = merge(x, y, #{on: "k"});
+print(m.npartitions);
+print(m.groupby("k").agg(#{w: "sum", v: "count"}).compute().to_maps().map(|r| `${r.k}:${r.w}:${r.v}`));
+print(x.groupby("k", #{split_out: 3}).agg(#{v: "max"}).sort_values("k").compute().to_maps().map(|r| r.v));
+let b = from_sequence(range(0, 500), #{npartitions: 6});
+print(b.groupby(|i| i % 11).map(|g| [g[0], g[1].len()]).compute());
+"#;
+
+/// Each worker keeps its pieces under a local directory of its own, so a
+/// collect on one worker must fetch what splits on the other wrote; the
+/// pieces go when the graph is done and the folders when the workers end.
+#[test]
+fn shuffles_move_pieces_between_workers_without_a_shared_disk() {
+    let mut c = TestCluster::start(0);
+    let dirs: Vec<std::path::PathBuf> = (0..2)
+        .map(|i| std::env::temp_dir().join(format!("brisk-test-local-{}-{i}", std::process::id())))
+        .collect();
+    for d in &dirs {
+        std::fs::create_dir_all(d).expect("local directory");
+        c.add_worker(&["--local-directory", d.to_str().expect("utf-8")]);
+    }
+    c.client().wait_for_workers(2, Duration::from_secs(30)).expect("workers join");
+    let local = run_locally(SHUFFLES);
+    assert_ok(&local, "the local run");
+    let remote = c.run(SHUFFLES, DEADLINE);
+    assert_ok(&remote, "the cluster run");
+    assert_eq!(text(&remote.stdout), text(&local.stdout));
+    let pieces_left = || -> Vec<String> {
+        dirs.iter().flat_map(|d| walk(d)).filter(|p| p.contains("brisk-shuffle-")).collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !pieces_left().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(pieces_left(), Vec::<String>::new(), "freed splits leave no pieces");
+    c.finish();
+    for d in &dirs {
+        assert_eq!(walk(d), Vec::<String>::new(), "a worker's folder outlived it");
+        std::fs::remove_dir_all(d).expect("remove the test's folder");
+    }
+}
+
+/// Every path under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        out.push(e.path().display().to_string());
+        if e.path().is_dir() {
+            out.extend(walk(&e.path()));
+        }
+    }
+    out
+}
+
 const SLOW: &str = r#"
 fn slow(i) { let s = 0; for k in 0..200000 { s += k % 7; } s + i }
 let parts = [];
@@ -121,6 +190,116 @@ fn a_worker_killed_mid_graph_gives_the_exact_result() {
     let _ = c.workers[0].wait();
     assert_eq!(c.client().worker_rows().expect("rows").len(), 1, "the dead worker was removed");
     c.finish();
+}
+
+/// A worker that stops answering (SIGSTOP) is removed after the TTL; its
+/// tasks and the results only it held are done again elsewhere. Woken up,
+/// it finds itself closed and exits.
+#[test]
+fn a_hung_worker_is_removed_after_the_ttl_and_its_work_redone() {
+    let mut c = TestCluster::start_with(0, None, &["--worker-ttl", "2"]);
+    c.add_worker(&[]);
+    c.add_worker(&[]);
+    c.client().wait_for_workers(2, Duration::from_secs(30)).expect("workers join");
+    let local = run_locally(SLOW);
+    let victim = c.workers[0].id();
+    let address = c.address.clone();
+    let stopper = std::thread::spawn(move || {
+        let watch =
+            brisk_distributed::RemoteClient::connect(&address, Default::default(), true).expect("watch");
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            let rows = watch.worker_rows().expect("rows");
+            if rows.iter().any(|r| r.name == "w0" && r.processing > 0 && r.in_memory > 0) {
+                let _ = std::process::Command::new("kill").arg("-STOP").arg(victim.to_string()).status();
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    });
+    let remote = c.run(SLOW, DEADLINE);
+    let stopped = stopper.join().expect("stopper");
+    let _ = std::process::Command::new("kill").arg("-CONT").arg(victim.to_string()).status();
+    assert!(stopped, "w0 never ran a task while holding a result");
+    assert_ok(&remote, "the cluster run");
+    assert_eq!(text(&remote.stdout), text(&local.stdout));
+    let rows = c.client().worker_rows().expect("rows");
+    assert_eq!(
+        rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+        ["w1"],
+        "the hung worker was removed"
+    );
+    // Woken, it reads the scheduler's goodbye and ends.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while matches!(c.workers[0].try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(matches!(c.workers[0].try_wait(), Ok(Some(_))), "the removed worker still runs");
+    c.finish();
+}
+
+/// A task whose workers die under it more often than allowed errs as
+/// KilledWorker; the rest of the work goes on.
+#[test]
+fn a_task_that_keeps_killing_workers_errs_as_killed_worker() {
+    let mut c = TestCluster::start_with(1, None, &["--allowed-failures", "1"]);
+    let script = ScriptFile::new(
+        r#"
+print(gather(map(|x| x * 2, [1, 2, 3])));
+let doomed = submit(|x| { let s = 0; while true { s += 1; } x }, 1);
+try { doomed.result(); print("no error"); } catch (e) { print("error: " + e.message); }
+print(doomed.status);
+print(gather(map(|x| x + 1, [1, 2, 3])));
+"#,
+    );
+    let run = brisk()
+        .args(["run", "--no-progress"])
+        .arg(&script.0)
+        .env("BRISK_SCHEDULER_ADDRESS", &c.address)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the script");
+    // Kill whichever worker runs the endless task, twice (one more than allowed).
+    // Quick tasks come and go; the endless one stays.
+    let mut kills = 0;
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let busy = |c: &TestCluster| {
+        let rows = c.client().worker_rows().expect("rows");
+        rows.iter().find(|r| r.processing > 0).map(|r| r.name.clone())
+    };
+    while kills < 2 && std::time::Instant::now() < deadline {
+        let first = busy(&c);
+        std::thread::sleep(Duration::from_millis(500));
+        if let Some(name) = first.filter(|n| busy(&c).as_ref() == Some(n)) {
+            let i: usize = name.trim_start_matches('w').parse().expect("wN");
+            let _ =
+                std::process::Command::new("kill").arg("-KILL").arg(c.workers[i].id().to_string()).status();
+            let _ = c.workers[i].wait();
+            kills += 1;
+            c.add_worker(&[]);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = run_with_deadline_child(run, deadline);
+    assert_ok(&out, "the script");
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "[2, 4, 6]");
+    assert!(lines[1].starts_with("error: ") && lines[1].contains("workers that died"), "{stdout}");
+    assert_eq!(&lines[2..], ["error", "[2, 3, 4]"], "{stdout}");
+    c.finish();
+}
+
+/// Wait for a started child until `deadline`, killing it past that.
+fn run_with_deadline_child(mut child: std::process::Child, deadline: std::time::Instant) -> Output {
+    while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    child.wait_with_output().expect("output")
 }
 
 #[test]

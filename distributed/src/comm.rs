@@ -16,13 +16,17 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::protocol::{
-    self, HANDSHAKE_MAX, HEADER, Hello, MAGIC, MAX_FRAME, PeerMsg, PeerReply, ProtocolError, Reply, Role,
-    VERSION,
+    self, Blob, HANDSHAKE_MAX, HEADER, Hello, MAGIC, MAX_FRAME, PeerMsg, PeerReply, ProtocolError, Reply,
+    Role, VERSION,
 };
 use crate::security::Security;
 
 /// How long a peer has to say hello (and a connection attempt to succeed).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a worker's data port may stay silent in the middle of an
+/// answer before the request is given up (Dask's `comm.timeouts.tcp`).
+pub const PEER_STALL: Duration = Duration::from_secs(30);
 
 pub type BoxRead = Box<dyn AsyncRead + Unpin + Send>;
 pub type BoxWrite = Box<dyn AsyncWrite + Unpin + Send>;
@@ -97,6 +101,34 @@ impl FrameReader {
         Ok(Some(body))
     }
 
+    /// The next frame's body, where the peer may pause at most `stall`
+    /// at a time (a large frame may take long, a hung peer may not).
+    pub async fn frame_within(&mut self, stall: Duration) -> Result<Option<Vec<u8>>, CommError> {
+        let mut header = [0u8; HEADER];
+        match tokio::time::timeout(stall, self.r.read_exact(&mut header)).await {
+            Err(_) => return Err(CommError::Timeout(stall)),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Ok(Err(e)) => return Err(e.into()),
+        }
+        let len = protocol::frame_len(header, self.limit)?;
+        if len > brisk_engine::memory::CHECK_FROM {
+            brisk_engine::memory::check(len, || format!("a message from {}", self.peer))?;
+        }
+        let mut body = vec![0u8; len as usize];
+        let mut at = 0;
+        while at < body.len() {
+            let end = body.len().min(at + (8 << 20));
+            match tokio::time::timeout(stall, self.r.read(&mut body[at..end])).await {
+                Err(_) => return Err(CommError::Timeout(stall)),
+                Ok(Ok(0)) => return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()),
+                Ok(Ok(n)) => at += n,
+                Ok(Err(e)) => return Err(e.into()),
+            }
+        }
+        Ok(Some(body))
+    }
+
     /// The next message; `None` when the peer closed between frames.
     pub async fn next<T: DeserializeOwned>(&mut self) -> Result<Option<T>, CommError> {
         match self.frame().await? {
@@ -163,17 +195,42 @@ impl PeerPool {
 
     /// The values of `keys` held at `addr` (`None` for those it does not hold).
     pub async fn get_data(&self, addr: &str, keys: Vec<Key>) -> Result<Vec<(Key, Option<Value>)>, CommError> {
+        match self.ask(addr, &PeerMsg::GetData { keys }).await? {
+            PeerReply::Data { values } => Ok(values),
+            PeerReply::Pieces { .. } => Err(CommError::Refused("the peer answered another question".into())),
+        }
+    }
+
+    /// The shuffle pieces `inputs` of output `out` of the shuffle folder
+    /// `name`, written by the worker at `addr`.
+    pub async fn get_pieces(
+        &self,
+        addr: &str,
+        name: &str,
+        out: u32,
+        inputs: Vec<u32>,
+    ) -> Result<Result<Vec<Blob>, String>, CommError> {
+        match self.ask(addr, &PeerMsg::GetPieces { name: name.to_string(), out, inputs }).await? {
+            PeerReply::Pieces { pieces } => Ok(pieces),
+            PeerReply::Data { .. } => Err(CommError::Refused("the peer answered another question".into())),
+        }
+    }
+
+    async fn ask(&self, addr: &str, msg: &PeerMsg) -> Result<PeerReply, CommError> {
         let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).get_mut(addr).and_then(Vec::pop);
         let mut conn = match pooled {
             Some(c) => c,
             None => connect(addr, Role::Peer, &self.name, &self.security).await?,
         };
-        conn.writer.send(&PeerMsg::GetData { keys }).await?;
-        let Some(PeerReply::Data { values }) = conn.reader.next::<PeerReply>().await? else {
+        tokio::time::timeout(PEER_STALL, conn.writer.send(msg))
+            .await
+            .map_err(|_| CommError::Timeout(PEER_STALL))??;
+        let Some(body) = conn.reader.frame_within(PEER_STALL).await? else {
             return Err(CommError::Refused("the peer closed the connection".into()));
         };
+        let reply: PeerReply = protocol::decode(&body)?;
         self.idle.lock().unwrap_or_else(|e| e.into_inner()).entry(addr.to_string()).or_default().push(conn);
-        Ok(values)
+        Ok(reply)
     }
 }
 

@@ -263,14 +263,29 @@ pub enum ToWorker {
 /// A request to a worker's data port.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerMsg {
-    GetData { keys: Vec<Key> },
+    GetData {
+        keys: Vec<Key>,
+    },
+    /// Shuffle pieces this worker wrote: of folder `name`, output `out`,
+    /// written by the splits `inputs`.
+    GetPieces {
+        name: String,
+        out: u32,
+        inputs: Vec<u32>,
+    },
 }
 
 /// The answer: the value of each key asked for, `None` where the worker
 /// does not hold it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerReply {
-    Data { values: Vec<(Key, Option<Value>)> },
+    Data {
+        values: Vec<(Key, Option<Value>)>,
+    },
+    /// The pieces in the order asked, or why they cannot be read.
+    Pieces {
+        pieces: Result<Vec<Blob>, String>,
+    },
 }
 
 /// `msg` as one frame: the length, then the MessagePack bytes.
@@ -370,7 +385,7 @@ mod tests {
         assert_eq!(deps[0].who_has, vec!["tcp://127.0.0.1:1".to_string()]);
         let op: Op = decode(&op.0).expect("op");
         assert!(matches!(op, Op::Call { func: Func::Builtin(Builtin::Add), .. }));
-        let PeerReply::Data { values } = decode_frame(&frames[2], MAX_FRAME).expect("data");
+        let Ok(PeerReply::Data { values }) = decode_frame(&frames[2], MAX_FRAME) else { panic!("data") };
         assert_eq!(values.len(), 3);
         assert!(matches!(&values[0].1, Some(Value::Array(c)) if c.shape() == [2, 2]));
         assert_eq!(values[2].1, None);

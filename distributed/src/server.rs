@@ -33,6 +33,8 @@ pub struct SchedulerOptions {
     pub security: Security,
     /// A worker silent for this long is removed (Dask's `worker-ttl`).
     pub worker_ttl: Duration,
+    /// Deaths of workers running a task before it errs as `KilledWorker`.
+    pub allowed_failures: u32,
 }
 
 impl Default for SchedulerOptions {
@@ -42,6 +44,7 @@ impl Default for SchedulerOptions {
             port: 8786,
             security: Security::default(),
             worker_ttl: Duration::from_secs(30),
+            allowed_failures: 3,
         }
     }
 }
@@ -123,7 +126,7 @@ async fn serve(
 ) {
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Ev>();
     let security = Arc::new(options.security.clone());
-    let mut state = State::new(options.worker_ttl);
+    let mut state = State::new(&options);
     log::info("scheduler", &format!("listening at {address}"));
     let mut next_conn: ConnId = 1;
     let ticker = {
@@ -294,16 +297,20 @@ struct State {
 }
 
 impl State {
-    fn new(worker_ttl: Duration) -> State {
+    fn new(options: &SchedulerOptions) -> State {
         State {
-            core: Scheduler::new(SchedulerConfig { story_capacity: 1000, ..SchedulerConfig::default() }),
+            core: Scheduler::new(SchedulerConfig {
+                story_capacity: 1000,
+                allowed_failures: options.allowed_failures,
+                ..SchedulerConfig::default()
+            }),
             out: Vec::new(),
             specs: FxHashMap::default(),
             workers: BTreeMap::new(),
             by_worker: FxHashMap::default(),
             clients: BTreeMap::new(),
             watchers: FxHashMap::default(),
-            worker_ttl,
+            worker_ttl: options.worker_ttl,
         }
     }
 

@@ -9,6 +9,7 @@
 //! as one frame, so a burst of finished tasks is one message.
 
 use std::collections::BinaryHeap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -17,6 +18,7 @@ use brisk_engine::error::TaskError;
 use brisk_engine::exec::execute_caught;
 use brisk_engine::key::Key;
 use brisk_engine::ops::Op;
+use brisk_engine::pieces::Pieces;
 use brisk_engine::runner::{TaskContext, UdfRunner};
 use brisk_engine::value::Value;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -40,6 +42,9 @@ pub struct WorkerOptions {
     /// Where to serve data; `None`: the address this machine reaches the
     /// scheduler from.
     pub host: Option<String>,
+    /// Where this worker keeps shuffle pieces (in a folder of its own
+    /// under it, removed when it ends); `None`: the temporary directory.
+    pub local_directory: Option<PathBuf>,
     pub heartbeat: Duration,
 }
 
@@ -53,6 +58,7 @@ impl WorkerOptions {
             resources: Vec::new(),
             security: Security::default(),
             host: None,
+            local_directory: None,
             heartbeat: Duration::from_millis(500),
         }
     }
@@ -65,6 +71,8 @@ pub enum WorkerError {
     Connect { address: String, error: CommError },
     #[error("lost the scheduler: {0}")]
     Lost(String),
+    #[error("the local directory {path}: {error}")]
+    LocalDirectory { path: PathBuf, error: std::io::Error },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -110,6 +118,15 @@ struct WTask {
     cancel: Arc<AtomicBool>,
 }
 
+/// One input on its way.
+struct Fetching {
+    /// The peers the current fetch asks.
+    from: Vec<String>,
+    /// The current fetch: only its failure fails the waiting tasks.
+    id: u64,
+    waiting: Vec<Key>,
+}
+
 #[derive(Default)]
 struct WState {
     /// Results of tasks run here (the scheduler knows of them).
@@ -120,7 +137,12 @@ struct WState {
     tasks: FxHashMap<Key, WTask>,
     ready: BinaryHeap<Ready>,
     /// Inputs on their way, and the tasks waiting for each.
-    fetching: FxHashMap<Key, Vec<Key>>,
+    fetching: FxHashMap<Key, Fetching>,
+    /// Numbers the fetches, so that a fetch given up on is told apart.
+    fetches: u64,
+    /// Results here whose tasks wrote shuffle pieces: freeing the result
+    /// removes the pieces.
+    splits: FxHashMap<Key, Vec<(Pieces, u32)>>,
     running: u32,
     closing: bool,
 }
@@ -131,7 +153,7 @@ struct Shared {
     udfs: Arc<dyn UdfRunner>,
     reports: mpsc::UnboundedSender<Vec<WorkerMsg>>,
     security: Security,
-    peers: PeerPool,
+    peers: Arc<PeerPool>,
 }
 
 impl Shared {
@@ -160,6 +182,9 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     let address =
         if host.contains(':') { format!("tcp://[{host}]:{port}") } else { format!("tcp://{host}:{port}") };
 
+    let peers = Arc::new(PeerPool::new(options.security.clone(), &name));
+    shuffle_here(&options, &address, peers.clone())?;
+
     let (reports_tx, reports_rx) = mpsc::unbounded_channel::<Vec<WorkerMsg>>();
     let gpu = match brisk_engine::gpu::probe() {
         brisk_engine::gpu::Gpus::Devices(d) => d
@@ -183,7 +208,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         udfs,
         reports: reports_tx,
         security: options.security.clone(),
-        peers: PeerPool::new(options.security.clone(), &name),
+        peers: peers.clone(),
     });
     log::info("worker", &format!("{name} serving data at {address}, scheduler {}", options.scheduler));
 
@@ -246,7 +271,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
 
 /// Carry out a batch from the scheduler; `Some(reason)` when told to close.
 fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<String> {
-    let mut to_fetch: FxHashMap<Vec<String>, Vec<Key>> = FxHashMap::default();
+    let mut to_fetch: FxHashMap<Vec<String>, Vec<(Key, u64)>> = FxHashMap::default();
     let mut woke = 0;
     {
         let mut st = shared.lock();
@@ -267,6 +292,9 @@ fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<String> {
                     for k in keys {
                         if let Some(v) = st.data.remove(&k) {
                             st.data_bytes = st.data_bytes.saturating_sub(v.nbytes());
+                        }
+                        for (pieces, input) in st.splits.remove(&k).unwrap_or_default() {
+                            pieces.remove_input(input);
                         }
                     }
                 }
@@ -291,7 +319,7 @@ fn compute(
     op: Blob,
     deps: Vec<DepAt>,
     priority: (i64, u64, u32),
-    to_fetch: &mut FxHashMap<Vec<String>, Vec<Key>>,
+    to_fetch: &mut FxHashMap<Vec<String>, Vec<(Key, u64)>>,
 ) -> bool {
     if let Some(old) = st.tasks.remove(&key) {
         old.cancel.store(true, Ordering::SeqCst);
@@ -308,12 +336,26 @@ fn compute(
         } else if let Some((_, refs)) = st.fetched.get_mut(&d.key) {
             *refs += 1;
             holds.push(d.key.clone());
-        } else if let Some(waiting) = st.fetching.get_mut(&d.key) {
-            waiting.push(key.clone());
-            missing += 1;
         } else {
-            st.fetching.insert(d.key.clone(), vec![key.clone()]);
-            to_fetch.entry(d.who_has).or_default().push(d.key.clone());
+            st.fetches += 1;
+            let id = st.fetches;
+            match st.fetching.get_mut(&d.key) {
+                Some(f) => {
+                    f.waiting.push(key.clone());
+                    // The scheduler names other holders (those asked before
+                    // died or hang): ask them too; the first answer wins.
+                    if !d.who_has.iter().any(|a| f.from.contains(a)) {
+                        f.from = d.who_has.clone();
+                        f.id = id;
+                        to_fetch.entry(d.who_has).or_default().push((d.key.clone(), id));
+                    }
+                }
+                None => {
+                    let f = Fetching { from: d.who_has.clone(), id, waiting: vec![key.clone()] };
+                    st.fetching.insert(d.key.clone(), f);
+                    to_fetch.entry(d.who_has).or_default().push((d.key.clone(), id));
+                }
+            }
             missing += 1;
         }
         dep_keys.push(d.key);
@@ -342,21 +384,23 @@ fn release_holds(st: &mut WState, holds: &[Key]) {
 /// all their inputs are here. A peer that fails is tried again, then the
 /// next one; inputs no peer can give fail their tasks (the scheduler
 /// retries them where it can).
-async fn fetch(shared: Arc<Shared>, keys: Vec<Key>, who_has: Vec<String>) {
+async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>) {
     let mut left = keys;
     let mut last_error = String::from("no worker holds it");
     'attempts: for attempt in 0..6u32 {
         for addr in &who_has {
-            match shared.peers.get_data(addr, left.clone()).await {
+            let ask = left.iter().map(|(k, _)| k.clone()).collect();
+            match shared.peers.get_data(addr, ask).await {
                 Ok(values) => {
-                    let mut still = Vec::new();
-                    for (k, v) in values {
-                        match v {
-                            Some(v) => land(&shared, k, Ok(v)),
-                            None => still.push(k),
+                    let mut got: FxHashMap<Key, Value> =
+                        values.into_iter().filter_map(|(k, v)| Some((k, v?))).collect();
+                    left.retain(|(k, _)| match got.remove(k) {
+                        Some(v) => {
+                            land(&shared, k.clone(), None, Ok(v));
+                            false
                         }
-                    }
-                    left = still;
+                        None => true,
+                    });
                     if left.is_empty() {
                         return;
                     }
@@ -368,35 +412,47 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<Key>, who_has: Vec<String>) {
                 break 'attempts;
             }
         }
-        // Nobody waits any more (the scheduler cancelled the tasks): stop.
-        // Checked and forgotten under one lock, so a task that starts
-        // waiting meanwhile is not left without its fetch.
+        // Stop when nobody waits any more (the scheduler cancelled the
+        // tasks) or a newer fetch asks other holders. Checked and
+        // forgotten under one lock, so a task that starts waiting meanwhile
+        // is not left without its fetch.
         {
             let mut st = shared.lock();
-            let nobody = |st: &WState, k: &Key| {
-                st.fetching.get(k).is_none_or(|w| w.iter().all(|t| !st.tasks.contains_key(t)))
-            };
-            if left.iter().all(|k| nobody(&st, k)) {
-                for k in &left {
-                    st.fetching.remove(k);
+            let st = &mut *st;
+            let tasks = &st.tasks;
+            left.retain(|(k, id)| {
+                let Some(f) = st.fetching.get(k) else { return false };
+                if f.id != *id {
+                    return false;
                 }
+                if f.waiting.iter().all(|t| !tasks.contains_key(t)) {
+                    st.fetching.remove(k);
+                    return false;
+                }
+                true
+            });
+            if left.is_empty() {
                 return;
             }
         }
         tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
     }
-    for k in left {
+    for (k, id) in left {
         let error = TaskError::user(format!("could not fetch input {k}: {last_error}"));
-        land(&shared, k, Err(error));
+        land(&shared, k, Some(id), Err(error));
     }
 }
 
-/// An input arrived (or cannot): the tasks waiting for it move on.
-fn land(shared: &Shared, key: Key, value: Result<Value, TaskError>) {
+/// An input arrived (or cannot): the tasks waiting for it move on. A
+/// failure counts only from the fetch `id` that is current.
+fn land(shared: &Shared, key: Key, id: Option<u64>, value: Result<Value, TaskError>) {
     let mut woke = 0;
     {
         let mut st = shared.lock();
-        let mut waiting = st.fetching.remove(&key).unwrap_or_default();
+        if value.is_err() && st.fetching.get(&key).is_some_and(|f| Some(f.id) != id) {
+            return;
+        }
+        let mut waiting = st.fetching.remove(&key).map(|f| f.waiting).unwrap_or_default();
         // A task cancelled and given again while the fetch ran is listed twice.
         waiting.sort_unstable();
         waiting.dedup();
@@ -462,25 +518,88 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                         return;
                     }
                 };
-                let PeerMsg::GetData { keys } = msg;
-                let values = {
-                    let st = shared.lock();
-                    keys.into_iter()
-                        .map(|k| {
-                            let v = st
-                                .data
-                                .get(&k)
-                                .cloned()
-                                .or_else(|| st.fetched.get(&k).map(|(v, _)| v.clone()));
-                            (k, v)
-                        })
-                        .collect()
+                let reply = match msg {
+                    PeerMsg::GetData { keys } => {
+                        let st = shared.lock();
+                        let values = keys
+                            .into_iter()
+                            .map(|k| {
+                                let v = st
+                                    .data
+                                    .get(&k)
+                                    .cloned()
+                                    .or_else(|| st.fetched.get(&k).map(|(v, _)| v.clone()));
+                                (k, v)
+                            })
+                            .collect();
+                        PeerReply::Data { values }
+                    }
+                    PeerMsg::GetPieces { name, out, inputs } => {
+                        let read =
+                            tokio::task::spawn_blocking(move || read_pieces(&name, out, &inputs)).await;
+                        let pieces = read.unwrap_or_else(|e| Err(format!("reading the pieces failed: {e}")));
+                        PeerReply::Pieces { pieces }
+                    }
                 };
-                if conn.writer.send(&PeerReply::Data { values }).await.is_err() {
+                if conn.writer.send(&reply).await.is_err() {
                     return;
                 }
             }
         });
+    }
+}
+
+/// Pieces this worker wrote, for a peer; only shuffle folders can be named.
+fn read_pieces(name: &str, out: u32, inputs: &[u32]) -> Result<Vec<Blob>, String> {
+    let pieces = Pieces::named(name).ok_or_else(|| format!("{name:?} is not a shuffle folder"))?;
+    let bytes = pieces.read(out, inputs).map_err(|e| e.message)?;
+    Ok(bytes.into_iter().map(|b| Blob(Arc::from(b))).collect())
+}
+
+/// Keep shuffle pieces in this worker's own folder under its local
+/// directory, and fetch the pieces other workers wrote from them. Folders
+/// of workers on this machine that are gone are removed first.
+fn shuffle_here(options: &WorkerOptions, address: &str, peers: Arc<PeerPool>) -> Result<(), WorkerError> {
+    let parent = options.local_directory.clone().unwrap_or_else(std::env::temp_dir);
+    let dir_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |error| WorkerError::LocalDirectory { path, error }
+    };
+    remove_stale_workers(&parent);
+    let root = parent.join(format!("{WORKER_DIR}{}", std::process::id()));
+    std::fs::create_dir_all(&root).map_err(dir_err(&root))?;
+    let handle = tokio::runtime::Handle::current();
+    let fetch = move |host: &str, pieces: &Pieces, out: u32, inputs: &[u32]| {
+        let ask = peers.get_pieces(host, &pieces.name, out, inputs.to_vec());
+        let got = match handle.block_on(async { tokio::time::timeout(PIECES_TIMEOUT, ask).await }) {
+            Ok(Ok(Ok(blobs))) => return Ok(blobs.into_iter().map(|b| b.0.to_vec()).collect()),
+            Ok(Ok(Err(e))) => e,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer in {} s", PIECES_TIMEOUT.as_secs()),
+        };
+        Err(TaskError::user(format!("shuffle: cannot fetch pieces from {host}: {got}")))
+    };
+    let remote = brisk_engine::pieces::Remote { root, host: address.to_string(), fetch: Box::new(fetch) };
+    if brisk_engine::pieces::set_remote(remote).is_err() {
+        log::warn("worker", "a second worker in one process shares the first one's shuffle folder");
+    }
+    Ok(())
+}
+
+/// How long a peer may take to send shuffle pieces.
+const PIECES_TIMEOUT: Duration = Duration::from_secs(120);
+
+const WORKER_DIR: &str = "brisk-worker-";
+
+/// Remove the folders `brisk-worker-PID` under `parent` whose process is gone.
+fn remove_stale_workers(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let pid = name.to_str().and_then(|n| n.strip_prefix(WORKER_DIR)).and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| !brisk_engine::pieces::alive(p)) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
@@ -507,9 +626,9 @@ impl Shared {
             st.running += 1;
             drop(st);
             let start = Instant::now();
-            let result = match inputs {
+            let (result, splits) = match inputs {
                 Some(inputs) => self.run_task(&next.key, &op, &inputs, &cancel),
-                None => Err(TaskError::internal("an input of the task is not on this worker")),
+                None => (Err(TaskError::internal("an input of the task is not on this worker")), Vec::new()),
             };
             let micros = start.elapsed().as_secs_f64() * 1e6;
             st = self.lock();
@@ -528,6 +647,9 @@ impl Shared {
                         st.data_bytes = st.data_bytes.saturating_sub(old.nbytes());
                     }
                     st.data_bytes += nbytes;
+                    if !splits.is_empty() {
+                        st.splits.insert(next.key.clone(), splits);
+                    }
                     self.report(WorkerMsg::Finished {
                         key: next.key,
                         run: next.run,
@@ -546,10 +668,16 @@ impl Shared {
         op: &Blob,
         inputs: &[Value],
         cancel: &Arc<AtomicBool>,
-    ) -> Result<Value, TaskError> {
-        let op: Op = crate::protocol::decode(&op.0)
-            .map_err(|e| TaskError::internal(format!("the task's operation cannot be read: {e}")))?;
+    ) -> (Result<Value, TaskError>, Vec<(Pieces, u32)>) {
+        let op: Op = match crate::protocol::decode(&op.0) {
+            Ok(op) => op,
+            Err(e) => {
+                let e = TaskError::internal(format!("the task's operation cannot be read: {e}"));
+                return (Err(e), Vec::new());
+            }
+        };
         let ctx = TaskContext { key, cancelled: cancel, interrupt: None };
-        execute_caught(&op, inputs, &*self.udfs, &ctx)
+        let splits = op.shuffle_splits().into_iter().map(|(p, i)| (p.clone(), i)).collect();
+        (execute_caught(&op, inputs, &*self.udfs, &ctx), splits)
     }
 }

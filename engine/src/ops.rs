@@ -41,6 +41,20 @@ impl Op {
         }
     }
 
+    /// The shuffle pieces this task writes, as (folder, input index): a
+    /// cluster worker removes them when the task's result is freed.
+    pub fn shuffle_splits(&self) -> Vec<(&Pieces, u32)> {
+        match self {
+            Op::Literal(_) => Vec::new(),
+            Op::Fused(steps) => steps.iter().flat_map(|s| s.op.shuffle_splits()).collect(),
+            Op::Call { func, .. } => match func {
+                Func::Bag(b) => b.shuffle_split().into_iter().collect(),
+                Func::Frame(f) => f.shuffle_split().into_iter().collect(),
+                Func::Udf(_) | Func::Builtin(_) | Func::Array(_) | Func::Block(_) => Vec::new(),
+            },
+        }
+    }
+
     /// The files this task reads (a reader's source); each family knows
     /// its own. Writers refuse to write where these lie.
     pub fn files_read(&self) -> Vec<&str> {

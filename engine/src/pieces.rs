@@ -17,21 +17,49 @@
 //! and folders of brisk processes that died without that are removed when
 //! the next one starts. A process ending on a signal removes them at once
 //! ([`Cleanup::now`]), since destructors do not run then.
+//!
+//! On a cluster no disk is shared: a worker installs a [`Remote`] so that
+//! pieces go under its own local directory, each split's result names the
+//! worker that wrote its pieces, and a collect fetches the pieces written
+//! elsewhere from those workers. There pieces are not removed when read
+//! (a collect run again after its worker died needs them again) but when
+//! the scheduler frees the split's result ([`Pieces::remove_input`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::TaskError;
 use crate::value::Value;
 
-/// Where one shuffle's pieces live.
+/// Where one shuffle's pieces live: a folder name, under the temporary
+/// directory (or a worker's local directory, see [`Remote`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pieces {
-    pub dir: Arc<str>,
+    pub name: Arc<str>,
+}
+
+/// Fetches pieces written by another process: `(host, pieces, output,
+/// inputs)` gives the bytes of those inputs' pieces for that output.
+pub type FetchPieces = dyn Fn(&str, &Pieces, u32, &[u32]) -> Result<Vec<Vec<u8>>, TaskError> + Send + Sync;
+
+/// How a cluster worker keeps and finds pieces: its local directory, the
+/// address it serves them from, and how to fetch those of other workers.
+pub struct Remote {
+    pub root: PathBuf,
+    pub host: String,
+    pub fetch: Box<FetchPieces>,
+}
+
+static REMOTE: OnceLock<Remote> = OnceLock::new();
+
+/// Make this process a cluster worker for shuffles (once; a second call is
+/// refused with the `Remote` given back).
+pub fn set_remote(remote: Remote) -> Result<(), Remote> {
+    REMOTE.set(remote)
 }
 
 /// Folders this process has written pieces into.
@@ -51,12 +79,54 @@ impl Pieces {
     /// A folder under the temporary directory named by the shuffle's token
     /// (and this process, so two processes never share pieces).
     pub fn new(token: &str) -> Pieces {
-        let dir = std::env::temp_dir().join(format!("{PREFIX}{}-{token}", std::process::id()));
-        Pieces { dir: Arc::from(dir.display().to_string()) }
+        Pieces { name: Arc::from(format!("{PREFIX}{}-{token}", std::process::id())) }
     }
 
-    fn path(&self, out: u32, input: u32) -> PathBuf {
-        Path::new(self.dir.as_ref()).join(out.to_string()).join(format!("{input}.piece"))
+    /// The folder named `name`, if that is a shuffle folder's name: a peer
+    /// asks for pieces by name, and nothing else may be read that way.
+    pub fn named(name: &str) -> Option<Pieces> {
+        let ok = name.starts_with(PREFIX)
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        ok.then(|| Pieces { name: Arc::from(name) })
+    }
+
+    /// The pieces `inputs` of output `out` written here, read without
+    /// removing them (a cluster worker serving them to a peer).
+    pub fn read(&self, out: u32, inputs: &[u32]) -> Result<Vec<Vec<u8>>, TaskError> {
+        inputs
+            .iter()
+            .map(|&i| {
+                let path = self.path(out, i);
+                std::fs::read(&path).map_err(|e| io("read the piece", &path, e))
+            })
+            .collect()
+    }
+
+    /// The folder, in this process.
+    pub fn dir(&self) -> PathBuf {
+        match REMOTE.get() {
+            Some(r) => r.root.join(self.name.as_ref()),
+            None => std::env::temp_dir().join(self.name.as_ref()),
+        }
+    }
+
+    fn dir_key(&self) -> Arc<str> {
+        Arc::from(self.dir().display().to_string())
+    }
+
+    /// The file of input `input`'s piece for output `out`.
+    pub fn path(&self, out: u32, input: u32) -> PathBuf {
+        self.dir().join(out.to_string()).join(format!("{input}.piece"))
+    }
+
+    /// What a split returns: the size of each piece, then (on a cluster
+    /// worker) the address of the worker holding them.
+    pub fn sizes(&self, sizes: Vec<Value>) -> Value {
+        let mut sizes = sizes;
+        if let Some(r) = REMOTE.get() {
+            sizes.push(Value::Str(r.host.as_str().into()));
+        }
+        Value::list(sizes)
     }
 
     /// Write the piece of input `input` for output `out`.
@@ -73,7 +143,7 @@ impl Pieces {
             if CLOSING.load(Ordering::SeqCst) {
                 return Err(io("write", &path, "brisk is ending"));
             }
-            made.insert(self.dir.to_string());
+            made.insert(self.dir().display().to_string());
             std::fs::create_dir_all(d).map_err(|e| io("create", d, e))?;
         }
         let file = std::fs::File::create(&path).map_err(|e| io("write", &path, e))?;
@@ -83,11 +153,13 @@ impl Pieces {
     }
 
     /// The pieces of output `out`, in input order, from the results of the
-    /// split tasks (each a list of per-output sizes; 0 means no piece);
-    /// the files are removed once read.
+    /// split tasks (each a list of per-output sizes, 0 meaning no piece,
+    /// and on a cluster the holder's address); locally the files are
+    /// removed once read.
     pub fn take(&self, out: u32, splits: &[Value]) -> Result<Vec<Vec<u8>>, TaskError> {
-        let mut got = Vec::new();
-        let mut paths = Vec::new();
+        let remote = REMOTE.get();
+        // (input, holder) of each piece, in input order.
+        let mut wanted: Vec<(u32, Option<&str>)> = Vec::new();
         for (input, s) in splits.iter().enumerate() {
             let Value::List(sizes) = s else {
                 return Err(TaskError::internal("a shuffle split gave no piece sizes"));
@@ -97,20 +169,78 @@ impl Pieces {
                 Some(Value::Int(_)) => {}
                 _ => return Err(TaskError::internal("a shuffle split without the piece asked for")),
             }
-            let path = self.path(out, input as u32);
+            let holder = match sizes.last() {
+                Some(Value::Str(h)) => Some(h.as_ref()),
+                _ => None,
+            };
+            wanted.push((input as u32, holder));
+        }
+        let Some(remote) = remote else {
+            if let Some((_, Some(h))) = wanted.iter().find(|(_, h)| h.is_some()) {
+                return Err(TaskError::user(format!(
+                    "shuffle: the pieces are on worker {h}, and this process is not a worker of that cluster"
+                )));
+            }
+            return self.take_local(out, &wanted);
+        };
+        let mut got: Vec<Option<Vec<u8>>> = vec![None; wanted.len()];
+        // Pieces of one holder come in one request.
+        let mut by_host: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, (input, holder)) in wanted.iter().enumerate() {
+            match holder {
+                Some(h) if *h != remote.host => by_host.entry(h).or_default().push(i),
+                _ => {
+                    let path = self.path(out, *input);
+                    got[i] = Some(std::fs::read(&path).map_err(|e| io("read the piece", &path, e))?);
+                }
+            }
+        }
+        for (host, idx) in by_host {
+            let inputs: Vec<u32> = idx.iter().map(|&i| wanted[i].0).collect();
+            let bytes = (remote.fetch)(host, self, out, &inputs)?;
+            if bytes.len() != idx.len() {
+                return Err(TaskError::internal(format!("shuffle: {host} gave the wrong number of pieces")));
+            }
+            for (i, b) in idx.into_iter().zip(bytes) {
+                got[i] = Some(b);
+            }
+        }
+        Ok(got.into_iter().flatten().collect())
+    }
+
+    fn take_local(&self, out: u32, wanted: &[(u32, Option<&str>)]) -> Result<Vec<Vec<u8>>, TaskError> {
+        let mut got = Vec::new();
+        let mut paths = Vec::new();
+        for (input, _) in wanted {
+            let path = self.path(out, *input);
             got.push(std::fs::read(&path).map_err(|e| io("read the piece", &path, e))?);
             paths.push(path);
         }
         for p in &paths {
             let _ = std::fs::remove_file(p);
         }
-        let d = Path::new(self.dir.as_ref());
+        let d = self.dir();
         let _ = std::fs::remove_dir(d.join(out.to_string()));
         // The last output to finish leaves the folder empty; remove it then.
-        if std::fs::remove_dir(d).is_ok() {
-            MADE.lock().unwrap_or_else(|e| e.into_inner()).remove(self.dir.as_ref());
+        if std::fs::remove_dir(&d).is_ok() {
+            MADE.lock().unwrap_or_else(|e| e.into_inner()).remove(d.display().to_string().as_str());
         }
         Ok(got)
+    }
+
+    /// Remove the pieces split `input` wrote (for every output), and the
+    /// folders left empty: on a cluster worker, when the scheduler frees
+    /// that split's result.
+    pub fn remove_input(&self, input: u32) {
+        let d = self.dir();
+        let Ok(outs) = std::fs::read_dir(&d) else { return };
+        for o in outs.flatten() {
+            let _ = std::fs::remove_file(o.path().join(format!("{input}.piece")));
+            let _ = std::fs::remove_dir(o.path());
+        }
+        if std::fs::remove_dir(&d).is_ok() {
+            MADE.lock().unwrap_or_else(|e| e.into_inner()).remove(d.display().to_string().as_str());
+        }
     }
 }
 
@@ -124,8 +254,9 @@ pub struct Lease(Arc<str>);
 
 impl Lease {
     pub fn new(pieces: &Pieces) -> Lease {
-        *LEASES.lock().unwrap_or_else(|e| e.into_inner()).entry(pieces.dir.clone()).or_insert(0) += 1;
-        Lease(pieces.dir.clone())
+        let dir = pieces.dir_key();
+        *LEASES.lock().unwrap_or_else(|e| e.into_inner()).entry(dir.clone()).or_insert(0) += 1;
+        Lease(dir)
     }
 }
 
@@ -165,7 +296,8 @@ impl Cleanup {
             CLOSING.store(true, Ordering::SeqCst);
             std::mem::take(&mut *made)
         };
-        for d in made {
+        let root = REMOTE.get().map(|r| r.root.display().to_string());
+        for d in made.into_iter().chain(root) {
             // Again if a running task added a piece while the folder went.
             for _ in 0..3 {
                 if std::fs::remove_dir_all(&d).is_ok() || !Path::new(&d).exists() {
@@ -179,7 +311,8 @@ impl Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let made = std::mem::take(&mut *MADE.lock().unwrap_or_else(|e| e.into_inner()));
-        for d in made {
+        let root = REMOTE.get().map(|r| r.root.display().to_string());
+        for d in made.into_iter().chain(root) {
             let _ = std::fs::remove_dir_all(d);
         }
     }
@@ -202,7 +335,7 @@ fn remove_stale(tmp: &Path) {
 }
 
 /// Whether process `pid` runs (on Linux; elsewhere always yes).
-pub(crate) fn alive(pid: u32) -> bool {
+pub fn alive(pid: u32) -> bool {
     if cfg!(target_os = "linux") { Path::new("/proc").join(pid.to_string()).exists() } else { true }
 }
 
@@ -232,12 +365,12 @@ mod tests {
         let pieces = Pieces::new(&format!("lease-test-{}", std::process::id()));
         let (a, b) = (Lease::new(&pieces), Lease::new(&pieces));
         pieces.write(0, 0, |w| w.write_all(b"piece").map_err(|e| e.to_string())).expect("write");
-        let dir = Path::new(pieces.dir.as_ref());
+        let dir = pieces.dir();
         drop(a);
         assert!(dir.join("0").join("0.piece").exists(), "a lease is still held");
         drop(b);
         assert!(!dir.exists(), "the last lease removes the folder");
-        assert!(!MADE.lock().expect("made").contains(pieces.dir.as_ref()));
+        assert!(!MADE.lock().expect("made").contains(dir.display().to_string().as_str()));
         // A folder never written is no error.
         drop(Lease::new(&pieces));
     }

@@ -23,6 +23,9 @@ pub struct SchedulerArgs {
     /// Seconds without a heartbeat after which a worker is removed.
     #[arg(long, default_value_t = 30.0)]
     worker_ttl: f64,
+    /// Deaths of workers running a task before it errs as KilledWorker.
+    #[arg(long, default_value_t = 3)]
+    allowed_failures: u32,
     #[arg(long, hide = true)]
     exit_with_parent: bool,
 }
@@ -49,6 +52,9 @@ pub struct WorkerArgs {
     /// The interface to serve data on (default: the one that reaches the scheduler).
     #[arg(long)]
     host: Option<String>,
+    /// Where to keep shuffle pieces (default: the temporary directory).
+    #[arg(long)]
+    local_directory: Option<std::path::PathBuf>,
     #[arg(long, hide = true)]
     exit_with_parent: bool,
 }
@@ -65,6 +71,7 @@ pub fn scheduler(args: SchedulerArgs) -> anyhow::Result<ExitCode> {
         port: args.port,
         security: Security::with_token(args.token),
         worker_ttl: Duration::from_secs_f64(args.worker_ttl),
+        allowed_failures: args.allowed_failures,
     };
     let handle = brisk_distributed::server::start(options)?;
     // The one line on stdout: `local_cluster` and scripts read the address here.
@@ -95,6 +102,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     }
     options.name = args.name;
     options.host = args.host;
+    options.local_directory = args.local_directory;
     options.security = Security::with_token(args.token);
     // Signals end the worker at once: the scheduler sees the connection
     // close and moves its work elsewhere.

@@ -89,7 +89,7 @@ pub fn execute(
                     pieces.write(out as u32, *input, |w| w.write_all(&bytes).map_err(|e| e.to_string()))?;
                 }
             }
-            Ok(Value::list(sizes))
+            Ok(pieces.sizes(sizes))
         }
         BagOp::Group { part: bucket, pieces, .. } => {
             let mut groups: Vec<(Value, Vec<Value>)> = Vec::new();

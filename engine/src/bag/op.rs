@@ -60,6 +60,14 @@ impl BagOp {
         }
     }
 
+    /// The pieces this task writes, as (folder, input index), if a split.
+    pub fn shuffle_split(&self) -> Option<(&Pieces, u32)> {
+        match self {
+            BagOp::Split { pieces, input, .. } => Some((pieces, *input)),
+            _ => None,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             BagOp::Run { .. } => "bag-run",

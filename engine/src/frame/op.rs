@@ -173,6 +173,14 @@ impl FrameOp {
         }
     }
 
+    /// The pieces this task writes, as (folder, input index), if a split.
+    pub fn shuffle_split(&self) -> Option<(&Pieces, u32)> {
+        match self {
+            FrameOp::Run { sink: Sink::Split(spec, input), .. } => Some((&spec.pieces, *input)),
+            _ => None,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             FrameOp::Run { sink: Sink::Frame, stages, .. } => stages.last().map_or("partition", Stage::name),

@@ -150,7 +150,7 @@ pub fn split(
             IpcStreamWriter::new(w).finish(&mut piece).map_err(|e| e.to_string())
         })?;
     }
-    Ok(Value::list(counts))
+    Ok(spec.pieces.sizes(counts))
 }
 
 /// Output partition `out`: its pieces from every split (whose results,
@@ -327,7 +327,7 @@ mod tests {
             seen.extend(ks.iter().map(|k| (out, *k)));
         }
         assert_eq!(seen.len(), 8);
-        assert!(!std::path::Path::new(s.pieces.dir.as_ref()).exists(), "the pieces are removed");
+        assert!(!s.pieces.dir().exists(), "the pieces are removed");
     }
 
     #[test]

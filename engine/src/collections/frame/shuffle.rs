@@ -653,8 +653,12 @@ mod tests {
         let shuffled = df.shuffle(&ctx, &["k".to_string()], None).expect("shuffle");
         let (layer, key) = shuffled.column("k").expect("k").reduce(&ctx, Red::Min).expect("min");
         let graph = materialize(std::slice::from_ref(&layer));
-        let folders: BTreeSet<String> =
-            graph.tasks().iter().flat_map(|t| t.op.shuffle_pieces()).map(|p| p.dir.to_string()).collect();
+        let folders: BTreeSet<String> = graph
+            .tasks()
+            .iter()
+            .flat_map(|t| t.op.shuffle_pieces())
+            .map(|p| p.dir().display().to_string())
+            .collect();
         assert_eq!(folders.len(), 1, "one shuffle");
         let rt = Runtime::new(LocalConfig { threads: 2, ..LocalConfig::default() }, Arc::new(NoUdfs));
         let events = rt.subscribe(1 << 16);
