@@ -302,6 +302,98 @@ fn run_with_deadline_child(mut child: std::process::Child, deadline: std::time::
     child.wait_with_output().expect("output")
 }
 
+/// A CA and one certificate it signed, for every process of a test cluster.
+struct Pki {
+    dir: std::path::PathBuf,
+    files: brisk_distributed::TlsFiles,
+}
+
+impl Pki {
+    fn new(tag: &str) -> Pki {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+        };
+        let dir = std::env::temp_dir().join(format!("brisk-test-pki-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("pki dir");
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::CommonName, format!("brisk test CA {tag}"));
+        let ca_key = KeyPair::generate().expect("ca key");
+        let ca_cert = ca.self_signed(&ca_key).expect("ca cert");
+        let issuer = Issuer::new(ca, ca_key);
+        let mut leaf = CertificateParams::new(vec!["brisk-node".to_string()]).expect("leaf params");
+        leaf.extended_key_usages =
+            vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+        let leaf_key = KeyPair::generate().expect("leaf key");
+        let leaf_cert = leaf.signed_by(&leaf_key, &issuer).expect("leaf cert");
+        let write = |name: &str, text: String| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).expect("write pem");
+            Some(p)
+        };
+        let files = brisk_distributed::TlsFiles {
+            cert: write("cert.pem", leaf_cert.pem()),
+            key: write("key.pem", leaf_key.serialize_pem()),
+            ca: write("ca.pem", ca_cert.pem()),
+        };
+        Pki { dir, files }
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// With TLS every connection is mutual TLS under the cluster's CA: the
+/// cluster computes as before, and a client or worker without TLS, or with
+/// a certificate of another CA, is refused; the cluster goes on.
+#[test]
+fn tls_clusters_refuse_plain_peers_and_other_cas() {
+    let (ours, theirs) = (Pki::new("ours"), Pki::new("theirs"));
+    let c = TestCluster::start_secure(2, Some("s3cret"), Some(&ours.files), &[]);
+    assert!(c.address.starts_with("tls://"), "{}", c.address);
+    let local = run_locally(SHUFFLES);
+    let remote = c.run(SHUFFLES, DEADLINE);
+    assert_ok(&remote, "the run over TLS");
+    assert_eq!(text(&remote.stdout), text(&local.stdout));
+    let rows = c.client().worker_rows().expect("rows");
+    assert!(rows.iter().all(|r| r.address.starts_with("tls://")), "workers serve data over TLS: {rows:?}");
+
+    let connect = |address: &str, tls: Option<&brisk_distributed::TlsFiles>| {
+        let security = brisk_distributed::Security {
+            token: Some("s3cret".into()),
+            tls: tls.map(|f| {
+                std::sync::Arc::new(brisk_distributed::security::Tls::load(f.clone()).expect("load"))
+            }),
+        };
+        brisk_distributed::RemoteClient::connect(address, security, true).map(|_| ())
+    };
+    let plain = c.address.replacen("tls://", "tcp://", 1);
+    let err = connect(&plain, None).expect_err("a plain client is refused").to_string();
+    assert!(!err.is_empty());
+    let err = connect(&c.address, None).expect_err("no TLS settings").to_string();
+    assert!(err.contains("TLS address"), "{err}");
+    let err = connect(&c.address, Some(&theirs.files)).expect_err("another CA is refused").to_string();
+    assert!(err.contains("TLS"), "{err}");
+    // Workers likewise: another CA, and none.
+    for flags in [support::tls_flags(&theirs.files), Vec::new()] {
+        let addr = if flags.is_empty() { plain.clone() } else { c.address.clone() };
+        let out = run_with_deadline(
+            brisk().args(["worker", &addr, "--token", "s3cret"]).args(&flags).stdin(Stdio::null()),
+            Duration::from_secs(30),
+            String::new,
+        );
+        assert!(!out.status.success(), "a worker with {flags:?} joined");
+        assert!(text(&out.stderr).contains("cannot reach the scheduler"), "{}", text(&out.stderr));
+    }
+    assert_eq!(c.client().worker_rows().expect("rows").len(), 2, "no refused worker joined");
+    let again = c.run(SHUFFLES, DEADLINE);
+    assert_eq!(text(&again.stdout), text(&local.stdout), "the cluster goes on");
+    c.finish();
+}
+
 #[test]
 fn wrong_or_missing_tokens_are_refused() {
     let c = TestCluster::start_with(1, Some("s3cret"), &[]);

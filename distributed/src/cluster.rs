@@ -69,7 +69,13 @@ impl LocalCluster {
         if let Some(t) = &options.token {
             cmd.args(["--token", t]);
         }
-        cmd.env("BRISK_LOG", "warning").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.env("BRISK_LOG", "warning")
+            .env_remove("BRISK_TLS_CERT")
+            .env_remove("BRISK_TLS_KEY")
+            .env_remove("BRISK_TLS_CA")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         let mut scheduler = cmd
             .spawn()
             .map_err(|error| ClusterError::Spawn { what: program.display().to_string(), error })?;
@@ -124,6 +130,9 @@ impl LocalCluster {
                 cmd.args(["--token", t]);
             }
             cmd.env("BRISK_LOG", "warning")
+                .env_remove("BRISK_TLS_CERT")
+                .env_remove("BRISK_TLS_KEY")
+                .env_remove("BRISK_TLS_CA")
                 .stdin(Stdio::piped())
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit());

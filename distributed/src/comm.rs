@@ -246,6 +246,7 @@ pub struct Conn {
 /// give an error.
 pub async fn connect(address: &str, role: Role, name: &str, security: &Security) -> Result<Conn, CommError> {
     let (host, port) = parse_address(address)?;
+    security.check_scheme(address)?;
     let tcp = tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect((host.as_str(), port)))
         .await
         .map_err(|_| CommError::Timeout(HANDSHAKE_TIMEOUT))??;

@@ -21,6 +21,6 @@ pub mod worker;
 
 pub use client::RemoteClient;
 pub use cluster::{LocalCluster, LocalClusterOptions};
-pub use security::Security;
+pub use security::{Security, TlsFiles};
 pub use server::{SchedulerHandle, SchedulerOptions};
 pub use worker::WorkerOptions;

@@ -88,7 +88,7 @@ pub fn start(options: SchedulerOptions) -> Result<SchedulerHandle, CommError> {
         .build()?;
     let listener = rt.block_on(TcpListener::bind((options.host.as_str(), options.port)))?;
     let local: SocketAddr = listener.local_addr()?;
-    let address = format!("tcp://{}", display_addr(&options.host, local));
+    let address = format!("{}://{}", options.security.scheme(), display_addr(&options.host, local));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     let addr = address.clone();
     let thread = std::thread::Builder::new().name("brisk-scheduler".into()).spawn(move || {

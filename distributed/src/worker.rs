@@ -179,8 +179,12 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     };
     let listener = TcpListener::bind((host.as_str(), 0)).await?;
     let port = listener.local_addr()?.port();
-    let address =
-        if host.contains(':') { format!("tcp://[{host}]:{port}") } else { format!("tcp://{host}:{port}") };
+    let scheme = options.security.scheme();
+    let address = if host.contains(':') {
+        format!("{scheme}://[{host}]:{port}")
+    } else {
+        format!("{scheme}://{host}:{port}")
+    };
 
     let peers = Arc::new(PeerPool::new(options.security.clone(), &name));
     shuffle_here(&options, &address, peers.clone())?;

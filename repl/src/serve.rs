@@ -7,7 +7,29 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use brisk_distributed::{SchedulerOptions, Security, WorkerOptions};
+use brisk_distributed::{SchedulerOptions, Security, TlsFiles, WorkerOptions};
+
+/// Mutual TLS: every process of the cluster gives all three (else the
+/// `BRISK_TLS_CERT`, `BRISK_TLS_KEY`, `BRISK_TLS_CA` variables).
+#[derive(clap::Args)]
+pub struct TlsArgs {
+    /// This process's certificate (PEM), signed by the cluster's CA.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<std::path::PathBuf>,
+    /// The CA certificate (PEM): peers must present a certificate it signed.
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<std::path::PathBuf>,
+}
+
+impl TlsArgs {
+    fn security(self, token: Option<String>) -> anyhow::Result<Security> {
+        let files = TlsFiles { cert: self.tls_cert, key: self.tls_key, ca: self.tls_ca };
+        Ok(Security::from_flags(token, files)?)
+    }
+}
 
 #[derive(clap::Args)]
 pub struct SchedulerArgs {
@@ -26,6 +48,8 @@ pub struct SchedulerArgs {
     /// Deaths of workers running a task before it errs as KilledWorker.
     #[arg(long, default_value_t = 3)]
     allowed_failures: u32,
+    #[command(flatten)]
+    tls: TlsArgs,
     #[arg(long, hide = true)]
     exit_with_parent: bool,
 }
@@ -55,6 +79,8 @@ pub struct WorkerArgs {
     /// Where to keep shuffle pieces (default: the temporary directory).
     #[arg(long)]
     local_directory: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    tls: TlsArgs,
     #[arg(long, hide = true)]
     exit_with_parent: bool,
 }
@@ -69,7 +95,7 @@ pub fn scheduler(args: SchedulerArgs) -> anyhow::Result<ExitCode> {
     let options = SchedulerOptions {
         host: args.host,
         port: args.port,
-        security: Security::with_token(args.token),
+        security: args.tls.security(args.token)?,
         worker_ttl: Duration::from_secs_f64(args.worker_ttl),
         allowed_failures: args.allowed_failures,
     };
@@ -103,7 +129,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     options.name = args.name;
     options.host = args.host;
     options.local_directory = args.local_directory;
-    options.security = Security::with_token(args.token);
+    options.security = args.tls.security(args.token)?;
     // Signals end the worker at once: the scheduler sees the connection
     // close and moves its work elsewhere.
     std::thread::Builder::new().name("brisk-signals".into()).spawn(|| {

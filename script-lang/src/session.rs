@@ -85,7 +85,8 @@ impl Session {
         let Some(address) = std::env::var("BRISK_SCHEDULER_ADDRESS").ok().filter(|a| !a.is_empty()) else {
             return Ok(());
         };
-        let security = brisk_distributed::Security::with_token(None);
+        let security = brisk_distributed::Security::from_flags(None, Default::default())
+            .map_err(|e| format!("cannot connect to BRISK_SCHEDULER_ADDRESS={address}: {e}"))?;
         let client = brisk_distributed::RemoteClient::connect(&address, security, self.state.config().fuse)
             .map_err(|e| format!("cannot connect to BRISK_SCHEDULER_ADDRESS={address}: {e}"))?;
         self.state.attach_cluster(crate::state::Cluster { client: Arc::new(client), local: None });

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use brisk_distributed::{RemoteClient, Security};
+use brisk_distributed::{RemoteClient, Security, TlsFiles};
 
 pub fn brisk() -> Command {
     Command::new(env!("CARGO_BIN_EXE_brisk"))
@@ -21,6 +21,8 @@ pub fn brisk() -> Command {
 pub struct TestCluster {
     pub address: String,
     pub token: Option<String>,
+    /// The TLS files every process of this cluster uses, if any.
+    pub tls: Option<TlsFiles>,
     scheduler: Child,
     pub workers: Vec<Child>,
     client: Option<RemoteClient>,
@@ -33,10 +35,24 @@ impl TestCluster {
     }
 
     pub fn start_with(n: usize, token: Option<&str>, scheduler_args: &[&str]) -> TestCluster {
+        TestCluster::start_secure(n, token, None, scheduler_args)
+    }
+
+    /// As `start_with`, every process (and the fixture's client) using TLS
+    /// with `tls`'s files when given.
+    pub fn start_secure(
+        n: usize,
+        token: Option<&str>,
+        tls: Option<&TlsFiles>,
+        scheduler_args: &[&str],
+    ) -> TestCluster {
         let mut cmd = brisk();
         cmd.args(["scheduler", "--host", "127.0.0.1", "--port", "0"]).args(scheduler_args);
         if let Some(t) = token {
             cmd.args(["--token", t]);
+        }
+        if let Some(f) = tls {
+            cmd.args(tls_flags(f));
         }
         let mut scheduler = cmd
             .env_remove("BRISK_TOKEN")
@@ -49,12 +65,15 @@ impl TestCluster {
         let mut line = String::new();
         BufReader::new(scheduler.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
         let address = line.split_whitespace().last().expect("an address").to_string();
-        assert!(address.starts_with("tcp://127.0.0.1:"), "scheduler printed {line:?}");
-        let security = Security { token: token.map(str::to_string) };
+        let scheme = if tls.is_some() { "tls" } else { "tcp" };
+        assert!(address.starts_with(&format!("{scheme}://127.0.0.1:")), "scheduler printed {line:?}");
+        let files = tls.cloned().unwrap_or_default();
+        let security = Security::from_flags(token.map(str::to_string), files).expect("the TLS files");
         let client = RemoteClient::connect(&address, security, true).expect("connect the fixture's client");
         let mut c = TestCluster {
             address,
             token: token.map(str::to_string),
+            tls: tls.cloned(),
             scheduler,
             workers: Vec::new(),
             client: Some(client),
@@ -72,6 +91,9 @@ impl TestCluster {
         cmd.args(["worker", &self.address, "--nthreads", "1", "--name", &name]).args(args);
         if let Some(t) = &self.token {
             cmd.args(["--token", t]);
+        }
+        if let Some(f) = &self.tls {
+            cmd.args(tls_flags(f));
         }
         // Started where the sessions run, as workers on a shared file
         // system would be: scripts name their files relative to it.
@@ -95,15 +117,21 @@ impl TestCluster {
     /// scheduler's view of the workers.
     pub fn run(&self, script: &str, deadline: Duration) -> Output {
         let file = ScriptFile::new(script);
-        run_with_deadline(
-            brisk()
-                .args(["run", "--no-progress"])
-                .arg(&file.0)
-                .env("BRISK_SCHEDULER_ADDRESS", &self.address)
-                .env("NO_COLOR", "1"),
-            deadline,
-            || format!("{:?}", self.client().worker_rows()),
-        )
+        let mut cmd = brisk();
+        cmd.args(["run", "--no-progress"])
+            .arg(&file.0)
+            .env("BRISK_SCHEDULER_ADDRESS", &self.address)
+            .env("NO_COLOR", "1");
+        if let Some(t) = &self.token {
+            cmd.env("BRISK_TOKEN", t);
+        }
+        if let Some(f) = &self.tls {
+            let path = |p: &Option<PathBuf>| p.clone().expect("a TLS file");
+            cmd.env("BRISK_TLS_CERT", path(&f.cert))
+                .env("BRISK_TLS_KEY", path(&f.key))
+                .env("BRISK_TLS_CA", path(&f.ca));
+        }
+        run_with_deadline(&mut cmd, deadline, || format!("{:?}", self.client().worker_rows()))
     }
 
     /// The scheduler's invariants hold.
@@ -157,6 +185,12 @@ impl Drop for TestCluster {
             let _ = c.wait();
         }
     }
+}
+
+/// `--tls-cert F --tls-key F --tls-ca F`.
+pub fn tls_flags(f: &TlsFiles) -> Vec<String> {
+    let s = |p: &Option<PathBuf>| p.as_ref().expect("a TLS file").display().to_string();
+    vec!["--tls-cert".into(), s(&f.cert), "--tls-key".into(), s(&f.key), "--tls-ca".into(), s(&f.ca)]
 }
 
 /// A script in the temporary directory, removed when dropped.

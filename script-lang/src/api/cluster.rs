@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use brisk_distributed::{LocalCluster, LocalClusterOptions, RemoteClient, Security};
+use brisk_distributed::{LocalCluster, LocalClusterOptions, RemoteClient, Security, TlsFiles};
 use rhai::{Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::{options, wrong_type};
@@ -129,7 +129,7 @@ fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
     state.detach_cluster();
     let opts = LocalClusterOptions { workers, threads, memory_limit, resources, token: token.clone() };
     let local = LocalCluster::start(opts).map_err(|e| runtime(format!("local_cluster: {e}")))?;
-    let security = Security { token };
+    let security = Security { token, tls: None };
     let client = RemoteClient::connect(&local.address, security, state.config().fuse)
         .map_err(|e| runtime(format!("local_cluster: cannot connect to its scheduler: {e}")))?;
     client.wait_for_workers(workers, JOIN_TIMEOUT).map_err(engine_error)?;
@@ -138,12 +138,23 @@ fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
 }
 
 fn connect(state: &Arc<SessionState>, address: &str, m: Option<Map>) -> Res<Client> {
-    let m = options(m, "connect", &["token"])?;
-    let token = match m.get("token") {
-        None => None,
-        Some(v) => Some(v.clone().into_string().map_err(|_| wrong_type("connect", "a string for token", v))?),
+    let m = options(m, "connect", &["token", "tls_cert", "tls_key", "tls_ca"])?;
+    let text = |name: &str| -> Res<Option<String>> {
+        match m.get(name) {
+            None => Ok(None),
+            Some(v) => {
+                let what = format!("a string for {name}");
+                Ok(Some(v.clone().into_string().map_err(|_| wrong_type("connect", &what, v))?))
+            }
+        }
     };
-    let security = Security::with_token(token);
+    let files = TlsFiles {
+        cert: text("tls_cert")?.map(Into::into),
+        key: text("tls_key")?.map(Into::into),
+        ca: text("tls_ca")?.map(Into::into),
+    };
+    let security =
+        Security::from_flags(text("token")?, files).map_err(|e| runtime(format!("connect: {e}")))?;
     let client = RemoteClient::connect(address, security, state.config().fuse)
         .map_err(|e| runtime(format!("connect: cannot connect to {address}: {e}")))?;
     state.attach_cluster(Cluster { client: Arc::new(client), local: None });
