@@ -12,7 +12,7 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use brisk_distributed::protocol::{self, Hello, MAGIC, Reply, Role};
-use support::{ScriptFile, TestCluster, alive, brisk, run_with_deadline};
+use support::{ScriptFile, TestCluster, alive, brisk, http_get, run_with_deadline};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -431,6 +431,64 @@ fn wrong_or_missing_tokens_are_refused() {
     let ok = run(Some("s3cret"));
     assert_ok(&ok, "the run with the token");
     assert_eq!(text(&ok.stdout), "42\n");
+    c.finish();
+}
+
+/// The HTTP port: `/health` for anyone, `/metrics` (Prometheus text) and
+/// `/api/v1/workers` (JSON) only with the token as a Bearer header.
+#[test]
+fn the_http_port_serves_health_metrics_and_workers_behind_the_token() {
+    let c = TestCluster::start_with(2, Some("s3cret"), &[]);
+    assert_ok(&c.run(SHUFFLES, DEADLINE), "the shuffles");
+    let refused = run_with_deadline(
+        brisk().args(["worker", &c.address, "--token", "guess"]).stdin(Stdio::null()),
+        Duration::from_secs(30),
+        String::new,
+    );
+    assert!(!refused.status.success());
+
+    assert_eq!(http_get(&c.http, "/health", ""), (200, "ok\n".to_string()));
+    for headers in ["", "Authorization: Bearer guess\r\n", "Authorization: s3cret\r\n"] {
+        assert_eq!(http_get(&c.http, "/metrics", headers).0, 401, "{headers:?}");
+        assert_eq!(http_get(&c.http, "/api/v1/workers", headers).0, 401, "{headers:?}");
+    }
+    let auth = "Authorization: Bearer s3cret\r\n";
+    assert_eq!(http_get(&c.http, "/nothing", auth).0, 404);
+
+    // Heartbeats bring the bytes moved; wait for one.
+    let value = |text: &str, series: &str| -> Option<f64> {
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        let (status, text) = http_get(&c.http, "/metrics", auth);
+        assert_eq!(status, 200, "{text}");
+        if value(&text, "brisk_transferred_bytes_total").is_some_and(|b| b > 0.0)
+            || std::time::Instant::now() > deadline
+        {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Every line is a comment or `series value`, as Prometheus reads them.
+    for line in metrics.lines().filter(|l| !l.starts_with("# HELP ") && !l.starts_with("# TYPE ")) {
+        let (series, v) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad line {line:?}"));
+        assert!(v.parse::<f64>().is_ok() && series.starts_with("brisk_"), "bad line {line:?}");
+    }
+    assert_eq!(value(&metrics, "brisk_workers"), Some(2.0), "{metrics}");
+    assert!(value(&metrics, "brisk_transferred_bytes_total").is_some_and(|b| b > 0.0), "{metrics}");
+    assert!(value(&metrics, "brisk_handshake_refusals_total").is_some_and(|n| n >= 1.0), "{metrics}");
+    assert!(value(&metrics, "brisk_tasks{state=\"processing\"}").is_some(), "{metrics}");
+    assert!(metrics.contains("brisk_tasks_done_total{group="), "{metrics}");
+    assert!(metrics.contains("brisk_worker_memory_bytes{worker=\"w0\"}"), "{metrics}");
+
+    let (status, json) = http_get(&c.http, "/api/v1/workers", auth);
+    assert_eq!(status, 200);
+    let rows: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let names: Vec<&str> =
+        rows.as_array().expect("an array").iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names, ["w0", "w1"], "{json}");
+    assert!(rows[0]["address"].as_str().is_some_and(|a| a.starts_with("tcp://127.0.0.1:")), "{json}");
     c.finish();
 }
 

@@ -54,6 +54,8 @@ pub struct LocalClusterOptions {
 /// The processes of a local cluster; dropping it stops them.
 pub struct LocalCluster {
     pub address: String,
+    /// The scheduler's HTTP port (`/health`, `/metrics`, `/api/v1/workers`).
+    pub http_address: Option<String>,
     options: LocalClusterOptions,
     scheduler: Child,
     workers: Vec<Child>,
@@ -65,7 +67,7 @@ impl LocalCluster {
     pub fn start(options: LocalClusterOptions) -> Result<LocalCluster, ClusterError> {
         let program = program()?;
         let mut cmd = Command::new(&program);
-        cmd.args(["scheduler", "--host", "127.0.0.1", "--port", "0", PARENT_PIPE_FLAG]);
+        cmd.args(["scheduler", "--host", "127.0.0.1", "--port", "0", "--http-port", "0", PARENT_PIPE_FLAG]);
         if let Some(t) = &options.token {
             cmd.args(["--token", t]);
         }
@@ -79,7 +81,7 @@ impl LocalCluster {
         let mut scheduler = cmd
             .spawn()
             .map_err(|error| ClusterError::Spawn { what: program.display().to_string(), error })?;
-        let address = match read_address(&mut scheduler) {
+        let (address, http_address) = match read_address(&mut scheduler) {
             Ok(a) => a,
             Err(e) => {
                 let _ = scheduler.kill();
@@ -87,7 +89,8 @@ impl LocalCluster {
                 return Err(e);
             }
         };
-        let mut cluster = LocalCluster { address, options, scheduler, workers: Vec::new(), started: 0 };
+        let mut cluster =
+            LocalCluster { address, http_address, options, scheduler, workers: Vec::new(), started: 0 };
         let n = cluster.options.workers;
         cluster.add_workers(n)?;
         Ok(cluster)
@@ -175,18 +178,25 @@ impl Drop for LocalCluster {
 }
 
 /// The scheduler prints its address as its first line on stdout.
-fn read_address(child: &mut Child) -> Result<String, ClusterError> {
+/// The scheduler's address and HTTP address, its two lines on stdout.
+fn read_address(child: &mut Child) -> Result<(String, Option<String>), ClusterError> {
     let Some(out) = child.stdout.take() else {
         return Err(ClusterError::Scheduler("no stdout".into()));
     };
+    let mut out = BufReader::new(out);
     let mut line = String::new();
-    BufReader::new(out).read_line(&mut line).map_err(|e| ClusterError::Scheduler(e.to_string()))?;
-    line.split_whitespace()
+    out.read_line(&mut line).map_err(|e| ClusterError::Scheduler(e.to_string()))?;
+    let address = line
+        .split_whitespace()
         .find(|w| w.starts_with("tcp://") || w.starts_with("tls://"))
         .map(str::to_string)
         .ok_or_else(|| {
             ClusterError::Scheduler(format!("it printed {:?} instead of its address", line.trim()))
-        })
+        })?;
+    let mut line = String::new();
+    out.read_line(&mut line).map_err(|e| ClusterError::Scheduler(e.to_string()))?;
+    let http = line.split_whitespace().find(|w| w.starts_with("http://")).map(str::to_string);
+    Ok((address, http))
 }
 
 /// In a child started with [`PARENT_PIPE_FLAG`]: exit when stdin closes

@@ -343,7 +343,7 @@ fn check_hello(hello: &Hello, security: &Security, allowed: &[Role]) -> Result<(
 
 /// Equal-length comparison that takes the same time wherever the first
 /// difference is, so the token cannot be guessed byte by byte.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -13,6 +13,7 @@
 pub mod client;
 pub mod cluster;
 pub mod comm;
+mod http;
 pub mod log;
 pub mod protocol;
 pub mod security;

@@ -149,6 +149,8 @@ pub struct WorkerRow {
     /// "NAME, N GiB" or "no GPU".
     pub gpu: String,
     pub pid: u32,
+    /// Bytes it fetched from peers so far.
+    pub transferred: u64,
 }
 
 /// Client → scheduler.
@@ -231,6 +233,8 @@ pub enum WorkerMsg {
     Heartbeat {
         memory: u64,
         running: u32,
+        /// Bytes this worker fetched from peers so far (inputs and shuffle pieces).
+        transferred: u64,
     },
 }
 

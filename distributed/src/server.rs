@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use brisk_engine::diagnostics::Snapshot;
@@ -20,9 +21,9 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::comm::{self, CommError};
-use crate::log;
 use crate::protocol::{Blob, ClientMsg, DepAt, Role, TaskDef, ToClient, ToWorker, WorkerMsg, WorkerRow};
 use crate::security::Security;
+use crate::{http, log};
 
 /// How a scheduler runs (`brisk scheduler` flags).
 #[derive(Clone, Debug)]
@@ -35,6 +36,9 @@ pub struct SchedulerOptions {
     pub worker_ttl: Duration,
     /// Deaths of workers running a task before it errs as `KilledWorker`.
     pub allowed_failures: u32,
+    /// The HTTP port (`/health`, `/metrics`, `/api/v1/workers`); `None`:
+    /// none. When the port asked for is taken, any free one is used.
+    pub http_port: Option<u16>,
 }
 
 impl Default for SchedulerOptions {
@@ -45,6 +49,7 @@ impl Default for SchedulerOptions {
             security: Security::default(),
             worker_ttl: Duration::from_secs(30),
             allowed_failures: 3,
+            http_port: None,
         }
     }
 }
@@ -52,6 +57,8 @@ impl Default for SchedulerOptions {
 /// A running scheduler; dropping it (or `stop`) closes it.
 pub struct SchedulerHandle {
     pub address: String,
+    /// `http://host:port` of the HTTP port, if one is served.
+    pub http_address: Option<String>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -89,13 +96,28 @@ pub fn start(options: SchedulerOptions) -> Result<SchedulerHandle, CommError> {
     let listener = rt.block_on(TcpListener::bind((options.host.as_str(), options.port)))?;
     let local: SocketAddr = listener.local_addr()?;
     let address = format!("{}://{}", options.security.scheme(), display_addr(&options.host, local));
+    let http = match options.http_port {
+        None => None,
+        Some(port) => {
+            let bound = match rt.block_on(TcpListener::bind((options.host.as_str(), port))) {
+                Err(e) if port != 0 && e.kind() == std::io::ErrorKind::AddrInUse => {
+                    log::warn("scheduler", &format!("HTTP port {port} is taken; using another"));
+                    rt.block_on(TcpListener::bind((options.host.as_str(), 0)))?
+                }
+                other => other?,
+            };
+            let at = format!("http://{}", display_addr(&options.host, bound.local_addr()?));
+            Some((bound, at))
+        }
+    };
+    let http_address = http.as_ref().map(|(_, a)| a.clone());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     let addr = address.clone();
     let thread = std::thread::Builder::new().name("brisk-scheduler".into()).spawn(move || {
-        rt.block_on(serve(listener, options, addr, stop_rx));
+        rt.block_on(serve(listener, http.map(|(l, _)| l), options, addr, stop_rx));
         rt.shutdown_timeout(Duration::from_secs(1));
     })?;
-    Ok(SchedulerHandle { address, stop: Some(stop_tx), thread: Some(thread) })
+    Ok(SchedulerHandle { address, http_address, stop: Some(stop_tx), thread: Some(thread) })
 }
 
 fn display_addr(host: &str, local: SocketAddr) -> String {
@@ -110,16 +132,31 @@ fn display_addr(host: &str, local: SocketAddr) -> String {
 type ConnId = u64;
 
 enum Ev {
-    WorkerJoined { conn: ConnId, name: String, reg: WorkerMsg, tx: mpsc::UnboundedSender<Vec<ToWorker>> },
+    WorkerJoined {
+        conn: ConnId,
+        name: String,
+        reg: WorkerMsg,
+        tx: mpsc::UnboundedSender<Vec<ToWorker>>,
+    },
     FromWorker(ConnId, Vec<WorkerMsg>),
-    ClientJoined { conn: ConnId, name: String, tx: mpsc::UnboundedSender<Vec<ToClient>> },
+    ClientJoined {
+        conn: ConnId,
+        name: String,
+        tx: mpsc::UnboundedSender<Vec<ToClient>>,
+    },
     FromClient(ConnId, Vec<ClientMsg>),
-    Gone { conn: ConnId, reason: String },
+    Gone {
+        conn: ConnId,
+        reason: String,
+    },
     Tick,
+    /// The HTTP port asks for a page.
+    Http(http::Ask, tokio::sync::oneshot::Sender<String>),
 }
 
 async fn serve(
     listener: TcpListener,
+    http_listener: Option<TcpListener>,
     options: SchedulerOptions,
     address: String,
     mut stop: tokio::sync::oneshot::Receiver<()>,
@@ -127,7 +164,13 @@ async fn serve(
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Ev>();
     let security = Arc::new(options.security.clone());
     let mut state = State::new(&options);
+    let refusals = state.refusals.clone();
     log::info("scheduler", &format!("listening at {address}"));
+    let http_server = http_listener.map(|l| {
+        let tx = ev_tx.clone();
+        let ask: http::AskLoop = Arc::new(move |what, reply| tx.send(Ev::Http(what, reply)).is_ok());
+        tokio::spawn(http::serve(l, options.security.token.clone(), ask))
+    });
     let mut next_conn: ConnId = 1;
     let ticker = {
         let tx = ev_tx.clone();
@@ -156,7 +199,7 @@ async fn serve(
                 };
                 let conn = next_conn;
                 next_conn += 1;
-                tokio::spawn(connection(tcp, conn, security.clone(), ev_tx.clone()));
+                tokio::spawn(connection(tcp, conn, security.clone(), ev_tx.clone(), refusals.clone()));
             }
             ev = ev_rx.recv() => {
                 let Some(ev) = ev else { break };
@@ -173,6 +216,9 @@ async fn serve(
         }
     }
     ticker.abort();
+    if let Some(h) = http_server {
+        h.abort();
+    }
     state.close_all("the scheduler is closing");
     log::info("scheduler", "closed");
 }
@@ -183,11 +229,13 @@ async fn connection(
     conn: ConnId,
     security: Arc<Security>,
     events: mpsc::UnboundedSender<Ev>,
+    refusals: Arc<AtomicU64>,
 ) {
     let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
     let (hello, c) = match comm::accept(tcp, &security, &[Role::Worker, Role::Client]).await {
         Ok(x) => x,
         Err(e) => {
+            refusals.fetch_add(1, Ordering::Relaxed);
             log::warn("scheduler", &format!("dropped a connection from {peer}: {e}"));
             return;
         }
@@ -271,6 +319,8 @@ struct WorkerConn {
     gpu: String,
     pid: u32,
     memory: u64,
+    /// Bytes it fetched from peers (its last heartbeat).
+    transferred: u64,
     last_seen: Instant,
     tx: mpsc::UnboundedSender<Vec<ToWorker>>,
     outbox: Vec<ToWorker>,
@@ -294,6 +344,10 @@ struct State {
     /// Clients to tell when a task finishes or fails.
     watchers: FxHashMap<TaskId, Vec<ConnId>>,
     worker_ttl: Duration,
+    /// Connections refused in the handshake (counted by the connection tasks).
+    refusals: Arc<AtomicU64>,
+    /// Bytes moved between workers by workers that left.
+    transferred_gone: u64,
 }
 
 impl State {
@@ -311,6 +365,8 @@ impl State {
             clients: BTreeMap::new(),
             watchers: FxHashMap::default(),
             worker_ttl: options.worker_ttl,
+            refusals: Arc::new(AtomicU64::new(0)),
+            transferred_gone: 0,
         }
     }
 
@@ -337,6 +393,12 @@ impl State {
             }
             Ev::Gone { conn, reason } => self.gone(conn, &reason),
             Ev::Tick => self.tick(),
+            Ev::Http(what, reply) => {
+                let _ = reply.send(match what {
+                    http::Ask::Metrics => self.metrics(),
+                    http::Ask::Workers => serde_json::to_string(&self.rows()).unwrap_or_else(|_| "[]".into()),
+                });
+            }
         }
         self.apply();
     }
@@ -369,6 +431,7 @@ impl State {
                 gpu,
                 pid,
                 memory: 0,
+                transferred: 0,
                 last_seen: Instant::now(),
                 tx,
                 outbox: Vec::new(),
@@ -392,9 +455,10 @@ impl State {
                     self.core.task_failed(wid, t, run, error, &mut self.out);
                 }
             }
-            WorkerMsg::Heartbeat { memory, .. } => {
+            WorkerMsg::Heartbeat { memory, transferred, .. } => {
                 if let Some(w) = self.workers.get_mut(&conn) {
                     w.memory = memory;
+                    w.transferred = transferred;
                 }
             }
         }
@@ -487,6 +551,7 @@ impl State {
     fn gone(&mut self, conn: ConnId, reason: &str) {
         if let Some(w) = self.workers.remove(&conn) {
             log::info("scheduler", &format!("worker {} left: {reason}", w.name));
+            self.transferred_gone += w.transferred;
             self.by_worker.remove(&w.id);
             self.core.remove_worker(w.id, &mut self.out);
         } else if let Some(c) = self.clients.remove(&conn) {
@@ -722,11 +787,78 @@ impl State {
                     resources: w.resources.clone(),
                     gpu: w.gpu.clone(),
                     pid: w.pid,
+                    transferred: w.transferred,
                 }
             })
             .collect();
         rows.sort_by(|a, b| a.name.cmp(&b.name));
         rows
+    }
+
+    /// `/metrics`: Prometheus' text format.
+    fn metrics(&self) -> String {
+        use brisk_engine::scheduler::TaskState as S;
+        const STATES: [S; 6] = [S::Released, S::Waiting, S::Queued, S::Processing, S::Memory, S::Erred];
+        let mut m = http::Metrics::default();
+        let counts = self.core.state_counts();
+        m.family("brisk_tasks", "gauge", "Tasks the scheduler holds, by state.");
+        for s in STATES {
+            m.sample("brisk_tasks", &[("state", s.name())], counts[s as usize] as f64);
+        }
+        m.family("brisk_group_tasks", "gauge", "Tasks by group and state.");
+        for g in self.core.groups() {
+            for s in STATES {
+                let n = g.in_state(s);
+                if n > 0 {
+                    m.sample("brisk_group_tasks", &[("group", &g.name), ("state", s.name())], n as f64);
+                }
+            }
+        }
+        m.family("brisk_tasks_done_total", "counter", "Tasks finished, by group.");
+        for g in self.core.groups() {
+            m.sample("brisk_tasks_done_total", &[("group", &g.name)], g.done as f64);
+        }
+        m.family("brisk_transitions_total", "counter", "Task state transitions.").sample(
+            "brisk_transitions_total",
+            &[],
+            self.core.transition_count() as f64,
+        );
+        m.family("brisk_workers", "gauge", "Workers connected.").sample(
+            "brisk_workers",
+            &[],
+            self.workers.len() as f64,
+        );
+        m.family("brisk_clients", "gauge", "Clients connected.").sample(
+            "brisk_clients",
+            &[],
+            self.clients.len() as f64,
+        );
+        m.family("brisk_threads", "gauge", "Task threads over all workers.").sample(
+            "brisk_threads",
+            &[],
+            self.workers.values().map(|w| w.nthreads as f64).sum(),
+        );
+        let rows = self.rows();
+        m.family("brisk_worker_memory_bytes", "gauge", "Bytes of results each worker holds.");
+        for r in &rows {
+            m.sample("brisk_worker_memory_bytes", &[("worker", &r.name)], r.memory as f64);
+        }
+        m.family("brisk_worker_memory_limit_bytes", "gauge", "Each worker's memory limit.");
+        for r in &rows {
+            if let Some(l) = r.memory_limit {
+                m.sample("brisk_worker_memory_limit_bytes", &[("worker", &r.name)], l as f64);
+            }
+        }
+        m.family("brisk_worker_processing", "gauge", "Tasks assigned to each worker.");
+        for r in &rows {
+            m.sample("brisk_worker_processing", &[("worker", &r.name)], r.processing as f64);
+        }
+        let moved = self.transferred_gone + rows.iter().map(|r| r.transferred).sum::<u64>();
+        m.family("brisk_transferred_bytes_total", "counter", "Bytes workers fetched from other workers.")
+            .sample("brisk_transferred_bytes_total", &[], moved as f64);
+        m.family("brisk_handshake_refusals_total", "counter", "Connections refused in the handshake.")
+            .sample("brisk_handshake_refusals_total", &[], self.refusals.load(Ordering::Relaxed) as f64);
+        m.finish()
     }
 
     fn snapshot(&self) -> Snapshot {

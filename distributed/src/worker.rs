@@ -10,7 +10,7 @@
 
 use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -154,6 +154,8 @@ struct Shared {
     reports: mpsc::UnboundedSender<Vec<WorkerMsg>>,
     security: Security,
     peers: Arc<PeerPool>,
+    /// Bytes fetched from peers (inputs and shuffle pieces).
+    transferred: Arc<AtomicU64>,
 }
 
 impl Shared {
@@ -187,7 +189,8 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     };
 
     let peers = Arc::new(PeerPool::new(options.security.clone(), &name));
-    shuffle_here(&options, &address, peers.clone())?;
+    let transferred = Arc::new(AtomicU64::new(0));
+    shuffle_here(&options, &address, peers.clone(), transferred.clone())?;
 
     let (reports_tx, reports_rx) = mpsc::unbounded_channel::<Vec<WorkerMsg>>();
     let gpu = match brisk_engine::gpu::probe() {
@@ -213,6 +216,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         reports: reports_tx,
         security: options.security.clone(),
         peers: peers.clone(),
+        transferred,
     });
     log::info("worker", &format!("{name} serving data at {address}, scheduler {}", options.scheduler));
 
@@ -237,7 +241,8 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
                     let st = s.lock();
                     (st.data_bytes + st.fetched.values().map(|(v, _)| v.nbytes()).sum::<u64>(), st.running)
                 };
-                if s.reports.send(vec![WorkerMsg::Heartbeat { memory, running }]).is_err() {
+                let transferred = s.transferred.load(Ordering::Relaxed);
+                if s.reports.send(vec![WorkerMsg::Heartbeat { memory, running, transferred }]).is_err() {
                     return;
                 }
             }
@@ -400,6 +405,7 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>)
                         values.into_iter().filter_map(|(k, v)| Some((k, v?))).collect();
                     left.retain(|(k, _)| match got.remove(k) {
                         Some(v) => {
+                            shared.transferred.fetch_add(v.nbytes(), Ordering::Relaxed);
                             land(&shared, k.clone(), None, Ok(v));
                             false
                         }
@@ -563,7 +569,12 @@ fn read_pieces(name: &str, out: u32, inputs: &[u32]) -> Result<Vec<Blob>, String
 /// Keep shuffle pieces in this worker's own folder under its local
 /// directory, and fetch the pieces other workers wrote from them. Folders
 /// of workers on this machine that are gone are removed first.
-fn shuffle_here(options: &WorkerOptions, address: &str, peers: Arc<PeerPool>) -> Result<(), WorkerError> {
+fn shuffle_here(
+    options: &WorkerOptions,
+    address: &str,
+    peers: Arc<PeerPool>,
+    transferred: Arc<AtomicU64>,
+) -> Result<(), WorkerError> {
     let parent = options.local_directory.clone().unwrap_or_else(std::env::temp_dir);
     let dir_err = |path: &Path| {
         let path = path.to_path_buf();
@@ -576,7 +587,11 @@ fn shuffle_here(options: &WorkerOptions, address: &str, peers: Arc<PeerPool>) ->
     let fetch = move |host: &str, pieces: &Pieces, out: u32, inputs: &[u32]| {
         let ask = peers.get_pieces(host, &pieces.name, out, inputs.to_vec());
         let got = match handle.block_on(async { tokio::time::timeout(PIECES_TIMEOUT, ask).await }) {
-            Ok(Ok(Ok(blobs))) => return Ok(blobs.into_iter().map(|b| b.0.to_vec()).collect()),
+            Ok(Ok(Ok(blobs))) => {
+                let n: usize = blobs.iter().map(|b| b.0.len()).sum();
+                transferred.fetch_add(n as u64, Ordering::Relaxed);
+                return Ok(blobs.into_iter().map(|b| b.0.to_vec()).collect());
+            }
             Ok(Ok(Err(e))) => e,
             Ok(Err(e)) => e.to_string(),
             Err(_) => format!("no answer in {} s", PIECES_TIMEOUT.as_secs()),

@@ -45,6 +45,13 @@ pub struct SchedulerArgs {
     /// Seconds without a heartbeat after which a worker is removed.
     #[arg(long, default_value_t = 30.0)]
     worker_ttl: f64,
+    /// The HTTP port: /health, /metrics (Prometheus) and /api/v1/workers
+    /// (another free port if taken; 0: any free port).
+    #[arg(long, default_value_t = 8787)]
+    http_port: u16,
+    /// Serve no HTTP port.
+    #[arg(long)]
+    no_http: bool,
     /// Deaths of workers running a task before it errs as KilledWorker.
     #[arg(long, default_value_t = 3)]
     allowed_failures: u32,
@@ -98,10 +105,15 @@ pub fn scheduler(args: SchedulerArgs) -> anyhow::Result<ExitCode> {
         security: args.tls.security(args.token)?,
         worker_ttl: Duration::from_secs_f64(args.worker_ttl),
         allowed_failures: args.allowed_failures,
+        http_port: (!args.no_http).then_some(args.http_port),
     };
     let handle = brisk_distributed::server::start(options)?;
-    // The one line on stdout: `local_cluster` and scripts read the address here.
+    // The only lines on stdout: `local_cluster` and scripts read the address
+    // (first) and the HTTP address (second, unless --no-http) here.
     println!("brisk scheduler at {}", handle.address);
+    if let Some(h) = &handle.http_address {
+        println!("brisk scheduler HTTP at {h} (/health, /metrics, /api/v1/workers)");
+    }
     wait_for_signal();
     handle.stop();
     Ok(ExitCode::SUCCESS)

@@ -277,7 +277,7 @@ fn visualize_writes_graphviz_and_refuses_unknown_files() {
 /// `tests/cluster.rs` instead.
 #[test]
 fn every_documented_example_runs() {
-    const NEED_A_CLUSTER: &[&str] = &["local_cluster", "connect", "scale", "close"];
+    const NEED_A_CLUSTER: &[&str] = &["local_cluster", "connect", "scale", "close", "dashboard_link"];
     for d in brisk_script::api::docs::all().filter(|d| !NEED_A_CLUSTER.contains(&d.name)) {
         let (mut s, _) = session();
         if let Err(e) = s.eval_value(d.example, &format!("<example of {}>", d.name)) {

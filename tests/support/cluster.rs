@@ -23,6 +23,8 @@ pub struct TestCluster {
     pub token: Option<String>,
     /// The TLS files every process of this cluster uses, if any.
     pub tls: Option<TlsFiles>,
+    /// The scheduler's HTTP port, `http://127.0.0.1:PORT`.
+    pub http: String,
     scheduler: Child,
     pub workers: Vec<Child>,
     client: Option<RemoteClient>,
@@ -47,7 +49,8 @@ impl TestCluster {
         scheduler_args: &[&str],
     ) -> TestCluster {
         let mut cmd = brisk();
-        cmd.args(["scheduler", "--host", "127.0.0.1", "--port", "0"]).args(scheduler_args);
+        cmd.args(["scheduler", "--host", "127.0.0.1", "--port", "0", "--http-port", "0"])
+            .args(scheduler_args);
         if let Some(t) = token {
             cmd.args(["--token", t]);
         }
@@ -62,9 +65,14 @@ impl TestCluster {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start the scheduler");
+        let mut out = BufReader::new(scheduler.stdout.take().expect("stdout"));
         let mut line = String::new();
-        BufReader::new(scheduler.stdout.take().expect("stdout")).read_line(&mut line).expect("address line");
+        out.read_line(&mut line).expect("address line");
         let address = line.split_whitespace().last().expect("an address").to_string();
+        let mut http_line = String::new();
+        out.read_line(&mut http_line).expect("HTTP line");
+        let http = http_line.split_whitespace().find(|w| w.starts_with("http://")).expect("an HTTP address");
+        let http = http.to_string();
         let scheme = if tls.is_some() { "tls" } else { "tcp" };
         assert!(address.starts_with(&format!("{scheme}://127.0.0.1:")), "scheduler printed {line:?}");
         let files = tls.cloned().unwrap_or_default();
@@ -74,6 +82,7 @@ impl TestCluster {
             address,
             token: token.map(str::to_string),
             tls: tls.cloned(),
+            http,
             scheduler,
             workers: Vec::new(),
             client: Some(client),
@@ -185,6 +194,20 @@ impl Drop for TestCluster {
             let _ = c.wait();
         }
     }
+}
+
+/// GET `path` from `http` (`http://host:port`) with these extra header
+/// lines: the status code and the body.
+pub fn http_get(http: &str, path: &str, headers: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let host = http.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(host).expect("connect to the HTTP port");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\n{headers}\r\n").expect("send");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read the answer");
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("a status line");
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
 }
 
 /// `--tls-cert F --tls-key F --tls-ca F`.

@@ -29,8 +29,8 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "connect",
-        "connect(\"tcp://HOST:PORT\", #{token}) -> Client",
-        "Connect to a running scheduler (`brisk scheduler`) and run the session's graphs on its workers; `token` (or BRISK_TOKEN) when the scheduler requires one.",
+        "connect(\"tcp://HOST:PORT\", #{token, tls_cert, tls_key, tls_ca}) -> Client",
+        "Connect to a running scheduler (`brisk scheduler`) and run the session's graphs on its workers; `token` (or BRISK_TOKEN) when the scheduler requires one; for a tls:// scheduler, this client's certificate, its key and the cluster's CA (PEM files; or BRISK_TLS_CERT, BRISK_TLS_KEY, BRISK_TLS_CA).",
         "let c = connect(\"tcp://127.0.0.1:8786\");",
     ),
     doc(
@@ -44,6 +44,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "c.restart()",
         "Drop every result and task of the cluster: futures held err with \"the cluster was restarted\"; the workers stay.",
         "client().restart()",
+    ),
+    doc(
+        "dashboard_link",
+        "c.dashboard_link",
+        "The HTTP address of a local cluster's scheduler (/health, /metrics for Prometheus, /api/v1/workers); \"\" for a cluster joined with connect (its address is printed by `brisk scheduler`).",
+        "local_cluster(#{workers: 1}).dashboard_link",
     ),
     doc(
         "close",
@@ -68,6 +74,12 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("scale", |c: &mut Client, n: i64| scale(&c.state, n));
     engine.register_fn("restart", |c: &mut Client| restart(&c.state));
     engine.register_fn("close", |c: &mut Client| c.state.detach_cluster());
+    engine.register_get("dashboard_link", |c: &mut Client| -> String {
+        c.state
+            .with_cluster(|cl| cl.local.as_ref().and_then(|l| l.http_address.clone()))
+            .flatten()
+            .unwrap_or_default()
+    });
 }
 
 fn int_option(m: &Map, key: &str, min: i64, max: i64) -> Res<Option<usize>> {
