@@ -302,6 +302,45 @@ fn run_with_deadline_child(mut child: std::process::Child, deadline: std::time::
     child.wait_with_output().expect("output")
 }
 
+/// A task annotated with a resource runs only where a worker offers it,
+/// and waits (queued, not failed) until one joins.
+#[test]
+fn resource_annotated_tasks_wait_for_a_worker_that_offers_them() {
+    use std::io::BufRead;
+    let mut c = TestCluster::start(1);
+    let script = ScriptFile::new(
+        r#"
+let f = annotate(#{resources: #{GPU: 1}}, || submit(|x| x + 1, 41));
+let plain = submit(|x| x * 2, 21);
+print(plain.result());
+print(f.status);
+print(f.result());
+print(client().workers().filter(|w| w.in_memory > 0).map(|w| w.name));
+"#,
+    );
+    let mut run = brisk()
+        .args(["run", "--no-progress"])
+        .arg(&script.0)
+        .env("BRISK_SCHEDULER_ADDRESS", &c.address)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the script");
+    let mut lines = std::io::BufReader::new(run.stdout.take().expect("stdout")).lines();
+    let mut next = || lines.next().expect("a line").expect("utf-8");
+    assert_eq!(next(), "42", "the plain task ran");
+    assert_eq!(next(), "pending", "no worker offers a GPU yet");
+    std::thread::sleep(Duration::from_millis(300));
+    let rows = c.client().worker_rows().expect("rows");
+    assert_eq!(rows[0].processing, 0, "the GPU task was not given to w0: {rows:?}");
+    c.add_worker(&["--resources", "GPU=1"]);
+    assert_eq!(next(), "42", "the GPU task ran once a GPU worker joined");
+    // w0 holds `plain`; w1, which joined after `plain` ran, holds `f`.
+    assert_eq!(next(), r#"["w0", "w1"]"#, "on the worker with the GPU");
+    assert!(run.wait().expect("wait").success());
+    c.finish();
+}
+
 /// A CA and one certificate it signed, for every process of a test cluster.
 struct Pki {
     dir: std::path::PathBuf,
