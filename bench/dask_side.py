@@ -96,6 +96,41 @@ def build_tree(n):
 
 
 # ---------------------------------------------------------------- workloads
+def run_b2_cluster(n, graph=False):
+    """B2 on a cluster of processes: LocalCluster(n_workers=2,
+    threads_per_worker=1, processes=True). Futures (map + gather) or, with
+    graph, the B1 tree computed on the cluster. Start-up reported apart."""
+    import dask
+    from distributed import Client, LocalCluster
+    t0 = time.perf_counter()
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=None)
+    client = Client(cluster)
+    client.wait_for_workers(2)
+    startup = time.perf_counter() - t0
+    try:
+        gc.collect()
+        with Meter() as m:
+            t0 = time.perf_counter()
+            if graph:
+                total = build_tree(n)
+                (result,) = dask.compute(total)
+                tasks = 2 * n - 1
+            else:
+                futs = client.map(inc, range(n), pure=False)
+                vals = client.gather(futs)
+                result = sum(vals)
+                tasks = n
+            t1 = time.perf_counter()
+    finally:
+        client.close()
+        cluster.close()
+    return {"seconds": t1 - t0, "tasks": tasks, "result": result,
+            "startup_seconds": startup,
+            "cluster": {"processes": True, "n_workers": 2, "threads_per_worker": 1},
+            "inner_load": m.fields()}
+
+
 def run_b1(n):
     import dask
     gc.collect()
@@ -273,6 +308,8 @@ WORKLOADS = {
     "b6-pq-filter": (lambda n: run_b6(n, "filter", "pq"), lambda n: frame_expected(n, "filter_k0")),
     "b1": (run_b1, lambda n: n * (n + 1) // 2),
     "b2-local": (run_b2_local, lambda n: n * (n + 1) // 2),
+    "b2-cluster": (run_b2_cluster, lambda n: n * (n + 1) // 2),
+    "b1-cluster": (lambda n: run_b2_cluster(n, graph=True), lambda n: n * (n + 1) // 2),
     # The sum of n column means of 2(x + x.T): 2n, give or take ~1.2.
     "b3": (run_b3, lambda n: 2 * n),
     # sum(x @ x.T) = |x^T 1|^2: n columns whose sums are ~n/2 each, so ~n^3/4.

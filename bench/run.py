@@ -40,6 +40,8 @@ DASK_PKGS = [f"dask[complete]=={DASK_VERSION}", f"distributed=={DASK_VERSION}",
              "numpy", "pandas", "pyarrow", "psutil"]
 
 TARGET_RATIO = 0.1                 # brisk time per task <= 1/10 of Dask's
+# ... and 1/100 on a cluster of processes (the distributed runtime's issue).
+TARGET_TASK_RATIO = {"b2-cluster": 0.01, "b1-cluster": 0.01}
 TARGET_TRANSITIONS = 1_000_000     # scheduler core transitions per second
 
 
@@ -59,6 +61,12 @@ WORKLOADS = {
                    "N inc(i) delayed tasks + pairwise add tree (2N-1 tasks), local threads"),
     "b2-local": Workload("b2-local", "b2_local.rhai", 100_000, lambda n: n * (n + 1) // 2,
                          "futures: map(inc, range(N)) + gather, in-process local client"),
+    "b2-cluster": Workload("b2-cluster", "b2_cluster.rhai", 20_000, lambda n: n * (n + 1) // 2,
+                           "futures: map(inc, range(N)) + gather on a local cluster of 2 worker "
+                           "processes, 1 thread each (start-up reported apart)"),
+    "b1-cluster": Workload("b1-cluster", "b1_cluster.rhai", 10_000, lambda n: n * (n + 1) // 2,
+                           "the B1 tree (2N-1 tasks) on a local cluster of 2 worker processes, "
+                           "1 thread each (start-up reported apart)"),
     "b3": Workload("b3", "b3.rhai", 20_000, lambda n: 2 * n,
                    "((x + x.T) * 2).mean(axis=0).sum(), x = random((N, N), chunks=N/10), threads",
                    check=lambda res, exp: isinstance(res, float) and abs(res - exp) < 20,
@@ -391,7 +399,7 @@ def run_side(side, wl, n, runs, timeout, cmd_for_run, unavailable=None):
         secs = [r["seconds"] for r in good]
         rec["seconds_runs"] = [r6(s) for s in secs]
         rec["seconds"] = r6(median(secs))
-        for k in ("build_seconds", "compute_seconds"):
+        for k in ("build_seconds", "compute_seconds", "startup_seconds"):
             vals = [r["out"][k] for r in good if isinstance(r["out"].get(k), (int, float))]
             if vals:
                 rec[k] = r6(median(vals))
@@ -462,8 +470,9 @@ def run_workload(wl, args, dask_err, brisk_err, bin_path, tmpdir):
                                       or (brisk.get("peak_rss_mb") or 0) <= (dask.get("peak_rss_mb") or 0)))
         if wl.per_task and dask.get("us_per_task") and brisk.get("us_per_task") is not None:
             rec["ratio_per_task"] = round(brisk["us_per_task"] / dask["us_per_task"], 5)
-            rec["target_ratio_per_task"] = TARGET_RATIO
-            rec["target_met"] = (rec["ratio_per_task"] <= TARGET_RATIO
+            target = TARGET_TASK_RATIO.get(wl.name, TARGET_RATIO)
+            rec["target_ratio_per_task"] = target
+            rec["target_met"] = (rec["ratio_per_task"] <= target
                                  and dask["correct"] and brisk["correct"])
     return rec
 

@@ -149,7 +149,12 @@ impl FrameWriter {
     }
 
     pub async fn send<T: Serialize>(&mut self, msg: &T) -> Result<(), CommError> {
-        let frame = protocol::encode(msg)?;
+        self.send_sized(msg, 0).await
+    }
+
+    /// As `send`, for a message of about `hint` bytes (see `encode_sized`).
+    pub async fn send_sized<T: Serialize>(&mut self, msg: &T, hint: usize) -> Result<(), CommError> {
+        let frame = protocol::encode_sized(msg, hint)?;
         self.send_frame(&frame).await
     }
 

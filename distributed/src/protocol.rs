@@ -294,7 +294,15 @@ pub enum PeerReply {
 
 /// `msg` as one frame: the length, then the MessagePack bytes.
 pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, ProtocolError> {
-    let mut buf = vec![0u8; HEADER];
+    encode_sized(msg, 0)
+}
+
+/// As [`encode`], into a buffer made for about `hint` bytes: a message
+/// carrying a large value is then written without growing (and copying)
+/// its buffer on the way.
+pub fn encode_sized<T: Serialize>(msg: &T, hint: usize) -> Result<Vec<u8>, ProtocolError> {
+    let mut buf = Vec::with_capacity(HEADER + hint);
+    buf.resize(HEADER, 0);
     rmp_serde::encode::write(&mut buf, msg).map_err(|e| ProtocolError::Encode(e.to_string()))?;
     let len = (buf.len() - HEADER) as u64;
     buf[..HEADER].copy_from_slice(&len.to_le_bytes());

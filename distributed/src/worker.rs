@@ -528,6 +528,7 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                         return;
                     }
                 };
+                let mut hint = 0;
                 let reply = match msg {
                     PeerMsg::GetData { keys } => {
                         let st = shared.lock();
@@ -541,17 +542,21 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                                     .or_else(|| st.fetched.get(&k).map(|(v, _)| v.clone()));
                                 (k, v)
                             })
-                            .collect();
+                            .collect::<Vec<(Key, Option<Value>)>>();
+                        hint = values.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.nbytes() as usize).sum();
                         PeerReply::Data { values }
                     }
                     PeerMsg::GetPieces { name, out, inputs } => {
                         let read =
                             tokio::task::spawn_blocking(move || read_pieces(&name, out, &inputs)).await;
                         let pieces = read.unwrap_or_else(|e| Err(format!("reading the pieces failed: {e}")));
+                        if let Ok(p) = &pieces {
+                            hint = p.iter().map(|b| b.0.len()).sum();
+                        }
                         PeerReply::Pieces { pieces }
                     }
                 };
-                if conn.writer.send(&reply).await.is_err() {
+                if conn.writer.send_sized(&reply, hint + 4096).await.is_err() {
                     return;
                 }
             }

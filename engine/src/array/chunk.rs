@@ -323,45 +323,61 @@ impl fmt::Debug for Chunk {
 }
 
 /// On the wire a chunk is its type, its shape and its elements in C order as
-/// little-endian bytes: compact, and readable without knowing ndarray.
-#[derive(Serialize, Deserialize)]
-struct Wire {
+/// little-endian bytes: compact, and readable without knowing ndarray. The
+/// elements are one byte string, written from the array's memory and read
+/// back with one copy (large arrays cross the cluster this way).
+#[derive(Serialize)]
+struct WireOut<'a> {
     dtype: DType,
     shape: Vec<u64>,
-    #[serde(with = "bytes")]
-    data: Vec<u8>,
+    #[serde(with = "bytes_out")]
+    data: std::borrow::Cow<'a, [u8]>,
 }
 
-mod bytes {
-    use serde::{Deserializer, Serializer};
+#[derive(Deserialize)]
+struct Wire<'a> {
+    dtype: DType,
+    shape: Vec<u64>,
+    #[serde(borrow, deserialize_with = "bytes_in")]
+    data: std::borrow::Cow<'a, [u8]>,
+}
+
+mod bytes_out {
+    use serde::Serializer;
 
     pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_bytes(b)
     }
+}
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Vec<u8>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("bytes")
-            }
-            fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
-                Ok(v.to_vec())
-            }
-            fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
-                Ok(v)
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
-                let mut out = Vec::new();
-                while let Some(b) = seq.next_element::<u8>()? {
-                    out.push(b);
-                }
-                Ok(out)
-            }
+/// Bytes, borrowed from the message when the format allows (MessagePack
+/// from a slice does), else owned; a sequence of numbers is taken too.
+fn bytes_in<'de, D: Deserializer<'de>>(d: D) -> Result<std::borrow::Cow<'de, [u8]>, D::Error> {
+    use std::borrow::Cow;
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Cow<'de, [u8]>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("bytes")
         }
-        d.deserialize_byte_buf(V)
+        fn visit_borrowed_bytes<E>(self, v: &'de [u8]) -> Result<Self::Value, E> {
+            Ok(Cow::Borrowed(v))
+        }
+        fn visit_bytes<E>(self, v: &[u8]) -> Result<Self::Value, E> {
+            Ok(Cow::Owned(v.to_vec()))
+        }
+        fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Self::Value, E> {
+            Ok(Cow::Owned(v))
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(b) = seq.next_element::<u8>()? {
+                out.push(b);
+            }
+            Ok(Cow::Owned(out))
+        }
     }
+    d.deserialize_bytes(V)
 }
 
 impl Chunk {
@@ -406,11 +422,30 @@ impl Chunk {
     }
 }
 
+impl Chunk {
+    /// The elements' bytes as the wire wants them: the array's own memory
+    /// when it is in C order on a little-endian machine, else a copy.
+    fn wire_bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        use std::borrow::Cow;
+        if cfg!(target_endian = "little") {
+            let raw: Option<&[u8]> = match self {
+                Chunk::Bool(_) => None,
+                Chunk::I64(a) => a.as_slice().map(bytemuck::cast_slice),
+                Chunk::F32(a) => a.as_slice().map(bytemuck::cast_slice),
+                Chunk::F64(a) => a.as_slice().map(bytemuck::cast_slice),
+            };
+            if let Some(raw) = raw {
+                return Cow::Borrowed(raw);
+            }
+        }
+        Cow::Owned(self.to_le_bytes())
+    }
+}
+
 impl Serialize for Chunk {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let data = self.to_le_bytes();
         let shape = self.shape().iter().map(|&n| n as u64).collect();
-        Wire { dtype: self.dtype(), shape, data }.serialize(s)
+        WireOut { dtype: self.dtype(), shape, data: self.wire_bytes() }.serialize(s)
     }
 }
 
@@ -422,7 +457,7 @@ impl<'de> Deserialize<'de> for Chunk {
 }
 
 impl Chunk {
-    fn from_wire(w: Wire) -> Result<Chunk, ArrayError> {
+    fn from_wire(w: Wire<'_>) -> Result<Chunk, ArrayError> {
         let shape: Vec<usize> = w.shape.iter().map(|&n| n as usize).collect();
         let n = shape.iter().try_fold(1usize, |acc, &x| acc.checked_mul(x));
         let size = w.dtype.itemsize();
@@ -441,11 +476,18 @@ impl Chunk {
                 b
             })
         }
+        let data = &w.data[..];
+        // On a little-endian machine the bytes are the values: one copy
+        // into an aligned vector.
+        let le = cfg!(target_endian = "little");
         match w.dtype {
-            DType::Bool => Chunk::from_vec(&shape, w.data.iter().map(|&b| b != 0).collect()),
-            DType::I64 => Chunk::from_vec(&shape, chunks::<8>(&w.data).map(i64::from_le_bytes).collect()),
-            DType::F32 => Chunk::from_vec(&shape, chunks::<4>(&w.data).map(f32::from_le_bytes).collect()),
-            DType::F64 => Chunk::from_vec(&shape, chunks::<8>(&w.data).map(f64::from_le_bytes).collect()),
+            DType::Bool => Chunk::from_vec(&shape, data.iter().map(|&b| b != 0).collect()),
+            DType::I64 if le => Chunk::from_vec(&shape, bytemuck::pod_collect_to_vec::<u8, i64>(data)),
+            DType::F32 if le => Chunk::from_vec(&shape, bytemuck::pod_collect_to_vec::<u8, f32>(data)),
+            DType::F64 if le => Chunk::from_vec(&shape, bytemuck::pod_collect_to_vec::<u8, f64>(data)),
+            DType::I64 => Chunk::from_vec(&shape, chunks::<8>(data).map(i64::from_le_bytes).collect()),
+            DType::F32 => Chunk::from_vec(&shape, chunks::<4>(data).map(f32::from_le_bytes).collect()),
+            DType::F64 => Chunk::from_vec(&shape, chunks::<8>(data).map(f64::from_le_bytes).collect()),
         }
     }
 }
