@@ -341,6 +341,45 @@ print(client().workers().filter(|w| w.in_memory > 0).map(|w| w.name));
     c.finish();
 }
 
+/// `brisk top ADDR` on a pseudo-terminal (util-linux `script`) draws the
+/// cluster's workers and the work another client runs meanwhile; `q`
+/// leaves it.
+#[test]
+fn brisk_top_shows_the_workers_and_the_work_of_other_clients() {
+    use std::io::Write;
+    if std::process::Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: `script` (util-linux) is not installed, no pseudo-terminal to test with");
+        return;
+    }
+    let c = TestCluster::start(2);
+    let cmd = format!("stty cols 120 rows 40; exec {} top {}", env!("CARGO_BIN_EXE_brisk"), c.address);
+    let mut top = std::process::Command::new("script")
+        .args(["-qefc", &cmd, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script");
+    let out = c.run(SLOW, DEADLINE);
+    assert_ok(&out, "the work watched");
+    std::thread::sleep(Duration::from_millis(800));
+    top.stdin.as_mut().expect("stdin").write_all(b"q").expect("q");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while matches!(top.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(matches!(top.try_wait(), Ok(Some(_))), "brisk top did not leave on q");
+    let out = top.wait_with_output().expect("output");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{screen}");
+    // Words only: the screen is drawn with cursor moves between them. The
+    // legend (■ slow) is drawn once tasks of the group were in the stream.
+    for shown in ["worker", "threads", "w0", "w1", "slow", "stream", "tasks/s", "■"] {
+        assert!(screen.contains(shown), "{shown:?} is not on the screen: {screen}");
+    }
+    c.finish();
+}
+
 /// A CA and one certificate it signed, for every process of a test cluster.
 struct Pki {
     dir: std::path::PathBuf,

@@ -52,6 +52,13 @@ struct State {
     replies: FxHashMap<u64, std::sync::mpsc::Sender<ToClient>>,
     /// Why the connection is gone, once it is.
     lost: Option<String>,
+    /// Subscribers to the task stream (asked of the scheduler once).
+    stream: brisk_engine::diagnostics::Hub,
+    streaming: bool,
+    /// Each (worker, thread) seen in the stream, as one row of the task stream.
+    threads: FxHashMap<(String, u32), usize>,
+    /// Results fetched ahead by `gather`, taken by `fetch`.
+    prefetched: FxHashMap<Key, Value>,
 }
 
 impl RemoteClient {
@@ -209,6 +216,11 @@ impl Shared {
                         c.fail(error.clone());
                     }
                 }
+                ToClient::TaskRan { key, worker, thread, start_us, stop_us, ok } => {
+                    let next = st.threads.len();
+                    let thread = *st.threads.entry((worker, thread)).or_insert(next);
+                    st.stream.publish(Event::TaskRan { key, thread, start_us, stop_us, ok });
+                }
             }
         }
     }
@@ -283,7 +295,45 @@ impl Shared {
 
     /// The value of `key` from a worker that holds it. A worker that died
     /// meanwhile is replaced by the one the scheduler recomputes it on.
+    /// Fetch the results of `keys` with one request per holder (and per
+    /// 512 keys) rather than one per key; `fetch` then takes them. A key a
+    /// holder no longer has is left for `fetch` to look for.
+    fn prefetch(&self, keys: &[Key], cancel: &CancelToken) -> Result<(), EngineError> {
+        let mut by_holder: FxHashMap<String, Vec<Key>> = FxHashMap::default();
+        {
+            let st = self.lock();
+            for k in keys {
+                if let Some(a) = st.who_has.get(k).and_then(|w| w.first()) {
+                    by_holder.entry(a.clone()).or_default().push(k.clone());
+                }
+            }
+        }
+        for (addr, keys) in by_holder {
+            for batch in keys.chunks(512) {
+                let got = self.handle.block_on(async {
+                    tokio::select! {
+                        r = self.peers.get_data(&addr, batch.to_vec()) => Some(r),
+                        _ = cancelled(cancel) => None,
+                    }
+                });
+                match got {
+                    None => return Err(EngineError::Cancelled),
+                    Some(Ok(values)) => {
+                        let mut st = self.lock();
+                        st.prefetched.extend(values.into_iter().filter_map(|(k, v)| Some((k, v?))));
+                    }
+                    // `fetch` tries again, and other holders.
+                    Some(Err(_)) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn fetch_value(&self, key: &Key, cancel: &CancelToken) -> Result<Value, EngineError> {
+        if let Some(v) = self.lock().prefetched.remove(key) {
+            return Ok(v);
+        }
         let deadline = Instant::now() + REQUEST_TIMEOUT;
         let mut last = String::from("no worker holds it");
         loop {
@@ -382,6 +432,37 @@ impl Client for RemoteClient {
         self.shared.submit(graph, outputs)
     }
 
+    /// As the default, but the results come from each worker in batches.
+    fn gather(&self, futures: &[Future], cancel: &CancelToken) -> Result<Vec<Value>, EngineError> {
+        brisk_engine::client::wait(futures, cancel)?;
+        let keys: Vec<Key> = futures
+            .iter()
+            .filter(|f| f.status() == brisk_engine::client::Status::Finished)
+            .map(|f| f.key().clone())
+            .collect();
+        let out = self
+            .shared
+            .prefetch(&keys, cancel)
+            .and_then(|()| futures.iter().map(|f| f.result(cancel)).collect::<Result<Vec<_>, _>>());
+        // What a failure left unread is not kept.
+        self.shared.lock().prefetched.clear();
+        out
+    }
+
+    /// As Dask's: the data is on the workers (or the failure known) on
+    /// return; unlike the default, nothing is fetched back to know it.
+    fn scatter(&self, values: Vec<Value>, cancel: &CancelToken) -> Result<Vec<Future>, EngineError> {
+        let (graph, keys) = brisk_engine::client::scatter_graph(values);
+        let futures = self.submit(graph, &keys)?;
+        brisk_engine::client::wait(&futures, cancel)?;
+        for f in &futures {
+            if let brisk_engine::client::Status::Error(error) = f.status() {
+                return Err(EngineError::Task { key: f.key().clone(), error });
+            }
+        }
+        Ok(futures)
+    }
+
     fn workers(&self) -> Vec<WorkerInfo> {
         self.worker_rows()
             .unwrap_or_default()
@@ -405,9 +486,18 @@ impl Client for RemoteClient {
         self.info().map(|(_, s)| s).unwrap_or_default()
     }
 
-    fn subscribe(&self, _capacity: usize) -> crossbeam_channel::Receiver<Event> {
-        // The task stream of a remote cluster is not forwarded yet.
-        crossbeam_channel::never()
+    /// The task stream of every worker of the cluster, one row per worker
+    /// thread, on the scheduler's clock.
+    fn subscribe(&self, capacity: usize) -> crossbeam_channel::Receiver<Event> {
+        let (rx, first) = {
+            let mut st = self.shared.lock();
+            let first = !std::mem::replace(&mut st.streaming, true);
+            (st.stream.subscribe(capacity), first)
+        };
+        if first {
+            let _ = self.shared.send(ClientMsg::Stream);
+        }
+        rx
     }
 
     fn describe(&self) -> String {

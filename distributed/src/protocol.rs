@@ -169,6 +169,9 @@ pub enum ClientMsg {
     Retire { id: u64, n: u32 },
     /// Check every invariant of the scheduler's state (tests); answered by `Validated`.
     Validate { id: u64 },
+    /// Send this client a `TaskRan` for every task any worker runs from
+    /// now on (the task stream of `:dash` and `brisk top`).
+    Stream,
 }
 
 /// Scheduler → client.
@@ -204,6 +207,16 @@ pub enum ToClient {
         id: u64,
         error: Option<String>,
     },
+    /// A task ran (for clients that asked for the stream): on which worker
+    /// and thread, from `start_us` to `stop_us` on the scheduler's clock.
+    TaskRan {
+        key: Key,
+        worker: String,
+        thread: u32,
+        start_us: u64,
+        stop_us: u64,
+        ok: bool,
+    },
 }
 
 /// Worker → scheduler.
@@ -224,6 +237,8 @@ pub enum WorkerMsg {
         run: u32,
         nbytes: u64,
         duration_us: f64,
+        /// The worker's task thread that ran it.
+        thread: u32,
     },
     Failed {
         key: Key,

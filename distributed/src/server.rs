@@ -332,6 +332,8 @@ struct ClientConn {
     outbox: Vec<ToClient>,
     /// This client's references, per task.
     wants: FxHashMap<TaskId, u32>,
+    /// Whether it asked for the task stream.
+    stream: bool,
 }
 
 struct State {
@@ -348,6 +350,8 @@ struct State {
     refusals: Arc<AtomicU64>,
     /// Bytes moved between workers by workers that left.
     transferred_gone: u64,
+    /// The task stream's clock starts here.
+    t0: Instant,
 }
 
 impl State {
@@ -366,6 +370,7 @@ impl State {
             watchers: FxHashMap::default(),
             worker_ttl: options.worker_ttl,
             refusals: Arc::new(AtomicU64::new(0)),
+            t0: Instant::now(),
             transferred_gone: 0,
         }
     }
@@ -383,8 +388,10 @@ impl State {
             }
             Ev::ClientJoined { conn, name, tx } => {
                 log::info("scheduler", &format!("client {name} connected"));
-                self.clients
-                    .insert(conn, ClientConn { name, tx, outbox: Vec::new(), wants: FxHashMap::default() });
+                self.clients.insert(
+                    conn,
+                    ClientConn { name, tx, outbox: Vec::new(), wants: FxHashMap::default(), stream: false },
+                );
             }
             Ev::FromClient(conn, batch) => {
                 for msg in batch {
@@ -442,7 +449,8 @@ impl State {
     fn on_worker(&mut self, conn: ConnId, wid: WorkerId, msg: WorkerMsg) {
         match msg {
             WorkerMsg::Register { .. } => {}
-            WorkerMsg::Finished { key, run, nbytes, duration_us } => {
+            WorkerMsg::Finished { key, run, nbytes, duration_us, thread } => {
+                self.stream(conn, &key, thread, duration_us, true);
                 if let Some(t) = self.core.lookup(&key) {
                     self.core.task_finished(wid, t, run, nbytes, duration_us, &mut self.out);
                 } else if let Some(w) = self.workers.get_mut(&conn) {
@@ -451,6 +459,7 @@ impl State {
                 }
             }
             WorkerMsg::Failed { key, run, error } => {
+                self.stream(conn, &key, 0, 0.0, false);
                 if let Some(t) = self.core.lookup(&key) {
                     self.core.task_failed(wid, t, run, error, &mut self.out);
                 }
@@ -464,8 +473,28 @@ impl State {
         }
     }
 
+    /// Tell the clients that asked for the stream that a task ran.
+    fn stream(&mut self, conn: ConnId, key: &Key, thread: u32, duration_us: f64, ok: bool) {
+        if !self.clients.values().any(|c| c.stream) {
+            return;
+        }
+        let Some(worker) = self.workers.get(&conn).map(|w| w.name.clone()) else { return };
+        let stop_us = self.t0.elapsed().as_micros() as u64;
+        let start_us = stop_us.saturating_sub(duration_us as u64);
+        for c in self.clients.values_mut().filter(|c| c.stream) {
+            let ran =
+                ToClient::TaskRan { key: key.clone(), worker: worker.clone(), thread, start_us, stop_us, ok };
+            c.outbox.push(ran);
+        }
+    }
+
     fn on_client(&mut self, conn: ConnId, msg: ClientMsg) {
         match msg {
+            ClientMsg::Stream => {
+                if let Some(c) = self.clients.get_mut(&conn) {
+                    c.stream = true;
+                }
+            }
             ClientMsg::UpdateGraph { id, tasks, wants } => self.update_graph(conn, id, tasks, wants),
             ClientMsg::Release { keys } => {
                 for k in keys {

@@ -223,8 +223,11 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     let mut threads = Vec::new();
     for i in 0..options.nthreads.max(1) {
         let s = shared.clone();
-        threads
-            .push(std::thread::Builder::new().name(format!("brisk-task-{i}")).spawn(move || s.task_loop())?);
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("brisk-task-{i}"))
+                .spawn(move || s.task_loop(i as u32))?,
+        );
     }
     let data_server = tokio::spawn(data_server(listener, shared.clone()));
 
@@ -543,7 +546,8 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                                 (k, v)
                             })
                             .collect::<Vec<(Key, Option<Value>)>>();
-                        hint = values.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.nbytes() as usize).sum();
+                        hint =
+                            values.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.nbytes() as usize).sum();
                         PeerReply::Data { values }
                     }
                     PeerMsg::GetPieces { name, out, inputs } => {
@@ -629,7 +633,7 @@ fn remove_stale_workers(parent: &Path) {
 
 impl Shared {
     /// A task thread: take the best ready task, run it, store and report.
-    fn task_loop(&self) {
+    fn task_loop(&self, thread: u32) {
         let mut st = self.lock();
         loop {
             if st.closing {
@@ -675,6 +679,7 @@ impl Shared {
                         st.splits.insert(next.key.clone(), splits);
                     }
                     self.report(WorkerMsg::Finished {
+                        thread,
                         key: next.key,
                         run: next.run,
                         nbytes,

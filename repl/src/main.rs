@@ -43,6 +43,9 @@ enum Command {
     Scheduler(serve::SchedulerArgs),
     /// Start a worker that joins the scheduler at tcp://HOST:PORT.
     Worker(serve::WorkerArgs),
+    /// The full-screen dashboard of a running scheduler: its workers and the
+    /// work of every client (q leaves).
+    Top(serve::TopArgs),
     /// Run a Rhai script on the embedded local scheduler.
     Run {
         /// The script to run (`.rhai`).
@@ -140,6 +143,7 @@ fn brisk() -> ExitCode {
     let result = match cli.command {
         Some(Command::Scheduler(args)) => serve::scheduler(args),
         Some(Command::Worker(args)) => serve::worker(args),
+        Some(Command::Top(args)) => top(args),
         Some(Command::Run { file, no_progress }) => run_file(&file, !no_progress),
         Some(Command::Kernel { action, connection_file }) => kernel(action, connection_file),
         None => repl(),
@@ -174,6 +178,18 @@ fn report_panics_once() {
             eprintln!("brisk: internal error in thread {name}: {info} (this is a bug in brisk)");
         }
     }));
+}
+
+/// `brisk top ADDR`: `:dash` on a session joined to that scheduler, with
+/// no work of its own.
+fn top(args: serve::TopArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(std::io::stdout().is_terminal(), "brisk top draws on a terminal; stdout is not one");
+    let session = Session::new();
+    let security = args.tls.security(args.token)?;
+    session.connect(&args.address, security).map_err(anyhow::Error::msg)?;
+    let colour = colour_on(&std::io::stdout());
+    dash::full::show(session.state().clone(), brisk_engine::CancelToken::new(), colour, || ())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_file(path: &std::path::Path, progress: bool) -> anyhow::Result<ExitCode> {

@@ -24,8 +24,19 @@ pub struct TlsArgs {
     tls_ca: Option<std::path::PathBuf>,
 }
 
+#[derive(clap::Args)]
+pub struct TopArgs {
+    /// The scheduler: tcp://HOST:PORT (or tls://).
+    pub address: String,
+    /// The cluster's shared secret (else BRISK_TOKEN).
+    #[arg(long)]
+    pub token: Option<String>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
 impl TlsArgs {
-    fn security(self, token: Option<String>) -> anyhow::Result<Security> {
+    pub fn security(self, token: Option<String>) -> anyhow::Result<Security> {
         let files = TlsFiles { cert: self.tls_cert, key: self.tls_key, ca: self.tls_ca };
         Ok(Security::from_flags(token, files)?)
     }

@@ -87,8 +87,13 @@ impl Session {
         };
         let security = brisk_distributed::Security::from_flags(None, Default::default())
             .map_err(|e| format!("cannot connect to BRISK_SCHEDULER_ADDRESS={address}: {e}"))?;
-        let client = brisk_distributed::RemoteClient::connect(&address, security, self.state.config().fuse)
-            .map_err(|e| format!("cannot connect to BRISK_SCHEDULER_ADDRESS={address}: {e}"))?;
+        self.connect(&address, security).map_err(|e| format!("{e} (BRISK_SCHEDULER_ADDRESS)"))
+    }
+
+    /// Join the scheduler at `address`: the session's graphs run there.
+    pub fn connect(&self, address: &str, security: brisk_distributed::Security) -> Result<(), String> {
+        let client = brisk_distributed::RemoteClient::connect(address, security, self.state.config().fuse)
+            .map_err(|e| format!("cannot connect to {address}: {e}"))?;
         self.state.attach_cluster(crate::state::Cluster { client: Arc::new(client), local: None });
         Ok(())
     }

@@ -531,7 +531,7 @@ mod tests {
 
     #[test]
     fn a_truncated_chunk_is_refused() {
-        let w = Wire { dtype: DType::F64, shape: vec![2, 2], data: vec![0; 24] };
+        let w = Wire { dtype: DType::F64, shape: vec![2, 2], data: vec![0; 24].into() };
         let e = Chunk::from_wire(w).expect_err("short");
         assert!(e.to_string().contains("24 bytes of f64 data do not fill shape (2, 2)"), "{e}");
     }

@@ -39,6 +39,7 @@ impl Sampler {
             cpu_seconds: host::process_cpu_seconds(),
             memory_limit: *MEMORY.get_or_init(host::total_memory),
             gpus: gpu::probe(),
+            cluster: self.state.with_cluster(|c| brisk_engine::client::Client::workers(&*c.client)),
         }
     }
 

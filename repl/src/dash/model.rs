@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use brisk_engine::client::WorkerInfo;
 use brisk_engine::diagnostics::{Event, GroupProgress, Snapshot};
 use brisk_engine::gpu::Gpus;
 
@@ -28,6 +29,8 @@ pub struct Sample {
     /// Total memory of the machine: the local worker's memory limit.
     pub memory_limit: Option<u64>,
     pub gpus: Gpus,
+    /// The cluster's workers when the session is connected to one.
+    pub cluster: Option<Vec<WorkerInfo>>,
 }
 
 /// A row of the worker table.
@@ -42,6 +45,8 @@ pub struct Worker {
     /// Percent of one core, as Dask's worker table (800% = 8 busy cores).
     pub cpu_percent: Option<f64>,
     pub gpus: Gpus,
+    /// A cluster worker's GPU as it reported it ("NAME, N GiB" or "no GPU").
+    pub gpu_label: Option<String>,
 }
 
 /// Progress of one group since the model's baseline.
@@ -69,6 +74,8 @@ pub struct Ran {
 #[derive(Clone, Debug)]
 pub struct Model {
     pub worker: Worker,
+    /// One row per worker of the connected cluster (empty when local).
+    pub cluster: Vec<Worker>,
     pub groups: Vec<Group>,
     pub tasks_per_second: f64,
     /// Time since the first sample.
@@ -99,7 +106,9 @@ impl Model {
                 spilled: 0,
                 cpu_percent: None,
                 gpus: Gpus::None("not probed yet".into()),
+                gpu_label: None,
             },
+            cluster: Vec::new(),
             groups: Vec::new(),
             tasks_per_second: 0.0,
             elapsed: Duration::ZERO,
@@ -155,7 +164,24 @@ impl Model {
             spilled: 0,
             cpu_percent,
             gpus: s.gpus,
+            gpu_label: None,
         };
+        self.cluster = s
+            .cluster
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| Worker {
+                threads_busy: w.running.min(w.threads),
+                threads: w.threads,
+                memory: w.memory,
+                memory_limit: w.memory_limit,
+                spilled: w.spilled,
+                cpu_percent: None,
+                gpus: Gpus::None(String::new()),
+                gpu_label: Some(w.gpu),
+                name: w.name,
+            })
+            .collect();
         self.memory.push_back((s.at, snap.memory_bytes));
         if self.memory.len() > MEMORY_HISTORY {
             self.memory.pop_front();
@@ -288,6 +314,7 @@ mod tests {
             cpu_seconds: Some(cpu),
             memory_limit: Some(8 << 30),
             gpus: Gpus::None("no GPU device".into()),
+            cluster: None,
         }
     }
 

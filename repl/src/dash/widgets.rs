@@ -38,6 +38,33 @@ pub fn group_colour(name: &str) -> Color {
 
 /// The worker table: one row per worker, and one more per extra GPU.
 pub fn worker_table(m: &Model) -> Table<'static> {
+    let header = Row::new(["worker", "threads", "memory", "spilled", "CPU", "GPU"])
+        .style(Style::new().add_modifier(Modifier::BOLD));
+    let widths = [
+        Constraint::Length(if m.cluster.is_empty() { 8 } else { 14 }),
+        Constraint::Length(8),
+        Constraint::Length(22),
+        Constraint::Length(9),
+        Constraint::Length(6),
+        Constraint::Fill(1),
+    ];
+    if !m.cluster.is_empty() {
+        let rows = m.cluster.iter().map(|w| {
+            let memory = match w.memory_limit {
+                Some(limit) => format!("{} / {}", bytes(w.memory), bytes(limit)),
+                None => bytes(w.memory),
+            };
+            Row::new(vec![
+                w.name.clone(),
+                format!("{}/{}", w.threads_busy, w.threads),
+                memory,
+                bytes(w.spilled),
+                "-".to_string(),
+                w.gpu_label.clone().unwrap_or_default(),
+            ])
+        });
+        return Table::new(rows, widths).header(header);
+    }
     let w = &m.worker;
     let memory = match w.memory_limit {
         Some(limit) => format!("{} / {}", bytes(w.memory), bytes(limit)),
@@ -60,23 +87,13 @@ pub fn worker_table(m: &Model) -> Table<'static> {
         gpus[0].clone(),
     ])];
     rows.extend(gpus[1..].iter().map(|g| Row::new(vec![String::new(); 5].into_iter().chain([g.clone()]))));
-    let header = Row::new(["worker", "threads", "memory", "spilled", "CPU", "GPU"])
-        .style(Style::new().add_modifier(Modifier::BOLD));
-    Table::new(
-        rows,
-        [
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(22),
-            Constraint::Length(9),
-            Constraint::Length(6),
-            Constraint::Fill(1),
-        ],
-    )
-    .header(header)
+    Table::new(rows, widths).header(header)
 }
 
 pub fn worker_table_height(m: &Model) -> u16 {
+    if !m.cluster.is_empty() {
+        return 1 + m.cluster.len().min(32) as u16;
+    }
     let gpus = match &m.worker.gpus {
         Gpus::Devices(d) => d.len().max(1),
         Gpus::None(_) => 1,
@@ -261,6 +278,7 @@ mod tests {
             spilled: 0,
             cpu_percent: Some(712.4),
             gpus,
+            gpu_label: None,
         };
         m.groups = vec![
             Group { name: Arc::from("random"), total: 100, done: 100, in_memory: 4, erred: 0, processing: 0 },
