@@ -91,10 +91,19 @@ fn gather(state: &SessionState, v: Dynamic, depth: usize) -> Res<Dynamic> {
         let a = a.clone();
         let futs: Vec<Future> =
             a.iter().filter_map(|x| x.read_lock::<RFuture>().map(|f| f.0.clone())).collect();
-        brisk_engine::client::wait(&futs, &state.cancel).map_err(engine_error)?;
+        // All at once through the client: a cluster's client fetches the
+        // results from each worker in batches, not one request per future.
+        let mut values = state.gather(&futs)?.into_iter();
         return a
             .into_iter()
-            .map(|x| gather(state, x, depth + 1))
+            .map(|x| {
+                if x.is::<RFuture>() {
+                    let v = values.next().ok_or_else(|| runtime("gather: a result went missing"))?;
+                    Ok(to_dynamic(&v))
+                } else {
+                    gather(state, x, depth + 1)
+                }
+            })
             .collect::<Res<Array>>()
             .map(Dynamic::from_array);
     }
