@@ -167,22 +167,7 @@ fn a_worker_killed_mid_graph_gives_the_exact_result() {
     assert_ok(&local, "the local run");
     // Kill one worker while the graph runs; its tasks and results move to the other.
     // Once w0 holds results and runs a task: both must be recovered.
-    let victim = c.workers[0].id();
-    let address = c.address.clone();
-    let killer = std::thread::spawn(move || {
-        let watch =
-            brisk_distributed::RemoteClient::connect(&address, Default::default(), true).expect("watch");
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while std::time::Instant::now() < deadline {
-            let rows = watch.worker_rows().expect("rows");
-            if rows.iter().any(|r| r.name == "w0" && r.processing > 0 && r.in_memory > 0) {
-                let _ = std::process::Command::new("kill").arg("-KILL").arg(victim.to_string()).status();
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
-    });
+    let killer = signal_w0_when_busy(&c, "-KILL");
     let remote = c.run(SLOW, DEADLINE);
     assert!(killer.join().expect("killer"), "w0 never ran a task while holding a result");
     assert_ok(&remote, "the cluster run");
@@ -190,6 +175,28 @@ fn a_worker_killed_mid_graph_gives_the_exact_result() {
     let _ = c.workers[0].wait();
     assert_eq!(c.client().worker_rows().expect("rows").len(), 1, "the dead worker was removed");
     c.finish();
+}
+
+/// Send `signal` to w0 once it runs a task while holding a result (so both
+/// its running work and its results must be recovered); `true` if it did
+/// within a minute.
+fn signal_w0_when_busy(c: &TestCluster, signal: &'static str) -> std::thread::JoinHandle<bool> {
+    let victim = c.workers[0].id();
+    let address = c.address.clone();
+    std::thread::spawn(move || {
+        let watch =
+            brisk_distributed::RemoteClient::connect(&address, Default::default(), true).expect("watch");
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            let rows = watch.worker_rows().expect("rows");
+            if rows.iter().any(|r| r.name == "w0" && r.processing > 0 && r.in_memory > 0) {
+                let _ = std::process::Command::new("kill").arg(signal).arg(victim.to_string()).status();
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    })
 }
 
 /// A worker that stops answering (SIGSTOP) is removed after the TTL; its
@@ -203,21 +210,7 @@ fn a_hung_worker_is_removed_after_the_ttl_and_its_work_redone() {
     c.client().wait_for_workers(2, Duration::from_secs(30)).expect("workers join");
     let local = run_locally(SLOW);
     let victim = c.workers[0].id();
-    let address = c.address.clone();
-    let stopper = std::thread::spawn(move || {
-        let watch =
-            brisk_distributed::RemoteClient::connect(&address, Default::default(), true).expect("watch");
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while std::time::Instant::now() < deadline {
-            let rows = watch.worker_rows().expect("rows");
-            if rows.iter().any(|r| r.name == "w0" && r.processing > 0 && r.in_memory > 0) {
-                let _ = std::process::Command::new("kill").arg("-STOP").arg(victim.to_string()).status();
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
-    });
+    let stopper = signal_w0_when_busy(&c, "-STOP");
     let remote = c.run(SLOW, DEADLINE);
     let stopped = stopper.join().expect("stopper");
     let _ = std::process::Command::new("kill").arg("-CONT").arg(victim.to_string()).status();

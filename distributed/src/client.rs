@@ -113,6 +113,12 @@ impl RemoteClient {
         }
     }
 
+    /// The workers and the progress in one request (the dashboards' sample).
+    pub fn workers_and_progress(&self) -> Result<(Vec<WorkerInfo>, Snapshot), EngineError> {
+        let (rows, snapshot) = self.info()?;
+        Ok((rows.into_iter().map(worker_info).collect(), snapshot))
+    }
+
     /// The scheduler's workers now.
     pub fn worker_rows(&self) -> Result<Vec<WorkerRow>, EngineError> {
         Ok(self.info()?.0)
@@ -371,6 +377,21 @@ impl Shared {
     }
 }
 
+fn worker_info(w: WorkerRow) -> WorkerInfo {
+    WorkerInfo {
+        name: w.name,
+        address: w.address,
+        threads: w.threads as usize,
+        running: w.processing as usize,
+        in_memory: w.in_memory as usize,
+        memory: w.memory,
+        memory_limit: w.memory_limit,
+        spilled: w.spilled,
+        gpu: w.gpu,
+        resources: w.resources,
+    }
+}
+
 fn reply(st: &mut State, id: u64, msg: ToClient) {
     if let Some(tx) = st.replies.remove(&id) {
         let _ = tx.send(msg);
@@ -464,22 +485,7 @@ impl Client for RemoteClient {
     }
 
     fn workers(&self) -> Vec<WorkerInfo> {
-        self.worker_rows()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|w| WorkerInfo {
-                name: w.name,
-                address: w.address,
-                threads: w.threads as usize,
-                running: w.processing as usize,
-                in_memory: w.in_memory as usize,
-                memory: w.memory,
-                memory_limit: w.memory_limit,
-                spilled: w.spilled,
-                gpu: w.gpu,
-                resources: w.resources,
-            })
-            .collect()
+        self.worker_rows().unwrap_or_default().into_iter().map(worker_info).collect()
     }
 
     fn snapshot(&self) -> Snapshot {

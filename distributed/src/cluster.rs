@@ -5,7 +5,7 @@
 //! the pipe).
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -66,18 +66,12 @@ impl LocalCluster {
     /// Start the scheduler on a free loopback port, then the workers.
     pub fn start(options: LocalClusterOptions) -> Result<LocalCluster, ClusterError> {
         let program = program()?;
-        let mut cmd = Command::new(&program);
+        let mut cmd = child(&program);
         cmd.args(["scheduler", "--host", "127.0.0.1", "--port", "0", "--http-port", "0", PARENT_PIPE_FLAG]);
         if let Some(t) = &options.token {
             cmd.args(["--token", t]);
         }
-        cmd.env("BRISK_LOG", "warning")
-            .env_remove("BRISK_TLS_CERT")
-            .env_remove("BRISK_TLS_KEY")
-            .env_remove("BRISK_TLS_CA")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+        cmd.stdout(Stdio::piped());
         let mut scheduler = cmd
             .spawn()
             .map_err(|error| ClusterError::Spawn { what: program.display().to_string(), error })?;
@@ -112,7 +106,7 @@ impl LocalCluster {
         for _ in 0..n {
             let name = format!("local-{}", self.started);
             self.started += 1;
-            let mut cmd = Command::new(&program);
+            let mut cmd = child(&program);
             cmd.args([
                 "worker",
                 &self.address,
@@ -132,13 +126,7 @@ impl LocalCluster {
             if let Some(t) = &self.options.token {
                 cmd.args(["--token", t]);
             }
-            cmd.env("BRISK_LOG", "warning")
-                .env_remove("BRISK_TLS_CERT")
-                .env_remove("BRISK_TLS_KEY")
-                .env_remove("BRISK_TLS_CA")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit());
+            cmd.stdout(Stdio::null());
             let child = cmd.spawn().map_err(|error| ClusterError::Spawn { what: name, error })?;
             self.workers.push(child);
         }
@@ -178,6 +166,20 @@ impl Drop for LocalCluster {
 }
 
 /// The scheduler prints its address as its first line on stdout.
+/// A child process of the cluster: quiet logs, the parent pipe on stdin,
+/// and no TLS from the environment (a local cluster runs on loopback
+/// with plain TCP, and its client connects without TLS).
+fn child(program: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env("BRISK_LOG", "warning")
+        .env_remove("BRISK_TLS_CERT")
+        .env_remove("BRISK_TLS_KEY")
+        .env_remove("BRISK_TLS_CA")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::inherit());
+    cmd
+}
+
 /// The scheduler's address and HTTP address, its two lines on stdout.
 fn read_address(child: &mut Child) -> Result<(String, Option<String>), ClusterError> {
     let Some(out) = child.stdout.take() else {

@@ -209,6 +209,11 @@ impl Metrics {
         self
     }
 
+    /// A family of one sample without labels.
+    pub fn single(&mut self, name: &str, kind: &str, help: &str, value: f64) -> &mut Self {
+        self.family(name, kind, help).sample(name, &[], value)
+    }
+
     pub fn finish(self) -> String {
         self.out
     }

@@ -847,24 +847,18 @@ impl State {
         for g in self.core.groups() {
             m.sample("brisk_tasks_done_total", &[("group", &g.name)], g.done as f64);
         }
-        m.family("brisk_transitions_total", "counter", "Task state transitions.").sample(
+        m.single(
             "brisk_transitions_total",
-            &[],
+            "counter",
+            "Task state transitions.",
             self.core.transition_count() as f64,
         );
-        m.family("brisk_workers", "gauge", "Workers connected.").sample(
-            "brisk_workers",
-            &[],
-            self.workers.len() as f64,
-        );
-        m.family("brisk_clients", "gauge", "Clients connected.").sample(
-            "brisk_clients",
-            &[],
-            self.clients.len() as f64,
-        );
-        m.family("brisk_threads", "gauge", "Task threads over all workers.").sample(
+        m.single("brisk_workers", "gauge", "Workers connected.", self.workers.len() as f64);
+        m.single("brisk_clients", "gauge", "Clients connected.", self.clients.len() as f64);
+        m.single(
             "brisk_threads",
-            &[],
+            "gauge",
+            "Task threads over all workers.",
             self.workers.values().map(|w| w.nthreads as f64).sum(),
         );
         let rows = self.rows();
@@ -883,10 +877,19 @@ impl State {
             m.sample("brisk_worker_processing", &[("worker", &r.name)], r.processing as f64);
         }
         let moved = self.transferred_gone + rows.iter().map(|r| r.transferred).sum::<u64>();
-        m.family("brisk_transferred_bytes_total", "counter", "Bytes workers fetched from other workers.")
-            .sample("brisk_transferred_bytes_total", &[], moved as f64);
-        m.family("brisk_handshake_refusals_total", "counter", "Connections refused in the handshake.")
-            .sample("brisk_handshake_refusals_total", &[], self.refusals.load(Ordering::Relaxed) as f64);
+        m.single(
+            "brisk_transferred_bytes_total",
+            "counter",
+            "Bytes workers fetched from other workers.",
+            moved as f64,
+        );
+        let refused = self.refusals.load(Ordering::Relaxed) as f64;
+        m.single(
+            "brisk_handshake_refusals_total",
+            "counter",
+            "Connections refused in the handshake.",
+            refused,
+        );
         m.finish()
     }
 

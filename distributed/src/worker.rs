@@ -349,24 +349,28 @@ fn compute(
             *refs += 1;
             holds.push(d.key.clone());
         } else {
-            st.fetches += 1;
-            let id = st.fetches;
-            match st.fetching.get_mut(&d.key) {
+            let id = st.fetches + 1;
+            let started = match st.fetching.get_mut(&d.key) {
                 Some(f) => {
                     f.waiting.push(key.clone());
                     // The scheduler names other holders (those asked before
                     // died or hang): ask them too; the first answer wins.
-                    if !d.who_has.iter().any(|a| f.from.contains(a)) {
+                    let other = !d.who_has.iter().any(|a| f.from.contains(a));
+                    if other {
                         f.from = d.who_has.clone();
                         f.id = id;
-                        to_fetch.entry(d.who_has).or_default().push((d.key.clone(), id));
                     }
+                    other
                 }
                 None => {
                     let f = Fetching { from: d.who_has.clone(), id, waiting: vec![key.clone()] };
                     st.fetching.insert(d.key.clone(), f);
-                    to_fetch.entry(d.who_has).or_default().push((d.key.clone(), id));
+                    true
                 }
+            };
+            if started {
+                st.fetches = id;
+                to_fetch.entry(d.who_has).or_default().push((d.key.clone(), id));
             }
             missing += 1;
         }

@@ -33,13 +33,19 @@ impl Sampler {
 
     pub fn sample(&self) -> Sample {
         static MEMORY: OnceLock<Option<u64>> = OnceLock::new();
+        // On a cluster the workers and the progress come in one request.
+        let (snapshot, cluster) = match self.state.with_cluster(|c| c.client.workers_and_progress()) {
+            Some(Ok((workers, snapshot))) => (snapshot, Some(workers)),
+            Some(Err(_)) => (Default::default(), Some(Vec::new())),
+            None => (self.snapshot(), None),
+        };
         Sample {
             at: self.t0.elapsed(),
-            snapshot: self.snapshot(),
+            snapshot,
             cpu_seconds: host::process_cpu_seconds(),
             memory_limit: *MEMORY.get_or_init(host::total_memory),
             gpus: gpu::probe(),
-            cluster: self.state.with_cluster(|c| brisk_engine::client::Client::workers(&*c.client)),
+            cluster,
         }
     }
 
