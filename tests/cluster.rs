@@ -11,7 +11,8 @@ use std::net::TcpStream;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use brisk_distributed::protocol::{self, Hello, MAGIC, Reply, Role};
+use brisk_distributed::protocol::{self, Blob, ClientMsg, Hello, MAGIC, Reply, Role, TaskDef, ToClient};
+use brisk_engine::key::Key;
 use support::{ScriptFile, TestCluster, alive, brisk, http_get, run_with_deadline};
 
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -574,6 +575,14 @@ fn poke(address: &str, bytes: &[u8]) -> Vec<u8> {
     back
 }
 
+fn read_frame(s: &mut TcpStream) -> Vec<u8> {
+    let mut header = [0u8; 8];
+    s.read_exact(&mut header).expect("a frame header");
+    let mut body = vec![0u8; u64::from_le_bytes(header) as usize];
+    s.read_exact(&mut body).expect("a frame body");
+    body
+}
+
 #[test]
 fn garbage_oversized_frames_and_wrong_versions_are_dropped_and_the_cluster_goes_on() {
     let c = TestCluster::start(1);
@@ -595,6 +604,35 @@ fn garbage_oversized_frames_and_wrong_versions_are_dropped_and_the_cluster_goes_
         let reply: Reply = protocol::decode_frame(&back, protocol::HANDSHAKE_MAX).expect("a reply");
         assert!(matches!(&reply, Reply::Refused { reason } if reason.contains("version 999")), "{reply:?}");
     }
+    // A graph whose closure code was not sent is refused, with the reason.
+    let mut s = TcpStream::connect(c.address.trim_start_matches("tcp://")).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    let hello = Hello {
+        magic: MAGIC.into(),
+        version: protocol::VERSION,
+        role: Role::Client,
+        token: None,
+        name: "raw".into(),
+    };
+    s.write_all(&protocol::encode(&hello).expect("encode")).expect("hello");
+    let welcome: Reply = protocol::decode(&read_frame(&mut s)).expect("welcome");
+    assert!(matches!(welcome, Reply::Welcome { .. }), "{welcome:?}");
+    let task = TaskDef {
+        key: Key::new("f-0123456789"),
+        deps: vec![],
+        order: 0,
+        annotations: None,
+        op: Blob(std::sync::Arc::from(&b"\x90"[..])),
+        codes: vec![42],
+    };
+    let update = vec![ClientMsg::UpdateGraph { id: 7, tasks: vec![task], wants: vec![], codes: vec![] }];
+    s.write_all(&protocol::encode(&update).expect("encode")).expect("update");
+    let answer: Vec<ToClient> = protocol::decode(&read_frame(&mut s)).expect("answer");
+    assert!(
+        matches!(&answer[..], [ToClient::Refused { id: 7, error }] if error.to_string().contains("closure code")),
+        "{answer:?}"
+    );
+    drop(s);
     let out = c.run("print(gather(map(|x| x + 1, [1, 2, 3])));", DEADLINE);
     assert_ok(&out, "a run after the garbage");
     assert_eq!(text(&out.stdout), "[2, 3, 4]\n");

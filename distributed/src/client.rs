@@ -14,6 +14,7 @@ use brisk_engine::diagnostics::{Event, Snapshot};
 use brisk_engine::error::{EngineError, TaskError};
 use brisk_engine::graph::{self, Graph};
 use brisk_engine::key::Key;
+use brisk_engine::runner::{Code, shipped};
 use brisk_engine::value::Value;
 use rustc_hash::FxHashMap;
 use tokio::sync::mpsc;
@@ -254,18 +255,26 @@ impl Shared {
             graph::optimize(graph, outputs, self.fuse, |k| st.held.contains_key(k))
         };
         let mut tasks = Vec::with_capacity(optimized.len());
+        let mut codes: FxHashMap<u128, Arc<Code>> = FxHashMap::default();
         for (t, o) in optimized.into_tasks().into_iter().zip(order) {
-            let op = rmp_serde::to_vec(&t.op).map_err(|e| {
+            let (op, used) = shipped::by_reference(|| rmp_serde::to_vec(&t.op));
+            let op = op.map_err(|e| {
                 EngineError::Internal(format!("task {} cannot be sent to the cluster: {e}", t.key))
             })?;
+            let ids = used.iter().map(|c| c.id).collect();
+            for c in used {
+                codes.entry(c.id).or_insert(c);
+            }
             tasks.push(TaskDef {
                 key: t.key,
                 deps: t.deps,
                 order: o,
                 annotations: t.annotations,
                 op: Blob(op.into()),
+                codes: ids,
             });
         }
+        let codes = codes.into_values().collect();
         // Cells first: the answer may come before this thread runs again.
         let cells: Vec<Arc<Cell>> = outputs.iter().map(|_| Cell::new()).collect();
         {
@@ -278,7 +287,7 @@ impl Shared {
                 *st.held.entry(k.clone()).or_insert(0) += 1;
             }
         }
-        let answer = self.request(|id| ClientMsg::UpdateGraph { id, tasks, wants: outputs.to_vec() });
+        let answer = self.request(|id| ClientMsg::UpdateGraph { id, tasks, wants: outputs.to_vec(), codes });
         let refused = match answer {
             Ok(ToClient::Accepted { .. }) => None,
             Ok(ToClient::Refused { error, .. }) => Some(EngineError::Scheduler(error)),

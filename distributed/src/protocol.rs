@@ -17,12 +17,13 @@ use brisk_engine::diagnostics::Snapshot;
 use brisk_engine::error::{SchedulerError, TaskError};
 use brisk_engine::graph::task::Annotations;
 use brisk_engine::key::Key;
+use brisk_engine::runner::Code;
 use brisk_engine::value::Value;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Bumped on any change of the messages; peers of another version are refused.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The first field of every hello: a peer that is not brisk is told apart at once.
 pub const MAGIC: &str = "brisk";
@@ -127,7 +128,10 @@ pub struct TaskDef {
     /// Static order from `graph::order`.
     pub order: u32,
     pub annotations: Option<Arc<Annotations>>,
+    /// The operation, its closures' code written as references (`shipped`).
     pub op: Blob,
+    /// The ids of the codes `op` refers to.
+    pub codes: Vec<u128>,
 }
 
 /// A worker as clients see it (`c.workers()`, `brisk top`, `/api/v1/workers`).
@@ -158,7 +162,8 @@ pub struct WorkerRow {
 pub enum ClientMsg {
     /// Add tasks and one reference per `wants` entry; answered by
     /// `Accepted` or `Refused` with the same id.
-    UpdateGraph { id: u64, tasks: Vec<TaskDef>, wants: Vec<Key> },
+    /// `codes`: the closures' code the tasks refer to, each once.
+    UpdateGraph { id: u64, tasks: Vec<TaskDef>, wants: Vec<Key>, codes: Vec<Arc<Code>> },
     /// Drop one reference per key (futures dropped or cancelled).
     Release { keys: Vec<Key> },
     /// Ask for the workers and the progress; answered by `Info`.
@@ -271,6 +276,10 @@ pub enum ToWorker {
         /// Lower runs first: (negated user priority, generation, order).
         priority: (i64, u64, u32),
     },
+    /// Closures' code that the next tasks refer to (each sent once per worker).
+    Codes { codes: Vec<Arc<Code>> },
+    /// Code no task refers to any more.
+    ForgetCodes { ids: Vec<u128> },
     /// Stop the task if it runs; its result is not wanted.
     Cancel { key: Key },
     /// Drop held results.
@@ -368,6 +377,7 @@ mod tests {
         let op =
             Op::Call { func: Func::Builtin(Builtin::Add), args: vec![Arg::Dep(0), Arg::Lit(Value::Int(1))] };
         let op = Blob(Arc::from(rmp_serde::to_vec(&op).expect("op encodes")));
+        let codes = vec![Arc::new(Code::new(vec![]))];
         let chunk = Chunk::from_vec(&[2, 2], vec![1.0f64, 2.0, 3.0, 4.0]).expect("chunk");
         vec![
             encode(&Hello {
@@ -378,13 +388,16 @@ mod tests {
                 name: "w".into(),
             })
             .expect("encodes"),
-            encode(&vec![ToWorker::Compute {
-                key: Key::new("inc-abc"),
-                run: 3,
-                op,
-                deps: vec![DepAt { key: Key::new("x-1"), who_has: vec!["tcp://127.0.0.1:1".into()] }],
-                priority: (0, 1, 2),
-            }])
+            encode(&vec![
+                ToWorker::Codes { codes },
+                ToWorker::Compute {
+                    key: Key::new("inc-abc"),
+                    run: 3,
+                    op,
+                    deps: vec![DepAt { key: Key::new("x-1"), who_has: vec!["tcp://127.0.0.1:1".into()] }],
+                    priority: (0, 1, 2),
+                },
+            ])
             .expect("encodes"),
             encode(&PeerReply::Data {
                 values: vec![
@@ -407,7 +420,7 @@ mod tests {
         assert_eq!(hello.role, Role::Worker);
         assert_eq!(hello.token.as_deref(), Some("secret"));
         let batch: Vec<ToWorker> = decode_frame(&frames[1], MAX_FRAME).expect("batch");
-        let ToWorker::Compute { key, run, op, deps, .. } = &batch[0] else { panic!("not compute") };
+        let ToWorker::Compute { key, run, op, deps, .. } = &batch[1] else { panic!("not compute") };
         assert_eq!((key.to_string().as_str(), *run), ("inc-abc", 3));
         assert_eq!(deps[0].who_has, vec!["tcp://127.0.0.1:1".to_string()]);
         let op: Op = decode(&op.0).expect("op");

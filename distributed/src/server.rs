@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use brisk_engine::diagnostics::Snapshot;
-use brisk_engine::error::{TaskError, TaskErrorKind};
+use brisk_engine::error::{SchedulerError, TaskError, TaskErrorKind};
 use brisk_engine::key::Key;
+use brisk_engine::runner::Code;
 use brisk_engine::scheduler::{Action, NewTask, Scheduler, SchedulerConfig, TaskId, WorkerId, WorkerSpec};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -307,6 +308,8 @@ struct Spec {
     key: Key,
     op: Blob,
     deps: Vec<Key>,
+    /// The closures' code `op` refers to.
+    codes: Vec<u128>,
 }
 
 struct WorkerConn {
@@ -324,6 +327,8 @@ struct WorkerConn {
     last_seen: Instant,
     tx: mpsc::UnboundedSender<Vec<ToWorker>>,
     outbox: Vec<ToWorker>,
+    /// The codes sent to it and not forgotten since.
+    codes: FxHashSet<u128>,
 }
 
 struct ClientConn {
@@ -340,6 +345,8 @@ struct State {
     core: Scheduler,
     out: Vec<Action>,
     specs: FxHashMap<TaskId, Spec>,
+    /// Closures' code, with the number of specs that refer to it.
+    codes: FxHashMap<u128, (Arc<Code>, usize)>,
     workers: BTreeMap<ConnId, WorkerConn>,
     by_worker: FxHashMap<WorkerId, ConnId>,
     clients: BTreeMap<ConnId, ClientConn>,
@@ -359,11 +366,14 @@ impl State {
         State {
             core: Scheduler::new(SchedulerConfig {
                 story_capacity: 1000,
+                // A few round trips' worth of short tasks wait on each thread.
+                backlog_us: 2000.0,
                 allowed_failures: options.allowed_failures,
                 ..SchedulerConfig::default()
             }),
             out: Vec::new(),
             specs: FxHashMap::default(),
+            codes: FxHashMap::default(),
             workers: BTreeMap::new(),
             by_worker: FxHashMap::default(),
             clients: BTreeMap::new(),
@@ -442,6 +452,7 @@ impl State {
                 last_seen: Instant::now(),
                 tx,
                 outbox: Vec::new(),
+                codes: FxHashSet::default(),
             },
         );
     }
@@ -495,7 +506,9 @@ impl State {
                     c.stream = true;
                 }
             }
-            ClientMsg::UpdateGraph { id, tasks, wants } => self.update_graph(conn, id, tasks, wants),
+            ClientMsg::UpdateGraph { id, tasks, wants, codes } => {
+                self.update_graph(conn, id, tasks, wants, codes)
+            }
             ClientMsg::Release { keys } => {
                 for k in keys {
                     let Some(t) = self.core.lookup(&k) else { continue };
@@ -521,7 +534,23 @@ impl State {
         }
     }
 
-    fn update_graph(&mut self, conn: ConnId, id: u64, tasks: Vec<TaskDef>, wants: Vec<Key>) {
+    fn update_graph(
+        &mut self,
+        conn: ConnId,
+        id: u64,
+        tasks: Vec<TaskDef>,
+        wants: Vec<Key>,
+        codes: Vec<Arc<Code>>,
+    ) {
+        let sent: FxHashMap<u128, Arc<Code>> = codes.into_iter().map(|c| (c.id, c)).collect();
+        let missing = tasks.iter().find_map(|t| {
+            let id = t.codes.iter().find(|c| !sent.contains_key(c) && !self.codes.contains_key(c))?;
+            Some(SchedulerError::MissingCode { task: t.key.clone(), code: format!("{id:032x}") })
+        });
+        if let Some(error) = missing {
+            self.tell_client(conn, ToClient::Refused { id, error });
+            return;
+        }
         let mut defs = Vec::with_capacity(tasks.len());
         let new: Vec<NewTask> = tasks
             .into_iter()
@@ -532,7 +561,7 @@ impl State {
                     order: t.order,
                     annotations: t.annotations,
                 };
-                defs.push(Spec { key: t.key, op: t.op, deps: t.deps });
+                defs.push(Spec { key: t.key, op: t.op, deps: t.deps, codes: t.codes });
                 nt
             })
             .collect();
@@ -541,8 +570,16 @@ impl State {
             return;
         }
         for spec in defs {
-            if let Some(t) = self.core.lookup(&spec.key) {
-                self.specs.entry(t).or_insert(spec);
+            let Some(t) = self.core.lookup(&spec.key) else { continue };
+            if let std::collections::hash_map::Entry::Vacant(e) = self.specs.entry(t) {
+                for c in &spec.codes {
+                    if let Some(entry) = self.codes.get_mut(c) {
+                        entry.1 += 1;
+                    } else if let Some(code) = sent.get(c) {
+                        self.codes.insert(*c, (code.clone(), 1));
+                    }
+                }
+                e.insert(spec);
             }
         }
         // Register the references before the actions (a result already in
@@ -670,6 +707,23 @@ impl State {
                 return Err(format!("clients {clients:?} watch a forgotten task"));
             }
         }
+        let mut refs: FxHashMap<u128, usize> = FxHashMap::default();
+        for spec in self.specs.values() {
+            for c in &spec.codes {
+                *refs.entry(*c).or_default() += 1;
+            }
+        }
+        for (id, (_, n)) in &self.codes {
+            if refs.get(id) != Some(n) {
+                return Err(format!(
+                    "code {id:032x} counts {n} references, the tasks hold {:?}",
+                    refs.get(id)
+                ));
+            }
+        }
+        if refs.len() != self.codes.len() {
+            return Err("a task refers to code the scheduler does not hold".into());
+        }
         for (conn, c) in &self.clients {
             for (t, n) in &c.wants {
                 if self.core.wants(*t) < *n {
@@ -717,11 +771,13 @@ impl State {
             for a in actions {
                 match a {
                     Action::Run { worker, task, run, priority } => {
-                        let Some(spec) = self.specs.get(&task) else {
+                        if !self.specs.contains_key(&task) {
                             let e = TaskError::internal("the scheduler has no definition for this task");
                             self.core.task_failed(worker, task, run, e, &mut self.out);
                             continue;
-                        };
+                        }
+                        self.send_codes(worker, task);
+                        let Some(spec) = self.specs.get(&task) else { continue };
                         let key = spec.key.clone();
                         let op = spec.op.clone();
                         let deps = spec
@@ -765,10 +821,51 @@ impl State {
                         }
                     }
                     Action::Forget { task } => {
-                        self.specs.remove(&task);
+                        if let Some(spec) = self.specs.remove(&task) {
+                            self.drop_codes(&spec.codes);
+                        }
                         self.watchers.remove(&task);
                     }
                 }
+            }
+        }
+    }
+
+    /// Send `w` the codes the task refers to that it has not been sent.
+    fn send_codes(&mut self, w: WorkerId, task: TaskId) {
+        let Some(spec) = self.specs.get(&task) else { return };
+        let Some(wc) = self.by_worker.get(&w).and_then(|c| self.workers.get_mut(c)) else { return };
+        let new: Vec<Arc<Code>> = spec
+            .codes
+            .iter()
+            .filter(|c| wc.codes.insert(**c))
+            .filter_map(|c| self.codes.get(c).map(|(code, _)| code.clone()))
+            .collect();
+        if !new.is_empty() {
+            wc.outbox.push(ToWorker::Codes { codes: new });
+        }
+    }
+
+    /// One spec fewer refers to `codes`: forget those no spec refers to,
+    /// here and on the workers that have them.
+    fn drop_codes(&mut self, codes: &[u128]) {
+        let mut gone = Vec::new();
+        for c in codes {
+            if let Some(entry) = self.codes.get_mut(c) {
+                entry.1 -= 1;
+                if entry.1 == 0 {
+                    self.codes.remove(c);
+                    gone.push(*c);
+                }
+            }
+        }
+        if gone.is_empty() {
+            return;
+        }
+        for wc in self.workers.values_mut() {
+            let ids: Vec<u128> = gone.iter().copied().filter(|c| wc.codes.remove(c)).collect();
+            if !ids.is_empty() {
+                wc.outbox.push(ToWorker::ForgetCodes { ids });
             }
         }
     }

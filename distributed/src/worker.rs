@@ -19,6 +19,7 @@ use brisk_engine::exec::execute_caught;
 use brisk_engine::key::Key;
 use brisk_engine::ops::Op;
 use brisk_engine::pieces::Pieces;
+use brisk_engine::runner::shipped::{self, CodeTable};
 use brisk_engine::runner::{TaskContext, UdfRunner};
 use brisk_engine::value::Value;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -156,6 +157,8 @@ struct Shared {
     peers: Arc<PeerPool>,
     /// Bytes fetched from peers (inputs and shuffle pieces).
     transferred: Arc<AtomicU64>,
+    /// Closures' code the scheduler sent; tasks refer to it by id.
+    codes: Arc<CodeTable>,
 }
 
 impl Shared {
@@ -217,6 +220,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         security: options.security.clone(),
         peers: peers.clone(),
         transferred,
+        codes: Arc::default(),
     });
     log::info("worker", &format!("{name} serving data at {address}, scheduler {}", options.scheduler));
 
@@ -292,6 +296,18 @@ fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<String> {
                 ToWorker::Compute { key, run, op, deps, priority } => {
                     if compute(&mut st, key, run, op, deps, priority, &mut to_fetch) {
                         woke += 1;
+                    }
+                }
+                ToWorker::Codes { codes } => {
+                    let mut table = shared.codes.lock().unwrap_or_else(|e| e.into_inner());
+                    for c in codes {
+                        table.insert(c.id, c);
+                    }
+                }
+                ToWorker::ForgetCodes { ids } => {
+                    let mut table = shared.codes.lock().unwrap_or_else(|e| e.into_inner());
+                    for id in ids {
+                        table.remove(&id);
                     }
                 }
                 ToWorker::Cancel { key } => {
@@ -702,7 +718,7 @@ impl Shared {
         inputs: &[Value],
         cancel: &Arc<AtomicBool>,
     ) -> (Result<Value, TaskError>, Vec<(Pieces, u32)>) {
-        let op: Op = match crate::protocol::decode(&op.0) {
+        let op: Op = match shipped::resolving(&self.codes, || crate::protocol::decode(&op.0)) {
             Ok(op) => op,
             Err(e) => {
                 let e = TaskError::internal(format!("the task's operation cannot be read: {e}"));

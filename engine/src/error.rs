@@ -94,6 +94,8 @@ pub enum SchedulerError {
     Cycle(Key),
     #[error("key {0} is not known to the scheduler")]
     UnknownKey(Key),
+    #[error("task {task} refers to closure code {code} that was not sent with the graph")]
+    MissingCode { task: Key, code: String },
 }
 
 /// Errors of client calls on a runtime.

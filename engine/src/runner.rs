@@ -21,6 +21,7 @@ pub struct Udf {
     /// For keys and messages: `"inc"`, or `"lambda"` for anonymous closures.
     pub label: String,
     pub entry: String,
+    #[serde(with = "shipped")]
     pub code: Arc<Code>,
     /// Captured values, passed before the call's own arguments.
     pub curry: Vec<Value>,
@@ -46,6 +47,73 @@ impl Code {
             h.update(c.text.as_bytes());
         }
         Code { id: h.digest128(), chunks }
+    }
+}
+
+/// How closures' code travels to a cluster. A script's code is the same
+/// for all of its tasks, so a task refers to it by id and each code goes
+/// once per graph to the scheduler and once per worker (20,000 `map` tasks
+/// of a 1 KiB script were 20 MiB on the wire, now 20,000 ids). Outside
+/// [`shipped::by_reference`] and [`shipped::resolving`] a closure is
+/// written and read whole, as before.
+pub mod shipped {
+    use std::cell::RefCell;
+    use std::sync::{Arc, Mutex};
+
+    use rustc_hash::FxHashMap;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{Code, SourceChunk};
+
+    /// Codes a process has received, by id.
+    pub type CodeTable = Mutex<FxHashMap<u128, Arc<Code>>>;
+
+    thread_local! {
+        static SENT: RefCell<Option<FxHashMap<u128, Arc<Code>>>> = const { RefCell::new(None) };
+        static TABLE: RefCell<Option<Arc<CodeTable>>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `encode` with closures written as references to their code;
+    /// returns its result and the codes it referred to.
+    pub fn by_reference<R>(encode: impl FnOnce() -> R) -> (R, Vec<Arc<Code>>) {
+        let outer = SENT.with(|s| s.borrow_mut().replace(FxHashMap::default()));
+        let r = encode();
+        let codes = SENT.with(|s| std::mem::replace(&mut *s.borrow_mut(), outer));
+        (r, codes.map(|c| c.into_values().collect()).unwrap_or_default())
+    }
+
+    /// Runs `decode` with references resolved from `table`; a reference to
+    /// a code not in it is a decoding error.
+    pub fn resolving<R>(table: &Arc<CodeTable>, decode: impl FnOnce() -> R) -> R {
+        let outer = TABLE.with(|t| t.borrow_mut().replace(table.clone()));
+        let r = decode();
+        TABLE.with(|t| *t.borrow_mut() = outer);
+        r
+    }
+
+    pub fn serialize<S: Serializer>(code: &Arc<Code>, s: S) -> Result<S::Ok, S::Error> {
+        let by_ref = SENT.with(|sent| match sent.borrow_mut().as_mut() {
+            Some(sent) => {
+                sent.entry(code.id).or_insert_with(|| code.clone());
+                true
+            }
+            None => false,
+        });
+        let chunks = if by_ref { None } else { Some(&code.chunks) };
+        (code.id, chunks).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Code>, D::Error> {
+        let (id, chunks) = <(u128, Option<Vec<SourceChunk>>)>::deserialize(d)?;
+        if let Some(chunks) = chunks {
+            return Ok(Arc::new(Code { id, chunks }));
+        }
+        let found = TABLE.with(|t| {
+            t.borrow().as_ref().and_then(|t| t.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned())
+        });
+        found.ok_or_else(|| {
+            serde::de::Error::custom(format!("the code {id:032x} of a closure was not received"))
+        })
     }
 }
 
@@ -99,5 +167,42 @@ pub struct NoUdfs;
 impl UdfRunner for NoUdfs {
     fn call(&self, udf: &Udf, _: Vec<Value>, _: &TaskContext<'_>) -> Result<Value, TaskError> {
         Err(TaskError::user(format!("no script engine here to run closure '{}'", udf.label)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn udf() -> Udf {
+        let chunk = SourceChunk { origin: "a.rhai".into(), text: "fn inc(x) { x + 1 }".into() };
+        Udf {
+            label: "inc".into(),
+            entry: "inc".into(),
+            code: Arc::new(Code::new(vec![chunk])),
+            curry: vec![],
+        }
+    }
+
+    #[test]
+    fn closures_travel_whole_or_by_reference_to_their_code() {
+        let u = udf();
+        // Whole: readable anywhere.
+        let whole = rmp_serde::to_vec(&u).expect("encode");
+        assert_eq!(rmp_serde::from_slice::<Udf>(&whole).expect("decode"), u);
+        // By reference: the code comes apart, and only a table that has it reads it back.
+        let (bytes, codes) = shipped::by_reference(|| rmp_serde::to_vec(&u).expect("encode"));
+        assert!(bytes.len() < whole.len());
+        assert_eq!(codes.len(), 1);
+        let err = rmp_serde::from_slice::<Udf>(&bytes).expect_err("no table");
+        assert!(err.to_string().contains("was not received"), "{err}");
+        let table: Arc<shipped::CodeTable> = Arc::default();
+        assert!(shipped::resolving(&table, || rmp_serde::from_slice::<Udf>(&bytes)).is_err());
+        table.lock().unwrap().insert(codes[0].id, codes[0].clone());
+        let back = shipped::resolving(&table, || rmp_serde::from_slice::<Udf>(&bytes)).expect("decode");
+        assert_eq!(back, u);
+        assert!(Arc::ptr_eq(&back.code, &codes[0]), "the table's copy is shared, not copied");
+        // Encoding outside by_reference is whole again.
+        assert_eq!(rmp_serde::to_vec(&u).expect("encode"), whole);
     }
 }

@@ -138,6 +138,12 @@ pub struct SchedulerConfig {
     pub bandwidth_bytes_per_us: f64,
     /// Duration assumed for a task group never seen before, in µs.
     pub default_task_duration_us: f64,
+    /// Work (µs of measured task time) a worker thread may have queued when
+    /// root tasks are short; 0 keeps Dask's plain saturation limit. A cluster
+    /// sets it to cover the round trip worker → scheduler → worker, so a
+    /// thread running 5 µs tasks is not idle while the next one travels.
+    /// Memory stays bounded: a task this short cannot make much data.
+    pub backlog_us: f64,
     /// Transitions kept for debugging (0 turns the story off).
     pub story_capacity: usize,
 }
@@ -149,6 +155,7 @@ impl Default for SchedulerConfig {
             allowed_failures: 3,
             bandwidth_bytes_per_us: 100.0,
             default_task_duration_us: 500.0,
+            backlog_us: 0.0,
             story_capacity: 10_000,
         }
     }
@@ -268,6 +275,9 @@ pub struct Scheduler {
     workers: Slab<WorkerRec>,
     /// Workers with a free slot for root tasks, as an index set.
     free: Vec<WorkerId>,
+    /// Root tasks a worker thread may hold now: the saturation limit, or
+    /// more while the queue's head is a short task (`backlog_us`).
+    depth: f64,
     /// Ready tasks without a worker: roots, and tasks waiting for any worker.
     queue: BinaryHeap<std::cmp::Reverse<(Priority, TaskId)>>,
     /// Ready tasks that need resources, dispatched only where they are free.
@@ -287,6 +297,7 @@ pub struct Scheduler {
 impl Scheduler {
     pub fn new(config: SchedulerConfig) -> Scheduler {
         Scheduler {
+            depth: config.worker_saturation,
             config,
             tasks: Slab::default(),
             keys: FxHashMap::default(),

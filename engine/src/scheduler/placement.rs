@@ -5,10 +5,19 @@
 //! at once to the worker that minimizes estimated start time: its queue of
 //! work plus the time to fetch the inputs it lacks (data locality). Tasks
 //! that need resources (`GPU: 1`) run only where that resource is free.
+//!
+//! Where a round trip costs more than a task (a cluster running 5 µs
+//! tasks), the limit per thread grows with how short the queue's head task
+//! is measured to be, up to `MAX_DEPTH`, so that `backlog_us` of work waits
+//! on each thread: Dask's one task at a time would leave the thread idle
+//! for most of each round trip.
 
 use std::cmp::Reverse;
 
 use super::{Action, Scheduler, TaskId, TaskState, WorkerId};
+
+/// The most root tasks one thread may hold, however short they are.
+const MAX_DEPTH: f64 = 64.0;
 
 impl Scheduler {
     /// An active task with all inputs in memory: queue it or assign it.
@@ -118,9 +127,48 @@ impl Scheduler {
 
     /// How many tasks a worker takes before root tasks wait in the queue.
     pub(super) fn slots(&self, w: WorkerId) -> usize {
-        self.workers
-            .get(w.0)
-            .map_or(0, |wr| (f64::from(wr.nthreads) * self.config.worker_saturation).ceil().max(1.0) as usize)
+        self.workers.get(w.0).map_or(0, |wr| (f64::from(wr.nthreads) * self.depth).ceil().max(1.0) as usize)
+    }
+
+    /// Tasks per thread for a queue headed by a task of `group`: the
+    /// saturation limit, or for a group measured short enough, a power of
+    /// two (so that the limit, and the free set with it, change seldom).
+    fn depth_for(&self, group: u32) -> f64 {
+        let saturation = self.config.worker_saturation;
+        let g = &self.groups[group as usize];
+        if self.config.backlog_us <= 0.0 || g.finished_runs == 0 {
+            return saturation;
+        }
+        let duration = (g.duration_us / g.finished_runs as f64).max(1.0);
+        let want = (self.config.backlog_us / duration).min(MAX_DEPTH);
+        if want < 2.0 * saturation {
+            return saturation;
+        }
+        f64::from(2u32.pow(want.log2().floor() as u32))
+    }
+
+    /// Drop stale entries off the queue's head and set the depth for the
+    /// live head (a new depth changes every worker's limit); `false` when
+    /// the queue is empty.
+    fn adjust_depth(&mut self) -> bool {
+        let head = loop {
+            let Some(Reverse((_, t))) = self.queue.peek().copied() else { return false };
+            match self.tasks.get(t.0) {
+                Some(r) if r.state == TaskState::Queued && r.processing_on.is_none() => break r.group,
+                _ => {
+                    self.queue.pop();
+                }
+            }
+        };
+        let depth = self.depth_for(head);
+        if depth != self.depth {
+            self.depth = depth;
+            let ids: Vec<WorkerId> = self.workers.iter().map(|(id, _)| WorkerId(id)).collect();
+            for w in ids {
+                self.update_free(w);
+            }
+        }
+        true
     }
 
     /// Keep `free` = the workers below their root-task limit.
@@ -153,12 +201,12 @@ impl Scheduler {
 
     /// End of every stimulus: hand queued work to free workers.
     pub(super) fn after_stimulus(&mut self, out: &mut Vec<Action>) {
-        while let Some(&w) = self.free.last() {
+        // The depth follows each head in turn: a slow group queued behind a
+        // fast one is not handed out at the fast group's depth.
+        while self.adjust_depth() {
+            let Some(&w) = self.free.last() else { break };
             let Some(Reverse((p, t))) = self.queue.pop() else { break };
-            let Some(r) = self.tasks.get(t.0) else { continue };
-            if r.state != TaskState::Queued || r.processing_on.is_some() {
-                continue;
-            }
+            let r = self.rec(t);
             let target = if r.deps.is_empty() { Some(w) } else { self.decide_worker(t) };
             match target {
                 Some(target) => self.assign(t, target, out),

@@ -111,10 +111,14 @@ impl TestEnv {
     }
 
     pub fn finish_bytes(&mut self, key: &str, nbytes: u64) {
+        self.finish_with(key, nbytes, 100.0);
+    }
+
+    pub fn finish_with(&mut self, key: &str, nbytes: u64, duration_us: f64) {
         let t = self.id(key);
         let w = self.s.processing_on(t).unwrap_or_else(|| panic!("{key} is not processing"));
         let run = self.s.current_run(t).unwrap_or_default();
-        self.s.task_finished(w, t, run, nbytes, 100.0, &mut self.out);
+        self.s.task_finished(w, t, run, nbytes, duration_us, &mut self.out);
         self.check();
     }
 

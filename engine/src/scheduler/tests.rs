@@ -80,6 +80,38 @@ fn root_tasks_are_queued_in_priority_order_up_to_the_saturation_limit() {
 }
 
 #[test]
+fn short_root_tasks_queue_deeper_on_workers_and_slow_ones_do_not() {
+    let mut e = TestEnv::with_config(SchedulerConfig {
+        worker_saturation: 1.0,
+        backlog_us: 1000.0,
+        ..SchedulerConfig::default()
+    });
+    e.worker("w1", 1);
+    let keys: Vec<String> =
+        (0..100).map(|i| format!("fast-{i:09x}")).chain((0..3).map(|i| format!("slow-{i:09x}"))).collect();
+    let t: Vec<(&str, &[&str])> = keys.iter().map(|k| (k.as_str(), &[][..])).collect();
+    let wanted: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+    e.submit(&t, &wanted);
+    // Nothing measured yet: one task, as Dask.
+    assert_eq!(e.take(), [format!("run {} on w1", keys[0])]);
+    // 10 µs tasks with 1 ms of backlog: 100 wanted, 64 at most per thread.
+    e.finish_with(&keys[0], 8, 10.0);
+    let runs = e.take().iter().filter(|a| a.starts_with("run fast")).count();
+    assert_eq!(runs, 64);
+    // The slow group behind them is unmeasured: it waits for an empty
+    // worker instead of being handed out at the fast group's depth.
+    let mut slow_started_with = Vec::new();
+    for k in &keys[1..100] {
+        let busy = e.s.workers()[0].processing;
+        e.finish_with(k, 8, 10.0);
+        if e.take().iter().any(|a| a.starts_with("run slow")) {
+            slow_started_with.push(busy - 1);
+        }
+    }
+    assert_eq!(slow_started_with, [0]);
+}
+
+#[test]
 fn user_priority_beats_graph_order() {
     let mut e = TestEnv::new();
     e.worker("w1", 1);
