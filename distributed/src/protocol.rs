@@ -250,6 +250,15 @@ pub enum WorkerMsg {
         run: u32,
         error: TaskError,
     },
+    /// Input `dep` of the task could not be fetched from any of `holders`
+    /// (their data addresses): the worker dropped the task; the scheduler
+    /// decides where its input comes from now.
+    MissingData {
+        key: Key,
+        run: u32,
+        dep: Key,
+        holders: Vec<String>,
+    },
     Heartbeat {
         memory: u64,
         running: u32,

@@ -155,6 +155,9 @@ enum Ev {
     Http(http::Ask, tokio::sync::oneshot::Sender<String>),
 }
 
+/// Events waiting for the scheduler's loop before senders wait.
+const EVENT_QUEUE: usize = 4096;
+
 async fn serve(
     listener: TcpListener,
     http_listener: Option<TcpListener>,
@@ -162,14 +165,16 @@ async fn serve(
     address: String,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
-    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Ev>();
+    // Bounded: a peer that sends faster than the loop handles waits (its
+    // socket fills) instead of growing the scheduler's memory.
+    let (ev_tx, mut ev_rx) = mpsc::channel::<Ev>(EVENT_QUEUE);
     let security = Arc::new(options.security.clone());
     let mut state = State::new(&options);
     let refusals = state.refusals.clone();
     log::info("scheduler", &format!("listening at {address}"));
     let http_server = http_listener.map(|l| {
         let tx = ev_tx.clone();
-        let ask: http::AskLoop = Arc::new(move |what, reply| tx.send(Ev::Http(what, reply)).is_ok());
+        let ask: http::AskLoop = Arc::new(move |what, reply| tx.try_send(Ev::Http(what, reply)).is_ok());
         tokio::spawn(http::serve(l, options.security.token.clone(), ask))
     });
     let mut next_conn: ConnId = 1;
@@ -179,7 +184,7 @@ async fn serve(
             let mut every = tokio::time::interval(Duration::from_millis(500));
             loop {
                 every.tick().await;
-                if tx.send(Ev::Tick).is_err() {
+                if tx.send(Ev::Tick).await.is_err() {
                     return;
                 }
             }
@@ -229,7 +234,7 @@ async fn connection(
     tcp: tokio::net::TcpStream,
     conn: ConnId,
     security: Arc<Security>,
-    events: mpsc::UnboundedSender<Ev>,
+    events: mpsc::Sender<Ev>,
     refusals: Arc<AtomicU64>,
 ) {
     let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
@@ -262,8 +267,8 @@ async fn connection(
             };
             let (tx, rx) = mpsc::unbounded_channel();
             tokio::spawn(comm::send_batches(c.writer, rx));
-            if events.send(Ev::WorkerJoined { conn, name: name.clone(), reg: first, tx }).is_err()
-                || (!rest.is_empty() && events.send(Ev::FromWorker(conn, rest)).is_err())
+            if events.send(Ev::WorkerJoined { conn, name: name.clone(), reg: first, tx }).await.is_err()
+                || (!rest.is_empty() && events.send(Ev::FromWorker(conn, rest)).await.is_err())
             {
                 return;
             }
@@ -272,26 +277,26 @@ async fn connection(
         Role::Client | Role::Peer => {
             let (tx, rx) = mpsc::unbounded_channel();
             tokio::spawn(comm::send_batches(c.writer, rx));
-            if events.send(Ev::ClientJoined { conn, name: name.clone(), tx }).is_err() {
+            if events.send(Ev::ClientJoined { conn, name: name.clone(), tx }).await.is_err() {
                 return;
             }
             pump(&mut reader, conn, &events, Ev::FromClient).await
         }
     };
-    let _ = events.send(Ev::Gone { conn, reason });
+    let _ = events.send(Ev::Gone { conn, reason }).await;
 }
 
 /// Read batches until the peer goes; returns why it went.
 async fn pump<T: serde::de::DeserializeOwned>(
     reader: &mut comm::FrameReader,
     conn: ConnId,
-    events: &mpsc::UnboundedSender<Ev>,
+    events: &mpsc::Sender<Ev>,
     wrap: fn(ConnId, Vec<T>) -> Ev,
 ) -> String {
     loop {
         match reader.next::<Vec<T>>().await {
             Ok(Some(batch)) => {
-                if events.send(wrap(conn, batch)).is_err() {
+                if events.send(wrap(conn, batch)).await.is_err() {
                     return "the scheduler is closing".into();
                 }
             }
@@ -473,6 +478,17 @@ impl State {
                 self.stream(conn, &key, 0, 0.0, false);
                 if let Some(t) = self.core.lookup(&key) {
                     self.core.task_failed(wid, t, run, error, &mut self.out);
+                }
+            }
+            WorkerMsg::MissingData { key, run, dep, holders } => {
+                log::info(
+                    "scheduler",
+                    &format!("{key}: its input {dep} could not be fetched from {}", holders.join(", ")),
+                );
+                let holders: Vec<WorkerId> =
+                    self.workers.values().filter(|w| holders.contains(&w.address)).map(|w| w.id).collect();
+                if let Some(t) = self.core.lookup(&key) {
+                    self.core.missing_data(wid, t, run, &dep, &holders, &mut self.out);
                 }
             }
             WorkerMsg::Heartbeat { memory, transferred, .. } => {

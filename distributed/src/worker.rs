@@ -414,8 +414,8 @@ fn release_holds(st: &mut WState, holds: &[Key]) {
 
 /// Bring `keys` from one of `who_has`; the tasks waiting for them run once
 /// all their inputs are here. A peer that fails is tried again, then the
-/// next one; inputs no peer can give fail their tasks (the scheduler
-/// retries them where it can).
+/// next one; for inputs no peer can give, the waiting tasks are handed back
+/// to the scheduler (`MissingData`), which recomputes or refetches them.
 async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>) {
     let mut left = keys;
     let mut last_error = String::from("no worker holds it");
@@ -470,9 +470,27 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>)
         }
         tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
     }
+    log::info("worker", &format!("could not fetch {} inputs: {last_error}", left.len()));
     for (k, id) in left {
-        let error = TaskError::user(format!("could not fetch input {k}: {last_error}"));
-        land(&shared, k, Some(id), Err(error));
+        missing(&shared, k, id, &who_has);
+    }
+}
+
+/// Input `key` cannot be fetched by fetch `id` (if still current): every
+/// task waiting for it is dropped here and handed back to the scheduler.
+fn missing(shared: &Shared, key: Key, id: u64, who_has: &[String]) {
+    let mut st = shared.lock();
+    if st.fetching.get(&key).is_none_or(|f| f.id != id) {
+        return;
+    }
+    let waiting = st.fetching.remove(&key).map(|f| f.waiting).unwrap_or_default();
+    for t in waiting {
+        if let Some(task) = st.tasks.remove(&t) {
+            release_holds(&mut st, &task.holds);
+            let msg =
+                WorkerMsg::MissingData { key: t, run: task.run, dep: key.clone(), holders: who_has.to_vec() };
+            shared.report(msg);
+        }
     }
 }
 

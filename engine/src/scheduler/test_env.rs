@@ -122,6 +122,16 @@ impl TestEnv {
         self.check();
     }
 
+    /// The worker running `key` could not fetch `dep` from `holders`.
+    pub fn missing(&mut self, key: &str, dep: &str, holders: &[&str]) {
+        let t = self.id(key);
+        let w = self.s.processing_on(t).unwrap_or_else(|| panic!("{key} is not processing"));
+        let run = self.s.current_run(t).unwrap_or_default();
+        let holders: Vec<WorkerId> = holders.iter().map(|h| self.ids[*h]).collect();
+        self.s.missing_data(w, t, run, &Key::new(dep), &holders, &mut self.out);
+        self.check();
+    }
+
     pub fn fail(&mut self, key: &str, message: &str) {
         let t = self.id(key);
         let w = self.s.processing_on(t).unwrap_or_else(|| panic!("{key} is not processing"));

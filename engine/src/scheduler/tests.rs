@@ -112,6 +112,47 @@ fn short_root_tasks_queue_deeper_on_workers_and_slow_ones_do_not() {
 }
 
 #[test]
+fn an_input_that_cannot_be_fetched_is_recomputed_and_its_task_waits_for_it() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.worker("w2", 1);
+    e.submit(&[("a", &[]), ("z", &[]), ("b", &["a", "z"])], &["b"]);
+    e.expect(&["run a on w2", "run z on w1"]);
+    e.finish_bytes("a", 10);
+    e.finish_bytes("z", 10_000);
+    e.expect(&["run b on w1"]);
+    // w1 cannot get `a` from w2: w2 no longer counts as holding it, `a`
+    // runs again, and `b` waits for it instead of failing.
+    e.missing("b", "a", &["w2"]);
+    assert_eq!(e.state("b"), Some(TaskState::Waiting));
+    let acts = e.take();
+    assert!(acts.contains(&"free a on w2".to_string()), "{acts:?}");
+    assert!(acts.iter().any(|a| a.starts_with("run a on")), "{acts:?}");
+    e.finish_bytes("a", 10);
+    assert!(e.take().iter().any(|a| a.starts_with("run b on")));
+    e.finish("b");
+    e.expect(&["done b", "free z on w1", "free a on w1"]);
+    // A report about another attempt changes nothing.
+    assert_eq!(e.state("b"), Some(TaskState::Memory));
+}
+
+#[test]
+fn an_input_still_held_elsewhere_is_fetched_again_without_recomputing() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.worker("w2", 1);
+    e.submit(&[("a", &[]), ("b", &["a"])], &["b"]);
+    e.expect(&["run a on w2"]);
+    e.finish("a");
+    e.expect(&["run b on w2"]);
+    // A worker that names no holder of `a` (a confused report): `b` simply runs again.
+    e.missing("b", "a", &[]);
+    assert_eq!(e.state("a"), Some(TaskState::Memory));
+    let acts = e.take();
+    assert_eq!(acts.iter().filter(|a| a.starts_with("run b on")).count(), 1, "{acts:?}");
+}
+
+#[test]
 fn user_priority_beats_graph_order() {
     let mut e = TestEnv::new();
     e.worker("w1", 1);

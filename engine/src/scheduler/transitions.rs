@@ -282,6 +282,62 @@ impl Scheduler {
         self.after_stimulus(out);
     }
 
+    /// A worker could not fetch input `dep` of its task `t` from any of
+    /// `holders` (Dask's missing-data). They no longer count as holding it
+    /// (and are told to drop any copy); with no holder left it is
+    /// recomputed from lineage and `t` waits for it, else `t` runs again,
+    /// fetching from the holders that are left. Not the task's failure.
+    pub fn missing_data(
+        &mut self,
+        w: WorkerId,
+        t: TaskId,
+        run: u32,
+        dep: &Key,
+        holders: &[WorkerId],
+        out: &mut Vec<Action>,
+    ) {
+        self.stimulus += 1;
+        if !self.accept_report(w, t, run, out) {
+            return;
+        }
+        let Some(d) = self.keys.get(dep).copied().filter(|d| self.rec(t).deps.contains(d)) else {
+            // Not an input of the task: a confused worker; run it again.
+            self.reschedule(t, w, out);
+            self.after_stimulus(out);
+            return;
+        };
+        let nbytes = self.rec(d).nbytes;
+        for h in holders {
+            let dr = self.rec_mut(d);
+            let before = dr.who_has.len();
+            dr.who_has.retain(|x| x != h);
+            if dr.who_has.len() < before
+                && let Some(wr) = self.workers.get_mut(h.0)
+            {
+                wr.has_what.remove(&d);
+                wr.held_bytes = wr.held_bytes.saturating_sub(nbytes);
+                out.push(Action::Free { worker: *h, task: d });
+            }
+        }
+        let dr = self.rec(d);
+        if dr.who_has.is_empty() && dr.state == TaskState::Memory {
+            // Moves `t` (and any other dependent running) back to waiting.
+            let mut unneeded = Vec::new();
+            self.lose(d, out, &mut unneeded);
+            self.process_unneeded(unneeded, out);
+        } else {
+            self.reschedule(t, w, out);
+        }
+        self.after_stimulus(out);
+    }
+
+    /// Take `t` off `w`, where it no longer runs, and make it ready again.
+    fn reschedule(&mut self, t: TaskId, w: WorkerId, out: &mut Vec<Action>) {
+        self.unassign(t, w);
+        self.set_state(t, TaskState::Queued);
+        self.make_ready(t, out);
+    }
+
     // ---- internals -------------------------------------------------------
 
     /// Check that a worker's report is about the attempt it is running now.
