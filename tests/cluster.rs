@@ -512,6 +512,10 @@ fn wrong_or_missing_tokens_are_refused() {
 fn the_http_port_serves_health_metrics_and_workers_behind_the_token() {
     let c = TestCluster::start_with(2, Some("s3cret"), &[]);
     assert_ok(&c.run(SHUFFLES, DEADLINE), "the shuffles");
+    // A connected client learns where the HTTP port is.
+    let link = c.run("print(client().dashboard_link);", DEADLINE);
+    assert_ok(&link, "dashboard_link");
+    assert_eq!(text(&link.stdout).trim(), c.http);
     let refused = run_with_deadline(
         brisk().args(["worker", &c.address, "--token", "guess"]).stdin(Stdio::null()),
         Duration::from_secs(30),

@@ -114,6 +114,14 @@ impl RemoteClient {
         }
     }
 
+    /// The scheduler's HTTP address (`c.dashboard_link`), if it serves one.
+    pub fn dashboard_link(&self) -> Result<Option<String>, EngineError> {
+        match self.shared.request(|id| ClientMsg::Info { id })? {
+            ToClient::Info { dashboard, .. } => Ok(dashboard),
+            other => Err(EngineError::Internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
     /// The workers and the progress in one request (the dashboards' sample).
     pub fn workers_and_progress(&self) -> Result<(Vec<WorkerInfo>, Snapshot), EngineError> {
         let (rows, snapshot) = self.info()?;

@@ -203,6 +203,8 @@ pub enum ToClient {
         id: u64,
         workers: Vec<WorkerRow>,
         snapshot: Snapshot,
+        /// The scheduler's HTTP address, if it serves one.
+        dashboard: Option<String>,
     },
     Done {
         id: u64,

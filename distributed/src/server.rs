@@ -115,7 +115,7 @@ pub fn start(options: SchedulerOptions) -> Result<SchedulerHandle, CommError> {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     let addr = address.clone();
     let thread = std::thread::Builder::new().name("brisk-scheduler".into()).spawn(move || {
-        rt.block_on(serve(listener, http.map(|(l, _)| l), options, addr, stop_rx));
+        rt.block_on(serve(listener, http, options, addr, stop_rx));
         rt.shutdown_timeout(Duration::from_secs(1));
     })?;
     Ok(SchedulerHandle { address, http_address, stop: Some(stop_tx), thread: Some(thread) })
@@ -160,7 +160,7 @@ const EVENT_QUEUE: usize = 4096;
 
 async fn serve(
     listener: TcpListener,
-    http_listener: Option<TcpListener>,
+    http: Option<(TcpListener, String)>,
     options: SchedulerOptions,
     address: String,
     mut stop: tokio::sync::oneshot::Receiver<()>,
@@ -170,9 +170,10 @@ async fn serve(
     let (ev_tx, mut ev_rx) = mpsc::channel::<Ev>(EVENT_QUEUE);
     let security = Arc::new(options.security.clone());
     let mut state = State::new(&options);
+    state.dashboard = http.as_ref().map(|(_, at)| at.clone());
     let refusals = state.refusals.clone();
     log::info("scheduler", &format!("listening at {address}"));
-    let http_server = http_listener.map(|l| {
+    let http_server = http.map(|(l, _)| {
         let tx = ev_tx.clone();
         let ask: http::AskLoop = Arc::new(move |what, reply| tx.try_send(Ev::Http(what, reply)).is_ok());
         tokio::spawn(http::serve(l, options.security.token.clone(), ask))
@@ -364,6 +365,8 @@ struct State {
     transferred_gone: u64,
     /// The task stream's clock starts here.
     t0: Instant,
+    /// The HTTP port's address, for clients' `dashboard_link`.
+    dashboard: Option<String>,
 }
 
 impl State {
@@ -387,6 +390,7 @@ impl State {
             refusals: Arc::new(AtomicU64::new(0)),
             t0: Instant::now(),
             transferred_gone: 0,
+            dashboard: None,
         }
     }
 
@@ -533,7 +537,8 @@ impl State {
             }
             ClientMsg::Info { id } => {
                 let (workers, snapshot) = (self.rows(), self.snapshot());
-                self.tell_client(conn, ToClient::Info { id, workers, snapshot });
+                let dashboard = self.dashboard.clone();
+                self.tell_client(conn, ToClient::Info { id, workers, snapshot, dashboard });
             }
             ClientMsg::Restart { id } => {
                 self.restart();

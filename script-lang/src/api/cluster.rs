@@ -48,7 +48,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "dashboard_link",
         "c.dashboard_link",
-        "The HTTP address of a local cluster's scheduler (/health, /metrics for Prometheus, /api/v1/workers); \"\" for a cluster joined with connect (its address is printed by `brisk scheduler`).",
+        "The HTTP address of the cluster's scheduler (/health, /metrics for Prometheus, /api/v1/workers); \"\" when it serves none (brisk scheduler --no-http).",
         "local_cluster(#{workers: 1}).dashboard_link",
     ),
     doc(
@@ -76,7 +76,10 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("close", |c: &mut Client| c.state.detach_cluster());
     engine.register_get("dashboard_link", |c: &mut Client| -> String {
         c.state
-            .with_cluster(|cl| cl.local.as_ref().and_then(|l| l.http_address.clone()))
+            .with_cluster(|cl| match &cl.local {
+                Some(l) => l.http_address.clone(),
+                None => cl.client.dashboard_link().ok().flatten(),
+            })
             .flatten()
             .unwrap_or_default()
     });
