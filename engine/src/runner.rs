@@ -198,7 +198,7 @@ mod tests {
         assert!(err.to_string().contains("was not received"), "{err}");
         let table: Arc<shipped::CodeTable> = Arc::default();
         assert!(shipped::resolving(&table, || rmp_serde::from_slice::<Udf>(&bytes)).is_err());
-        table.lock().unwrap().insert(codes[0].id, codes[0].clone());
+        table.lock().expect("table").insert(codes[0].id, codes[0].clone());
         let back = shipped::resolving(&table, || rmp_serde::from_slice::<Udf>(&bytes)).expect("decode");
         assert_eq!(back, u);
         assert!(Arc::ptr_eq(&back.code, &codes[0]), "the table's copy is shared, not copied");
