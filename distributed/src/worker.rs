@@ -429,7 +429,7 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>)
                     left.retain(|(k, _)| match got.remove(k) {
                         Some(v) => {
                             shared.transferred.fetch_add(v.nbytes(), Ordering::Relaxed);
-                            land(&shared, k.clone(), None, Ok(v));
+                            land(&shared, k.clone(), v);
                             false
                         }
                         None => true,
@@ -494,43 +494,28 @@ fn missing(shared: &Shared, key: Key, id: u64, who_has: &[String]) {
     }
 }
 
-/// An input arrived (or cannot): the tasks waiting for it move on. A
-/// failure counts only from the fetch `id` that is current.
-fn land(shared: &Shared, key: Key, id: Option<u64>, value: Result<Value, TaskError>) {
+/// An input arrived: the tasks waiting for it move on (whichever fetch
+/// brought it).
+fn land(shared: &Shared, key: Key, value: Value) {
     let mut woke = 0;
     {
         let mut st = shared.lock();
-        if value.is_err() && st.fetching.get(&key).is_some_and(|f| Some(f.id) != id) {
-            return;
-        }
         let mut waiting = st.fetching.remove(&key).map(|f| f.waiting).unwrap_or_default();
         // A task cancelled and given again while the fetch ran is listed twice.
         waiting.sort_unstable();
         waiting.dedup();
         waiting.retain(|t| st.tasks.contains_key(t));
-        match value {
-            Ok(v) => {
-                if !waiting.is_empty() {
-                    st.fetched.insert(key.clone(), (v, waiting.len() as u32));
-                }
-                for t in waiting {
-                    let Some(task) = st.tasks.get_mut(&t) else { continue };
-                    task.missing -= 1;
-                    task.holds.push(key.clone());
-                    if task.missing == 0 {
-                        let r = Ready { priority: task.priority, key: t.clone(), run: task.run };
-                        st.ready.push(r);
-                        woke += 1;
-                    }
-                }
-            }
-            Err(e) => {
-                for t in waiting {
-                    if let Some(task) = st.tasks.remove(&t) {
-                        release_holds(&mut st, &task.holds);
-                        shared.report(WorkerMsg::Failed { key: t, run: task.run, error: e.clone() });
-                    }
-                }
+        if !waiting.is_empty() {
+            st.fetched.insert(key.clone(), (value, waiting.len() as u32));
+        }
+        for t in waiting {
+            let Some(task) = st.tasks.get_mut(&t) else { continue };
+            task.missing -= 1;
+            task.holds.push(key.clone());
+            if task.missing == 0 {
+                let r = Ready { priority: task.priority, key: t.clone(), run: task.run };
+                st.ready.push(r);
+                woke += 1;
             }
         }
     }
