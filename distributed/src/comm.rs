@@ -173,6 +173,23 @@ impl FrameWriter {
 /// A connection's writer side: send everything queued on `rx` as one
 /// frame per wake-up, so bursts batch without timers; ends when the
 /// channel closes or the peer goes.
+/// The next connection of `listener`. An accept error (out of file
+/// descriptors, say) is logged and waited out rather than spun on.
+pub async fn next_connection(
+    listener: &tokio::net::TcpListener,
+    who: &str,
+) -> (TcpStream, std::net::SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(x) => return x,
+            Err(e) => {
+                crate::log::warn(who, &format!("cannot accept a connection: {e}"));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 pub async fn send_batches<T: Serialize>(mut w: FrameWriter, mut rx: UnboundedReceiver<Vec<T>>) {
     while let Some(mut batch) = rx.recv().await {
         while let Ok(more) = rx.try_recv() {

@@ -16,7 +16,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, oneshot};
 
-use crate::log;
 
 /// What the HTTP side asks the event loop for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,14 +36,7 @@ pub(crate) async fn serve(listener: TcpListener, token: Option<String>, ask: Ask
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let token = token.map(Arc::<str>::from);
     loop {
-        let (tcp, _) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                log::warn("scheduler", &format!("http: cannot accept a connection: {e}"));
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+        let (tcp, _) = crate::comm::next_connection(&listener, "scheduler http").await;
         // Past the limit a connection is closed at once rather than queued.
         let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
         let (token, ask) = (token.clone(), ask.clone());

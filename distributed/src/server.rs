@@ -194,16 +194,7 @@ async fn serve(
     loop {
         tokio::select! {
             _ = &mut stop => break,
-            accepted = listener.accept() => {
-                let tcp = match accepted {
-                    Ok((tcp, _)) => tcp,
-                    Err(e) => {
-                        // Out of file descriptors, say: wait instead of spinning.
-                        log::warn("scheduler", &format!("cannot accept a connection: {e}"));
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                };
+            (tcp, _) = comm::next_connection(&listener, "scheduler") => {
                 let conn = next_conn;
                 next_conn += 1;
                 tokio::spawn(connection(tcp, conn, security.clone(), ev_tx.clone(), refusals.clone()));

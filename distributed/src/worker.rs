@@ -527,15 +527,7 @@ fn land(shared: &Shared, key: Key, value: Value) {
 /// Serve held values to peers and clients.
 async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
     loop {
-        let (tcp, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                // Out of file descriptors, say: wait instead of spinning.
-                log::warn("worker", &format!("cannot accept a connection: {e}"));
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+        let (tcp, peer) = comm::next_connection(&listener, "worker").await;
         let shared = shared.clone();
         tokio::spawn(async move {
             let (_, mut conn) = match comm::accept(tcp, &shared.security, &[Role::Peer]).await {
