@@ -170,9 +170,6 @@ impl FrameWriter {
     }
 }
 
-/// A connection's writer side: send everything queued on `rx` as one
-/// frame per wake-up, so bursts batch without timers; ends when the
-/// channel closes or the peer goes.
 /// The next connection of `listener`. An accept error (out of file
 /// descriptors, say) is logged and waited out rather than spun on.
 pub async fn next_connection(
@@ -190,6 +187,9 @@ pub async fn next_connection(
     }
 }
 
+/// A connection's writer side: send everything queued on `rx` as one
+/// frame per wake-up, so bursts batch without timers; ends when the
+/// channel closes or the peer goes.
 pub async fn send_batches<T: Serialize>(mut w: FrameWriter, mut rx: UnboundedReceiver<Vec<T>>) {
     while let Some(mut batch) = rx.recv().await {
         while let Ok(more) = rx.try_recv() {
@@ -274,7 +274,11 @@ pub async fn connect(address: &str, role: Role, name: &str, security: &Security)
         .map_err(|_| CommError::Timeout(HANDSHAKE_TIMEOUT))??;
     tcp.set_nodelay(true)?;
     let local = tcp.local_addr().ok();
-    let (r, w) = security.wrap_client(tcp, &host).await?;
+    // The TLS handshake under the same deadline: a peer that takes the
+    // connection and never answers must not hang the caller.
+    let (r, w) = tokio::time::timeout(HANDSHAKE_TIMEOUT, security.wrap_client(tcp, &host))
+        .await
+        .map_err(|_| CommError::Timeout(HANDSHAKE_TIMEOUT))??;
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX, address.to_string());
     let mut writer = FrameWriter::new(w);
     let hello = Hello {
