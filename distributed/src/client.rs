@@ -541,9 +541,6 @@ impl Client for RemoteClient {
 
 impl Drop for RemoteClient {
     fn drop(&mut self) {
-        self.shared.lose("the client was closed");
-        if let Some(rt) = self.rt.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            rt.shutdown_background();
-        }
+        Client::close(self);
     }
 }

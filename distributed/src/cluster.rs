@@ -165,7 +165,6 @@ impl Drop for LocalCluster {
     }
 }
 
-/// The scheduler prints its address as its first line on stdout.
 /// A child process of the cluster: quiet logs, the parent pipe on stdin,
 /// and no TLS from the environment (a local cluster runs on loopback
 /// with plain TCP, and its client connects without TLS).

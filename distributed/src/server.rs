@@ -242,7 +242,9 @@ async fn connection(
     let name = if hello.name.is_empty() { peer.clone() } else { hello.name.clone() };
     let reason = match hello.role {
         Role::Worker => {
-            let (first, rest) = match reader.next::<Vec<WorkerMsg>>().await {
+            // A worker registers at once; a silent one is not kept open.
+            let first = tokio::time::timeout(comm::HANDSHAKE_TIMEOUT, reader.next::<Vec<WorkerMsg>>()).await;
+            let (first, rest) = match first.unwrap_or(Err(CommError::Timeout(comm::HANDSHAKE_TIMEOUT))) {
                 Ok(Some(mut batch)) if matches!(batch.first(), Some(WorkerMsg::Register { .. })) => {
                     // What came in the same frame is reported after joining.
                     let rest = batch.split_off(1);

@@ -419,7 +419,7 @@ fn release_holds(st: &mut WState, holds: &[Key]) {
 async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>) {
     let mut left = keys;
     let mut last_error = String::from("no worker holds it");
-    'attempts: for attempt in 0..6u32 {
+    for attempt in 0..6u32 {
         for addr in &who_has {
             let ask = left.iter().map(|(k, _)| k.clone()).collect();
             match shared.peers.get_data(addr, ask).await {
@@ -440,9 +440,6 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>)
                     last_error = format!("{addr} does not hold it");
                 }
                 Err(e) => last_error = format!("{addr}: {e}"),
-            }
-            if left.is_empty() {
-                break 'attempts;
             }
         }
         // Stop when nobody waits any more (the scheduler cancelled the
@@ -548,7 +545,11 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                 };
                 let mut hint = 0;
                 let reply = match msg {
-                    PeerMsg::GetData { keys } => {
+                    PeerMsg::GetData { mut keys } => {
+                        // A key asked for twice is sent once (a peer cannot
+                        // make this worker encode one large value N times).
+                        keys.sort_unstable();
+                        keys.dedup();
                         let st = shared.lock();
                         let values = keys
                             .into_iter()

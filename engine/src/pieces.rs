@@ -146,10 +146,22 @@ impl Pieces {
             made.insert(self.dir().display().to_string());
             std::fs::create_dir_all(d).map_err(|e| io("create", d, e))?;
         }
-        let file = std::fs::File::create(&path).map_err(|e| io("write", &path, e))?;
-        let mut w = std::io::BufWriter::new(file);
-        write(&mut w).map_err(|e| io("write", &path, e))?;
-        std::io::Write::flush(&mut w).map_err(|e| io("write", &path, e))
+        // Written beside, then renamed: a split that fails half-way (or a
+        // reader on another worker) never sees a truncated piece.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
+        let written = (|| {
+            let file = std::fs::File::create(&tmp).map_err(|e| io("write", &tmp, e))?;
+            let mut w = std::io::BufWriter::new(file);
+            write(&mut w).map_err(|e| io("write", &tmp, e))?;
+            std::io::Write::flush(&mut w).map_err(|e| io("write", &tmp, e))?;
+            std::fs::rename(&tmp, &path).map_err(|e| io("write", &path, e))
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
     }
 
     /// The pieces of output `out`, in input order, from the results of the

@@ -73,12 +73,25 @@ pub mod shipped {
         static TABLE: RefCell<Option<Arc<CodeTable>>> = const { RefCell::new(None) };
     }
 
+    /// Puts a thread-local back as it was, also when the closure panics
+    /// (tasks run under `catch_unwind`; the thread lives on).
+    struct Restore<T: 'static>(&'static std::thread::LocalKey<RefCell<Option<T>>>, Option<T>);
+
+    impl<T: 'static> Drop for Restore<T> {
+        fn drop(&mut self) {
+            let outer = self.1.take();
+            self.0.with(|v| *v.borrow_mut() = outer);
+        }
+    }
+
     /// Runs `encode` with closures written as references to their code;
     /// returns its result and the codes it referred to.
     pub fn by_reference<R>(encode: impl FnOnce() -> R) -> (R, Vec<Arc<Code>>) {
         let outer = SENT.with(|s| s.borrow_mut().replace(FxHashMap::default()));
+        let restore = Restore(&SENT, outer);
         let r = encode();
-        let codes = SENT.with(|s| std::mem::replace(&mut *s.borrow_mut(), outer));
+        let codes = SENT.with(|s| s.borrow_mut().take());
+        drop(restore);
         (r, codes.map(|c| c.into_values().collect()).unwrap_or_default())
     }
 
@@ -86,9 +99,8 @@ pub mod shipped {
     /// a code not in it is a decoding error.
     pub fn resolving<R>(table: &Arc<CodeTable>, decode: impl FnOnce() -> R) -> R {
         let outer = TABLE.with(|t| t.borrow_mut().replace(table.clone()));
-        let r = decode();
-        TABLE.with(|t| *t.borrow_mut() = outer);
-        r
+        let _restore = Restore(&TABLE, outer);
+        decode()
     }
 
     pub fn serialize<S: Serializer>(code: &Arc<Code>, s: S) -> Result<S::Ok, S::Error> {

@@ -132,7 +132,6 @@ fn an_input_that_cannot_be_fetched_is_recomputed_and_its_task_waits_for_it() {
     assert!(e.take().iter().any(|a| a.starts_with("run b on")));
     e.finish("b");
     e.expect(&["done b", "free z on w1", "free a on w1"]);
-    // A report about another attempt changes nothing.
     assert_eq!(e.state("b"), Some(TaskState::Memory));
 }
 
