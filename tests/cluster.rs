@@ -704,8 +704,92 @@ print(config().scheduler);
     .expect("read");
     assert_eq!(line, "up\n");
     let started: Vec<u32> = cluster_children().into_iter().filter(|p| !before.contains(p)).collect();
-    assert_eq!(started.len(), 3, "a scheduler and two workers: {started:?}");
     child.kill().expect("kill");
     let _ = child.wait();
+    assert_eq!(started.len(), 5, "a scheduler and two workers, each under its nanny: {started:?}");
     assert_eq!(wait_gone(&started), Vec::<u32>::new(), "orphans after the session was killed");
+}
+
+/// The largest resident memory of `pid` seen until `stop` is set.
+fn watch_rss(pid: u32, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut most = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let kib = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            most = most.max(kib * 1024);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        most
+    })
+}
+
+#[test]
+fn results_past_the_memory_target_spill_to_disk_and_come_back_exact() {
+    let dir = std::env::temp_dir().join(format!("brisk-spill-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a local directory");
+    let mut c = TestCluster::start(0);
+    c.add_worker(&["--memory-limit", "200MiB", "--local-directory", dir.to_str().expect("utf-8")]);
+    c.client().wait_for_workers(1, DEADLINE).expect("the worker joins");
+    let pid = c.client().worker_rows().expect("rows")[0].pid;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = watch_rss(pid, stop.clone());
+    // 12 blocks of 16 MB: 192 MB of results against a 120 MiB target.
+    let script = r#"
+let x = random([12000, 2000], #{chunks: [1000, 2000], seed: 7});
+let y = x.persist();
+sleep(1.2);
+let w = client().workers()[0];
+print(w.spilled >= 4 * 16000000);
+print(w.memory + w.spilled >= 12 * 16000000);
+print(w.memory <= 200 * 1048576 * 6 / 10);
+print(y.sum().compute() == x.sum().compute());
+print((y * 2.0).max().compute() == x.max().compute() * 2.0);
+print(y.blocks([3, 0]).compute().shape);
+"#;
+    let out = c.run(script, DEADLINE);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let most = watcher.join().expect("the watcher");
+    assert_ok(&out, "the spilling script");
+    assert_eq!(text(&out.stdout), "true\ntrue\ntrue\ntrue\ntrue\n[1000, 2000]\n");
+    assert!(most < 200 << 20, "the worker's resident memory reached {most} bytes (limit 200 MiB)");
+    c.finish();
+    let left: Vec<String> = walk(&dir);
+    assert!(left.is_empty(), "spill files left behind: {left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A task whose memory runs away where no check sees it (a join whose
+/// output is the product of its inputs, inside polars): the nanny kills
+/// its worker past 95% of the limit and starts another; the task errs as
+/// KilledWorker after the allowed failures, and the cluster goes on.
+#[test]
+fn the_nanny_restarts_a_worker_whose_memory_runs_away() {
+    let mut c = TestCluster::start_with(0, None, &["--allowed-failures", "1"]);
+    c.add_worker_with_nanny(&["--memory-limit", "250MiB"]);
+    c.client().wait_for_workers(1, DEADLINE).expect("the worker joins");
+    let first = c.client().worker_rows().expect("rows")[0].pid;
+    let script = r#"
+let zeros = []; let ids = [];
+for i in 0..12000 { zeros.push(0); ids.push(i); }
+let l = from_columns(#{k: zeros, a: ids});
+let r = from_columns(#{k: zeros, b: ids});
+try { print(l.merge(r, #{on: "k"})["a"].sum().compute()); } catch (e) { print("error: " + e.message); }
+print(gather(map(|x| x + 1, [1, 2, 3])));
+"#;
+    let out = c.run(script, DEADLINE);
+    assert_ok(&out, "the script");
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("error: ") && lines[0].contains("workers that died"), "{stdout}");
+    assert_eq!(lines[1], "[2, 3, 4]", "{stdout}");
+    let rows = c.client().worker_rows().expect("rows");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_ne!(rows[0].pid, first, "a new worker process serves");
+    assert!(!alive(first), "the old worker is gone");
+    c.finish();
 }

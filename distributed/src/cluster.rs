@@ -116,9 +116,10 @@ impl LocalCluster {
                 &name,
             ]);
             cmd.arg(PARENT_PIPE_FLAG);
-            if let Some(m) = self.options.memory_limit {
-                cmd.args(["--memory-limit", &m.to_string()]);
-            }
+            // Dask's LocalCluster: the machine's memory shared by the workers.
+            let share = brisk_engine::memory::machine_bytes() / self.options.workers.max(1) as u64;
+            let limit = self.options.memory_limit.unwrap_or(share);
+            cmd.args(["--memory-limit", &limit.to_string()]);
             if !self.options.resources.is_empty() {
                 let r: Vec<String> = self.options.resources.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 cmd.args(["--resources", &r.join(",")]);

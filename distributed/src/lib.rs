@@ -18,6 +18,7 @@ pub mod log;
 pub mod protocol;
 pub mod security;
 pub mod server;
+mod spill;
 pub mod worker;
 
 pub use client::RemoteClient;

@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Bumped on any change of the messages; peers of another version are refused.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// The first field of every hello: a peer that is not brisk is told apart at once.
 pub const MAGIC: &str = "brisk";
@@ -262,10 +262,18 @@ pub enum WorkerMsg {
         holders: Vec<String>,
     },
     Heartbeat {
+        /// Bytes of results and fetched inputs in memory.
         memory: u64,
         running: u32,
         /// Bytes this worker fetched from peers so far (inputs and shuffle pieces).
         transferred: u64,
+        /// Bytes of results spilled to disk (their size in memory).
+        spilled: u64,
+    },
+    /// Process memory passed the pause threshold (`true`: send no more
+    /// tasks) or fell back under it.
+    Paused {
+        paused: bool,
     },
 }
 

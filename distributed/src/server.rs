@@ -321,6 +321,8 @@ struct WorkerConn {
     gpu: String,
     pid: u32,
     memory: u64,
+    spilled: u64,
+    paused: bool,
     /// Bytes it fetched from peers (its last heartbeat).
     transferred: u64,
     last_seen: Instant,
@@ -450,6 +452,8 @@ impl State {
                 gpu,
                 pid,
                 memory: 0,
+                spilled: 0,
+                paused: false,
                 transferred: 0,
                 last_seen: Instant::now(),
                 tx,
@@ -488,11 +492,20 @@ impl State {
                     self.core.missing_data(wid, t, run, &dep, &holders, &mut self.out);
                 }
             }
-            WorkerMsg::Heartbeat { memory, transferred, .. } => {
+            WorkerMsg::Heartbeat { memory, transferred, spilled, .. } => {
                 if let Some(w) = self.workers.get_mut(&conn) {
                     w.memory = memory;
                     w.transferred = transferred;
+                    w.spilled = spilled;
                 }
+            }
+            WorkerMsg::Paused { paused } => {
+                if let Some(w) = self.workers.get_mut(&conn) {
+                    w.paused = paused;
+                    let what = if paused { "paused (memory past 80% of its limit)" } else { "running again" };
+                    log::info("scheduler", &format!("worker {} {what}", w.name));
+                }
+                self.core.pause_worker(wid, paused, &mut self.out);
             }
         }
     }
@@ -921,9 +934,9 @@ impl State {
                     processing: processing as u64,
                     in_memory: held as u64,
                     // The last heartbeat, or what the scheduler counted since.
-                    memory: w.memory.max(held_bytes),
+                    memory: w.memory.max(held_bytes.saturating_sub(w.spilled)),
                     memory_limit: w.memory_limit,
-                    spilled: 0,
+                    spilled: w.spilled,
                     resources: w.resources.clone(),
                     gpu: w.gpu.clone(),
                     pid: w.pid,
@@ -982,6 +995,10 @@ impl State {
             if let Some(l) = r.memory_limit {
                 m.sample("brisk_worker_memory_limit_bytes", &[("worker", &r.name)], l as f64);
             }
+        }
+        m.family("brisk_worker_spilled_bytes", "gauge", "Bytes of results each worker spilled to disk.");
+        for r in &rows {
+            m.sample("brisk_worker_spilled_bytes", &[("worker", &r.name)], r.spilled as f64);
         }
         m.family("brisk_worker_processing", "gauge", "Tasks assigned to each worker.");
         for r in &rows {

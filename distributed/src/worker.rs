@@ -30,6 +30,7 @@ use crate::comm::{self, CommError, Conn, PeerPool};
 use crate::log;
 use crate::protocol::{Blob, DepAt, PeerMsg, PeerReply, Role, ToWorker, WorkerMsg};
 use crate::security::Security;
+use crate::spill::{self, Lookup, SpillBuffer};
 
 /// How a worker runs (`brisk worker` flags).
 #[derive(Clone, Debug)]
@@ -47,7 +48,19 @@ pub struct WorkerOptions {
     /// under it, removed when it ends); `None`: the temporary directory.
     pub local_directory: Option<PathBuf>,
     pub heartbeat: Duration,
+    /// How often process memory is measured against the limit.
+    pub memory_monitor: Duration,
 }
+
+/// Dask's `distributed.worker.memory` thresholds, as fractions of the
+/// memory limit: results beyond `TARGET` go to disk, least recently used
+/// first; past `SPILL` of process memory (what the allocator holds beyond
+/// the results counted) spilling is forced; past `PAUSE` the worker starts
+/// no task until memory falls; past `TERMINATE` its nanny restarts it.
+pub const TARGET: f64 = 0.6;
+pub const SPILL: f64 = 0.7;
+pub const PAUSE: f64 = 0.8;
+pub const TERMINATE: f64 = 0.95;
 
 impl WorkerOptions {
     pub fn new(scheduler: &str) -> WorkerOptions {
@@ -61,6 +74,7 @@ impl WorkerOptions {
             host: None,
             local_directory: None,
             heartbeat: Duration::from_millis(500),
+            memory_monitor: Duration::from_millis(100),
         }
     }
 }
@@ -128,11 +142,10 @@ struct Fetching {
     waiting: Vec<Key>,
 }
 
-#[derive(Default)]
 struct WState {
-    /// Results of tasks run here (the scheduler knows of them).
-    data: FxHashMap<Key, Value>,
-    data_bytes: u64,
+    /// Results of tasks run here (the scheduler knows of them), in memory
+    /// or spilled.
+    data: SpillBuffer,
     /// Inputs fetched from peers, with the number of tasks here that need them.
     fetched: FxHashMap<Key, (Value, u32)>,
     tasks: FxHashMap<Key, WTask>,
@@ -146,6 +159,30 @@ struct WState {
     splits: FxHashMap<Key, Vec<(Pieces, u32)>>,
     running: u32,
     closing: bool,
+    /// Memory is past the pause threshold: no task starts.
+    paused: bool,
+}
+
+impl WState {
+    fn new(spill_dir: PathBuf) -> WState {
+        WState {
+            data: SpillBuffer::new(spill_dir),
+            fetched: FxHashMap::default(),
+            tasks: FxHashMap::default(),
+            ready: BinaryHeap::new(),
+            fetching: FxHashMap::default(),
+            fetches: 0,
+            splits: FxHashMap::default(),
+            running: 0,
+            closing: false,
+            paused: false,
+        }
+    }
+
+    /// Bytes of results and fetched inputs in memory.
+    fn managed(&self) -> u64 {
+        self.data.memory() + self.fetched.values().map(|(v, _)| v.nbytes()).sum::<u64>()
+    }
 }
 
 struct Shared {
@@ -159,6 +196,9 @@ struct Shared {
     transferred: Arc<AtomicU64>,
     /// Closures' code the scheduler sent; tasks refer to it by id.
     codes: Arc<CodeTable>,
+    memory_limit: Option<u64>,
+    /// Set once a spill failed (a full disk), so it is logged once.
+    spill_failed: AtomicBool,
 }
 
 impl Shared {
@@ -193,7 +233,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
 
     let peers = Arc::new(PeerPool::new(options.security.clone(), &name));
     let transferred = Arc::new(AtomicU64::new(0));
-    shuffle_here(&options, &address, peers.clone(), transferred.clone())?;
+    let root = shuffle_here(&options, &address, peers.clone(), transferred.clone())?;
 
     let (reports_tx, reports_rx) = mpsc::unbounded_channel::<Vec<WorkerMsg>>();
     let gpu = match brisk_engine::gpu::probe() {
@@ -213,7 +253,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     };
     let _ = reports_tx.send(vec![register]);
     let shared = Arc::new(Shared {
-        state: Mutex::new(WState::default()),
+        state: Mutex::new(WState::new(root.join("spill"))),
         work: Condvar::new(),
         udfs,
         reports: reports_tx,
@@ -221,6 +261,8 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         peers: peers.clone(),
         transferred,
         codes: Arc::default(),
+        memory_limit: options.memory_limit,
+        spill_failed: AtomicBool::new(false),
     });
     log::info("worker", &format!("{name} serving data at {address}, scheduler {}", options.scheduler));
 
@@ -233,6 +275,11 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
                 .spawn(move || s.task_loop(i as u32))?,
         );
     }
+    if options.memory_limit.is_some() {
+        let s = shared.clone();
+        let every = options.memory_monitor;
+        std::thread::Builder::new().name("brisk-memory".into()).spawn(move || s.monitor_memory(every))?;
+    }
     let data_server = tokio::spawn(data_server(listener, shared.clone()));
 
     let Conn { mut reader, writer, .. } = conn;
@@ -244,12 +291,13 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
             let mut tick = tokio::time::interval(every);
             loop {
                 tick.tick().await;
-                let (memory, running) = {
+                let (memory, running, spilled) = {
                     let st = s.lock();
-                    (st.data_bytes + st.fetched.values().map(|(v, _)| v.nbytes()).sum::<u64>(), st.running)
+                    (st.managed(), st.running, st.data.spilled().0)
                 };
                 let transferred = s.transferred.load(Ordering::Relaxed);
-                if s.reports.send(vec![WorkerMsg::Heartbeat { memory, running, transferred }]).is_err() {
+                let beat = WorkerMsg::Heartbeat { memory, running, transferred, spilled };
+                if s.reports.send(vec![beat]).is_err() {
                     return;
                 }
             }
@@ -318,9 +366,7 @@ fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<String> {
                 }
                 ToWorker::Free { keys } => {
                     for k in keys {
-                        if let Some(v) = st.data.remove(&k) {
-                            st.data_bytes = st.data_bytes.saturating_sub(v.nbytes());
-                        }
+                        st.data.remove(&k);
                         for (pieces, input) in st.splits.remove(&k).unwrap_or_default() {
                             pieces.remove_input(input);
                         }
@@ -360,7 +406,7 @@ fn compute(
     // looked at once.
     let mut seen = FxHashSet::default();
     for d in deps {
-        if st.data.contains_key(&d.key) || !seen.insert(d.key.clone()) {
+        if st.data.contains(&d.key) || !seen.insert(d.key.clone()) {
         } else if let Some((_, refs)) = st.fetched.get_mut(&d.key) {
             *refs += 1;
             holds.push(d.key.clone());
@@ -550,18 +596,39 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                         // make this worker encode one large value N times).
                         keys.sort_unstable();
                         keys.dedup();
-                        let st = shared.lock();
-                        let values = keys
-                            .into_iter()
-                            .map(|k| {
-                                let v = st
-                                    .data
-                                    .get(&k)
-                                    .cloned()
-                                    .or_else(|| st.fetched.get(&k).map(|(v, _)| v.clone()));
-                                (k, v)
-                            })
-                            .collect::<Vec<(Key, Option<Value>)>>();
+                        let found = {
+                            let st = shared.lock();
+                            keys.into_iter()
+                                .map(|k| {
+                                    let at = match st.data.peek(&k) {
+                                        Lookup::Missing => match st.fetched.get(&k) {
+                                            Some((v, _)) => Lookup::Memory(v.clone()),
+                                            None => Lookup::Missing,
+                                        },
+                                        at => at,
+                                    };
+                                    (k, at)
+                                })
+                                .collect::<Vec<(Key, Lookup)>>()
+                        };
+                        // Spilled results are read for the peer and stay on disk.
+                        let read = tokio::task::spawn_blocking(move || {
+                            found
+                                .into_iter()
+                                .map(|(k, at)| match at {
+                                    Lookup::Memory(v) => (k, Some(v)),
+                                    Lookup::Disk(path) => {
+                                        let v = spill::read(&path);
+                                        if let Err(e) = &v {
+                                            log::warn("worker", &format!("cannot read back {k}: {e}"));
+                                        }
+                                        (k, v.ok())
+                                    }
+                                    Lookup::Missing => (k, None),
+                                })
+                                .collect::<Vec<(Key, Option<Value>)>>()
+                        });
+                        let Ok(values) = read.await else { return };
                         hint =
                             values.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.nbytes() as usize).sum();
                         PeerReply::Data { values }
@@ -599,7 +666,7 @@ fn shuffle_here(
     address: &str,
     peers: Arc<PeerPool>,
     transferred: Arc<AtomicU64>,
-) -> Result<(), WorkerError> {
+) -> Result<PathBuf, WorkerError> {
     let parent = options.local_directory.clone().unwrap_or_else(std::env::temp_dir);
     let dir_err = |path: &Path| {
         let path = path.to_path_buf();
@@ -623,11 +690,15 @@ fn shuffle_here(
         };
         Err(TaskError::user(format!("shuffle: cannot fetch pieces from {host}: {got}")))
     };
-    let remote = brisk_engine::pieces::Remote { root, host: address.to_string(), fetch: Box::new(fetch) };
+    let remote = brisk_engine::pieces::Remote {
+        root: root.clone(),
+        host: address.to_string(),
+        fetch: Box::new(fetch),
+    };
     if brisk_engine::pieces::set_remote(remote).is_err() {
         log::warn("worker", "a second worker in one process shares the first one's shuffle folder");
     }
-    Ok(())
+    Ok(root)
 }
 
 /// How long a peer may take to send shuffle pieces.
@@ -655,24 +726,38 @@ impl Shared {
             if st.closing {
                 return;
             }
-            let Some(next) = st.ready.pop() else {
-                st = self.work.wait(st).unwrap_or_else(|e| e.into_inner());
-                continue;
+            let next = match st.ready.pop() {
+                Some(next) if !st.paused => next,
+                other => {
+                    if let Some(next) = other {
+                        st.ready.push(next);
+                    }
+                    st = self.work.wait(st).unwrap_or_else(|e| e.into_inner());
+                    continue;
+                }
             };
-            let Some(task) = st.tasks.get(&next.key).filter(|t| t.run == next.run) else { continue };
-            let inputs: Option<Vec<Value>> = task
+            let WState { tasks, data, fetched, .. } = &mut *st;
+            let Some(task) = tasks.get(&next.key).filter(|t| t.run == next.run) else { continue };
+            let inputs: Option<Vec<Lookup>> = task
                 .deps
                 .iter()
-                .map(|d| st.data.get(d).cloned().or_else(|| st.fetched.get(d).map(|(v, _)| v.clone())))
+                .map(|d| match data.get(d) {
+                    Lookup::Missing => fetched.get(d).map(|(v, _)| Lookup::Memory(v.clone())),
+                    at => Some(at),
+                })
                 .collect();
             let op = task.op.clone();
             let cancel = task.cancel.clone();
             st.running += 1;
             drop(st);
             let start = Instant::now();
+            let inputs = match inputs {
+                Some(inputs) => self.load(&next.key, inputs),
+                None => Err(TaskError::internal("an input of the task is not on this worker")),
+            };
             let (result, splits) = match inputs {
-                Some(inputs) => self.run_task(&next.key, &op, &inputs, &cancel),
-                None => (Err(TaskError::internal("an input of the task is not on this worker")), Vec::new()),
+                Ok(inputs) => self.run_task(&next.key, &op, &inputs, &cancel),
+                Err(e) => (Err(e), Vec::new()),
             };
             let micros = start.elapsed().as_secs_f64() * 1e6;
             st = self.lock();
@@ -687,10 +772,7 @@ impl Shared {
             match result {
                 Ok(v) => {
                     let nbytes = v.nbytes();
-                    if let Some(old) = st.data.insert(next.key.clone(), v) {
-                        st.data_bytes = st.data_bytes.saturating_sub(old.nbytes());
-                    }
-                    st.data_bytes += nbytes;
+                    st.data.insert(next.key.clone(), v);
                     if !splits.is_empty() {
                         st.splits.insert(next.key.clone(), splits);
                     }
@@ -701,8 +783,132 @@ impl Shared {
                         nbytes,
                         duration_us: micros,
                     });
+                    // The thread that stored past the target writes the
+                    // oldest results out before it takes more work.
+                    if let Some(target) = self.at(TARGET) {
+                        st = self.spill_while(st, |st| st.data.unspilled() > target);
+                    }
                 }
                 Err(error) => self.report(WorkerMsg::Failed { key: next.key, run: next.run, error }),
+            }
+        }
+    }
+
+    /// The inputs' values, spilled ones read back from disk (outside the
+    /// lock); each returns to memory if it fits under the target.
+    fn load(&self, key: &Key, inputs: Vec<Lookup>) -> Result<Vec<Value>, TaskError> {
+        if !inputs.iter().any(|i| matches!(i, Lookup::Disk(_))) {
+            return Ok(inputs
+                .into_iter()
+                .filter_map(|i| if let Lookup::Memory(v) = i { Some(v) } else { None })
+                .collect());
+        }
+        let mut values = Vec::with_capacity(inputs.len());
+        let mut read = Vec::new();
+        for (i, at) in inputs.into_iter().enumerate() {
+            match at {
+                Lookup::Memory(v) => values.push(v),
+                Lookup::Disk(path) => {
+                    let v = spill::read(&path).map_err(|e| {
+                        TaskError::internal(format!(
+                            "input {i} of {key} was spilled to disk and cannot be read back: {e}"
+                        ))
+                    })?;
+                    read.push((i, path, v.clone()));
+                    values.push(v);
+                }
+                Lookup::Missing => {
+                    return Err(TaskError::internal("an input of the task is not on this worker"));
+                }
+            }
+        }
+        let target = self.at(TARGET).unwrap_or(u64::MAX);
+        let mut st = self.lock();
+        let WState { tasks, data, .. } = &mut *st;
+        if let Some(task) = tasks.get(key) {
+            for (i, path, v) in &read {
+                if let Some(dep) = task.deps.get(*i) {
+                    data.read_back(dep, path, v, target);
+                }
+            }
+        }
+        Ok(values)
+    }
+
+    /// `fraction` of the memory limit, if there is one.
+    fn at(&self, fraction: f64) -> Option<u64> {
+        self.memory_limit.map(|l| (l as f64 * fraction) as u64)
+    }
+
+    /// Spill the least recently used results, one at a time, while `more`
+    /// holds and something is left to spill. Files are written without the
+    /// lock; a failed write (a full disk) stops the spilling and the result
+    /// stays in memory.
+    fn spill_while<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, WState>,
+        mut more: impl FnMut(&WState) -> bool,
+    ) -> MutexGuard<'a, WState> {
+        while more(&st) {
+            let Some(victim) = st.data.victim() else { break };
+            drop(st);
+            let written = spill::write(&victim.path, &victim.value);
+            let failed = written.is_err();
+            if let Err(e) = &written
+                && !self.spill_failed.swap(true, Ordering::Relaxed)
+            {
+                let dir = victim.path.parent().map(|p| p.display().to_string()).unwrap_or_default();
+                log::warn("worker", &format!("cannot spill to {dir} ({e}); results stay in memory"));
+            }
+            st = self.lock();
+            st.data.spilled_to_disk(victim, written.map_err(|_| ()));
+            if failed {
+                break;
+            }
+            // The result's memory is free now: hand it back before the
+            // next measure (outside the lock: it costs a few madvise calls).
+            drop(st);
+            brisk_engine::memory::release();
+            st = self.lock();
+        }
+        st
+    }
+
+    /// Measure process memory every `every`: past `SPILL` of the limit,
+    /// spill until it is back under `TARGET`; past `PAUSE`, start no task
+    /// until it falls below again (the scheduler is told, and sends none).
+    fn monitor_memory(&self, every: Duration) {
+        let (Some(target), Some(spill_at), Some(pause_at)) =
+            (self.at(TARGET), self.at(SPILL), self.at(PAUSE))
+        else {
+            return;
+        };
+        let rss = || brisk_engine::memory::used(brisk_engine::memory::Counts::Resident);
+        loop {
+            std::thread::sleep(every);
+            // Freed results the allocator still keeps are not in use.
+            if rss() > target {
+                brisk_engine::memory::release();
+            }
+            let mut st = self.lock();
+            if st.closing {
+                return;
+            }
+            if rss() > spill_at {
+                st = self.spill_while(st, |_| rss() > target);
+            }
+            let paused = rss() > pause_at;
+            if paused != st.paused {
+                st.paused = paused;
+                drop(st);
+                let used = brisk_engine::memory::fmt_bytes(rss());
+                let state =
+                    if paused { "pausing: process memory" } else { "resuming: process memory back to" };
+                log::info("worker", &format!("{state} {used}"));
+                self.report(WorkerMsg::Paused { paused });
+                if !paused {
+                    self.work.notify_all();
+                }
             }
         }
     }

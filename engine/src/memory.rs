@@ -104,6 +104,12 @@ pub fn default_budget() -> Budget {
     })
 }
 
+/// The tightest of the machine's memory, the cgroup's limit and the
+/// process's limits: what all of brisk's processes on it share.
+pub fn machine_bytes() -> u64 {
+    machine_limit().bytes
+}
+
 /// The tightest limit on this process, before the fraction.
 fn machine_limit() -> Budget {
     let mut best = Budget { bytes: u64::MAX, counts: Counts::Resident };
@@ -182,12 +188,39 @@ pub fn check(needed: u64, what: impl FnOnce() -> String) -> Result<(), MemoryErr
         return Ok(());
     }
     let b = budget();
-    let available = b.bytes.saturating_sub(used(b.counts));
+    let fits = |available: u64| needed <= available && needed <= isize::MAX as u64;
+    let mut available = b.bytes.saturating_sub(used(b.counts));
+    if !fits(available) && release() {
+        // Freed memory the allocator kept counts as used until handed back.
+        available = b.bytes.saturating_sub(used(b.counts));
+    }
     // Nothing over isize::MAX can be allocated at all.
-    if needed <= available && needed <= isize::MAX as u64 {
+    if fits(available) {
         return Ok(());
     }
     Err(MemoryError { what: what(), needed, available, limit: b.bytes })
+}
+
+/// The allocator's way to hand freed memory back to the system now.
+static RELEASE: OnceLock<fn()> = OnceLock::new();
+
+/// Say how to hand freed memory back (the binary, which chose the
+/// allocator, does: mimalloc keeps freed blocks for a second before it
+/// returns them, and resident memory counts them meanwhile).
+pub fn set_release(f: fn()) {
+    let _ = RELEASE.set(f);
+}
+
+/// Hand freed memory back to the system, if the allocator was said to be
+/// able to; `true` if it was.
+pub fn release() -> bool {
+    match RELEASE.get() {
+        Some(f) => {
+            f();
+            true
+        }
+        None => false,
+    }
 }
 
 /// What one task costs while its graph is built and scheduled (key, op,

@@ -5,6 +5,7 @@
 mod dash;
 mod highlight;
 mod interactive;
+mod nanny;
 mod serve;
 mod source;
 mod terminal;
@@ -114,8 +115,19 @@ fn kernel(action: Option<KernelAction>, connection_file: Option<PathBuf>) -> any
 static ALLOC: brisk_engine::memory::Counting<mimalloc::MiMalloc> =
     brisk_engine::memory::Counting(mimalloc::MiMalloc);
 
+/// Hand the blocks mimalloc keeps after a free back to the system: a
+/// worker measuring itself against its memory limit would otherwise count
+/// up to a second of freed results as used.
+#[allow(unsafe_code)]
+fn release_free_memory() {
+    // SAFETY: `mi_collect` takes no pointers; it walks mimalloc's own
+    // structures and may be called from any thread at any time.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
 fn main() -> ExitCode {
     brisk_engine::memory::start_counting();
+    brisk_engine::memory::set_release(release_free_memory);
     report_panics_once();
     match std::panic::catch_unwind(brisk) {
         Ok(code) => code,

@@ -79,9 +79,12 @@ pub struct WorkerArgs {
     /// Threads that run tasks (default: one per core).
     #[arg(long)]
     nthreads: Option<usize>,
-    /// Memory this worker may use: bytes or "4GiB".
-    #[arg(long)]
-    memory_limit: Option<String>,
+    /// Memory this worker may use: bytes, "4GiB", "auto" (the machine's
+    /// memory times this worker's share of the cores) or "none". Results
+    /// spill to disk past 60%, no task starts past 80%, and the nanny
+    /// restarts the worker past 95%.
+    #[arg(long, default_value = "auto")]
+    memory_limit: String,
     /// The worker's name (default: worker-PID).
     #[arg(long)]
     name: Option<String>,
@@ -97,6 +100,10 @@ pub struct WorkerArgs {
     /// Where to keep shuffle pieces (default: the temporary directory).
     #[arg(long)]
     local_directory: Option<std::path::PathBuf>,
+    /// Run the worker without a nanny (a supervising process that restarts
+    /// it when it dies or its memory passes 95% of the limit).
+    #[arg(long)]
+    no_nanny: bool,
     #[command(flatten)]
     tls: TlsArgs,
     #[arg(long, hide = true)]
@@ -140,12 +147,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         anyhow::ensure!(n > 0, "--nthreads must be at least 1");
         options.nthreads = n;
     }
-    if let Some(m) = &args.memory_limit {
-        let bytes =
-            brisk_engine::memory::parse_size(m).map_err(|e| anyhow::anyhow!("--memory-limit: {e}"))?;
-        options.memory_limit = Some(bytes);
-        brisk_engine::memory::set_limit(Some(bytes));
-    }
+    options.memory_limit = memory_limit(&args.memory_limit, options.nthreads)?;
     if let Some(r) = &args.resources {
         options.resources = parse_resources(r)?;
     }
@@ -153,6 +155,12 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     options.host = args.host;
     options.local_directory = args.local_directory;
     options.security = args.tls.security(args.token)?;
+    if !args.no_nanny {
+        return crate::nanny::run(options.memory_limit);
+    }
+    if let Some(bytes) = options.memory_limit {
+        brisk_engine::memory::set_limit(Some(bytes));
+    }
     // Signals end the worker at once: the scheduler sees the connection
     // close and moves its work elsewhere.
     std::thread::Builder::new().name("brisk-signals".into()).spawn(|| {
@@ -161,8 +169,32 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         std::process::exit(0);
     })?;
     let udfs = Arc::new(brisk_script::ship::RhaiUdfs::new(brisk_script::api::worker_engine));
-    brisk_distributed::worker::run(options, udfs)?;
-    Ok(ExitCode::SUCCESS)
+    match brisk_distributed::worker::run(options, udfs) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e @ brisk_distributed::worker::WorkerError::Lost(_)) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(crate::nanny::EXIT_LOST))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `--memory-limit`: a size, "none", or "auto" (Dask's: the machine's
+/// memory times `nthreads / cores`, at most all of it).
+fn memory_limit(text: &str, nthreads: usize) -> anyhow::Result<Option<u64>> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "none" | "0" => Ok(None),
+        "auto" => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let share = (nthreads as f64 / cores as f64).min(1.0);
+            Ok(Some((brisk_engine::memory::machine_bytes() as f64 * share) as u64))
+        }
+        _ => {
+            let bytes =
+                brisk_engine::memory::parse_size(text).map_err(|e| anyhow::anyhow!("--memory-limit: {e}"))?;
+            Ok(Some(bytes))
+        }
+    }
 }
 
 /// "GPU=1,MEM=2e9" as (name, amount) pairs.

@@ -128,7 +128,8 @@ impl SessionState {
     /// schedulers do, so a failure shows at `persist`.
     pub fn persist(&self, root: &LayerRef, outputs: &[Key]) -> Res<Vec<Future>> {
         let futures = self.submit(materialize(std::slice::from_ref(root)), outputs)?;
-        self.gather(&futures)?;
+        // Waited for, not fetched: on a cluster the results stay on the workers.
+        brisk_engine::client::wait_ok(&futures, &self.cancel).map_err(engine_error)?;
         Ok(futures)
     }
 

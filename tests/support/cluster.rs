@@ -94,7 +94,17 @@ impl TestCluster {
         c
     }
 
+    /// A one-thread worker without a nanny (as `gen_cluster`'s workers:
+    /// killing it kills it), with `args` added.
     pub fn add_worker(&mut self, args: &[&str]) {
+        let mut all = vec!["--no-nanny"];
+        all.extend_from_slice(args);
+        self.add_worker_with_nanny(&all);
+    }
+
+    /// A one-thread worker as `brisk worker` starts it: under a nanny
+    /// unless `args` say `--no-nanny`.
+    pub fn add_worker_with_nanny(&mut self, args: &[&str]) {
         let name = format!("w{}", self.workers.len());
         let mut cmd = brisk();
         cmd.args(["worker", &self.address, "--nthreads", "1", "--name", &name]).args(args);

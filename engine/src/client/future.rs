@@ -263,6 +263,20 @@ pub fn wait(futures: &[Future], cancel: &CancelToken) -> Result<(), EngineError>
     Ok(())
 }
 
+/// Wait for all futures and give the first error, without fetching any
+/// value (a persisted result on a cluster stays on its worker).
+pub fn wait_ok(futures: &[Future], cancel: &CancelToken) -> Result<(), EngineError> {
+    wait(futures, cancel)?;
+    for f in futures {
+        match f.inner.cell.slot() {
+            Slot::Error(error) => return Err(EngineError::Task { key: f.inner.key.clone(), error }),
+            Slot::Cancelled => return Err(EngineError::FutureCancelled(f.inner.key.clone())),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Results of all futures, in order (`gather(futs)`); the first error wins.
 pub fn gather(futures: &[Future], cancel: &CancelToken) -> Result<Vec<Value>, EngineError> {
     wait(futures, cancel)?;

@@ -8,7 +8,7 @@ mod cancel;
 mod future;
 
 pub use cancel::CancelToken;
-pub use future::{AsCompleted, Future, Status, gather, wait};
+pub use future::{AsCompleted, Future, Status, gather, wait, wait_ok};
 pub use future::{Cell, FutureHost};
 
 use crate::diagnostics::{Event, Snapshot};
@@ -106,7 +106,7 @@ pub trait Client: Send + Sync {
         cancel: &CancelToken,
     ) -> Result<Vec<Future>, EngineError> {
         let futures = self.submit(graph, outputs)?;
-        self.gather(&futures, cancel)?;
+        future::wait_ok(&futures, cancel)?;
         Ok(futures)
     }
 

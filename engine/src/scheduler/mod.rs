@@ -264,6 +264,8 @@ struct WorkerRec {
     held_bytes: u64,
     /// Position in `Scheduler::free` (workers below their root-task limit), if there.
     free_pos: Option<usize>,
+    /// Its memory is short: it gets no new task (Dask's `paused` status).
+    paused: bool,
 }
 
 /// The scheduler state machine.

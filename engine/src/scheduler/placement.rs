@@ -55,8 +55,10 @@ impl Scheduler {
         {
             candidates.push(w);
         }
+        candidates.retain(|w| self.workers.get(w.0).is_some_and(|wr| !wr.paused));
         if candidates.is_empty() {
-            candidates = self.workers.iter().map(|(id, _)| WorkerId(id)).collect();
+            candidates =
+                self.workers.iter().filter(|(_, wr)| !wr.paused).map(|(id, _)| WorkerId(id)).collect();
         }
         let duration = self.expected_duration(r.group);
         let mut best: Option<(f64, WorkerId)> = None;
@@ -175,7 +177,7 @@ impl Scheduler {
     pub(super) fn update_free(&mut self, w: WorkerId) {
         let slots = self.slots(w);
         let Some(wr) = self.workers.get(w.0) else { return };
-        let is_free = wr.processing.len() < slots;
+        let is_free = !wr.paused && wr.processing.len() < slots;
         match (is_free, wr.free_pos) {
             (true, None) => {
                 let pos = self.free.len();
@@ -235,7 +237,7 @@ impl Scheduler {
         for t in list {
             let needs = self.rec(t).resources.clone();
             let mut best: Option<(usize, WorkerId)> = None;
-            for (id, wr) in self.workers.iter() {
+            for (id, wr) in self.workers.iter().filter(|(_, wr)| !wr.paused) {
                 // Amounts are fractions (GPU: 0.5); allow for float rounding.
                 let fits = needs
                     .iter()

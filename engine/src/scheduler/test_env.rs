@@ -57,6 +57,12 @@ impl TestEnv {
         w
     }
 
+    pub fn pause(&mut self, name: &str, paused: bool) {
+        let w = self.ids[name];
+        self.s.pause_worker(w, paused, &mut self.out);
+        self.check();
+    }
+
     pub fn kill(&mut self, name: &str) {
         let w = self.ids[name];
         self.s.remove_worker(w, &mut self.out);

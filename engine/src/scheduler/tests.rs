@@ -525,3 +525,25 @@ fn random_runs_with_failures_retries_and_churn_give_exact_results() {
     }
     assert!(failures > 20 && repeats > 20, "chaos happened: {failures} failures, {repeats} repeats");
 }
+
+#[test]
+fn a_paused_worker_gets_no_new_task_until_it_resumes() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.worker("w2", 1);
+    e.pause("w1", true);
+    e.submit(&[("a", &[]), ("b", &["a"]), ("c", &[])], &["b", "c"]);
+    // Only w2 takes work: a, then b beside its input, while c waits.
+    e.expect(&["run a on w2"]);
+    e.finish("a");
+    e.expect(&["run b on w2"]);
+    e.pause("w2", true);
+    e.finish("b");
+    // Both are paused: c waits, though both have free threads.
+    e.expect(&["done b", "free a on w2"]);
+    assert_eq!(e.state("c"), Some(TaskState::Queued));
+    e.pause("w1", false);
+    e.expect(&["run c on w1"]);
+    e.finish("c");
+    e.expect(&["done c"]);
+}

@@ -32,12 +32,28 @@ impl Scheduler {
             has_what: FxHashSet::default(),
             held_bytes: 0,
             free_pos: None,
+            paused: false,
         };
         let w = WorkerId(self.workers.insert(rec));
         self.update_free(w);
         self.restricted_dirty = true;
         self.after_stimulus(out);
         w
+    }
+
+    /// A worker's memory passed its pause threshold (`true`) or fell back:
+    /// a paused worker keeps its running tasks and results but gets no new
+    /// task; others take the work meanwhile.
+    pub fn pause_worker(&mut self, w: WorkerId, paused: bool, out: &mut Vec<Action>) {
+        self.stimulus += 1;
+        let Some(wr) = self.workers.get_mut(w.0) else { return };
+        if wr.paused == paused {
+            return;
+        }
+        wr.paused = paused;
+        self.update_free(w);
+        self.restricted_dirty = true;
+        self.after_stimulus(out);
     }
 
     /// A worker left or died: its running tasks are rescheduled and every

@@ -112,7 +112,7 @@ impl Scheduler {
                     ));
                 }
             }
-            let free = wr.processing.len() < self.slots(w);
+            let free = !wr.paused && wr.processing.len() < self.slots(w);
             if free != wr.free_pos.is_some() || wr.free_pos.is_some_and(|p| self.free.get(p) != Some(&w)) {
                 return Err(format!("worker {}: free-set membership is wrong", wr.name));
             }

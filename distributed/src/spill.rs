@@ -1,0 +1,380 @@
+//! A worker's results: in memory while they fit under a target, the least
+//! recently used beyond it in files (Dask's `SpillBuffer`, a zict LRU of
+//! a fast and a slow mapping).
+//!
+//! The buffer is plain bookkeeping under the worker's lock; the disk I/O
+//! happens outside it. A spill takes a victim ([`SpillBuffer::victim`]: the
+//! value stays readable in memory meanwhile), writes it with [`write`] and
+//! hands the outcome back ([`SpillBuffer::spilled`]), which moves the
+//! entry to disk unless it was freed or replaced while being written. A
+//! value is written as its wire encoding: an array's bytes and a frame's
+//! Arrow IPC stream go out whole, with no per-element encoding.
+//!
+//! Reading back differs from Dask on purpose: a spilled input comes back
+//! into memory only if it fits under the target; otherwise the task gets
+//! the value for its own use and the file stays. Dask moves it back and
+//! evicts another result for it, so a sum over spilled chunks writes one
+//! chunk for every chunk it reads.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use brisk_engine::key::Key;
+use brisk_engine::value::Value;
+use rustc_hash::FxHashMap;
+
+struct Fast {
+    value: Value,
+    nbytes: u64,
+    /// Its place in the access order.
+    tick: u64,
+    /// Being written to disk by this spill (0: not).
+    spilling: u64,
+}
+
+struct Slow {
+    path: PathBuf,
+    nbytes: u64,
+    /// The file's size.
+    disk: u64,
+}
+
+/// Where a result is.
+pub enum Lookup {
+    Memory(Value),
+    /// On disk: read it with [`read`], then offer it back with
+    /// [`SpillBuffer::read_back`].
+    Disk(PathBuf),
+    Missing,
+}
+
+/// A result chosen to go to disk.
+pub struct Victim {
+    pub key: Key,
+    pub value: Value,
+    pub path: PathBuf,
+    /// Names this spill, so a result replaced meanwhile is told apart.
+    pub id: u64,
+}
+
+pub struct SpillBuffer {
+    fast: FxHashMap<Key, Fast>,
+    /// Access order of `fast`, oldest first.
+    order: BTreeMap<u64, Key>,
+    slow: FxHashMap<Key, Slow>,
+    fast_bytes: u64,
+    slow_bytes: u64,
+    disk_bytes: u64,
+    /// Being written now.
+    spilling_bytes: u64,
+    tick: u64,
+    dir: PathBuf,
+}
+
+impl SpillBuffer {
+    /// A buffer spilling into `dir` (created on the first spill).
+    pub fn new(dir: PathBuf) -> SpillBuffer {
+        SpillBuffer {
+            fast: FxHashMap::default(),
+            order: BTreeMap::new(),
+            slow: FxHashMap::default(),
+            fast_bytes: 0,
+            slow_bytes: 0,
+            disk_bytes: 0,
+            spilling_bytes: 0,
+            tick: 0,
+            dir,
+        }
+    }
+
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// Store a result in memory (replacing any older one under its key).
+    pub fn insert(&mut self, key: Key, value: Value) {
+        self.remove(&key);
+        let nbytes = value.nbytes();
+        let tick = self.next_tick();
+        self.order.insert(tick, key.clone());
+        self.fast_bytes += nbytes;
+        self.fast.insert(key, Fast { value, nbytes, tick, spilling: 0 });
+    }
+
+    /// Where `key` is; a hit in memory counts as a use.
+    pub fn get(&mut self, key: &Key) -> Lookup {
+        let tick = self.next_tick();
+        if let Some(f) = self.fast.get_mut(key) {
+            self.order.remove(&f.tick);
+            f.tick = tick;
+            self.order.insert(tick, key.clone());
+            return Lookup::Memory(f.value.clone());
+        }
+        match self.slow.get(key) {
+            Some(s) => Lookup::Disk(s.path.clone()),
+            None => Lookup::Missing,
+        }
+    }
+
+    /// `key`'s value if it is in memory, without counting a use (a peer's
+    /// read is not a reason to keep it there).
+    pub fn peek(&self, key: &Key) -> Lookup {
+        if let Some(f) = self.fast.get(key) {
+            return Lookup::Memory(f.value.clone());
+        }
+        match self.slow.get(key) {
+            Some(s) => Lookup::Disk(s.path.clone()),
+            None => Lookup::Missing,
+        }
+    }
+
+    pub fn contains(&self, key: &Key) -> bool {
+        self.fast.contains_key(key) || self.slow.contains_key(key)
+    }
+
+    /// Drop a result, and its file if it has one; `true` if it was held.
+    pub fn remove(&mut self, key: &Key) -> bool {
+        if let Some(f) = self.fast.remove(key) {
+            self.order.remove(&f.tick);
+            self.fast_bytes -= f.nbytes;
+            if f.spilling != 0 {
+                self.spilling_bytes -= f.nbytes;
+            }
+            return true;
+        }
+        if let Some(s) = self.slow.remove(key) {
+            self.slow_bytes -= s.nbytes;
+            self.disk_bytes -= s.disk;
+            let _ = std::fs::remove_file(&s.path);
+            return true;
+        }
+        false
+    }
+
+    /// Bytes of results in memory, those being written included.
+    pub fn memory(&self) -> u64 {
+        self.fast_bytes
+    }
+
+    /// Bytes of results in memory that no spill is writing yet.
+    pub fn unspilled(&self) -> u64 {
+        self.fast_bytes - self.spilling_bytes
+    }
+
+    /// Bytes of results on disk (their size in memory) and of their files.
+    pub fn spilled(&self) -> (u64, u64) {
+        (self.slow_bytes, self.disk_bytes)
+    }
+
+    /// The least recently used result in memory that no spill is writing,
+    /// marked as being written.
+    pub fn victim(&mut self) -> Option<Victim> {
+        let key = self.order.values().find(|k| self.fast.get(*k).is_some_and(|f| f.spilling == 0))?.clone();
+        let id = self.next_tick();
+        let path = self.dir.join(format!("{id}"));
+        let f = self.fast.get_mut(&key)?;
+        f.spilling = id;
+        self.spilling_bytes += f.nbytes;
+        Some(Victim { key, value: f.value.clone(), path, id })
+    }
+
+    /// The outcome of writing `victim`: on success the result leaves
+    /// memory (unless it was freed or replaced meanwhile: then the file
+    /// goes); on failure it stays in memory and may be chosen again.
+    pub fn spilled_to_disk(&mut self, victim: Victim, written: Result<u64, ()>) {
+        let current = self.fast.get(&victim.key).is_some_and(|f| f.spilling == victim.id);
+        if !current {
+            if written.is_ok() {
+                let _ = std::fs::remove_file(&victim.path);
+            }
+            return;
+        }
+        let Some(f) = self.fast.get_mut(&victim.key) else { return };
+        self.spilling_bytes -= f.nbytes;
+        match written {
+            Ok(disk) => {
+                let Some(f) = self.fast.remove(&victim.key) else { return };
+                self.order.remove(&f.tick);
+                self.fast_bytes -= f.nbytes;
+                self.slow_bytes += f.nbytes;
+                self.disk_bytes += disk;
+                self.slow.insert(victim.key, Slow { path: victim.path, nbytes: f.nbytes, disk });
+            }
+            Err(()) => f.spilling = 0,
+        }
+    }
+
+    /// A spilled result was read back: it returns to memory (and its file
+    /// goes) if it fits under `target` bytes of results in memory;
+    /// otherwise only the reader uses it and it stays on disk.
+    pub fn read_back(&mut self, key: &Key, path: &Path, value: &Value, target: u64) {
+        let fits = self.fast_bytes + value.nbytes() <= target;
+        if !fits || self.slow.get(key).is_none_or(|s| s.path != path) {
+            return;
+        }
+        self.remove(key);
+        self.insert(key.clone(), value.clone());
+    }
+}
+
+/// Write `value` to `path` as its wire encoding; the file's size.
+pub fn write(path: &Path, value: &Value) -> std::io::Result<u64> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let file = std::fs::File::create(path)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let written = rmp_serde::encode::write(&mut out, value).map_err(std::io::Error::other);
+    let flushed = written.and_then(|()| out.flush());
+    match flushed {
+        Ok(()) => Ok(std::fs::metadata(path)?.len()),
+        Err(e) => {
+            // A half-written file (a full disk) is not left behind.
+            drop(out);
+            let _ = std::fs::remove_file(path);
+            Err(e)
+        }
+    }
+}
+
+/// Read a value [`write`] wrote.
+pub fn read(path: &Path) -> std::io::Result<Value> {
+    let bytes = std::fs::read(path)?;
+    rmp_serde::from_slice(&bytes).map_err(std::io::Error::other)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use brisk_engine::array::chunk::Chunk;
+
+    fn key(i: u64) -> Key {
+        Key::block("x-1".into(), &[i as u32])
+    }
+
+    fn block(fill: f64) -> Value {
+        let chunk = Chunk::from_vec(&[1000], vec![fill; 1000]).expect("a block");
+        Value::Array(std::sync::Arc::new(chunk))
+    }
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("brisk-spill-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    /// Spill the LRU entries until at most `target` bytes stay in memory.
+    fn spill_to(b: &mut SpillBuffer, target: u64) {
+        while b.unspilled() > target {
+            let Some(v) = b.victim() else { break };
+            let w = write(&v.path, &v.value).map_err(|_| ());
+            b.spilled_to_disk(v, w);
+        }
+    }
+
+    #[test]
+    fn the_least_recently_used_go_to_disk_and_come_back_exact() {
+        let d = dir("lru");
+        let mut b = SpillBuffer::new(d.clone());
+        for i in 0..5 {
+            b.insert(key(i), block(i as f64));
+        }
+        // Touch 0: 1 and 2 are now the oldest.
+        assert!(matches!(b.get(&key(0)), Lookup::Memory(_)));
+        let n = block(0.0).nbytes();
+        spill_to(&mut b, 3 * n);
+        assert_eq!(b.memory(), 3 * n);
+        assert_eq!(b.spilled().0, 2 * n);
+        assert!(b.spilled().1 >= 2 * 8000);
+        for i in [1, 2] {
+            let Lookup::Disk(p) = b.get(&key(i)) else { panic!("key {i} should be on disk") };
+            assert_eq!(read(&p).expect("read back"), block(i as f64));
+        }
+        assert!(matches!(b.get(&key(0)), Lookup::Memory(_)));
+        assert_eq!(std::fs::read_dir(&d).expect("dir").count(), 2);
+        // Freeing a spilled result removes its file.
+        assert!(b.remove(&key(1)));
+        assert_eq!(std::fs::read_dir(&d).expect("dir").count(), 1);
+        assert_eq!(b.spilled().0, n);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_result_freed_or_replaced_while_written_is_not_resurrected() {
+        let d = dir("race");
+        let mut b = SpillBuffer::new(d.clone());
+        b.insert(key(0), block(0.0));
+        b.insert(key(1), block(1.0));
+        let v = b.victim().expect("a victim");
+        assert_eq!(v.key, key(0));
+        // While it is written, it is still readable from memory, and not
+        // chosen twice.
+        assert!(matches!(b.peek(&key(0)), Lookup::Memory(_)));
+        assert_eq!(b.victim().map(|v| v.key), Some(key(1)));
+        b.remove(&key(0));
+        let w = write(&v.path, &v.value).map_err(|_| ());
+        b.spilled_to_disk(v, w);
+        assert!(!b.contains(&key(0)));
+        assert_eq!(std::fs::read_dir(&d).expect("dir").count(), 0, "the orphan file is removed");
+        // Replaced while written: the new value stays, in memory.
+        b.insert(key(2), block(2.0));
+        let v = b.victim().expect("a victim");
+        let k = v.key.clone();
+        b.insert(k.clone(), block(9.0));
+        let w = write(&v.path, &v.value).map_err(|_| ());
+        b.spilled_to_disk(v, w);
+        let Lookup::Memory(now) = b.get(&k) else { panic!("the new value stays in memory") };
+        assert_eq!(now, block(9.0));
+        assert_eq!(b.spilled(), (0, 0));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_result_in_memory() {
+        let mut b = SpillBuffer::new(PathBuf::from("/proc/brisk-cannot-write-here"));
+        b.insert(key(0), block(0.0));
+        let v = b.victim().expect("a victim");
+        let w = write(&v.path, &v.value).map_err(|_| ());
+        assert!(w.is_err());
+        b.spilled_to_disk(v, w);
+        assert!(matches!(b.get(&key(0)), Lookup::Memory(_)));
+        assert_eq!(b.unspilled(), block(0.0).nbytes());
+        assert!(b.victim().is_some(), "it may be tried again");
+    }
+
+    #[test]
+    fn a_read_back_returns_to_memory_only_when_it_fits() {
+        let d = dir("back");
+        let mut b = SpillBuffer::new(d.clone());
+        b.insert(key(0), block(0.0));
+        b.insert(key(1), block(1.0));
+        spill_to(&mut b, 0);
+        let Lookup::Disk(p) = b.get(&key(0)) else { panic!("on disk") };
+        let v = read(&p).expect("read");
+        let n = v.nbytes();
+        b.read_back(&key(0), &p, &v, n - 1);
+        assert!(matches!(b.get(&key(0)), Lookup::Disk(_)), "no room: stays on disk");
+        b.read_back(&key(0), &p, &v, n);
+        assert!(matches!(b.get(&key(0)), Lookup::Memory(_)));
+        assert!(!p.exists());
+        assert_eq!((b.memory(), b.spilled().0), (n, n));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn frames_and_nested_values_survive_the_disk() {
+        let d = dir("kinds");
+        let values = vec![
+            Value::List(std::sync::Arc::new(vec![Value::Int(1), Value::Str("a".into()), Value::Float(2.5)])),
+            Value::Bytes(vec![0u8, 255, 7].into()),
+        ];
+        for (i, v) in values.into_iter().enumerate() {
+            let p = d.join(format!("{i}"));
+            write(&p, &v).expect("write");
+            assert_eq!(read(&p).expect("read"), v);
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
