@@ -33,12 +33,19 @@ fn assert_ok(out: &Output, what: &str) {
 
 /// `script` run on the embedded local scheduler.
 fn run_locally(script: &str) -> Output {
+    run_locally_in(script, &std::env::temp_dir())
+}
+
+/// As `run_locally`, with `tmp` as the temporary directory of the session
+/// and of its cluster's processes.
+fn run_locally_in(script: &str, tmp: &std::path::Path) -> Output {
     let file = ScriptFile::new(script);
     run_with_deadline(
         brisk()
             .args(["run", "--no-progress"])
             .arg(&file.0)
             .env_remove("BRISK_SCHEDULER_ADDRESS")
+            .env("TMPDIR", tmp)
             .env("NO_COLOR", "1"),
         DEADLINE,
         String::new,
@@ -683,14 +690,21 @@ print(c.workers().len());
 c.scale(1);
 print(c.workers().len());
 print(from_sequence([1, 2, 3, 4], #{npartitions: 2}).sum().compute());
+print(random([400, 100], #{chunks: [100, 100], seed: 3}).persist().sum().compute() > 0.0);
 c.close();
 print(config().scheduler);
 "#;
-    let out = run_locally(script);
+    let tmp = std::env::temp_dir().join(format!("brisk-local-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("a temporary directory");
+    let out = run_locally_in(script, &tmp);
     assert_ok(&out, "the local_cluster script");
-    assert_eq!(text(&out.stdout), "2\n[1, 1]\ndistributed\n[1, 4, 9]\n3\n1\n10\nthreads\n");
+    assert_eq!(text(&out.stdout), "2\n[1, 1]\ndistributed\n[1, 4, 9]\n3\n1\n10\ntrue\nthreads\n");
     let left: Vec<u32> = cluster_children().into_iter().filter(|p| !before.contains(p)).collect();
     assert_eq!(wait_gone(&left), Vec::<u32>::new(), "processes left after the script ended");
+    // The workers' folders (shuffle pieces, spilled results) went with them.
+    let files = walk(&tmp);
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert_eq!(files, Vec::<String>::new(), "files left by the cluster");
 
     // A session killed outright takes its cluster with it.
     let file = ScriptFile::new("local_cluster(#{workers: 2, threads: 1}); print(\"up\"); loop { }");

@@ -209,7 +209,11 @@ pub fn exit_with_parent() {
         let mut stdin = std::io::stdin();
         loop {
             match std::io::Read::read(&mut stdin, &mut sink) {
-                Ok(0) | Err(_) => std::process::exit(0),
+                Ok(0) | Err(_) => {
+                    // Shuffle pieces and spilled results go with the process.
+                    brisk_engine::pieces::Cleanup::now();
+                    std::process::exit(0)
+                }
                 Ok(_) => {}
             }
         }
