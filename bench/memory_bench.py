@@ -8,8 +8,13 @@
   over every process below the benchmark's own), the bytes spilled, and
   whether the sum is right (within 6 sigma of n/2: both sides draw their own
   random numbers).
+* B9: a cluster of 3 worker processes, 1 thread each; 2,000 tasks sleeping
+  5 ms and a pairwise delayed-add tree over them (3,999 tasks), computed
+  without a fault and with one worker SIGKILLed 1 s after submission. Both
+  sides build the tree as Dask's anchor does (`bench_b9` of
+  ../shared/bench/dask/run.py); the result must be sum(range(2000)).
 
-Usage: python3 bench/memory_bench.py [b8] [--runs 1] [--rows 50000]
+Usage: python3 bench/memory_bench.py [b8] [b9] [--runs 1] [--rows 50000]
 (BRISK_BIN: the brisk binary, default target/release/brisk; Dask from
 bench/.venv). Prints a JSON line per run and appends them to
 bench/results/results.jsonl.
@@ -162,11 +167,106 @@ def b8(side, rows):
     return rec
 
 
+BRISK_B9 = """
+fn slow(i) { sleep(0.005); i }
+fn add(a, b) { a + b }
+let c = local_cluster(#{workers: 3, threads: 1});
+let layer = [];
+for i in 0..N { layer.push(delayed(slow).call(i)); }
+while layer.len() > 1 {
+    let next = [];
+    let k = 0;
+    while k + 1 < layer.len() { next.push(delayed(add).call(layer[k], layer[k + 1])); k += 2; }
+    if layer.len() % 2 == 1 { next.push(layer[layer.len() - 1]); }
+    layer = next;
+}
+let total = layer[0];
+let pids = c.workers().map(|w| w.pid);
+pids.sort();
+print(to_json(#{submitting: true, pids: pids}));
+let t0 = timestamp();
+let result = total.compute();
+let seconds = t0.elapsed;
+let workers_at_end = c.workers().len();
+c.close();
+print(to_json(#{seconds: seconds, result: result, workers_at_end: workers_at_end}));
+"""
+
+DASK_B9 = """
+import json, os, signal, time
+from dask import delayed
+from distributed import Client, LocalCluster
+def slow_ident(i):
+    time.sleep(0.005)
+    return i
+def add(a, b):
+    return a + b
+if __name__ == "__main__":
+    cluster = LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = Client(cluster)
+    client.wait_for_workers(3)
+    pids = client.run(os.getpid)
+    dleaf, dadd = delayed(slow_ident, pure=False), delayed(add, pure=False)
+    layer = [dleaf(i) for i in range(N)]
+    while len(layer) > 1:
+        nxt = [dadd(layer[k], layer[k + 1]) for k in range(0, len(layer) - 1, 2)]
+        if len(layer) % 2:
+            nxt.append(layer[-1])
+        layer = nxt
+    t0 = time.perf_counter()
+    fut = client.compute(layer[0])
+    if FAULT:
+        time.sleep(1.0)
+        os.kill(pids[sorted(pids)[0]], signal.SIGKILL)
+    res = fut.result(timeout=300)
+    seconds = time.perf_counter() - t0
+    nw = len(client.scheduler_info()["workers"])
+    client.close(); cluster.close()
+    print(json.dumps({"seconds": seconds, "result": res, "workers_at_end": nw}))
+"""
+
+
+def b9(side, n, fault):
+    if side == "dask":
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write(DASK_B9.replace("N)", f"{n})").replace("FAULT", str(fault)))
+        try:
+            out = subprocess.run([PYTHON, f.name], capture_output=True, text=True, timeout=600)
+        finally:
+            os.unlink(f.name)
+        if out.returncode != 0:
+            raise RuntimeError(out.stderr[-3000:])
+        rec = json.loads([l for l in out.stdout.splitlines() if l.startswith("{")][-1])
+    else:
+        with tempfile.NamedTemporaryFile("w", suffix=".rhai", delete=False) as f:
+            f.write(BRISK_B9.replace("0..N", f"0..{n}"))
+        try:
+            proc = subprocess.Popen([BRISK, "run", "--no-progress", f.name], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+            first = json.loads(proc.stdout.readline())
+            killed = None
+            if fault:
+                time.sleep(1.0)
+                killed = first["pids"][0]
+                os.kill(killed, 9)
+            out, err = proc.communicate(timeout=600)
+        finally:
+            os.unlink(f.name)
+        if proc.returncode != 0:
+            raise RuntimeError(err[-3000:])
+        rec = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
+        rec["killed_pid"] = killed
+    rec["fault"] = fault
+    rec["correct"] = rec["result"] == n * (n - 1) // 2
+    return rec
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("figures", nargs="*", default=["b8"])
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--rows", type=int, default=50000)
+    ap.add_argument("--n", type=int, default=2000, help="B9's leaf tasks")
     ap.add_argument("--sides", default="dask,brisk")
     args = ap.parse_args()
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -174,14 +274,18 @@ def main():
     for fig in args.figures:
         for i in range(args.runs):
             for side in args.sides.split(","):
-                log(f"{fig} {side} run {i + 1}")
-                rec = {"figure": fig, "side": side, "rows": args.rows, "commit": commit,
-                       "date": time.strftime("%Y-%m-%d"), **b8(side, args.rows)}
-                line = json.dumps(rec)
-                print(line, flush=True)
-                os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-                with open(os.path.join(ROOT, "bench", "results", "results.jsonl"), "a") as f:
-                    f.write(line + "\n")
+                for fault in ([False, True] if fig == "b9" else [None]):
+                    log(f"{fig} {side} run {i + 1}" + (" with a fault" if fault else ""))
+                    rec = {"figure": fig, "side": side, "commit": commit, "date": time.strftime("%Y-%m-%d")}
+                    if fig == "b8":
+                        rec.update(rows=args.rows, **b8(side, args.rows))
+                    else:
+                        rec.update(n=args.n, **b9(side, args.n, fault))
+                    line = json.dumps(rec)
+                    print(line, flush=True)
+                    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+                    with open(os.path.join(ROOT, "bench", "results", "results.jsonl"), "a") as f:
+                        f.write(line + "\n")
 
 
 if __name__ == "__main__":

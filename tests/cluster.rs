@@ -189,7 +189,9 @@ fn a_worker_killed_mid_graph_gives_the_exact_result() {
 /// its running work and its results must be recovered); `true` if it did
 /// within a minute.
 fn signal_w0_when_busy(c: &TestCluster, signal: &'static str) -> std::thread::JoinHandle<bool> {
-    let victim = c.workers[0].id();
+    // The worker process itself (under a nanny, the fixture's child is the nanny).
+    let rows = c.client().worker_rows().expect("rows");
+    let victim = rows.iter().find(|r| r.name == "w0").expect("w0").pid;
     let address = c.address.clone();
     std::thread::spawn(move || {
         let watch =
@@ -209,15 +211,16 @@ fn signal_w0_when_busy(c: &TestCluster, signal: &'static str) -> std::thread::Jo
 
 /// A worker that stops answering (SIGSTOP) is removed after the TTL; its
 /// tasks and the results only it held are done again elsewhere. Woken up,
-/// it finds itself closed and exits.
+/// it finds itself removed and exits, and its nanny starts a fresh worker.
 #[test]
 fn a_hung_worker_is_removed_after_the_ttl_and_its_work_redone() {
     let mut c = TestCluster::start_with(0, None, &["--worker-ttl", "2"]);
-    c.add_worker(&[]);
+    c.add_worker_with_nanny(&[]);
     c.add_worker(&[]);
     c.client().wait_for_workers(2, Duration::from_secs(30)).expect("workers join");
     let local = run_locally(SLOW);
-    let victim = c.workers[0].id();
+    let rows = c.client().worker_rows().expect("rows");
+    let victim = rows.iter().find(|r| r.name == "w0").expect("w0").pid;
     let stopper = signal_w0_when_busy(&c, "-STOP");
     let remote = c.run(SLOW, DEADLINE);
     let stopped = stopper.join().expect("stopper");
@@ -225,18 +228,19 @@ fn a_hung_worker_is_removed_after_the_ttl_and_its_work_redone() {
     assert!(stopped, "w0 never ran a task while holding a result");
     assert_ok(&remote, "the cluster run");
     assert_eq!(text(&remote.stdout), text(&local.stdout));
-    let rows = c.client().worker_rows().expect("rows");
-    assert_eq!(
-        rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
-        ["w1"],
-        "the hung worker was removed"
-    );
-    // Woken, it reads the scheduler's goodbye and ends.
+    // Woken, it reads the scheduler's goodbye and ends; its nanny starts a
+    // new worker, which joins under the same name.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while matches!(c.workers[0].try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+    while alive(victim) && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(matches!(c.workers[0].try_wait(), Ok(Some(_))), "the removed worker still runs");
+    assert!(!alive(victim), "the removed worker still runs");
+    c.client().wait_for_workers(2, Duration::from_secs(20)).expect("the nanny's new worker joins");
+    let rows = c.client().worker_rows().expect("rows");
+    let w0 = rows.iter().find(|r| r.name.starts_with("w0")).expect("a new w0");
+    assert_ne!(w0.pid, victim);
+    let again = c.run(SLOW, DEADLINE);
+    assert_eq!(text(&again.stdout), text(&local.stdout));
     c.finish();
 }
 

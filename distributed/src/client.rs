@@ -406,6 +406,7 @@ fn worker_info(w: WorkerRow) -> WorkerInfo {
         spilled: w.spilled,
         gpu: w.gpu,
         resources: w.resources,
+        pid: w.pid,
     }
 }
 

@@ -303,8 +303,10 @@ pub enum ToWorker {
     Cancel { key: Key },
     /// Drop held results.
     Free { keys: Vec<Key> },
-    /// Leave the cluster (scaled down, or the scheduler is closing).
-    Close { reason: String },
+    /// Leave the cluster (scaled down, or the scheduler is closing);
+    /// `restart`: the scheduler removed this worker (it missed heartbeats),
+    /// and a nanny should start a fresh one in its place.
+    Close { reason: String, restart: bool },
 }
 
 /// A request to a worker's data port.

@@ -671,8 +671,10 @@ impl State {
             .collect();
         for conn in silent {
             if let Some(w) = self.workers.get(&conn) {
-                let _ =
-                    w.tx.send(vec![ToWorker::Close { reason: "no heartbeat within the worker TTL".into() }]);
+                let _ = w.tx.send(vec![ToWorker::Close {
+                    reason: "no heartbeat within the worker TTL".into(),
+                    restart: true,
+                }]);
             }
             self.gone(conn, &format!("no heartbeat for {:?}", self.worker_ttl));
         }
@@ -707,7 +709,7 @@ impl State {
         ws.sort_unstable();
         for (_, conn) in ws.into_iter().take(n) {
             if let Some(w) = self.workers.get(&conn) {
-                let _ = w.tx.send(vec![ToWorker::Close { reason: "scaled down".into() }]);
+                let _ = w.tx.send(vec![ToWorker::Close { reason: "scaled down".into(), restart: false }]);
             }
             self.gone(conn, "scaled down");
         }
@@ -913,7 +915,7 @@ impl State {
 
     fn close_all(&mut self, reason: &str) {
         for w in self.workers.values() {
-            let _ = w.tx.send(vec![ToWorker::Close { reason: reason.into() }]);
+            let _ = w.tx.send(vec![ToWorker::Close { reason: reason.into(), restart: false }]);
         }
         self.workers.clear();
         self.clients.clear();

@@ -86,6 +86,9 @@ pub enum WorkerError {
     Connect { address: String, error: CommError },
     #[error("lost the scheduler: {0}")]
     Lost(String),
+    /// The scheduler removed this worker (a nanny starts a new one).
+    #[error("removed by the scheduler: {0}")]
+    Removed(String),
     #[error("the local directory {path}: {error}")]
     LocalDirectory { path: PathBuf, error: std::io::Error },
     #[error("{0}")]
@@ -307,9 +310,9 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     let outcome = loop {
         match reader.next::<Vec<ToWorker>>().await {
             Ok(Some(batch)) => {
-                if let Some(reason) = handle_batch(&shared, batch) {
+                if let Some((reason, restart)) = handle_batch(&shared, batch) {
                     log::info("worker", &format!("{name} closing: {reason}"));
-                    break Ok(());
+                    break if restart { Err(WorkerError::Removed(reason)) } else { Ok(()) };
                 }
             }
             Ok(None) => break Err(WorkerError::Lost("the scheduler closed the connection".into())),
@@ -333,8 +336,9 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     outcome
 }
 
-/// Carry out a batch from the scheduler; `Some(reason)` when told to close.
-fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<String> {
+/// Carry out a batch from the scheduler; `Some((reason, restart))` when
+/// told to close.
+fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<(String, bool)> {
     let mut to_fetch: FxHashMap<Vec<String>, Vec<(Key, u64)>> = FxHashMap::default();
     let mut woke = 0;
     {
@@ -372,7 +376,7 @@ fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<String> {
                         }
                     }
                 }
-                ToWorker::Close { reason } => return Some(reason),
+                ToWorker::Close { reason, restart } => return Some((reason, restart)),
             }
         }
     }

@@ -1,6 +1,6 @@
 //! The nanny: `brisk worker` (unless `--no-nanny`) runs the worker as its
 //! child and stays beside it, as Dask's `Nanny`. It measures the child's
-//! resident memory every 50 ms and kills it past 95% of its memory limit
+//! resident memory every 20 ms and kills it past 95% of its memory limit
 //! (a task whose memory runs away would otherwise take the machine, or be
 //! killed by the kernel's OOM killer with nothing to restart it), and
 //! starts a new worker whenever the old one dies: killed, crashed, or
@@ -27,7 +27,7 @@ use brisk_distributed::worker::TERMINATE;
 pub const EXIT_LOST: u8 = 75;
 
 /// How often the worker's memory is measured.
-const POLL: Duration = Duration::from_millis(50);
+const POLL: Duration = Duration::from_millis(20);
 
 /// What became of one worker.
 #[derive(Debug, PartialEq)]
@@ -61,7 +61,9 @@ pub fn run(memory_limit: Option<u64>) -> anyhow::Result<ExitCode> {
         signal_hook::flag::register(sig, stop.clone())?;
     }
     let kill_at = memory_limit.map(|l| (l as f64 * TERMINATE) as u64);
-    let mut delay = Duration::from_millis(100);
+    // The first death is answered at once; a worker that dies again and
+    // again soon after it started is restarted ever more slowly.
+    let mut delay = Duration::ZERO;
     loop {
         // The worker's stdin is a pipe from here: it exits when the nanny
         // dies, even by SIGKILL.
@@ -92,10 +94,8 @@ pub fn run(memory_limit: Option<u64>) -> anyhow::Result<ExitCode> {
             }
             Ended::Exited(code) => return Ok(ExitCode::from(code.unwrap_or(1).clamp(0, 255) as u8)),
         }
-        // A worker that dies at once again and again is started ever more
-        // slowly (up to 5 s apart); one that lived a while, at once.
         if started.elapsed() > Duration::from_secs(10) {
-            delay = Duration::from_millis(100);
+            delay = Duration::ZERO;
         }
         let until = Instant::now() + delay;
         while Instant::now() < until {
@@ -104,7 +104,7 @@ pub fn run(memory_limit: Option<u64>) -> anyhow::Result<ExitCode> {
             }
             std::thread::sleep(POLL);
         }
-        delay = (delay * 2).min(Duration::from_secs(5));
+        delay = (delay * 2).clamp(Duration::from_millis(100), Duration::from_secs(5));
     }
 }
 

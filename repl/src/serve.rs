@@ -171,7 +171,10 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let udfs = Arc::new(brisk_script::ship::RhaiUdfs::new(brisk_script::api::worker_engine));
     match brisk_distributed::worker::run(options, udfs) {
         Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e @ brisk_distributed::worker::WorkerError::Lost(_)) => {
+        Err(
+            e @ (brisk_distributed::worker::WorkerError::Lost(_)
+            | brisk_distributed::worker::WorkerError::Removed(_)),
+        ) => {
             eprintln!("error: {e}");
             Ok(ExitCode::from(crate::nanny::EXIT_LOST))
         }

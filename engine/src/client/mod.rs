@@ -52,6 +52,8 @@ pub struct WorkerInfo {
     pub gpu: String,
     /// Abstract resources offered (`GPU: 1`).
     pub resources: Vec<(String, f64)>,
+    /// The process that runs its tasks.
+    pub pid: u32,
 }
 
 /// What runs graphs: submit, gather, cancel, scatter, persist, the workers,

@@ -213,6 +213,7 @@ impl Client for Runtime {
             spilled: 0,
             gpu: "no GPU".into(),
             resources: self.shared.config.resources.clone(),
+            pid: std::process::id(),
         }]
     }
 

@@ -296,6 +296,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
                 m.insert("memory_limit".into(), w.memory_limit.map_or(Dynamic::UNIT, int));
                 m.insert("spilled".into(), int(w.spilled));
                 m.insert("gpu".into(), Dynamic::from(w.gpu));
+                m.insert("pid".into(), int(u64::from(w.pid)));
                 let mut r = Map::new();
                 for (k, v) in w.resources {
                     r.insert(k.into(), Dynamic::from_float(v));
