@@ -270,6 +270,10 @@ pub enum WorkerMsg {
         /// Bytes of results spilled to disk (their size in memory).
         spilled: u64,
     },
+    /// This worker now holds a copy of `key` (asked by `Replicate`).
+    Replicated {
+        key: Key,
+    },
     /// Process memory passed the pause threshold (`true`: send no more
     /// tasks) or fell back under it.
     Paused {
@@ -303,6 +307,9 @@ pub enum ToWorker {
     Cancel { key: Key },
     /// Drop held results.
     Free { keys: Vec<Key> },
+    /// Fetch a copy of `key` from the worker serving data at `from` and
+    /// keep it (a result that would be costly to compute again).
+    Replicate { key: Key, from: String },
     /// Leave the cluster (scaled down, or the scheduler is closing);
     /// `restart`: the scheduler removed this worker (it missed heartbeats),
     /// and a nanny should start a fresh one in its place.

@@ -371,6 +371,9 @@ impl State {
                 story_capacity: 1000,
                 // A few round trips' worth of short tasks wait on each thread.
                 backlog_us: 2000.0,
+                // A result that took a quarter of a second of work and fits
+                // in 1 MiB is worth a copy: a lost worker then costs little.
+                replicate_after_us: 250_000.0,
                 allowed_failures: options.allowed_failures,
                 ..SchedulerConfig::default()
             }),
@@ -499,6 +502,14 @@ impl State {
                     w.spilled = spilled;
                 }
             }
+            WorkerMsg::Replicated { key } => match self.core.lookup(&key) {
+                Some(t) => self.core.add_replica(wid, t, &mut self.out),
+                None => {
+                    if let Some(w) = self.workers.get_mut(&conn) {
+                        w.outbox.push(ToWorker::Free { keys: vec![key] });
+                    }
+                }
+            },
             WorkerMsg::Paused { paused } => {
                 if let Some(w) = self.workers.get_mut(&conn) {
                     w.paused = paused;
@@ -847,6 +858,13 @@ impl State {
                                 conn,
                                 ToClient::Erred { key: key.clone(), error: (*error).clone() },
                             );
+                        }
+                    }
+                    Action::Replicate { task, from, to } => {
+                        let from = self.by_worker.get(&from).and_then(|c| self.workers.get(c));
+                        if let (Some(key), Some(from)) = (self.key_of(task), from.map(|w| w.address.clone()))
+                        {
+                            self.tell_worker(to, ToWorker::Replicate { key, from });
                         }
                     }
                     Action::Forget { task } => {

@@ -376,6 +376,9 @@ fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<(String, b
                         }
                     }
                 }
+                ToWorker::Replicate { key, from } => {
+                    tokio::spawn(replicate(shared.clone(), key, from));
+                }
                 ToWorker::Close { reason, restart } => return Some((reason, restart)),
             }
         }
@@ -521,6 +524,26 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>)
     for (k, id) in left {
         missing(&shared, k, id, &who_has);
     }
+}
+
+/// Keep a copy of `key`, held by the worker at `from`, and say so. A copy
+/// that cannot be had is no harm: nothing waits for it.
+async fn replicate(shared: Arc<Shared>, key: Key, from: String) {
+    let value = match shared.peers.get_data(&from, vec![key.clone()]).await {
+        Ok(mut values) => values.pop().and_then(|(k, v)| v.filter(|_| k == key)),
+        Err(e) => {
+            log::info("worker", &format!("no copy of {key} from {from}: {e}"));
+            None
+        }
+    };
+    let Some(value) = value else { return };
+    shared.transferred.fetch_add(value.nbytes(), Ordering::Relaxed);
+    let mut st = shared.lock();
+    if !st.data.contains(&key) {
+        st.data.insert(key.clone(), value);
+    }
+    drop(st);
+    shared.report(WorkerMsg::Replicated { key });
 }
 
 /// Input `key` cannot be fetched by fetch `id` (if still current): every

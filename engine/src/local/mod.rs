@@ -406,6 +406,8 @@ impl Shared {
                         st.specs.remove(&task);
                         st.cells.remove(&task);
                     }
+                    // One worker: there is nowhere to copy to (and it is off).
+                    Action::Replicate { .. } => {}
                 }
             }
             let w = st.worker;

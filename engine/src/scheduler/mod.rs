@@ -144,6 +144,13 @@ pub struct SchedulerConfig {
     /// thread running 5 µs tasks is not idle while the next one travels.
     /// Memory stays bounded: a task this short cannot make much data.
     pub backlog_us: f64,
+    /// A small result that took at least this much work to make (its own
+    /// run and its inputs', recursively, in µs) gets a copy on a second
+    /// worker, so losing one worker does not mean computing it again: the
+    /// partial sums of a reduction tree. 0: never (the local runtime).
+    pub replicate_after_us: f64,
+    /// Only results up to this size are copied.
+    pub replicate_max_bytes: u64,
     /// Transitions kept for debugging (0 turns the story off).
     pub story_capacity: usize,
 }
@@ -156,6 +163,8 @@ impl Default for SchedulerConfig {
             bandwidth_bytes_per_us: 100.0,
             default_task_duration_us: 500.0,
             backlog_us: 0.0,
+            replicate_after_us: 0.0,
+            replicate_max_bytes: 1 << 20,
             story_capacity: 10_000,
         }
     }
@@ -178,6 +187,9 @@ pub enum Action {
     Erred { task: TaskId, error: Arc<TaskError> },
     /// The task left the scheduler; its id is dead from now on.
     Forget { task: TaskId },
+    /// Worker `to` should fetch a copy of the result from `from` and say
+    /// so (`add_replica`): it cost much work and little memory.
+    Replicate { task: TaskId, from: WorkerId, to: WorkerId },
 }
 
 /// One line of the story: which stimulus moved which task where.
@@ -245,6 +257,8 @@ struct TaskRec {
     /// The current attempt (Dask's `run_id`), counted on every assignment.
     run: u32,
     nbytes: u64,
+    /// Work (µs) to compute it again from nothing: its run and its inputs'.
+    lineage_us: f64,
     /// Times a worker died while running this task.
     suspicious: u32,
     /// Counted in its group's `done` already.

@@ -57,6 +57,13 @@ impl TestEnv {
         w
     }
 
+    /// Worker `name` reports that it holds a copy of `key`.
+    pub fn replicated(&mut self, key: &str, name: &str) {
+        let (w, t) = (self.ids[name], self.id(key));
+        self.s.add_replica(w, t, &mut self.out);
+        self.check();
+    }
+
     pub fn pause(&mut self, name: &str, paused: bool) {
         let w = self.ids[name];
         self.s.pause_worker(w, paused, &mut self.out);
@@ -175,6 +182,9 @@ impl TestEnv {
             Action::Done { task } => format!("done {}", k(task)),
             Action::Erred { task, error } => format!("erred {}: {}", k(task), error.message),
             Action::Forget { task } => format!("forget {}", k(task)),
+            Action::Replicate { task, from, to } => {
+                format!("copy {} from {} to {}", k(task), w(from), w(to))
+            }
         }
     }
 }
@@ -377,7 +387,7 @@ impl Sim {
                 Action::Erred { task, error } => {
                     self.erred.insert(self.env.keys[&task].clone(), error.message.clone());
                 }
-                Action::Forget { .. } => {}
+                Action::Forget { .. } | Action::Replicate { .. } => {}
             }
         }
     }

@@ -547,3 +547,42 @@ fn a_paused_worker_gets_no_new_task_until_it_resumes() {
     e.finish("c");
     e.expect(&["done c"]);
 }
+
+#[test]
+fn a_small_costly_result_gets_a_copy_that_survives_its_worker() {
+    let mut e = TestEnv::with_config(SchedulerConfig { replicate_after_us: 1000.0, ..Default::default() });
+    e.worker("w1", 1);
+    e.submit(&[("a", &[]), ("b", &["a"])], &["b"]);
+    e.expect(&["run a on w1"]);
+    e.worker("w2", 1);
+    // a alone took 600 µs: not worth a copy.
+    e.finish_with("a", 8, 600.0);
+    e.expect(&["run b on w1"]);
+    // b took 600 µs on top of a's: worth one, on the other worker.
+    e.finish_with("b", 8, 600.0);
+    e.expect(&["done b", "free a on w1", "copy b from w1 to w2"]);
+    e.replicated("b", "w2");
+    e.expect(&[]);
+    e.kill("w1");
+    // Nothing is computed again.
+    e.expect(&[]);
+    assert_eq!(e.state("b"), Some(TaskState::Memory));
+    e.release("b");
+    e.expect(&["free b on w2", "forget b", "forget a"]);
+}
+
+#[test]
+fn a_copy_that_arrives_after_its_result_was_freed_is_freed() {
+    let mut e = TestEnv::with_config(SchedulerConfig { replicate_after_us: 100.0, ..Default::default() });
+    e.worker("w1", 1);
+    e.submit(&[("a", &[]), ("c", &["a"])], &["c"]);
+    e.expect(&["run a on w1"]);
+    e.worker("w2", 1);
+    e.finish_with("a", 8, 500.0);
+    e.expect(&["run c on w1", "copy a from w1 to w2"]);
+    e.finish_with("c", 8, 1.0);
+    e.expect(&["done c", "free a on w1", "copy c from w1 to w2"]);
+    assert_eq!(e.state("a"), Some(TaskState::Released));
+    e.replicated("a", "w2");
+    e.expect(&["free a on w2"]);
+}

@@ -156,6 +156,7 @@ impl Scheduler {
                 processing_on: None,
                 run: 0,
                 nbytes: 0,
+                lineage_us: 0.0,
                 suspicious: 0,
                 counted_done: false,
                 error: None,
@@ -241,10 +242,12 @@ impl Scheduler {
             return;
         }
         self.unassign(t, w);
+        let inputs_us: f64 = self.rec(t).deps.iter().map(|d| self.rec(*d).lineage_us).sum();
         let r = self.rec_mut(t);
         r.who_has.clear();
         r.who_has.push(w);
         r.nbytes = nbytes;
+        r.lineage_us = duration_us.max(0.0) + inputs_us;
         let group = r.group as usize;
         if let Some(wr) = self.workers.get_mut(w.0) {
             wr.has_what.insert(t);
@@ -274,6 +277,57 @@ impl Scheduler {
             unneeded.push(t);
         }
         self.process_unneeded(unneeded, out);
+        self.maybe_replicate(t, w, out);
+        self.after_stimulus(out);
+    }
+
+    /// Copy a result that is still needed, small, and costly to make again
+    /// to a second worker (the least loaded with results, not paused).
+    fn maybe_replicate(&mut self, t: TaskId, from: WorkerId, out: &mut Vec<Action>) {
+        let after = self.config.replicate_after_us;
+        let Some(r) = self.tasks.get(t.0) else { return };
+        let worth = after > 0.0
+            && r.state == TaskState::Memory
+            && (r.wants > 0 || r.waiters > 0)
+            && r.who_has.len() == 1
+            && r.lineage_us >= after
+            && r.nbytes <= self.config.replicate_max_bytes;
+        if !worth {
+            return;
+        }
+        let to = self
+            .workers
+            .iter()
+            .filter(|(id, wr)| WorkerId(*id) != from && !wr.paused)
+            .min_by_key(|(id, wr)| (wr.held_bytes, *id))
+            .map(|(id, _)| WorkerId(id));
+        if let Some(to) = to {
+            out.push(Action::Replicate { task: t, from, to });
+        }
+    }
+
+    /// Worker `w` now holds a copy of `t`'s result (asked by `Replicate`).
+    /// A copy nobody needs any more is freed at once.
+    pub fn add_replica(&mut self, w: WorkerId, t: TaskId, out: &mut Vec<Action>) {
+        self.stimulus += 1;
+        let alive = self.workers.get(w.0).is_some();
+        let Some(r) = self.tasks.get_mut(t.0) else { return };
+        if !alive {
+            return;
+        }
+        if r.state != TaskState::Memory {
+            out.push(Action::Free { worker: w, task: t });
+            return;
+        }
+        if r.who_has.contains(&w) {
+            return;
+        }
+        r.who_has.push(w);
+        let nbytes = r.nbytes;
+        if let Some(wr) = self.workers.get_mut(w.0) {
+            wr.has_what.insert(t);
+            wr.held_bytes += nbytes;
+        }
         self.after_stimulus(out);
     }
 
