@@ -638,8 +638,10 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                                 })
                                 .collect::<Vec<(Key, Lookup)>>()
                         };
-                        // Spilled results are read for the peer and stay on disk.
-                        let read = tokio::task::spawn_blocking(move || {
+                        // Spilled results are read for the peer (off the I/O
+                        // threads) and stay on disk.
+                        let on_disk = found.iter().any(|(_, at)| matches!(at, Lookup::Disk(_)));
+                        let read_all = move || {
                             found
                                 .into_iter()
                                 .map(|(k, at)| match at {
@@ -654,8 +656,13 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                                     Lookup::Missing => (k, None),
                                 })
                                 .collect::<Vec<(Key, Option<Value>)>>()
-                        });
-                        let Ok(values) = read.await else { return };
+                        };
+                        let values = if on_disk {
+                            let Ok(values) = tokio::task::spawn_blocking(read_all).await else { return };
+                            values
+                        } else {
+                            read_all()
+                        };
                         hint =
                             values.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.nbytes() as usize).sum();
                         PeerReply::Data { values }
