@@ -5,7 +5,7 @@
 //! The buffer is plain bookkeeping under the worker's lock; the disk I/O
 //! happens outside it. A spill takes a victim ([`SpillBuffer::victim`]: the
 //! value stays readable in memory meanwhile), writes it with [`write`] and
-//! hands the outcome back ([`SpillBuffer::spilled`]), which moves the
+//! hands the outcome back ([`SpillBuffer::spilled_to_disk`]), which moves the
 //! entry to disk unless it was freed or replaced while being written. A
 //! value is written as its wire encoding: an array's bytes and a frame's
 //! Arrow IPC stream go out whole, with no per-element encoding.

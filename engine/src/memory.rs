@@ -181,6 +181,15 @@ pub fn used(counts: Counts) -> u64 {
     status_kib(&status, field).unwrap_or(0)
 }
 
+/// Resident memory of process `pid` (0 when it cannot be read): what a
+/// nanny measures its worker by.
+pub fn resident(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| status_kib(&s, "VmRSS:"))
+        .unwrap_or(0)
+}
+
 /// Refuse `needed` bytes if they do not fit in what is left; `what` names
 /// the request for the message (built only on refusal).
 pub fn check(needed: u64, what: impl FnOnce() -> String) -> Result<(), MemoryError> {
@@ -434,6 +443,12 @@ pub fn parse_size(s: &str) -> Result<u64, SizeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resident_memory_of_a_process_is_read() {
+        assert!(resident(std::process::id()) > 1 << 20);
+        assert_eq!(resident(u32::MAX), 0);
+    }
 
     #[test]
     fn sizes_parse_as_dask_writes_them() {

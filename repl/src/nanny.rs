@@ -121,7 +121,7 @@ fn watch(child: &mut Child, kill_at: Option<u64>, stop: &AtomicBool) -> Option<E
             Err(_) => return Some(Ended::Exited(None)),
         }
         if let Some(limit) = kill_at {
-            let rss = resident(child.id());
+            let rss = brisk_engine::memory::resident(child.id());
             if rss > limit {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -134,7 +134,9 @@ fn watch(child: &mut Child, kill_at: Option<u64>, stop: &AtomicBool) -> Option<E
 
 /// Ask the worker to go (SIGTERM: it removes its folder), then make sure.
 fn terminate(child: &mut Child) {
-    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).stderr(Stdio::null()).status();
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+    }
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         if !matches!(child.try_wait(), Ok(None)) {
@@ -144,16 +146,6 @@ fn terminate(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
-}
-
-/// A process's resident memory in bytes (0 when it cannot be read).
-fn resident(pid: u32) -> u64 {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return 0 };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
 }
 
 #[cfg(test)]
@@ -168,11 +160,5 @@ mod tests {
         assert!(restart(&Ended::Exited(Some(i32::from(EXIT_LOST)))));
         assert!(!restart(&Ended::Exited(Some(0))), "told to close");
         assert!(!restart(&Ended::Exited(Some(2))), "cannot start: a wrong address or token");
-    }
-
-    #[test]
-    fn resident_memory_of_this_process_is_read() {
-        assert!(resident(std::process::id()) > 1 << 20);
-        assert_eq!(resident(u32::MAX), 0);
     }
 }

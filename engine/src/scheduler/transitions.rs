@@ -242,7 +242,12 @@ impl Scheduler {
             return;
         }
         self.unassign(t, w);
-        let inputs_us: f64 = self.rec(t).deps.iter().map(|d| self.rec(*d).lineage_us).sum();
+        // Only copies need the lineage cost: the local runtime skips the sum.
+        let inputs_us: f64 = if self.config.replicate_after_us > 0.0 {
+            self.rec(t).deps.iter().map(|d| self.rec(*d).lineage_us).sum()
+        } else {
+            0.0
+        };
         let r = self.rec_mut(t);
         r.who_has.clear();
         r.who_has.push(w);

@@ -204,7 +204,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "workers",
         "c.workers() -> array of maps",
-        "The workers of the cluster: name, address, threads, running tasks, memory, spilled bytes, GPU.",
+        "The workers of the cluster: name, address, threads, running tasks, memory, spilled bytes, GPU, pid.",
         "client().workers()[0].threads",
     ),
 ];
