@@ -785,6 +785,7 @@ impl Shared {
             st.running += 1;
             drop(st);
             let start = Instant::now();
+            let from_disk = inputs.iter().flatten().any(|i| matches!(i, Lookup::Disk(_)));
             let inputs = match inputs {
                 Some(inputs) => self.load(&next.key, inputs),
                 None => Err(TaskError::internal("an input of the task is not on this worker")),
@@ -793,6 +794,11 @@ impl Shared {
                 Ok(inputs) => self.run_task(&next.key, &op, &inputs, &cancel),
                 Err(e) => (Err(e), Vec::new()),
             };
+            if from_disk {
+                // Inputs read back for this task alone are freed now: hand
+                // them back before they count against the limit.
+                brisk_engine::memory::release();
+            }
             let micros = start.elapsed().as_secs_f64() * 1e6;
             st = self.lock();
             st.running -= 1;
@@ -856,6 +862,10 @@ impl Shared {
                 }
             }
         }
+        // The files' bytes are freed now; hand them back at once, or they
+        // count as used (mimalloc keeps freed blocks for a second) and a
+        // worker reading spilled inputs outgrows its limit.
+        brisk_engine::memory::release();
         let target = self.at(TARGET).unwrap_or(u64::MAX);
         let mut st = self.lock();
         let WState { tasks, data, .. } = &mut *st;
