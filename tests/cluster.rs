@@ -148,6 +148,44 @@ fn shuffles_move_pieces_between_workers_without_a_shared_disk() {
     }
 }
 
+/// A worker that dies in any phase of a shuffle (after a split wrote its
+/// pieces, while a peer fetches its pieces, or while it collects pieces it
+/// fetched) costs only recomputation: the splits whose pieces went with it
+/// are done again, the answers are exact, and no piece is left behind.
+#[test]
+fn a_worker_dying_in_each_phase_of_a_shuffle_costs_only_recomputation() {
+    let local = run_locally(SHUFFLES);
+    assert_ok(&local, "the local run");
+    for phase in ["split", "serve-pieces", "collect"] {
+        let mut c = TestCluster::start(0);
+        let dir = std::env::temp_dir().join(format!("brisk-test-phase-{}-{phase}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("local directory");
+        let d = dir.to_str().expect("utf-8");
+        c.add_worker(&["--local-directory", d]);
+        c.add_worker(&["--local-directory", d]);
+        c.add_worker(&["--local-directory", d, "--kill-at", phase]);
+        c.client().wait_for_workers(3, Duration::from_secs(30)).expect("workers join");
+        let remote = c.run(SHUFFLES, DEADLINE);
+        assert_ok(&remote, &format!("the cluster run with a death at {phase}"));
+        assert_eq!(text(&remote.stdout), text(&local.stdout), "death at {phase}");
+        let died = c.workers[2].try_wait().expect("wait");
+        assert!(died.is_some_and(|s| !s.success()), "w2 never reached {phase}");
+        // A worker starting on the same directory removes the dead one's folder.
+        c.add_worker(&["--local-directory", d]);
+        c.client().wait_for_workers(3, Duration::from_secs(30)).expect("w3 joins");
+        let pieces_left =
+            || -> Vec<String> { walk(&dir).into_iter().filter(|p| p.contains("brisk-shuffle-")).collect() };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !pieces_left().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(pieces_left(), Vec::<String>::new(), "pieces left after a death at {phase}");
+        c.finish();
+        assert_eq!(walk(&dir), Vec::<String>::new(), "a worker's folder outlived it");
+        std::fs::remove_dir_all(&dir).expect("remove the test's folder");
+    }
+}
+
 /// Every path under `dir`.
 fn walk(dir: &std::path::Path) -> Vec<String> {
     let mut out = Vec::new();

@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Bumped on any change of the messages; peers of another version are refused.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// The first field of every hello: a peer that is not brisk is told apart at once.
 pub const MAGIC: &str = "brisk";
@@ -246,6 +246,9 @@ pub enum WorkerMsg {
         duration_us: f64,
         /// The worker's task thread that ran it.
         thread: u32,
+        /// The result names files only this worker has (a shuffle split's
+        /// pieces): a copy elsewhere would be no copy.
+        pinned: bool,
     },
     Failed {
         key: Key,

@@ -469,9 +469,12 @@ impl State {
     fn on_worker(&mut self, conn: ConnId, wid: WorkerId, msg: WorkerMsg) {
         match msg {
             WorkerMsg::Register { .. } => {}
-            WorkerMsg::Finished { key, run, nbytes, duration_us, thread } => {
+            WorkerMsg::Finished { key, run, nbytes, duration_us, thread, pinned } => {
                 self.stream(conn, &key, thread, duration_us, true);
                 if let Some(t) = self.core.lookup(&key) {
+                    if pinned {
+                        self.core.pin(t);
+                    }
                     self.core.task_finished(wid, t, run, nbytes, duration_us, &mut self.out);
                 } else if let Some(w) = self.workers.get_mut(&conn) {
                     // A result nobody knows any more: free it.

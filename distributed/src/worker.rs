@@ -50,6 +50,48 @@ pub struct WorkerOptions {
     pub heartbeat: Duration,
     /// How often process memory is measured against the limit.
     pub memory_monitor: Duration,
+    /// Where this worker kills itself, for the reliability tests.
+    pub kill_at: Option<KillAt>,
+}
+
+/// A point where a worker started with `--kill-at` dies at once (as under
+/// SIGKILL: no goodbye, no cleanup), the first time it gets there. The
+/// reliability tests use it to kill a worker in one chosen phase of a
+/// shuffle, which a signal sent from outside cannot time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillAt {
+    /// A split task wrote its pieces but its result is not reported yet.
+    Split,
+    /// A peer asked for pieces this worker holds (the transfer phase).
+    ServePieces,
+    /// A collect task fetched pieces from a peer and has not finished.
+    Collect,
+}
+
+impl std::str::FromStr for KillAt {
+    type Err = String;
+    fn from_str(s: &str) -> Result<KillAt, String> {
+        match s {
+            "split" => Ok(KillAt::Split),
+            "serve-pieces" => Ok(KillAt::ServePieces),
+            "collect" => Ok(KillAt::Collect),
+            _ => Err(format!("{s:?} is not one of split, serve-pieces, collect")),
+        }
+    }
+}
+
+/// Die now if `at` is where this worker was told to.
+fn die_if(kill_at: Option<KillAt>, at: KillAt) {
+    if kill_at == Some(at) {
+        log::warn("worker", &format!("killing this worker at {at:?}, as --kill-at asked"));
+        std::process::abort();
+    }
+}
+
+thread_local! {
+    /// The peer a shuffle collect on this thread could not fetch pieces
+    /// from: the task's failure is then lost data, not the user's error.
+    static PIECES_LOST: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Dask's `distributed.worker.memory` thresholds, as fractions of the
@@ -75,6 +117,7 @@ impl WorkerOptions {
             local_directory: None,
             heartbeat: Duration::from_millis(500),
             memory_monitor: Duration::from_millis(100),
+            kill_at: None,
         }
     }
 }
@@ -202,6 +245,7 @@ struct Shared {
     memory_limit: Option<u64>,
     /// Set once a spill failed (a full disk), so it is logged once.
     spill_failed: AtomicBool,
+    kill_at: Option<KillAt>,
 }
 
 impl Shared {
@@ -266,6 +310,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         codes: Arc::default(),
         memory_limit: options.memory_limit,
         spill_failed: AtomicBool::new(false),
+        kill_at: options.kill_at,
     });
     log::info("worker", &format!("{name} serving data at {address}, scheduler {}", options.scheduler));
 
@@ -673,6 +718,7 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                         let pieces = read.unwrap_or_else(|e| Err(format!("reading the pieces failed: {e}")));
                         if let Ok(p) = &pieces {
                             hint = p.iter().map(|b| b.0.len()).sum();
+                            die_if(shared.kill_at, KillAt::ServePieces);
                         }
                         PeerReply::Pieces { pieces }
                     }
@@ -683,6 +729,15 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
             }
         });
     }
+}
+
+/// Which of a collect's inputs is a split whose pieces are on `host` (its
+/// result ends with the holder's address, see `Pieces::sizes`).
+fn split_on(inputs: &[Value], host: &str) -> Option<usize> {
+    inputs.iter().position(|v| match v {
+        Value::List(items) => matches!(items.last(), Some(Value::Str(h)) if h.as_ref() == host),
+        _ => false,
+    })
 }
 
 /// Pieces this worker wrote, for a peer; only shuffle folders can be named.
@@ -710,18 +765,23 @@ fn shuffle_here(
     let root = parent.join(format!("{WORKER_DIR}{}", std::process::id()));
     std::fs::create_dir_all(&root).map_err(dir_err(&root))?;
     let handle = tokio::runtime::Handle::current();
+    let kill_at = options.kill_at;
     let fetch = move |host: &str, pieces: &Pieces, out: u32, inputs: &[u32]| {
         let ask = peers.get_pieces(host, &pieces.name, out, inputs.to_vec());
         let got = match handle.block_on(async { tokio::time::timeout(PIECES_TIMEOUT, ask).await }) {
             Ok(Ok(Ok(blobs))) => {
                 let n: usize = blobs.iter().map(|b| b.0.len()).sum();
                 transferred.fetch_add(n as u64, Ordering::Relaxed);
+                die_if(kill_at, KillAt::Collect);
                 return Ok(blobs.into_iter().map(|b| b.0.to_vec()).collect());
             }
             Ok(Ok(Err(e))) => e,
             Ok(Err(e)) => e.to_string(),
             Err(_) => format!("no answer in {} s", PIECES_TIMEOUT.as_secs()),
         };
+        // Whatever the cause (the holder died, hangs, or lost its files),
+        // the pieces must be made again: the task loop tells the scheduler.
+        PIECES_LOST.with(|l| *l.borrow_mut() = Some(host.to_string()));
         Err(TaskError::user(format!("shuffle: cannot fetch pieces from {host}: {got}")))
     };
     let remote = brisk_engine::pieces::Remote {
@@ -790,10 +850,21 @@ impl Shared {
                 Some(inputs) => self.load(&next.key, inputs),
                 None => Err(TaskError::internal("an input of the task is not on this worker")),
             };
-            let (result, splits) = match inputs {
-                Ok(inputs) => self.run_task(&next.key, &op, &inputs, &cancel),
-                Err(e) => (Err(e), Vec::new()),
+            PIECES_LOST.with(|l| l.borrow_mut().take());
+            let (result, splits, lost) = match inputs {
+                Ok(inputs) => {
+                    let (result, splits) = self.run_task(&next.key, &op, &inputs, &cancel);
+                    let lost = match (&result, PIECES_LOST.with(|l| l.borrow_mut().take())) {
+                        (Err(_), Some(host)) => split_on(&inputs, &host).map(|i| (i, host)),
+                        _ => None,
+                    };
+                    (result, splits, lost)
+                }
+                Err(e) => (Err(e), Vec::new(), None),
             };
+            if result.is_ok() && !splits.is_empty() {
+                die_if(self.kill_at, KillAt::Split);
+            }
             if from_disk {
                 // Inputs read back for this task alone are freed now: hand
                 // them back before they count against the limit.
@@ -809,6 +880,20 @@ impl Shared {
             }
             let Some(task) = st.tasks.remove(&next.key) else { continue };
             release_holds(&mut st, &task.holds);
+            if let Some((i, host)) = lost
+                && let Some(dep) = task.deps.get(i)
+            {
+                log::info("worker", &format!("{}: the shuffle pieces on {host} are gone", next.key));
+                let msg = WorkerMsg::MissingData {
+                    key: next.key,
+                    run: next.run,
+                    dep: dep.clone(),
+                    holders: vec![host],
+                };
+                self.report(msg);
+                continue;
+            }
+            let pinned = !splits.is_empty();
             match result {
                 Ok(v) => {
                     let nbytes = v.nbytes();
@@ -822,6 +907,7 @@ impl Shared {
                         run: next.run,
                         nbytes,
                         duration_us: micros,
+                        pinned,
                     });
                     // The thread that stored past the target writes the
                     // oldest results out before it takes more work.

@@ -108,6 +108,10 @@ pub struct WorkerArgs {
     tls: TlsArgs,
     #[arg(long, hide = true)]
     exit_with_parent: bool,
+    /// For the reliability tests: die at this point (split, serve-pieces,
+    /// collect) the first time it is reached.
+    #[arg(long, hide = true)]
+    kill_at: Option<brisk_distributed::worker::KillAt>,
 }
 
 pub fn scheduler(args: SchedulerArgs) -> anyhow::Result<ExitCode> {
@@ -154,6 +158,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     options.name = args.name;
     options.host = args.host;
     options.local_directory = args.local_directory;
+    options.kill_at = args.kill_at;
     options.security = args.tls.security(args.token)?;
     if !args.no_nanny {
         return crate::nanny::run(options.memory_limit);

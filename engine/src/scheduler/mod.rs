@@ -259,6 +259,9 @@ struct TaskRec {
     nbytes: u64,
     /// Work (µs) to compute it again from nothing: its run and its inputs'.
     lineage_us: f64,
+    /// The result names files only its worker has (a shuffle split's
+    /// pieces): it is never copied to another worker.
+    pinned: bool,
     /// Times a worker died while running this task.
     suspicious: u32,
     /// Counted in its group's `done` already.

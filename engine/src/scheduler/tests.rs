@@ -586,3 +586,20 @@ fn a_copy_that_arrives_after_its_result_was_freed_is_freed() {
     e.replicated("a", "w2");
     e.expect(&["free a on w2"]);
 }
+
+#[test]
+fn a_result_pinned_to_its_worker_gets_no_copy_and_is_made_again_when_it_goes() {
+    let mut e = TestEnv::with_config(SchedulerConfig { replicate_after_us: 100.0, ..Default::default() });
+    e.worker("w1", 1);
+    e.submit(&[("split", &[]), ("collect", &["split"])], &["collect"]);
+    e.expect(&["run split on w1"]);
+    e.worker("w2", 1);
+    // A split: its pieces are files on w1, so a copy of its sizes elsewhere
+    // would hold none of them.
+    let t = e.id("split");
+    e.s.pin(t);
+    e.finish_with("split", 8, 500.0);
+    e.expect(&["run collect on w1"]);
+    e.kill("w1");
+    e.expect(&["run split on w2"]);
+}

@@ -157,6 +157,7 @@ impl Scheduler {
                 run: 0,
                 nbytes: 0,
                 lineage_us: 0.0,
+                pinned: false,
                 suspicious: 0,
                 counted_done: false,
                 error: None,
@@ -296,6 +297,7 @@ impl Scheduler {
             && (r.wants > 0 || r.waiters > 0)
             && r.who_has.len() == 1
             && r.lineage_us >= after
+            && !r.pinned
             && r.nbytes <= self.config.replicate_max_bytes;
         if !worth {
             return;
@@ -308,6 +310,14 @@ impl Scheduler {
             .map(|(id, _)| WorkerId(id));
         if let Some(to) = to {
             out.push(Action::Replicate { task: t, from, to });
+        }
+    }
+
+    /// `t`'s result is only of use on the worker that made it (see
+    /// `TaskRec::pinned`): no copies of it.
+    pub fn pin(&mut self, t: TaskId) {
+        if let Some(r) = self.tasks.get_mut(t.0) {
+            r.pinned = true;
         }
     }
 
