@@ -692,6 +692,103 @@ fn garbage_oversized_frames_and_wrong_versions_are_dropped_and_the_cluster_goes_
     c.finish();
 }
 
+/// A connection that said a valid hello in `role` and was welcomed.
+fn greeted(address: &str, role: Role) -> TcpStream {
+    let mut s = TcpStream::connect(address.trim_start_matches("tcp://")).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    let hello =
+        Hello { magic: MAGIC.into(), version: protocol::VERSION, role, token: None, name: "fuzz".into() };
+    s.write_all(&protocol::encode(&hello).expect("encode")).expect("hello");
+    let welcome: Reply = protocol::decode(&read_frame(&mut s)).expect("welcome");
+    assert!(matches!(welcome, Reply::Welcome { .. }), "{welcome:?}");
+    s
+}
+
+/// Hostile bytes on every port, from peers that passed the handshake too:
+/// fuzzed frames (random bodies, random lengths, deep nesting, truncated
+/// frames), connections that open and say nothing (slowloris), and an HTTP
+/// port fed garbage and oversized heads. Each is refused or dropped, and
+/// the cluster computes exactly throughout.
+#[test]
+fn hostile_bytes_on_every_port_are_refused_and_the_cluster_goes_on() {
+    let c = TestCluster::start(2);
+    let data = c.client().worker_rows().expect("rows")[0].address.clone();
+    // xorshift: the same "random" bytes every run, so a failure repeats.
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    // Slowloris: connections that never finish their hello, held open
+    // while everything else runs.
+    let idle: Vec<TcpStream> = [c.address.as_str(), data.as_str(), c.http.as_str()]
+        .iter()
+        .flat_map(|a| {
+            let a = a.trim_start_matches("tcp://").trim_start_matches("http://").to_string();
+            (0..100).map(move |i| {
+                let mut s = TcpStream::connect(&a).expect("connect");
+                let _ = s.write_all(&[i as u8]);
+                s
+            })
+        })
+        .collect();
+    let targets =
+        [(c.address.as_str(), Role::Client), (c.address.as_str(), Role::Worker), (data.as_str(), Role::Peer)];
+    for (address, role) in targets {
+        for round in 0..40 {
+            let mut s = greeted(address, role);
+            let len = (next() % 300) as usize;
+            let mut body: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            match round % 4 {
+                // An array nested far deeper than any message.
+                0 => body = [vec![0x91u8; 100_000], vec![0xc0]].concat(),
+                // A valid-looking start: a one-element array, then noise.
+                1 => body.insert(0, 0x91),
+                _ => {}
+            }
+            let mut frame = (body.len() as u64).to_le_bytes().to_vec();
+            frame.extend_from_slice(&body);
+            if round % 4 == 3 {
+                // Truncated: the header promises more than comes.
+                frame[0] = frame[0].wrapping_add(50);
+            }
+            let _ = s.write_all(&frame);
+            let _ = s.shutdown(std::net::Shutdown::Write);
+            // The peer drops the connection (or answers and then drops it).
+            let mut back = Vec::new();
+            let read = s.read_to_end(&mut back);
+            assert!(read.is_ok(), "{role:?} fuzz round {round} at {address}: no close in 5 s: {read:?}");
+        }
+    }
+    // The HTTP port: garbage, a head past its bound, a bad method; each is
+    // answered with a 4xx and closed.
+    let http = c.http.trim_start_matches("http://");
+    let head_too_big = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(64 << 10));
+    for ask in
+        [&b"\x00\xff\x13garbage\r\n\r\n"[..], head_too_big.as_bytes(), b"BREW /metrics HTCPCP/1.0\r\n\r\n"]
+    {
+        let back = poke(http, ask);
+        let status = String::from_utf8_lossy(&back);
+        assert!(status.starts_with("HTTP/1.1 4"), "HTTP answered {:?}", status.get(..40));
+    }
+    let out = c.run("print(gather(map(|x| x + 1, [1, 2, 3])));", DEADLINE);
+    assert_ok(&out, "a run amid the slow connections");
+    assert_eq!(text(&out.stdout), "[2, 3, 4]\n");
+    // The slow connections are closed by their servers after the handshake
+    // timeout (10 s) or the HTTP read timeout (10 s).
+    for mut s in idle {
+        s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+        let mut back = Vec::new();
+        assert!(s.read_to_end(&mut back).is_ok(), "a slow connection was never closed");
+    }
+    assert_eq!(c.client().worker_rows().expect("rows").len(), 2, "a worker went down");
+    let (status, _) = http_get(&c.http, "/health", "");
+    assert_eq!(status, 200);
+    c.finish();
+}
+
 /// brisk processes started with `--exit-with-parent` (local clusters), by pid.
 fn cluster_children() -> Vec<u32> {
     let mut out = Vec::new();

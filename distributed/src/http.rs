@@ -2,19 +2,22 @@
 //! `/api/v1/workers` (JSON), for load balancers, Prometheus and scripts.
 //!
 //! Requests are parsed by `httparse` (bounded: one request of at most
-//! 16 KiB of head, read within 10 s, at most 64 connections at once);
-//! answers are small and written whole, then the connection closes. When
-//! the cluster has a token every path but `/health` needs it as
+//! 16 KiB of head, read within 10 s, at most 64 connections at once, the
+//! oldest dropped for a new one); answers are small and written whole,
+//! then the connection closes. When the cluster has a token every path
+//! but `/health` needs it as
 //! `Authorization: Bearer TOKEN`. The numbers come from the scheduler's
 //! event loop, asked through its queue like any other event.
 
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
 
 /// What the HTTP side asks the event loop for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,17 +35,24 @@ const MAX_CONNECTIONS: usize = 64;
 
 /// Serve until the task is dropped.
 pub(crate) async fn serve(listener: TcpListener, token: Option<String>, ask: AskLoop) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let token = token.map(Arc::<str>::from);
+    let mut open: VecDeque<AbortHandle> = VecDeque::new();
     loop {
         let (tcp, _) = crate::comm::next_connection(&listener, "scheduler http").await;
-        // Past the limit a connection is closed at once rather than queued.
-        let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
+        // Past the limit the oldest connection is dropped, not the new
+        // one: peers that open connections and say nothing (slowloris)
+        // would otherwise keep every health check out until they time out.
+        open.retain(|h| !h.is_finished());
+        if open.len() >= MAX_CONNECTIONS
+            && let Some(oldest) = open.pop_front()
+        {
+            oldest.abort();
+        }
         let (token, ask) = (token.clone(), ask.clone());
-        tokio::spawn(async move {
-            let _slot = slot;
+        let task = tokio::spawn(async move {
             let _ = tokio::time::timeout(READ_TIMEOUT * 2, answer(tcp, token.as_deref(), &ask)).await;
         });
+        open.push_back(task.abort_handle());
     }
 }
 
