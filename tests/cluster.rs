@@ -3,6 +3,8 @@
 //! scheduler's invariants at the end and leaves no process or port behind.
 //! The golden scripts run on a cluster too (`tests/golden.rs`).
 
+#[path = "support/proxy.rs"]
+mod proxy;
 #[path = "support/cluster.rs"]
 mod support;
 
@@ -277,6 +279,91 @@ fn a_hung_worker_is_removed_after_the_ttl_and_its_work_redone() {
     let rows = c.client().worker_rows().expect("rows");
     let w0 = rows.iter().find(|r| r.name.starts_with("w0")).expect("a new w0");
     assert_ne!(w0.pid, victim);
+    let again = c.run(SLOW, DEADLINE);
+    assert_eq!(text(&again.stdout), text(&local.stdout));
+    c.finish();
+}
+
+/// A network partition of one worker (its link to the scheduler passes
+/// nothing and stays open) and a worker's link cut in the middle of a
+/// message: the partitioned worker is removed after the TTL and its work
+/// done elsewhere, then told so when the partition heals; the cut worker
+/// ends and its nanny starts another. A session whose link is cut fails
+/// with a clear error rather than hanging, and the scheduler forgets it.
+#[test]
+fn a_partitioned_worker_and_cut_connections_neither_hang_nor_lose_work() {
+    let local = run_locally(SLOW);
+    assert_ok(&local, "the local run");
+    let mut c = TestCluster::start_with(0, None, &["--worker-ttl", "2"]);
+    let p1 = std::sync::Arc::new(proxy::Proxy::start(&c.address));
+    let p2 = std::sync::Arc::new(proxy::Proxy::start(&c.address));
+    c.add_worker(&[]);
+    c.add_worker_via(&p1.address, &["--no-nanny"]);
+    c.add_worker_via(&p2.address, &[]);
+    c.client().wait_for_workers(3, Duration::from_secs(30)).expect("workers join");
+    let faults = {
+        let (p1, p2, address) = (p1.clone(), p2.clone(), c.address.clone());
+        std::thread::spawn(move || {
+            let watch =
+                brisk_distributed::RemoteClient::connect(&address, Default::default(), true).expect("watch");
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            let (mut stalled, mut cut) = (false, false);
+            while !(stalled && cut) && std::time::Instant::now() < deadline {
+                for r in watch.worker_rows().expect("rows") {
+                    if r.name == "w1" && r.processing > 0 && r.in_memory > 0 && !stalled {
+                        p1.stall();
+                        stalled = true;
+                    }
+                    if r.name == "w2" && r.processing > 0 && !cut {
+                        p2.cut_next();
+                        cut = true;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (stalled, cut)
+        })
+    };
+    let remote = c.run(SLOW, DEADLINE);
+    let (stalled, cut) = faults.join().expect("faults");
+    assert!(stalled && cut, "the faults never struck (stalled {stalled}, cut {cut})");
+    assert_ok(&remote, "the cluster run");
+    assert_eq!(text(&remote.stdout), text(&local.stdout));
+    let names = |c: &TestCluster| -> Vec<String> {
+        c.client().worker_rows().expect("rows").into_iter().map(|r| r.name).collect()
+    };
+    assert!(
+        !names(&c).contains(&"w1".to_string()),
+        "the partitioned worker is still listed: {:?}",
+        names(&c)
+    );
+    // Healed, w1 hears it was removed and ends.
+    p1.heal();
+    let w1 = &mut c.workers[1];
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while w1.try_wait().expect("wait").is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(w1.try_wait().expect("wait").is_some(), "the healed worker did not end");
+    // w2's nanny started a new worker, through the same proxy.
+    c.client().wait_for_workers(2, Duration::from_secs(20)).expect("w2 back");
+    assert!(names(&c).contains(&"w2".to_string()), "{:?}", names(&c));
+
+    // A session whose connection is cut in the middle of a message.
+    let p3 = std::sync::Arc::new(proxy::Proxy::start(&c.address));
+    let cutter = {
+        let p3 = p3.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            p3.cut_next();
+        })
+    };
+    let started = std::time::Instant::now();
+    let out = c.run_via(&p3.address, SLOW, DEADLINE);
+    cutter.join().expect("cutter");
+    assert!(!out.status.success(), "a run whose link was cut succeeded: {}", text(&out.stdout));
+    assert!(text(&out.stderr).contains("scheduler"), "{}", text(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(60), "the cut session took {:?}", started.elapsed());
     let again = c.run(SLOW, DEADLINE);
     assert_eq!(text(&again.stdout), text(&local.stdout));
     c.finish();

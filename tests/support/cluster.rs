@@ -105,9 +105,16 @@ impl TestCluster {
     /// A one-thread worker as `brisk worker` starts it: under a nanny
     /// unless `args` say `--no-nanny`.
     pub fn add_worker_with_nanny(&mut self, args: &[&str]) {
+        let scheduler = self.address.clone();
+        self.add_worker_via(&scheduler, args);
+    }
+
+    /// As `add_worker_with_nanny`, reaching the scheduler at `scheduler`
+    /// (a proxy in front of it).
+    pub fn add_worker_via(&mut self, scheduler: &str, args: &[&str]) {
         let name = format!("w{}", self.workers.len());
         let mut cmd = brisk();
-        cmd.args(["worker", &self.address, "--nthreads", "1", "--name", &name]).args(args);
+        cmd.args(["worker", scheduler, "--nthreads", "1", "--name", &name]).args(args);
         if let Some(t) = &self.token {
             cmd.args(["--token", t]);
         }
@@ -135,11 +142,17 @@ impl TestCluster {
     /// past `deadline` the run is killed and the test fails with the
     /// scheduler's view of the workers.
     pub fn run(&self, script: &str, deadline: Duration) -> Output {
+        self.run_via(&self.address, script, deadline)
+    }
+
+    /// As `run`, the session reaching the scheduler at `scheduler` (a
+    /// proxy in front of it).
+    pub fn run_via(&self, scheduler: &str, script: &str, deadline: Duration) -> Output {
         let file = ScriptFile::new(script);
         let mut cmd = brisk();
         cmd.args(["run", "--no-progress"])
             .arg(&file.0)
-            .env("BRISK_SCHEDULER_ADDRESS", &self.address)
+            .env("BRISK_SCHEDULER_ADDRESS", scheduler)
             .env("NO_COLOR", "1");
         if let Some(t) = &self.token {
             cmd.env("BRISK_TOKEN", t);
