@@ -369,6 +369,91 @@ fn a_partitioned_worker_and_cut_connections_neither_hang_nor_lose_work() {
     c.finish();
 }
 
+/// Rounds of an all-to-all rechunk and a sum, each checked against its
+/// closed form.
+const CHAOS: &str = r#"
+let n = 10000000;
+for round in 0..ROUNDS {
+    let x = arange(round, n + round, 1, #{chunks: n / 16}).reshape([4000, 2500]).rechunk([4000, 160]);
+    let s = x.sum().compute();
+    if s != n * (n - 1) / 2 + n * round { throw `round ${round}: ${s}`; }
+}
+print("exact");
+"#;
+
+/// The chaos soak's short form (the long one is `bench/chaos_soak.py`):
+/// workers SIGKILLed at random, with exponential lifetimes as
+/// distributed's `KillWorker`, while rounds of rechunk-and-sum run; their
+/// nannies start new ones. Every sum is exact, and when the cluster stops
+/// no worker process and no file of theirs is left.
+#[test]
+fn a_chaos_soak_of_random_worker_deaths_gives_exact_sums_and_leaves_nothing() {
+    let mut c = TestCluster::start_with(0, None, &["--allowed-failures", "10"]);
+    let dir = std::env::temp_dir().join(format!("brisk-test-chaos-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("local directory");
+    for _ in 0..3 {
+        c.add_worker_with_nanny(&["--local-directory", dir.to_str().expect("utf-8")]);
+    }
+    c.client().wait_for_workers(3, Duration::from_secs(30)).expect("workers join");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let chaos = {
+        let (stop, address) = (stop.clone(), c.address.clone());
+        std::thread::spawn(move || {
+            let watch =
+                brisk_distributed::RemoteClient::connect(&address, Default::default(), true).expect("watch");
+            let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+            let mut uniform = move || {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                (seed >> 11) as f64 / (1u64 << 53) as f64
+            };
+            let mut killed = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                // Exponential lifetimes with a mean of 1.5 s.
+                let wait = -(1.0 - uniform()).ln() * 1.5;
+                let until = std::time::Instant::now() + Duration::from_secs_f64(wait);
+                while std::time::Instant::now() < until && !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let rows = watch.worker_rows().expect("rows");
+                if rows.is_empty() || stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue;
+                }
+                let victim = rows[(uniform() * rows.len() as f64) as usize % rows.len()].pid;
+                let _ = std::process::Command::new("kill").arg("-KILL").arg(victim.to_string()).status();
+                killed.push(victim);
+            }
+            killed
+        })
+    };
+    let out = c.run(&CHAOS.replace("ROUNDS", "30"), DEADLINE);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let killed = chaos.join().expect("chaos");
+    assert_ok(&out, "the soak");
+    assert_eq!(text(&out.stdout), "exact\n");
+    assert!(killed.len() >= 4, "only {} workers were killed", killed.len());
+    assert!(killed.iter().all(|p| !alive(*p)), "a killed worker still runs");
+    c.client().wait_for_workers(3, Duration::from_secs(30)).expect("the nannies' workers join");
+    let address = c.address.clone();
+    c.finish();
+    let ours = || -> Vec<u32> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+            if text(&cmd).contains(&address) && alive(pid) {
+                out.push(pid);
+            }
+        }
+        out
+    };
+    assert_eq!(wait_gone(&ours()), Vec::<u32>::new(), "worker processes outlived the soak");
+    assert_eq!(walk(&dir), Vec::<String>::new(), "the workers left files");
+    std::fs::remove_dir_all(&dir).expect("remove the test's folder");
+    eprintln!("chaos soak: {} workers killed", killed.len());
+}
+
 /// A task whose workers die under it more often than allowed errs as
 /// KilledWorker; the rest of the work goes on.
 #[test]
