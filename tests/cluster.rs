@@ -455,7 +455,8 @@ fn a_chaos_soak_of_random_worker_deaths_gives_exact_sums_and_leaves_nothing() {
 }
 
 /// A task whose workers die under it more often than allowed errs as
-/// KilledWorker; the rest of the work goes on.
+/// KilledWorker; the rest of the work goes on, and its story tells where
+/// it ran and which worker's death ended it.
 #[test]
 fn a_task_that_keeps_killing_workers_errs_as_killed_worker() {
     let mut c = TestCluster::start_with(1, None, &["--allowed-failures", "1"]);
@@ -466,6 +467,11 @@ let doomed = submit(|x| { let s = 0; while true { s += 1; } x }, 1);
 try { doomed.result(); print("no error"); } catch (e) { print("error: " + e.message); }
 print(doomed.status);
 print(gather(map(|x| x + 1, [1, 2, 3])));
+// Its story: where it ran, and the deaths that ended it.
+let story = doomed.story();
+print(story.filter(|r| r.to == "processing").map(|r| r.worker));
+let last = story[-1];
+print([last.to, last.cause.starts_with("worker w1 left")]);
 "#,
     );
     let run = brisk()
@@ -504,7 +510,7 @@ print(gather(map(|x| x + 1, [1, 2, 3])));
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines[0], "[2, 4, 6]");
     assert!(lines[1].starts_with("error: ") && lines[1].contains("workers that died"), "{stdout}");
-    assert_eq!(&lines[2..], ["error", "[2, 3, 4]"], "{stdout}");
+    assert_eq!(&lines[2..], ["error", "[2, 3, 4]", r#"["w0", "w1"]"#, r#"["erred", true]"#], "{stdout}");
     c.finish();
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use brisk_engine::client::{CancelToken, Cell, Client, Future, FutureHost, WorkerInfo};
+use brisk_engine::client::{CancelToken, Cell, Client, Future, FutureHost, StoryRow, WorkerInfo};
 use brisk_engine::diagnostics::{Event, Snapshot};
 use brisk_engine::error::{EngineError, TaskError};
 use brisk_engine::graph::{self, Graph};
@@ -215,9 +215,10 @@ impl Shared {
         for msg in batch {
             match msg {
                 ToClient::Accepted { id } | ToClient::Done { id } => reply(&mut st, id, msg),
-                ToClient::Refused { id, .. } | ToClient::Info { id, .. } | ToClient::Validated { id, .. } => {
-                    reply(&mut st, id, msg)
-                }
+                ToClient::Refused { id, .. }
+                | ToClient::Info { id, .. }
+                | ToClient::Validated { id, .. }
+                | ToClient::Story { id, .. } => reply(&mut st, id, msg),
                 ToClient::InMemory { key, who_has } => {
                     if st.held.contains_key(&key) {
                         st.who_has.insert(key.clone(), who_has);
@@ -508,6 +509,13 @@ impl Client for RemoteClient {
 
     fn snapshot(&self) -> Snapshot {
         self.info().map(|(_, s)| s).unwrap_or_default()
+    }
+
+    fn story(&self, keys: &[Key]) -> Result<Vec<StoryRow>, EngineError> {
+        match self.shared.request(|id| ClientMsg::Story { id, keys: keys.to_vec() })? {
+            ToClient::Story { rows, .. } => Ok(rows),
+            other => Err(EngineError::Internal(format!("unexpected answer {other:?}"))),
+        }
     }
 
     /// The task stream of every worker of the cluster, one row per worker

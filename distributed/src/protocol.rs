@@ -13,6 +13,7 @@
 
 use std::sync::Arc;
 
+use brisk_engine::client::StoryRow;
 use brisk_engine::diagnostics::Snapshot;
 use brisk_engine::error::{SchedulerError, TaskError};
 use brisk_engine::graph::task::Annotations;
@@ -174,6 +175,8 @@ pub enum ClientMsg {
     Retire { id: u64, n: u32 },
     /// Check every invariant of the scheduler's state (tests); answered by `Validated`.
     Validate { id: u64 },
+    /// What the scheduler remembers of these keys; answered by `Story`.
+    Story { id: u64, keys: Vec<Key> },
     /// Send this client a `TaskRan` for every task any worker runs from
     /// now on (the task stream of `:dash` and `brisk top`).
     Stream,
@@ -213,6 +216,10 @@ pub enum ToClient {
     Validated {
         id: u64,
         error: Option<String>,
+    },
+    Story {
+        id: u64,
+        rows: Vec<StoryRow>,
     },
     /// A task ran (for clients that asked for the stream): on which worker
     /// and thread, from `start_us` to `stop_us` on the scheduler's clock.

@@ -6,17 +6,20 @@
 //! operation and never holds task results: workers fetch their inputs from
 //! each other and clients fetch results from the workers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use brisk_engine::client::StoryRow;
 use brisk_engine::diagnostics::Snapshot;
 use brisk_engine::error::{SchedulerError, TaskError, TaskErrorKind};
 use brisk_engine::key::Key;
 use brisk_engine::runner::Code;
-use brisk_engine::scheduler::{Action, NewTask, Scheduler, SchedulerConfig, TaskId, WorkerId, WorkerSpec};
+use brisk_engine::scheduler::{
+    Action, NewTask, Scheduler, SchedulerConfig, TaskId, TaskState, WorkerId, WorkerSpec,
+};
 use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -311,9 +314,34 @@ struct Spec {
     codes: Vec<u128>,
 }
 
+/// Why a worker's message moved tasks (the story's causes).
+enum Why {
+    Finished,
+    Failed(String),
+    Missing(Key, String),
+    Copied,
+    Paused(bool),
+    Nothing,
+}
+
+/// One transition in the story (see `State::chronicle`).
+struct Step {
+    time: f64,
+    key: Key,
+    from: TaskState,
+    to: TaskState,
+    worker: Option<Arc<str>>,
+    cause: Arc<str>,
+}
+
+/// Transitions the scheduler remembers for `story()`.
+const STORY_STEPS: usize = 100_000;
+
 struct WorkerConn {
     id: WorkerId,
-    name: String,
+    name: Arc<str>,
+    /// The story's cause for the tasks it finishes, made once.
+    finished: Arc<str>,
     address: String,
     nthreads: u32,
     memory_limit: Option<u64>,
@@ -360,6 +388,10 @@ struct State {
     transferred_gone: u64,
     /// The task stream's clock starts here.
     t0: Instant,
+    /// The story of the keys (`story()`): transitions with their causes.
+    story: VecDeque<Step>,
+    /// The last stimulus whose transitions are in `story`.
+    story_seen: u64,
     /// The HTTP port's address, for clients' `dashboard_link`.
     dashboard: Option<String>,
 }
@@ -368,7 +400,8 @@ impl State {
     fn new(options: &SchedulerOptions) -> State {
         State {
             core: Scheduler::new(SchedulerConfig {
-                story_capacity: 1000,
+                // Drained into `story` after every stimulus.
+                story_capacity: 10_000,
                 // A few round trips' worth of short tasks wait on each thread.
                 backlog_us: 2000.0,
                 // A result that took a quarter of a second of work and fits
@@ -387,6 +420,8 @@ impl State {
             worker_ttl: options.worker_ttl,
             refusals: Arc::new(AtomicU64::new(0)),
             t0: Instant::now(),
+            story: VecDeque::new(),
+            story_seen: 0,
             transferred_gone: 0,
             dashboard: None,
         }
@@ -437,17 +472,19 @@ impl State {
         let WorkerMsg::Register { nthreads, memory_limit, resources, address, gpu, pid } = reg else {
             return;
         };
-        let taken = self.workers.values().any(|w| w.name == name);
+        let taken = self.workers.values().any(|w| *w.name == *name);
         let name = if taken { format!("{name}-{conn}") } else { name };
         let spec = WorkerSpec { name: name.clone(), nthreads, resources: resources.clone() };
         let id = self.core.add_worker(spec, &mut self.out);
         log::info("scheduler", &format!("worker {name} joined at {address} ({nthreads} threads)"));
         self.by_worker.insert(id, conn);
+        let finished = Arc::from(format!("finished on {name}"));
         self.workers.insert(
             conn,
             WorkerConn {
                 id,
-                name,
+                name: Arc::from(name.as_str()),
+                finished,
                 address,
                 nthreads,
                 memory_limit,
@@ -464,9 +501,86 @@ impl State {
                 codes: FxHashSet::default(),
             },
         );
+        self.chronicle(|_| Arc::from(format!("worker {name} joined")));
     }
 
     fn on_worker(&mut self, conn: ConnId, wid: WorkerId, msg: WorkerMsg) {
+        let why = match &msg {
+            WorkerMsg::Finished { .. } => Why::Finished,
+            WorkerMsg::Failed { error, .. } => Why::Failed(error.to_string()),
+            WorkerMsg::MissingData { dep, holders, .. } => Why::Missing(dep.clone(), holders.join(", ")),
+            WorkerMsg::Replicated { .. } => Why::Copied,
+            WorkerMsg::Paused { paused } => Why::Paused(*paused),
+            WorkerMsg::Register { .. } | WorkerMsg::Heartbeat { .. } => Why::Nothing,
+        };
+        self.on_worker_msg(conn, wid, msg);
+        self.chronicle(|s| {
+            let Some(w) = s.workers.get(&conn) else { return Arc::from("a worker that left") };
+            match why {
+                Why::Finished => w.finished.clone(),
+                Why::Failed(e) => Arc::from(format!("failed on {}: {e}", w.name)),
+                Why::Missing(dep, from) => {
+                    Arc::from(format!("{} could not fetch its input {dep} from {from}", w.name))
+                }
+                Why::Copied => Arc::from(format!("a copy made on {}", w.name)),
+                Why::Paused(true) => Arc::from(format!("{} paused (memory)", w.name)),
+                Why::Paused(false) => Arc::from(format!("{} running again", w.name)),
+                Why::Nothing => Arc::from("a message from {}"),
+            }
+        });
+    }
+
+    /// Note the transitions of the stimulus just handled in the story,
+    /// with its time and `cause` (made only when there are any).
+    fn chronicle(&mut self, cause: impl FnOnce(&State) -> Arc<str>) {
+        self.chronicle_gone(cause, None);
+    }
+
+    /// As `chronicle`; `gone` names a worker already removed here.
+    fn chronicle_gone(
+        &mut self,
+        cause: impl FnOnce(&State) -> Arc<str>,
+        gone: Option<(WorkerId, &Arc<str>)>,
+    ) {
+        let now = self.core.stimulus();
+        if now == self.story_seen {
+            return;
+        }
+        let cause = cause(self);
+        let time = self.t0.elapsed().as_secs_f64();
+        for e in self.core.story_since(self.story_seen) {
+            let worker = e.worker.and_then(|w| match gone {
+                Some((id, name)) if id == w => Some(name.clone()),
+                _ => self.by_worker.get(&w).and_then(|c| self.workers.get(c)).map(|r| r.name.clone()),
+            });
+            if self.story.len() == STORY_STEPS {
+                self.story.pop_front();
+            }
+            let step =
+                Step { time, key: e.key.clone(), from: e.from, to: e.to, worker, cause: cause.clone() };
+            self.story.push_back(step);
+        }
+        self.story_seen = now;
+    }
+
+    /// The steps of `keys` still remembered, oldest first.
+    fn story_of(&self, keys: &[Key]) -> Vec<StoryRow> {
+        let keys: FxHashSet<&Key> = keys.iter().collect();
+        self.story
+            .iter()
+            .filter(|s| keys.contains(&s.key))
+            .map(|s| StoryRow {
+                time: s.time,
+                key: s.key.clone(),
+                from: s.from.name().into(),
+                to: s.to.name().into(),
+                worker: s.worker.as_deref().map(str::to_string),
+                cause: s.cause.to_string(),
+            })
+            .collect()
+    }
+
+    fn on_worker_msg(&mut self, conn: ConnId, wid: WorkerId, msg: WorkerMsg) {
         match msg {
             WorkerMsg::Register { .. } => {}
             WorkerMsg::Finished { key, run, nbytes, duration_us, thread, pinned } => {
@@ -533,13 +647,34 @@ impl State {
         let stop_us = self.t0.elapsed().as_micros() as u64;
         let start_us = stop_us.saturating_sub(duration_us as u64);
         for c in self.clients.values_mut().filter(|c| c.stream) {
-            let ran =
-                ToClient::TaskRan { key: key.clone(), worker: worker.clone(), thread, start_us, stop_us, ok };
+            let ran = ToClient::TaskRan {
+                key: key.clone(),
+                worker: worker.to_string(),
+                thread,
+                start_us,
+                stop_us,
+                ok,
+            };
             c.outbox.push(ran);
         }
     }
 
     fn on_client(&mut self, conn: ConnId, msg: ClientMsg) {
+        let what = match &msg {
+            ClientMsg::UpdateGraph { .. } => "submitted",
+            ClientMsg::Release { .. } => "released",
+            ClientMsg::Restart { .. } => "restarted",
+            ClientMsg::Retire { .. } => "workers retired",
+            _ => "asked",
+        };
+        self.on_client_msg(conn, msg);
+        self.chronicle(|s| {
+            let name = s.clients.get(&conn).map_or("?", |c| c.name.as_str());
+            Arc::from(format!("{what} by client {name}"))
+        });
+    }
+
+    fn on_client_msg(&mut self, conn: ConnId, msg: ClientMsg) {
         match msg {
             ClientMsg::Stream => {
                 if let Some(c) = self.clients.get_mut(&conn) {
@@ -567,6 +702,10 @@ impl State {
             ClientMsg::Validate { id } => {
                 let error = self.validate().err();
                 self.tell_client(conn, ToClient::Validated { id, error });
+            }
+            ClientMsg::Story { id, keys } => {
+                let rows = self.story_of(&keys);
+                self.tell_client(conn, ToClient::Story { id, rows });
             }
             ClientMsg::Retire { id, n } => {
                 self.retire(n as usize);
@@ -661,6 +800,8 @@ impl State {
             self.transferred_gone += w.transferred;
             self.by_worker.remove(&w.id);
             self.core.remove_worker(w.id, &mut self.out);
+            let cause = |_: &State| Arc::from(format!("worker {} left: {reason}", w.name));
+            self.chronicle_gone(cause, Some((w.id, &w.name)));
         } else if let Some(c) = self.clients.remove(&conn) {
             log::info("scheduler", &format!("client {} left: {reason}", c.name));
             for (t, n) in c.wants {
@@ -671,6 +812,7 @@ impl State {
                     self.core.release(t, &mut self.out);
                 }
             }
+            self.chronicle(|_| Arc::from(format!("client {} left: {reason}", c.name)));
         }
     }
 
@@ -951,7 +1093,7 @@ impl State {
             .map(|w| {
                 let (processing, held, held_bytes) = info.get(&w.id).copied().unwrap_or_default();
                 WorkerRow {
-                    name: w.name.clone(),
+                    name: w.name.to_string(),
                     address: w.address.clone(),
                     threads: w.nthreads,
                     processing: processing as u64,

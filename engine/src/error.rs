@@ -119,6 +119,12 @@ pub enum EngineError {
     /// A task asks for more of a resource than any worker offers, so it would wait forever.
     #[error("task {task} needs resource {name}={need}, but the local worker has {name}={have}")]
     MissingResource { task: Key, name: String, need: f64, have: f64 },
+    /// `story()` on the local scheduler, which keeps none (its per-task
+    /// overhead is the point of it).
+    #[error(
+        "the local scheduler keeps no story of its tasks: run on a cluster (local_cluster(), brisk scheduler) for one"
+    )]
+    NoStory,
     /// A bug in brisk, with what went wrong.
     #[error("{0}")]
     Internal(String),

@@ -190,7 +190,7 @@ pub fn persist<C: Collection>(state: &SessionState, c: &C) -> Res<C> {
     Ok(c.persisted(keys, futures))
 }
 
-/// `compute`, `persist`, `visualize` and `graph_info` on a collection type.
+/// `compute`, `persist`, `visualize`, `graph_info` and `story` on a collection type.
 pub fn register<T: ScriptCollection>(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("compute", move |x: &mut T| compute_one(&st, Dynamic::from(x.clone())));
@@ -201,6 +201,8 @@ pub fn register<T: ScriptCollection>(engine: &mut Engine, state: &Arc<SessionSta
         write_graph(&materialize(std::slice::from_ref(&layer)), path)
     });
     engine.register_fn("graph_info", |x: &mut T| graph_info(&x.inner().partitions().0));
+    let st = state.clone();
+    engine.register_fn("story", move |x: &mut T| st.story(&x.inner().partitions().1));
 }
 
 /// `x.graph_info()`: tasks, layers and literal bytes of the graph behind `root`.

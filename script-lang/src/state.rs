@@ -142,6 +142,25 @@ impl SessionState {
         Ok(futures)
     }
 
+    /// `story()`: what the scheduler remembers of `keys`, one map per
+    /// transition (time, key, from, to, worker, cause), oldest first.
+    pub fn story(&self, keys: &[Key]) -> Res<rhai::Array> {
+        let rows = self.client().story(keys).map_err(engine_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let mut m = Map::new();
+                m.insert("time".into(), Dynamic::from_float(r.time));
+                m.insert("key".into(), Dynamic::from(r.key.to_string()));
+                m.insert("from".into(), Dynamic::from(r.from));
+                m.insert("to".into(), Dynamic::from(r.to));
+                m.insert("worker".into(), r.worker.map_or(Dynamic::UNIT, Dynamic::from));
+                m.insert("cause".into(), Dynamic::from(r.cause));
+                Dynamic::from_map(m)
+            })
+            .collect())
+    }
+
     /// The results of `futures`, in order; an interrupt stops the wait.
     pub fn gather(&self, futures: &[Future]) -> Res<Vec<Value>> {
         self.client().gather(futures, &self.cancel).map_err(engine_error)

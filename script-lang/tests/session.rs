@@ -475,3 +475,10 @@ fn a_wrong_number_of_arguments_is_said_so() {
     let e = s.eval_value("let r = f(1);", "<later>").expect_err("arity");
     assert_eq!(e.message, "f takes 2 arguments (fn f(a, b)), called with 1");
 }
+
+#[test]
+fn the_local_scheduler_says_it_keeps_no_story() {
+    let (mut s, _) = session();
+    let e = s.eval_value("let f = submit(|x| x + 1, 1); f.result(); f.story()", "<test>").expect_err("no story");
+    assert!(e.to_string().contains("keeps no story"), "{e}");
+}

@@ -56,6 +56,22 @@ pub struct WorkerInfo {
     pub pid: u32,
 }
 
+/// One step in a key's story (`story()`, beyond Dask: why a task failed,
+/// where it ran, which worker died under it).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StoryRow {
+    /// Seconds since the scheduler started.
+    pub time: f64,
+    pub key: Key,
+    pub from: String,
+    pub to: String,
+    /// Where it ran, runs or is held, when the step has a worker.
+    pub worker: Option<String>,
+    /// What the scheduler was handling: "finished on w1", "worker w0
+    /// left: connection lost", "submitted by a client".
+    pub cause: String,
+}
+
 /// What runs graphs: submit, gather, cancel, scatter, persist, the workers,
 /// the diagnostics stream and close. Every method may be called from any
 /// thread.
@@ -117,6 +133,10 @@ pub trait Client: Send + Sync {
 
     /// Per-group progress and memory, now.
     fn snapshot(&self) -> Snapshot;
+
+    /// What the scheduler remembers of `keys`: their transitions, where
+    /// they ran and why each happened, oldest first.
+    fn story(&self, keys: &[Key]) -> Result<Vec<StoryRow>, EngineError>;
 
     /// Events as they happen (bounded, lossy: see `diagnostics`).
     fn subscribe(&self, capacity: usize) -> crossbeam_channel::Receiver<Event>;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use crate::client::{CancelToken, Cell, Client, Future, FutureHost, Status, WorkerInfo};
+use crate::client::{CancelToken, Cell, Client, Future, FutureHost, Status, StoryRow, WorkerInfo};
 use crate::diagnostics::{Event, Hub, Snapshot};
 use crate::error::panic_message;
 use crate::error::{EngineError, TaskError};
@@ -198,6 +198,10 @@ impl Client for Runtime {
     /// Cull to `outputs`, fuse, order, then hand the tasks to the state machine.
     fn submit(&self, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
         self.shared.submit(graph, outputs)
+    }
+
+    fn story(&self, _keys: &[Key]) -> Result<Vec<StoryRow>, EngineError> {
+        Err(EngineError::NoStory)
     }
 
     fn workers(&self) -> Vec<WorkerInfo> {

@@ -199,6 +199,9 @@ pub struct StoryEntry {
     pub key: Key,
     pub from: TaskState,
     pub to: TaskState,
+    /// Where the task runs (into processing), where its result is (into
+    /// memory), or where it ran (out of processing), when known.
+    pub worker: Option<WorkerId>,
 }
 
 /// Progress of one task group (`inc`, `add`, …), as Dask's progress page.
@@ -405,6 +408,19 @@ impl Scheduler {
         self.story.iter().filter(|e| &e.key == key).collect()
     }
 
+    /// Transitions made by stimuli after `stimulus`, oldest first (a
+    /// runtime notes why each stimulus came beside them).
+    pub fn story_since(&self, stimulus: u64) -> impl Iterator<Item = &StoryEntry> {
+        let newer = self.story.iter().rev().take_while(|e| e.stimulus > stimulus).count();
+        self.story.range(self.story.len() - newer..)
+    }
+
+    /// The number of stimuli handled so far (each public call that changes
+    /// the state is one).
+    pub fn stimulus(&self) -> u64 {
+        self.stimulus
+    }
+
     pub fn groups(&self) -> &[GroupStats] {
         &self.groups
     }
@@ -466,6 +482,7 @@ impl Scheduler {
         r.state = to;
         let group = r.group as usize;
         let key = keep_story.then(|| r.key.clone());
+        let worker = r.processing_on.or_else(|| r.who_has.first().copied());
         let g = &mut self.groups[group];
         g.states[from.index()] -= 1;
         g.states[to.index()] += 1;
@@ -474,7 +491,7 @@ impl Scheduler {
             if self.story.len() == self.config.story_capacity {
                 self.story.pop_front();
             }
-            self.story.push_back(StoryEntry { stimulus, key, from, to });
+            self.story.push_back(StoryEntry { stimulus, key, from, to, worker });
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use brisk_engine::client::{AsCompleted, Status};
 use brisk_engine::graph::{Task, materialize};
-use brisk_engine::{Future, Graph};
+use brisk_engine::{Future, Graph, Key};
 use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
 use super::args::wrong_type;
@@ -202,6 +202,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "let c = client();\nc.gather(c.map(|x| x + 1, [1, 2]))",
     ),
     doc(
+        "story",
+        "c.story(key | future | collection) -> array of maps; f.story(); x.story()",
+        "What the cluster's scheduler remembers of the keys: each transition with its time (seconds since the scheduler started), from, to, worker and cause (\"finished on w1\", \"failed on w0: ...\", \"worker w2 left: ...\"). The local scheduler keeps none.",
+        "let f = submit(|x| x + 1, 1);\nf.result();\n// On a cluster; the local scheduler keeps no story and says so.\ntry { f.story().map(|r| r.to) } catch (e) { [] }",
+    ),
+    doc(
         "workers",
         "c.workers() -> array of maps",
         "The workers of the cluster: name, address, threads, running tasks, memory, spilled bytes, GPU, pid.",
@@ -307,4 +313,30 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             .collect()
     });
     engine.register_fn("to_string", |c: &mut Client| c.state.client().describe());
+    let st = state.clone();
+    engine.register_fn("story", move |f: &mut RFuture| st.story(&[f.0.key().clone()]));
+    engine.register_fn("story", |c: &mut Client, what: Dynamic| -> Res<Array> {
+        let mut keys = Vec::new();
+        story_keys(&what, &mut keys)?;
+        c.state.story(&keys)
+    });
+}
+
+/// The keys `c.story(what)` asks about: a key's name, a future, a
+/// collection's partitions, or an array of those.
+fn story_keys(what: &Dynamic, keys: &mut Vec<Key>) -> Res<()> {
+    if let Some(s) = what.read_lock::<rhai::ImmutableString>() {
+        keys.push(Key::new(s.as_str()));
+    } else if let Some(f) = what.read_lock::<RFuture>() {
+        keys.push(f.0.key().clone());
+    } else if let Some(a) = what.read_lock::<Array>() {
+        for x in a.iter() {
+            story_keys(x, keys)?;
+        }
+    } else if let Some(l) = crate::collection::Lazy::of(what) {
+        keys.extend(l.collection().partitions().1);
+    } else {
+        return Err(wrong_type("story", "a key, a future, a collection or an array of them", what));
+    }
+    Ok(())
 }
