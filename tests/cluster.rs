@@ -454,6 +454,38 @@ fn a_chaos_soak_of_random_worker_deaths_gives_exact_sums_and_leaves_nothing() {
     eprintln!("chaos soak: {} workers killed", killed.len());
 }
 
+/// A running closure can be stopped: `f.cancel()` stops it, and a task
+/// annotated with a timeout fails when it runs past it (Dask can do
+/// neither: dask#1183). On a cluster of one single-thread worker, the
+/// work after each only runs if the thread was really freed.
+#[test]
+fn a_running_task_is_stopped_by_cancel_or_its_timeout_and_the_worker_goes_on() {
+    let c = TestCluster::start(1);
+    let out = c.run(
+        r#"
+fn forever(x) { let s = 0; while true { s += 1; } x }
+let f = submit(forever, 1);
+sleep(0.5);
+print(client().workers()[0].running);
+f.cancel();
+print(f.status);
+print(submit(|x| x + 1, 1).result());
+let t = timestamp();
+let g = annotate(#{timeout: "300ms"}, || submit(forever, 2));
+try { g.result(); print("no timeout"); } catch (e) { print(e.message.contains("ran longer than its timeout of 300ms")); }
+print(t.elapsed < 10.0);
+let d = annotate(#{timeout: 0.3, retries: 1}, || delayed(forever).call(3));
+try { d.compute(); } catch (e) { print(e.message.contains("timeout")); }
+print(gather(map(|x| x * 2, [1, 2, 3])));
+print(client().workers().len());
+"#,
+        DEADLINE,
+    );
+    assert_ok(&out, "the script");
+    assert_eq!(text(&out.stdout), "1\ncancelled\n2\ntrue\ntrue\ntrue\n[2, 4, 6]\n1\n");
+    c.finish();
+}
+
 /// A task whose workers die under it more often than allowed errs as
 /// KilledWorker; the rest of the work goes on, and its story tells where
 /// it ran and which worker's death ended it.

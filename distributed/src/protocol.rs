@@ -308,6 +308,8 @@ pub enum ToWorker {
         deps: Vec<DepAt>,
         /// Lower runs first: (negated user priority, generation, order).
         priority: (i64, u64, u32),
+        /// Seconds a run may take (`annotate(#{timeout})`).
+        timeout: Option<f64>,
     },
     /// Closures' code that the next tasks refer to (each sent once per worker).
     Codes { codes: Vec<Arc<Code>> },

@@ -312,6 +312,8 @@ struct Spec {
     deps: Vec<Key>,
     /// The closures' code `op` refers to.
     codes: Vec<u128>,
+    /// Seconds a run may take.
+    timeout: Option<f64>,
 }
 
 /// Why a worker's message moved tasks (the story's causes).
@@ -741,7 +743,8 @@ impl State {
                     order: t.order,
                     annotations: t.annotations,
                 };
-                defs.push(Spec { key: t.key, op: t.op, deps: t.deps, codes: t.codes });
+                let timeout = nt.annotations.as_ref().and_then(|a| a.timeout);
+                defs.push(Spec { key: t.key, op: t.op, deps: t.deps, codes: t.codes, timeout });
                 nt
             })
             .collect();
@@ -974,7 +977,8 @@ impl State {
                             })
                             .collect();
                         let priority = (priority.neg_user, priority.generation, priority.order);
-                        self.tell_worker(worker, ToWorker::Compute { key, run, op, deps, priority });
+                        let timeout = spec.timeout;
+                        self.tell_worker(worker, ToWorker::Compute { key, run, op, deps, priority, timeout });
                     }
                     Action::Cancel { worker, task } => {
                         if let Some(key) = self.key_of(task) {

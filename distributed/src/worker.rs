@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use brisk_engine::error::TaskError;
-use brisk_engine::exec::execute_caught;
+use brisk_engine::exec::execute_timed;
 use brisk_engine::key::Key;
 use brisk_engine::ops::Op;
 use brisk_engine::pieces::Pieces;
@@ -177,6 +177,7 @@ struct WTask {
     holds: Vec<Key>,
     priority: (i64, u64, u32),
     cancel: Arc<AtomicBool>,
+    timeout: Option<Duration>,
 }
 
 /// One input on its way.
@@ -390,8 +391,10 @@ fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<(String, b
         let mut st = shared.lock();
         for msg in batch {
             match msg {
-                ToWorker::Compute { key, run, op, deps, priority } => {
-                    if compute(&mut st, key, run, op, deps, priority, &mut to_fetch) {
+                ToWorker::Compute { key, run, op, deps, priority, timeout } => {
+                    let timeout = timeout.and_then(|t| brisk_engine::exec::deadline::seconds(t).ok());
+                    let task = Assigned { key, run, op, deps, priority, timeout };
+                    if compute(&mut st, task, &mut to_fetch) {
                         woke += 1;
                     }
                 }
@@ -438,15 +441,18 @@ fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<(String, b
 }
 
 /// Take a task; `true` when it can run now.
-fn compute(
-    st: &mut WState,
+/// A task the scheduler gave this worker (`ToWorker::Compute`).
+struct Assigned {
     key: Key,
     run: u32,
     op: Blob,
     deps: Vec<DepAt>,
     priority: (i64, u64, u32),
-    to_fetch: &mut FxHashMap<Vec<String>, Vec<(Key, u64)>>,
-) -> bool {
+    timeout: Option<Duration>,
+}
+
+fn compute(st: &mut WState, task: Assigned, to_fetch: &mut FxHashMap<Vec<String>, Vec<(Key, u64)>>) -> bool {
+    let Assigned { key, run, op, deps, priority, timeout } = task;
     if let Some(old) = st.tasks.remove(&key) {
         old.cancel.store(true, Ordering::SeqCst);
         release_holds(st, &old.holds);
@@ -495,7 +501,7 @@ fn compute(
         st.ready.push(Ready { priority, key: key.clone(), run });
     }
     let cancel = Arc::new(AtomicBool::new(false));
-    st.tasks.insert(key, WTask { run, op, deps: dep_keys, missing, holds, priority, cancel });
+    st.tasks.insert(key, WTask { run, op, deps: dep_keys, missing, holds, priority, cancel, timeout });
     ready
 }
 
@@ -842,6 +848,7 @@ impl Shared {
                 .collect();
             let op = task.op.clone();
             let cancel = task.cancel.clone();
+            let timeout = task.timeout;
             st.running += 1;
             drop(st);
             let start = Instant::now();
@@ -853,7 +860,7 @@ impl Shared {
             PIECES_LOST.with(|l| l.borrow_mut().take());
             let (result, splits, lost) = match inputs {
                 Ok(inputs) => {
-                    let (result, splits) = self.run_task(&next.key, &op, &inputs, &cancel);
+                    let (result, splits) = self.run_task(&next.key, &op, &inputs, &cancel, timeout);
                     let lost = match (&result, PIECES_LOST.with(|l| l.borrow_mut().take())) {
                         (Err(_), Some(host)) => split_on(&inputs, &host).map(|i| (i, host)),
                         _ => None,
@@ -1049,6 +1056,7 @@ impl Shared {
         op: &Blob,
         inputs: &[Value],
         cancel: &Arc<AtomicBool>,
+        timeout: Option<Duration>,
     ) -> (Result<Value, TaskError>, Vec<(Pieces, u32)>) {
         let op: Op = match shipped::resolving(&self.codes, || crate::protocol::decode(&op.0)) {
             Ok(op) => op,
@@ -1059,6 +1067,6 @@ impl Shared {
         };
         let ctx = TaskContext { key, cancelled: cancel, interrupt: None };
         let splits = op.shuffle_splits().into_iter().map(|(p, i)| (p.clone(), i)).collect();
-        (execute_caught(&op, inputs, &*self.udfs, &ctx), splits)
+        (execute_timed(&op, inputs, &*self.udfs, &ctx, timeout), splits)
     }
 }

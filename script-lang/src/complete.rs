@@ -24,6 +24,7 @@ const OPTION_KEYS: &[&str] = &[
     "priority",
     "retries",
     "resources",
+    "timeout",
     "chunks",
     "dtype",
     "seed",

@@ -456,6 +456,8 @@ pub struct AnnotationScope {
     pub priority: Option<i64>,
     pub retries: Option<u32>,
     pub resources: Vec<(String, f64)>,
+    /// Seconds.
+    pub timeout: Option<f64>,
 }
 
 impl AnnotationScope {
@@ -465,6 +467,7 @@ impl AnnotationScope {
         for s in stack {
             a.priority = s.priority.unwrap_or(a.priority);
             a.retries = s.retries.unwrap_or(a.retries);
+            a.timeout = s.timeout.or(a.timeout);
             for (name, amount) in &s.resources {
                 a.resources.retain(|(n, _)| n != name);
                 a.resources.push((name.clone(), *amount));
@@ -475,7 +478,7 @@ impl AnnotationScope {
 }
 
 pub(crate) fn annotations(m: &Map) -> Result<AnnotationScope, ApiError> {
-    const KNOWN: [&str; 3] = ["priority", "retries", "resources"];
+    const KNOWN: [&str; 4] = ["priority", "retries", "resources", "timeout"];
     let mut a = AnnotationScope::default();
     for (k, v) in m {
         if !KNOWN.contains(&k.as_str()) {
@@ -502,6 +505,20 @@ fn annotation(a: &mut AnnotationScope, k: &str, v: &Dynamic) -> Result<(), Strin
                 return Err(format!("annotate: retries must be between 0 and {MAX_RETRIES}, got {n}"));
             }
             a.retries = Some(n as u32);
+        }
+        "timeout" => {
+            let t = if let Some(s) = v.read_lock::<rhai::ImmutableString>() {
+                brisk_engine::exec::deadline::parse_timeout(&s)
+            } else if let Ok(x) = v.as_float() {
+                brisk_engine::exec::deadline::seconds(x)
+            } else if let Ok(n) = v.as_int() {
+                brisk_engine::exec::deadline::seconds(n as f64)
+            } else {
+                Err(format!("a {}", v.type_name()))
+            };
+            let t =
+                t.map_err(|e| format!("annotate: timeout must be a duration like \"10s\" or seconds: {e}"))?;
+            a.timeout = Some(t.as_secs_f64());
         }
         "resources" => {
             let r = v.read_lock::<Map>().ok_or("annotate: resources must be a map like #{GPU: 1}")?;

@@ -479,6 +479,33 @@ fn a_wrong_number_of_arguments_is_said_so() {
 #[test]
 fn the_local_scheduler_says_it_keeps_no_story() {
     let (mut s, _) = session();
-    let e = s.eval_value("let f = submit(|x| x + 1, 1); f.result(); f.story()", "<test>").expect_err("no story");
+    let e =
+        s.eval_value("let f = submit(|x| x + 1, 1); f.result(); f.story()", "<test>").expect_err("no story");
     assert!(e.to_string().contains("keeps no story"), "{e}");
+}
+
+#[test]
+fn a_timeout_stops_a_running_closure_and_frees_its_thread() {
+    let (mut s, out) = session();
+    eval_ok(&mut s, "config(#{num_workers: 1});");
+    let start = Instant::now();
+    let v = eval_ok(
+        &mut s,
+        r#"
+fn forever(x) { let s = 0; while true { s += 1; } x }
+let f = annotate(#{timeout: "200ms"}, || submit(forever, 1));
+let msg = "no timeout";
+try { f.result(); } catch (e) { msg = e.message; }
+print(msg);
+submit(|x| x + 1, 1).result()
+"#,
+    );
+    assert_eq!(v.as_int().ok(), Some(2));
+    assert!(start.elapsed() < Duration::from_secs(20), "took {:?}", start.elapsed());
+    let lines = out.lock().expect("out").clone();
+    assert!(lines[0].contains("ran longer than its timeout of 200ms"), "{lines:?}");
+    for (bad, says) in [("\"soon\"", "not a duration"), ("-1", "positive"), ("[1]", "timeout must be")] {
+        let e = s.eval_value(&format!("annotate(#{{timeout: {bad}}}, || 1)"), "<test>").expect_err(bad);
+        assert!(e.to_string().contains(says), "{bad}: {e}");
+    }
 }

@@ -2,6 +2,7 @@
 //! closure runner or the array, bag or frame kernel it names, and runs
 //! fused chains step by step (or as one loop, `fused`, for array arithmetic).
 
+pub mod deadline;
 mod fused;
 
 use std::sync::Arc;
@@ -47,6 +48,29 @@ pub fn execute_caught(
             ctx.key,
             crate::error::panic_message(&*panic)
         ))),
+    }
+}
+
+/// `execute_caught` under a deadline: past `timeout` the task's cancel
+/// flag is raised and a run that stops for it fails as timed out (a run
+/// that finishes anyway keeps its result).
+pub fn execute_timed(
+    op: &Op,
+    inputs: &[Value],
+    udfs: &dyn UdfRunner,
+    ctx: &TaskContext<'_>,
+    timeout: Option<std::time::Duration>,
+) -> Result<Value, TaskError> {
+    let Some(timeout) = timeout else { return execute_caught(op, inputs, udfs, ctx) };
+    let deadline = deadline::Deadline::arm(timeout, ctx.cancelled);
+    let result = execute_caught(op, inputs, udfs, ctx);
+    match result {
+        Err(_) if deadline.expired() => Err(TaskError::user(format!(
+            "task {} ran longer than its timeout of {} and was stopped",
+            ctx.key,
+            deadline::fmt(timeout)
+        ))),
+        r => r,
     }
 }
 

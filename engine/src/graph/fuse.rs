@@ -12,7 +12,8 @@ use crate::key::Key;
 use crate::ops::{Op, Step, StepInput};
 
 /// What `None` annotations mean, so that `None` and the defaults compare equal.
-const NO_ANNOTATIONS: Annotations = Annotations { priority: 0, retries: 0, resources: Vec::new() };
+const NO_ANNOTATIONS: Annotations =
+    Annotations { priority: 0, retries: 0, resources: Vec::new(), timeout: None };
 
 /// Fuse linear chains of `graph`, never swallowing a key in `keep`.
 ///

@@ -18,6 +18,9 @@ pub struct Annotations {
     pub retries: u32,
     /// Abstract resources the task holds while it runs, e.g. `("GPU", 1.0)`.
     pub resources: Vec<(String, f64)>,
+    /// Seconds one run may take; past them it is stopped and fails
+    /// (beyond Dask, which cannot stop a running task: dask#1183).
+    pub timeout: Option<f64>,
 }
 
 /// One node of the graph: an operation, its dependencies and annotations.

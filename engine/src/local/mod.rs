@@ -18,7 +18,7 @@ use crate::client::{CancelToken, Cell, Client, Future, FutureHost, Status, Story
 use crate::diagnostics::{Event, Hub, Snapshot};
 use crate::error::panic_message;
 use crate::error::{EngineError, TaskError};
-use crate::exec::execute_caught;
+use crate::exec::execute_timed;
 use crate::graph;
 use crate::graph::task::Graph;
 use crate::key::Key;
@@ -71,13 +71,15 @@ pub(crate) struct Shared {
 /// goes (with the pieces a failed graph left) when none is.
 struct Held {
     op: Op,
+    /// How long one run may take (`annotate(#{timeout})`).
+    timeout: Option<Duration>,
     _leases: Vec<crate::pieces::Lease>,
 }
 
 impl Held {
-    fn new(op: Op) -> Held {
+    fn new(op: Op, timeout: Option<Duration>) -> Held {
         let leases = op.shuffle_pieces().into_iter().map(crate::pieces::Lease::new).collect();
-        Held { op, _leases: leases }
+        Held { op, timeout, _leases: leases }
     }
 }
 
@@ -292,7 +294,8 @@ impl Shared {
             // task left without a definition fails when run, it cannot hang.
             let inputs: Option<Vec<TaskId>> = t.deps.iter().map(|d| st.core.lookup(d)).collect();
             if let Some(inputs) = inputs {
-                st.specs.insert(id, Spec { op: Arc::new(Held::new(t.op)), inputs });
+                let timeout = t.annotations.as_ref().and_then(|a| a.timeout).map(Duration::from_secs_f64);
+                st.specs.insert(id, Spec { op: Arc::new(Held::new(t.op, timeout)), inputs });
             }
         }
         // The scheduler checked the outputs too; nothing below can fail, so
@@ -477,7 +480,7 @@ impl Shared {
             cancelled: &job.cancel,
             interrupt: interrupt.map(CancelToken::flag),
         };
-        execute_caught(&job.op.op, &job.inputs, &*self.udfs, &ctx)
+        execute_timed(&job.op.op, &job.inputs, &*self.udfs, &ctx, job.op.timeout)
     }
 
     fn finish(

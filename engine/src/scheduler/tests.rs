@@ -5,7 +5,12 @@ use super::*;
 use crate::graph::task::Annotations;
 
 fn ann(priority: i64, retries: u32, resources: &[(&str, f64)]) -> Annotations {
-    Annotations { priority, retries, resources: resources.iter().map(|(n, x)| (n.to_string(), *x)).collect() }
+    Annotations {
+        priority,
+        retries,
+        resources: resources.iter().map(|(n, x)| (n.to_string(), *x)).collect(),
+        timeout: None,
+    }
 }
 
 #[test]
