@@ -486,6 +486,39 @@ print(client().workers().len());
     c.finish();
 }
 
+/// A million tasks (a million one-element chunks and their sum) while
+/// workers join and leave: every second a new worker joins and the oldest
+/// is stopped (SIGTERM), so the graph outlives every worker it started
+/// with; the sum is exact and the scheduler's state valid.
+#[test]
+fn a_million_tasks_finish_exactly_while_workers_join_and_leave() {
+    let mut c = TestCluster::start(2);
+    let file = ScriptFile::new("print(ones([1000000], #{chunks: 1}).sum().compute());");
+    let mut run = brisk()
+        .args(["run", "--no-progress"])
+        .arg(&file.0)
+        .env("BRISK_SCHEDULER_ADDRESS", &c.address)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the script");
+    let deadline = std::time::Instant::now() + Duration::from_secs(600);
+    let mut oldest = 0;
+    while run.try_wait().expect("wait").is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_secs(1));
+        c.add_worker(&[]);
+        let _ =
+            std::process::Command::new("kill").arg("-TERM").arg(c.workers[oldest].id().to_string()).status();
+        let _ = c.workers[oldest].wait();
+        oldest += 1;
+    }
+    let out = run_with_deadline_child(run, deadline);
+    assert_ok(&out, "the million tasks");
+    assert_eq!(text(&out.stdout), "1000000.0\n");
+    assert!(oldest >= 3, "only {oldest} workers left during the run");
+    c.finish();
+}
+
 /// A task whose workers die under it more often than allowed errs as
 /// KilledWorker; the rest of the work goes on, and its story tells where
 /// it ran and which worker's death ended it.

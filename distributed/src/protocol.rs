@@ -289,6 +289,9 @@ pub enum WorkerMsg {
     Paused {
         paused: bool,
     },
+    /// The worker is leaving on purpose (SIGTERM): its work moves elsewhere
+    /// and does not count as a death; answered by `Close`.
+    Closing,
 }
 
 /// A dependency of a task and the data addresses of the workers holding it.

@@ -323,6 +323,7 @@ enum Why {
     Missing(Key, String),
     Copied,
     Paused(bool),
+    Leaving,
     Nothing,
 }
 
@@ -335,6 +336,9 @@ struct Step {
     worker: Option<Arc<str>>,
     cause: Arc<str>,
 }
+
+/// How long a retiring worker may take to hand its results over.
+const RETIRE_WAIT: Duration = Duration::from_secs(10);
 
 /// Transitions the scheduler remembers for `story()`.
 const STORY_STEPS: usize = 100_000;
@@ -394,6 +398,8 @@ struct State {
     story: VecDeque<Step>,
     /// The last stimulus whose transitions are in `story`.
     story_seen: u64,
+    /// Workers leaving on purpose, since when (see `check_retiring`).
+    retiring: FxHashMap<ConnId, Instant>,
     /// The HTTP port's address, for clients' `dashboard_link`.
     dashboard: Option<String>,
 }
@@ -424,6 +430,7 @@ impl State {
             t0: Instant::now(),
             story: VecDeque::new(),
             story_seen: 0,
+            retiring: FxHashMap::default(),
             transferred_gone: 0,
             dashboard: None,
         }
@@ -513,6 +520,7 @@ impl State {
             WorkerMsg::MissingData { dep, holders, .. } => Why::Missing(dep.clone(), holders.join(", ")),
             WorkerMsg::Replicated { .. } => Why::Copied,
             WorkerMsg::Paused { paused } => Why::Paused(*paused),
+            WorkerMsg::Closing => Why::Leaving,
             WorkerMsg::Register { .. } | WorkerMsg::Heartbeat { .. } => Why::Nothing,
         };
         self.on_worker_msg(conn, wid, msg);
@@ -527,7 +535,10 @@ impl State {
                 Why::Copied => Arc::from(format!("a copy made on {}", w.name)),
                 Why::Paused(true) => Arc::from(format!("{} paused (memory)", w.name)),
                 Why::Paused(false) => Arc::from(format!("{} running again", w.name)),
-                Why::Nothing => Arc::from("a message from {}"),
+                Why::Leaving => {
+                    Arc::from(format!("{} is leaving: its results move to other workers", w.name))
+                }
+                Why::Nothing => Arc::from(format!("a message from {}", w.name)),
             }
         });
     }
@@ -622,7 +633,10 @@ impl State {
                 }
             }
             WorkerMsg::Replicated { key } => match self.core.lookup(&key) {
-                Some(t) => self.core.add_replica(wid, t, &mut self.out),
+                Some(t) => {
+                    self.core.add_replica(wid, t, &mut self.out);
+                    self.check_retiring();
+                }
                 None => {
                     if let Some(w) = self.workers.get_mut(&conn) {
                         w.outbox.push(ToWorker::Free { keys: vec![key] });
@@ -636,6 +650,11 @@ impl State {
                     log::info("scheduler", &format!("worker {} {what}", w.name));
                 }
                 self.core.pause_worker(wid, paused, &mut self.out);
+            }
+            WorkerMsg::Closing => {
+                self.retiring.entry(conn).or_insert_with(Instant::now);
+                self.core.retire_worker(wid, &mut self.out);
+                self.check_retiring();
             }
         }
     }
@@ -798,11 +817,21 @@ impl State {
     }
 
     fn gone(&mut self, conn: ConnId, reason: &str) {
+        self.remove(conn, reason, true);
+    }
+
+    /// Forget connection `conn`; a worker's work moves elsewhere, counted
+    /// as a death of the worker unless it closed on purpose (`died`).
+    fn remove(&mut self, conn: ConnId, reason: &str, died: bool) {
         if let Some(w) = self.workers.remove(&conn) {
             log::info("scheduler", &format!("worker {} left: {reason}", w.name));
             self.transferred_gone += w.transferred;
             self.by_worker.remove(&w.id);
-            self.core.remove_worker(w.id, &mut self.out);
+            if died {
+                self.core.remove_worker(w.id, &mut self.out);
+            } else {
+                self.core.worker_closed(w.id, &mut self.out);
+            }
             let cause = |_: &State| Arc::from(format!("worker {} left: {reason}", w.name));
             self.chronicle_gone(cause, Some((w.id, &w.name)));
         } else if let Some(c) = self.clients.remove(&conn) {
@@ -819,8 +848,33 @@ impl State {
         }
     }
 
+    /// Close the retiring workers whose results have copies elsewhere (or
+    /// that waited `RETIRE_WAIT` for them).
+    fn check_retiring(&mut self) {
+        if self.retiring.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut done = Vec::new();
+        self.retiring.retain(|conn, since| {
+            let Some(w) = self.workers.get(conn) else { return false };
+            let go = self.core.retired(w.id) || now.duration_since(*since) > RETIRE_WAIT;
+            if go {
+                done.push(*conn);
+            }
+            !go
+        });
+        for conn in done {
+            if let Some(w) = self.workers.get(&conn) {
+                let _ = w.tx.send(vec![ToWorker::Close { reason: "retired".into(), restart: false }]);
+            }
+            self.remove(conn, "it retired", false);
+        }
+    }
+
     /// Remove workers that stopped answering.
     fn tick(&mut self) {
+        self.check_retiring();
         let now = Instant::now();
         let silent: Vec<ConnId> = self
             .workers
@@ -867,11 +921,12 @@ impl State {
         let mut ws: Vec<(u64, ConnId)> = self.workers.iter().map(|(c, w)| (w.memory, *c)).collect();
         ws.sort_unstable();
         for (_, conn) in ws.into_iter().take(n) {
-            if let Some(w) = self.workers.get(&conn) {
-                let _ = w.tx.send(vec![ToWorker::Close { reason: "scaled down".into(), restart: false }]);
-            }
-            self.gone(conn, "scaled down");
+            let Some(w) = self.workers.get(&conn) else { continue };
+            let id = w.id;
+            self.retiring.entry(conn).or_insert_with(Instant::now);
+            self.core.retire_worker(id, &mut self.out);
         }
+        self.check_retiring();
     }
 
     /// The state machine's invariants, and this shell's agreement with it:

@@ -353,14 +353,30 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         })
     };
 
+    // Set once this worker said goodbye (`request_close`): the scheduler's
+    // `Close` answer ends it, or this deadline does.
+    let mut leaving: Option<tokio::time::Instant> = None;
     let outcome = loop {
-        match reader.next::<Vec<ToWorker>>().await {
+        let read = tokio::select! {
+            read = reader.next::<Vec<ToWorker>>() => read,
+            () = close_requested().notified(), if leaving.is_none() => {
+                log::info("worker", &format!("{name} leaving: telling the scheduler"));
+                shared.report(WorkerMsg::Closing);
+                leaving = Some(tokio::time::Instant::now() + GOODBYE);
+                continue;
+            }
+            () = tokio::time::sleep_until(leaving.unwrap_or_else(tokio::time::Instant::now)), if leaving.is_some() => {
+                break Ok(());
+            }
+        };
+        match read {
             Ok(Some(batch)) => {
                 if let Some((reason, restart)) = handle_batch(&shared, batch) {
                     log::info("worker", &format!("{name} closing: {reason}"));
                     break if restart { Err(WorkerError::Removed(reason)) } else { Ok(()) };
                 }
             }
+            Ok(None) if leaving.is_some() => break Ok(()),
             Ok(None) => break Err(WorkerError::Lost("the scheduler closed the connection".into())),
             Err(e) => break Err(WorkerError::Lost(e.to_string())),
         }
@@ -380,6 +396,22 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         let _ = t.join();
     }
     outcome
+}
+
+/// How long a leaving worker waits for the scheduler's answer (it hands
+/// its results over first, for up to 10 s).
+const GOODBYE: Duration = Duration::from_secs(15);
+
+fn close_requested() -> &'static tokio::sync::Notify {
+    static CLOSE: std::sync::OnceLock<tokio::sync::Notify> = std::sync::OnceLock::new();
+    CLOSE.get_or_init(tokio::sync::Notify::new)
+}
+
+/// Have the worker of this process leave cleanly (on SIGTERM): it tells
+/// the scheduler, which moves its work elsewhere without counting it as a
+/// death (as Dask's graceful close), then it ends.
+pub fn request_close() {
+    close_requested().notify_one();
 }
 
 /// Carry out a batch from the scheduler; `Some((reason, restart))` when

@@ -166,10 +166,13 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     if let Some(bytes) = options.memory_limit {
         brisk_engine::memory::set_limit(Some(bytes));
     }
-    // Signals end the worker at once: the scheduler sees the connection
-    // close and moves its work elsewhere.
+    // A signal makes the worker leave cleanly: it tells the scheduler,
+    // which moves its work elsewhere without counting a death, and ends.
+    // If that takes more than a few seconds it ends anyway.
     std::thread::Builder::new().name("brisk-signals".into()).spawn(|| {
         wait_for_signal();
+        brisk_distributed::worker::request_close();
+        std::thread::sleep(Duration::from_secs(20));
         brisk_engine::pieces::Cleanup::now();
         std::process::exit(0);
     })?;

@@ -286,6 +286,8 @@ struct WorkerRec {
     free_pos: Option<usize>,
     /// Its memory is short: it gets no new task (Dask's `paused` status).
     paused: bool,
+    /// Leaving on purpose (`retire_worker`): paused for good.
+    retiring: bool,
 }
 
 /// The scheduler state machine.

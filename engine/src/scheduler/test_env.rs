@@ -76,6 +76,24 @@ impl TestEnv {
         self.check();
     }
 
+    pub fn wid(&self, name: &str) -> WorkerId {
+        self.ids[name]
+    }
+
+    /// Worker `name` starts leaving on purpose (`retire_worker`).
+    pub fn retire(&mut self, name: &str) {
+        let w = self.ids[name];
+        self.s.retire_worker(w, &mut self.out);
+        self.check();
+    }
+
+    /// Worker `name` leaves on purpose (SIGTERM).
+    pub fn close(&mut self, name: &str) {
+        let w = self.ids[name];
+        self.s.worker_closed(w, &mut self.out);
+        self.check();
+    }
+
     /// Tasks as `(key, deps)`; each task's order is its position.
     pub fn submit(&mut self, tasks: &[(&str, &[&str])], wanted: &[&str]) {
         self.submit_annotated(tasks, wanted, &[]);

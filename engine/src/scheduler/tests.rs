@@ -608,3 +608,46 @@ fn a_result_pinned_to_its_worker_gets_no_copy_and_is_made_again_when_it_goes() {
     e.kill("w1");
     e.expect(&["run split on w2"]);
 }
+
+#[test]
+fn workers_that_close_on_purpose_do_not_count_toward_killed_worker() {
+    let mut e = TestEnv::with_config(SchedulerConfig { allowed_failures: 1, ..Default::default() });
+    e.worker("w1", 1);
+    e.submit(&[("a", &[])], &["a"]);
+    e.expect(&["run a on w1"]);
+    for (closing, next) in [("w1", "w2"), ("w2", "w3"), ("w3", "w4")] {
+        e.worker(next, 1);
+        e.expect(&[]);
+        e.close(closing);
+        e.expect(&[&format!("run a on {next}")]);
+    }
+    // A death counts: one is allowed, the second fails it.
+    e.kill("w4");
+    e.worker("w5", 1);
+    e.expect(&["run a on w5"]);
+    e.kill("w5");
+    e.expect(&["erred a: task a was running on 2 workers that died (allowed failures: 1)"]);
+}
+
+#[test]
+fn a_retiring_worker_hands_its_results_over_and_its_tasks_move_before_it_goes() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.submit(&[("a", &[]), ("b", &[]), ("c", &["a", "b"])], &["c"]);
+    e.expect(&["run a on w1"]);
+    e.finish("a");
+    e.expect(&["run b on w1"]);
+    e.worker("w2", 1);
+    let w1 = e.wid("w1");
+    e.retire("w1");
+    // b moves to w2; a, needed by c and only on w1, is copied there.
+    e.expect(&["cancel b on w1", "copy a from w1 to w2", "run b on w2"]);
+    assert!(!e.s.retired(w1));
+    e.replicated("a", "w2");
+    assert!(e.s.retired(w1));
+    e.close("w1");
+    // Nothing is computed again: c runs on w2 once b is there.
+    e.expect(&[]);
+    e.finish("b");
+    e.expect(&["run c on w2"]);
+}

@@ -33,6 +33,7 @@ impl Scheduler {
             held_bytes: 0,
             free_pos: None,
             paused: false,
+            retiring: false,
         };
         let w = WorkerId(self.workers.insert(rec));
         self.update_free(w);
@@ -47,7 +48,7 @@ impl Scheduler {
     pub fn pause_worker(&mut self, w: WorkerId, paused: bool, out: &mut Vec<Action>) {
         self.stimulus += 1;
         let Some(wr) = self.workers.get_mut(w.0) else { return };
-        if wr.paused == paused {
+        if wr.paused == paused || wr.retiring {
             return;
         }
         wr.paused = paused;
@@ -56,9 +57,77 @@ impl Scheduler {
         self.after_stimulus(out);
     }
 
-    /// A worker left or died: its running tasks are rescheduled and every
-    /// result that lived only there is recomputed from lineage if still needed.
+    /// Worker `w` is leaving on purpose (Dask's `retire_workers`): it gets
+    /// no new task, the tasks it was given go elsewhere (cancelled there),
+    /// and each result only it holds that is still needed gets a copy on
+    /// another worker (`Replicate`). Once `retired(w)`, the runtime closes
+    /// it (`worker_closed`); nothing it made is then computed again.
+    pub fn retire_worker(&mut self, w: WorkerId, out: &mut Vec<Action>) {
+        self.stimulus += 1;
+        let Some(wr) = self.workers.get_mut(w.0) else { return };
+        wr.retiring = true;
+        wr.paused = true;
+        self.update_free(w);
+        self.restricted_dirty = true;
+        let mut running: Vec<TaskId> =
+            self.workers.get(w.0).map(|wr| wr.processing.iter().copied().collect()).unwrap_or_default();
+        running.sort_unstable_by_key(|t| self.rec(*t).priority);
+        for t in running {
+            out.push(Action::Cancel { worker: w, task: t });
+            self.reschedule(t, w, out);
+        }
+        let mut held: Vec<TaskId> =
+            self.workers.get(w.0).map(|wr| wr.has_what.iter().copied().collect()).unwrap_or_default();
+        held.sort_unstable_by_key(|t| self.rec(*t).priority);
+        for t in held {
+            if self.needs_copy(t, w)
+                && let Some(to) = self.copy_target(w)
+            {
+                out.push(Action::Replicate { task: t, from: w, to });
+            }
+        }
+        self.after_stimulus(out);
+    }
+
+    /// Whether retiring worker `w` may go: it runs nothing and every
+    /// needed result it holds has a copy elsewhere (or there is no other
+    /// worker to copy to).
+    pub fn retired(&self, w: WorkerId) -> bool {
+        let Some(wr) = self.workers.get(w.0) else { return true };
+        wr.processing.is_empty()
+            && (self.copy_target(w).is_none() || wr.has_what.iter().all(|t| !self.needs_copy(*t, w)))
+    }
+
+    /// `t`'s result lives only on `w` and is still needed; a copy can serve.
+    fn needs_copy(&self, t: TaskId, w: WorkerId) -> bool {
+        let r = self.rec(t);
+        r.state == TaskState::Memory && r.who_has == [w] && (r.wants > 0 || r.waiters > 0) && !r.pinned
+    }
+
+    /// The worker a copy of a result on `from` goes to: the one holding
+    /// the fewest bytes that takes work.
+    fn copy_target(&self, from: WorkerId) -> Option<WorkerId> {
+        self.workers
+            .iter()
+            .filter(|(id, wr)| WorkerId(*id) != from && !wr.paused)
+            .min_by_key(|(id, wr)| (wr.held_bytes, *id))
+            .map(|(id, _)| WorkerId(id))
+    }
+
+    /// A worker died: its running tasks are rescheduled (each counting a
+    /// death toward `KilledWorker`) and every result that lived only there
+    /// is recomputed from lineage if still needed.
     pub fn remove_worker(&mut self, w: WorkerId, out: &mut Vec<Action>) {
+        self.remove(w, true, out);
+    }
+
+    /// A worker left on purpose: as `remove_worker`, but its tasks were
+    /// not running when it died, so none of them grows more suspicious.
+    pub fn worker_closed(&mut self, w: WorkerId, out: &mut Vec<Action>) {
+        self.remove(w, false, out);
+    }
+
+    fn remove(&mut self, w: WorkerId, died: bool, out: &mut Vec<Action>) {
         self.stimulus += 1;
         self.remove_from_free(w);
         let Some(wr) = self.workers.remove(w.0) else { return };
@@ -71,7 +140,7 @@ impl Scheduler {
         for &t in &running {
             let r = self.rec_mut(t);
             r.processing_on = None;
-            r.suspicious += 1;
+            r.suspicious += u32::from(died);
             self.set_state(t, TaskState::Queued);
         }
         let mut unneeded = Vec::new();
@@ -302,13 +371,7 @@ impl Scheduler {
         if !worth {
             return;
         }
-        let to = self
-            .workers
-            .iter()
-            .filter(|(id, wr)| WorkerId(*id) != from && !wr.paused)
-            .min_by_key(|(id, wr)| (wr.held_bytes, *id))
-            .map(|(id, _)| WorkerId(id));
-        if let Some(to) = to {
+        if let Some(to) = self.copy_target(from) {
             out.push(Action::Replicate { task: t, from, to });
         }
     }
