@@ -439,6 +439,7 @@ mod tests {
                     op,
                     deps: vec![DepAt { key: Key::new("x-1"), who_has: vec!["tcp://127.0.0.1:1".into()] }],
                     priority: (0, 1, 2),
+                    timeout: Some(2.5),
                 },
             ])
             .expect("encodes"),

@@ -487,7 +487,7 @@ fn the_local_scheduler_says_it_keeps_no_story() {
 #[test]
 fn a_timeout_stops_a_running_closure_and_frees_its_thread() {
     let (mut s, out) = session();
-    eval_ok(&mut s, "config(#{num_workers: 1});");
+    let _ = eval_ok(&mut s, "config(#{num_workers: 1});");
     let start = Instant::now();
     let v = eval_ok(
         &mut s,

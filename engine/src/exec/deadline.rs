@@ -9,9 +9,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// A task's cancel flag and its "expired" mark.
+type Flags = (Arc<AtomicBool>, Arc<AtomicBool>);
+
 struct Watch {
-    /// (deadline, id) → the task's cancel flag and its "expired" mark.
-    due: Mutex<BTreeMap<(Instant, u64), (Arc<AtomicBool>, Arc<AtomicBool>)>>,
+    /// (deadline, id) → the flags to raise then.
+    due: Mutex<BTreeMap<(Instant, u64), Flags>>,
     wake: Condvar,
 }
 
