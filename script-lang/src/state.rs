@@ -577,7 +577,7 @@ mod tests {
         assert!(matches!(&e, ApiError::UnknownSetting { function: "annotate", .. }), "{e:?}");
         assert_eq!(
             e.to_string(),
-            "annotate: unknown option \"priorty\" (known: priority, retries, resources)"
+            "annotate: unknown option \"priorty\" (known: priority, retries, resources, timeout)"
         );
         let mut r = Map::new();
         r.insert("GPU".into(), Dynamic::from_int(1));

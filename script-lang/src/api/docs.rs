@@ -76,7 +76,8 @@ mod tests {
     #[test]
     fn every_entry_is_in_exactly_one_area() {
         // Areas added since the split bring their own entries.
-        assert_eq!(all().count(), ENTRIES_BEFORE_SPLIT + super::super::cluster::DOCS.len());
+        // `story` came later, to the futures area.
+        assert_eq!(all().count(), ENTRIES_BEFORE_SPLIT + 1 + super::super::cluster::DOCS.len());
         let mut seen: Vec<(&str, usize)> = Vec::new();
         for (area, docs) in AREAS.iter().enumerate() {
             for d in docs.iter() {
