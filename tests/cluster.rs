@@ -494,14 +494,7 @@ print(client().workers().len());
 fn a_million_tasks_finish_exactly_while_workers_join_and_leave() {
     let mut c = TestCluster::start(2);
     let file = ScriptFile::new("print(ones([1000000], #{chunks: 1}).sum().compute());");
-    let mut run = brisk()
-        .args(["run", "--no-progress"])
-        .arg(&file.0)
-        .env("BRISK_SCHEDULER_ADDRESS", &c.address)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the script");
+    let mut run = c.spawn_run(&file);
     let deadline = std::time::Instant::now() + Duration::from_secs(600);
     let mut oldest = 0;
     while run.try_wait().expect("wait").is_none() && std::time::Instant::now() < deadline {
@@ -539,15 +532,7 @@ let last = story[-1];
 print([last.to, last.cause.starts_with("worker w1 left")]);
 "#,
     );
-    let run = brisk()
-        .args(["run", "--no-progress"])
-        .arg(&script.0)
-        .env("BRISK_SCHEDULER_ADDRESS", &c.address)
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the script");
+    let run = c.spawn_run(&script);
     // Kill whichever worker runs the endless task, twice (one more than allowed).
     // Quick tasks come and go; the endless one stays.
     let mut kills = 0;
@@ -604,14 +589,7 @@ print(f.result());
 print(client().workers().filter(|w| w.in_memory > 0).map(|w| w.name));
 "#,
     );
-    let mut run = brisk()
-        .args(["run", "--no-progress"])
-        .arg(&script.0)
-        .env("BRISK_SCHEDULER_ADDRESS", &c.address)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the script");
+    let mut run = c.spawn_run(&script);
     let mut lines = std::io::BufReader::new(run.stdout.take().expect("stdout")).lines();
     let mut next = || lines.next().expect("a line").expect("utf-8");
     assert_eq!(next(), "42", "the plain task ran");

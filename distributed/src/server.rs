@@ -633,10 +633,9 @@ impl State {
                 }
             }
             WorkerMsg::Replicated { key } => match self.core.lookup(&key) {
-                Some(t) => {
-                    self.core.add_replica(wid, t, &mut self.out);
-                    self.check_retiring();
-                }
+                // Retiring workers are checked on the tick, not per copy:
+                // `retired` looks at everything the worker holds.
+                Some(t) => self.core.add_replica(wid, t, &mut self.out),
                 None => {
                     if let Some(w) = self.workers.get_mut(&conn) {
                         w.outbox.push(ToWorker::Free { keys: vec![key] });

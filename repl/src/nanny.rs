@@ -132,12 +132,14 @@ fn watch(child: &mut Child, kill_at: Option<u64>, stop: &AtomicBool) -> Option<E
     }
 }
 
-/// Ask the worker to go (SIGTERM: it removes its folder), then make sure.
+/// Ask the worker to go (SIGTERM: it hands its results over, for up to
+/// 10 s, and removes its folder), then make sure.
 fn terminate(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // Past the worker's own limit (20 s), so a clean leave is not cut short.
+    let deadline = Instant::now() + Duration::from_secs(25);
     while Instant::now() < deadline {
         if !matches!(child.try_wait(), Ok(None)) {
             return;

@@ -149,6 +149,21 @@ impl TestCluster {
     /// proxy in front of it).
     pub fn run_via(&self, scheduler: &str, script: &str, deadline: Duration) -> Output {
         let file = ScriptFile::new(script);
+        let mut cmd = self.run_command(scheduler, &file);
+        run_with_deadline(&mut cmd, deadline, || format!("{:?}", self.client().worker_rows()))
+    }
+
+    /// `brisk run` of `file` connected to this cluster, started and left
+    /// running, its output piped.
+    pub fn spawn_run(&self, file: &ScriptFile) -> Child {
+        self.run_command(&self.address, file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the script")
+    }
+
+    fn run_command(&self, scheduler: &str, file: &ScriptFile) -> Command {
         let mut cmd = brisk();
         cmd.args(["run", "--no-progress"])
             .arg(&file.0)
@@ -163,7 +178,7 @@ impl TestCluster {
                 .env("BRISK_TLS_KEY", path(&f.key))
                 .env("BRISK_TLS_CA", path(&f.ca));
         }
-        run_with_deadline(&mut cmd, deadline, || format!("{:?}", self.client().worker_rows()))
+        cmd
     }
 
     /// The scheduler's invariants hold.

@@ -55,7 +55,8 @@ impl Watch {
 /// A deadline set on one run of a task; dropping it (the run ended) takes
 /// it off the watch.
 pub struct Deadline {
-    slot: (Instant, u64),
+    /// `None`: too far ahead to ever come.
+    slot: Option<(Instant, u64)>,
     expired: Arc<AtomicBool>,
 }
 
@@ -63,11 +64,9 @@ impl Deadline {
     /// Raise `cancel` once `timeout` has passed.
     pub fn arm(timeout: Duration, cancel: &Arc<AtomicBool>) -> Deadline {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let at = Instant::now()
-            .checked_add(timeout)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(1 << 40));
-        let slot = (at, NEXT.fetch_add(1, Ordering::Relaxed));
         let expired = Arc::new(AtomicBool::new(false));
+        let Some(at) = Instant::now().checked_add(timeout) else { return Deadline { slot: None, expired } };
+        let slot = (at, NEXT.fetch_add(1, Ordering::Relaxed));
         let w = watch();
         let mut due = w.due.lock().unwrap_or_else(|e| e.into_inner());
         let first = due.keys().next().is_none_or(|k| slot < *k);
@@ -76,7 +75,7 @@ impl Deadline {
         if first {
             w.wake.notify_one();
         }
-        Deadline { slot, expired }
+        Deadline { slot: Some(slot), expired }
     }
 
     /// Whether the deadline passed (and the cancel flag was raised for it).
@@ -87,8 +86,9 @@ impl Deadline {
 
 impl Drop for Deadline {
     fn drop(&mut self) {
-        let w = watch();
-        w.due.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.slot);
+        if let Some(slot) = &self.slot {
+            watch().due.lock().unwrap_or_else(|e| e.into_inner()).remove(slot);
+        }
     }
 }
 

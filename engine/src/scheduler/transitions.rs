@@ -78,13 +78,18 @@ impl Scheduler {
         }
         let mut held: Vec<TaskId> =
             self.workers.get(w.0).map(|wr| wr.has_what.iter().copied().collect()).unwrap_or_default();
+        held.retain(|t| self.needs_copy(*t, w));
         held.sort_unstable_by_key(|t| self.rec(*t).priority);
-        for t in held {
-            if self.needs_copy(t, w)
-                && let Some(to) = self.copy_target(w)
-            {
-                out.push(Action::Replicate { task: t, from: w, to });
-            }
+        // Spread over the workers that take work, the emptiest first.
+        let mut targets: Vec<(u64, WorkerId)> = self
+            .workers
+            .iter()
+            .filter(|(id, wr)| *id != w.0 && !wr.paused)
+            .map(|(id, wr)| (wr.held_bytes, WorkerId(id)))
+            .collect();
+        targets.sort_unstable();
+        for (t, &(_, to)) in held.into_iter().zip(targets.iter().cycle()) {
+            out.push(Action::Replicate { task: t, from: w, to });
         }
         self.after_stimulus(out);
     }

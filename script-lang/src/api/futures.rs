@@ -203,7 +203,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "story",
-        "c.story(key | future | collection) -> array of maps; f.story(); x.story()",
+        "c.story(key | future | collection | array of them) -> array of maps; f.story(); x.story()",
         "What the cluster's scheduler remembers of the keys: each transition with its time (seconds since the scheduler started), from, to, worker and cause (\"finished on w1\", \"failed on w0: ...\", \"worker w2 left: ...\"). The local scheduler keeps none.",
         "let f = submit(|x| x + 1, 1);\nf.result();\n// On a cluster; the local scheduler keeps no story and says so.\ntry { f.story().map(|r| r.to) } catch (e) { [] }",
     ),
@@ -317,22 +317,21 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("story", move |f: &mut RFuture| st.story(&[f.0.key().clone()]));
     engine.register_fn("story", |c: &mut Client, what: Dynamic| -> Res<Array> {
         let mut keys = Vec::new();
-        story_keys(&what, &mut keys)?;
+        match what.read_lock::<Array>() {
+            Some(a) => a.iter().try_for_each(|x| story_keys(x, &mut keys))?,
+            None => story_keys(&what, &mut keys)?,
+        }
         c.state.story(&keys)
     });
 }
 
-/// The keys `c.story(what)` asks about: a key's name, a future, a
-/// collection's partitions, or an array of those.
+/// The keys `c.story(what)` asks about: a key's name, a future or a
+/// collection's partitions (`c.story` also takes a flat array of them).
 fn story_keys(what: &Dynamic, keys: &mut Vec<Key>) -> Res<()> {
     if let Some(s) = what.read_lock::<rhai::ImmutableString>() {
         keys.push(Key::new(s.as_str()));
     } else if let Some(f) = what.read_lock::<RFuture>() {
         keys.push(f.0.key().clone());
-    } else if let Some(a) = what.read_lock::<Array>() {
-        for x in a.iter() {
-            story_keys(x, keys)?;
-        }
     } else if let Some(l) = crate::collection::Lazy::of(what) {
         keys.extend(l.collection().partitions().1);
     } else {
