@@ -116,6 +116,17 @@ pub struct NewTask {
     pub annotations: Option<Arc<Annotations>>,
 }
 
+/// What a restarted scheduler knows of its tasks besides their definitions
+/// (`Scheduler::restore`).
+#[derive(Clone, Debug, Default)]
+pub struct Known {
+    /// Results workers still hold: the key, the worker, its bytes, and
+    /// whether it is pinned there (see `TaskRec::pinned`).
+    pub held: Vec<(Key, WorkerId, u64, bool)>,
+    /// Keys that had failed, with their errors.
+    pub erred: Vec<(Key, TaskError)>,
+}
+
 /// What a worker offers.
 #[derive(Clone, Debug)]
 pub struct WorkerSpec {

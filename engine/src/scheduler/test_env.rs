@@ -126,6 +126,40 @@ impl TestEnv {
         self.check();
     }
 
+    /// As a scheduler restarted from its journal: `held` results as
+    /// `(key, worker)`, `erred` as `(key, message)`.
+    pub fn restore(
+        &mut self,
+        tasks: &[(&str, &[&str])],
+        wanted: &[&str],
+        held: &[(&str, &str)],
+        erred: &[(&str, &str)],
+    ) {
+        let new = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, (k, deps))| NewTask {
+                key: Key::new(*k),
+                deps: deps.iter().map(|d| Key::new(*d)).collect(),
+                order: i as u32,
+                annotations: None,
+            })
+            .collect();
+        let wanted: Vec<Key> = wanted.iter().map(|k| Key::new(*k)).collect();
+        let known = Known {
+            held: held.iter().map(|(k, w)| (Key::new(*k), self.ids[*w], 8, false)).collect(),
+            erred: erred.iter().map(|(k, m)| (Key::new(*k), TaskError::user(*m))).collect(),
+        };
+        let r = self.s.restore(new, &wanted, known, &mut self.out);
+        assert_eq!(r, Ok(()));
+        for (k, _) in tasks {
+            if let Some(t) = self.s.lookup(&Key::new(*k)) {
+                self.keys.insert(t, k.to_string());
+            }
+        }
+        self.check();
+    }
+
     pub fn id(&self, key: &str) -> TaskId {
         match self.s.lookup(&Key::new(key)) {
             Some(t) => t,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{
-    Action, NewTask, Priority, Scheduler, TaskId, TaskRec, TaskState, WorkerId, WorkerRec, WorkerSpec,
+    Action, Known, NewTask, Priority, Scheduler, TaskId, TaskRec, TaskState, WorkerId, WorkerRec, WorkerSpec,
 };
 use crate::error::{SchedulerError, TaskError, TaskErrorKind};
 use crate::key::Key;
@@ -190,6 +190,21 @@ impl Scheduler {
         wanted: &[Key],
         out: &mut Vec<Action>,
     ) -> Result<(), SchedulerError> {
+        self.restore(tasks, wanted, Known::default(), out)
+    }
+
+    /// `submit` for a scheduler restarted from its journal: the tasks
+    /// (with their references), and what is known of them besides. Results
+    /// workers still hold are in memory from the start and errors stay
+    /// errors, so only what was lost is computed again; a held result
+    /// nothing needs is freed at once.
+    pub fn restore(
+        &mut self,
+        tasks: Vec<NewTask>,
+        wanted: &[Key],
+        known: Known,
+        out: &mut Vec<Action>,
+    ) -> Result<(), SchedulerError> {
         let order = self.validate_submission(&tasks, wanted)?;
         self.stimulus += 1;
         self.generation += 1;
@@ -249,6 +264,7 @@ impl Scheduler {
             }
             added.push(t);
         }
+        let held = self.settle_known(known);
         for key in wanted {
             if let Some(&t) = self.keys.get(key) {
                 self.add_want(t, out);
@@ -256,9 +272,53 @@ impl Scheduler {
         }
         // Tasks nobody asked for (culled away by the caller, or already
         // computed dependents) are forgotten right away.
+        self.process_unneeded(held, out);
         self.forget_all(added, out);
         self.after_stimulus(out);
         Ok(())
+    }
+
+    /// Put results still held in memory and known errors in place, for
+    /// tasks just added (released); returns the tasks now in memory.
+    fn settle_known(&mut self, known: Known) -> Vec<TaskId> {
+        let mut held = Vec::new();
+        for (key, w, nbytes, pinned) in known.held {
+            let Some(&t) = self.keys.get(&key) else { continue };
+            if self.workers.get(w.0).is_none() {
+                continue;
+            }
+            let r = self.rec_mut(t);
+            match r.state {
+                TaskState::Released => {
+                    r.nbytes = nbytes;
+                    r.who_has.push(w);
+                    held.push(t);
+                }
+                TaskState::Memory if !r.who_has.contains(&w) => r.who_has.push(w),
+                _ => continue,
+            }
+            r.pinned |= pinned;
+            let nbytes = r.nbytes;
+            if let Some(wr) = self.workers.get_mut(w.0) {
+                wr.has_what.insert(t);
+                wr.held_bytes += nbytes;
+            }
+            self.count_done(t);
+            self.set_state(t, TaskState::Memory);
+        }
+        for (key, error) in known.erred {
+            let Some(&t) = self.keys.get(&key) else { continue };
+            let r = self.rec_mut(t);
+            if r.state != TaskState::Released {
+                continue;
+            }
+            r.error = Some(Arc::new(error));
+            let group = r.group as usize;
+            self.groups[group].erred += 1;
+            self.count_done(t);
+            self.set_state(t, TaskState::Erred);
+        }
+        held
     }
 
     /// Add one client reference to a known key (a future passed on, a
