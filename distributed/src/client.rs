@@ -5,7 +5,7 @@
 //! key is in memory, and a result is fetched from the worker that holds it
 //! only when asked for (`persist` leaves results on the workers).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,10 @@ use crate::security::Security;
 /// How long a request to the scheduler (a graph, `workers()`) may wait for its answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a client of a scheduler that keeps a journal waits for it to
+/// come back; its futures wait meanwhile.
+pub const RECONNECT_WAIT: Duration = Duration::from_secs(60);
+
 /// A session's connection to a scheduler.
 pub struct RemoteClient {
     shared: Arc<Shared>,
@@ -34,8 +38,17 @@ pub struct RemoteClient {
 
 struct Shared {
     address: String,
+    /// This client's id for the scheduler (`Attach`).
+    id: u64,
+    name: String,
+    security: Security,
     fuse: bool,
-    tx: mpsc::UnboundedSender<Vec<ClientMsg>>,
+    /// The channel of the scheduler connection now: each connection has its
+    /// own, so nothing meant for a scheduler that died reaches the next.
+    /// Sent on with the state locked, where references change.
+    tx: Mutex<mpsc::UnboundedSender<Vec<ClientMsg>>>,
+    /// The scheduler keeps a journal: when it goes, wait for it to come back.
+    journaled: AtomicBool,
     handle: tokio::runtime::Handle,
     state: Mutex<State>,
     next_id: AtomicU64,
@@ -53,6 +66,11 @@ struct State {
     replies: FxHashMap<u64, std::sync::mpsc::Sender<ToClient>>,
     /// Why the connection is gone, once it is.
     lost: Option<String>,
+    /// Why the scheduler is away while this client waits for it to come
+    /// back (requests fail at once meanwhile; futures wait).
+    away: Option<String>,
+    /// The references each unanswered graph added to `held`.
+    pending_graphs: FxHashMap<u64, Vec<Key>>,
     /// Subscribers to the task stream (asked of the scheduler once).
     stream: brisk_engine::diagnostics::Hub,
     streaming: bool,
@@ -75,31 +93,19 @@ impl RemoteClient {
         let (tx, rx) = mpsc::unbounded_channel::<Vec<ClientMsg>>();
         let shared = Arc::new(Shared {
             address: address.to_string(),
-            peers: PeerPool::new(security, &name),
+            id: comm::random_id(),
+            peers: PeerPool::new(security.clone(), &name),
+            name,
+            security,
             fuse,
-            tx,
+            tx: Mutex::new(tx),
+            journaled: AtomicBool::new(false),
             handle: rt.handle().clone(),
             state: Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
         });
-        let Conn { mut reader, writer, .. } = conn;
-        rt.spawn(comm::send_batches(writer, rx));
-        let weak = Arc::downgrade(&shared);
-        rt.spawn(async move {
-            let reason = loop {
-                match reader.next::<Vec<ToClient>>().await {
-                    Ok(Some(batch)) => {
-                        let Some(s) = weak.upgrade() else { return };
-                        s.receive(batch);
-                    }
-                    Ok(None) => break "the scheduler closed the connection".to_string(),
-                    Err(e) => break e.to_string(),
-                }
-            };
-            if let Some(s) = weak.upgrade() {
-                s.lose(&reason);
-            }
-        });
+        shared.attach(None);
+        rt.spawn(connection(Arc::downgrade(&shared), conn, rx));
         Ok(RemoteClient { shared, rt: Mutex::new(Some(rt)) })
     }
 
@@ -172,6 +178,56 @@ impl RemoteClient {
     }
 }
 
+/// The scheduler connection: its messages, and when the scheduler goes
+/// and it keeps a journal, waiting for it to come back and attaching again.
+async fn connection(weak: Weak<Shared>, first: Conn, rx: mpsc::UnboundedReceiver<Vec<ClientMsg>>) {
+    let (mut conn, mut rx) = (first, rx);
+    loop {
+        let Conn { mut reader, writer, .. } = conn;
+        let writer_task = tokio::spawn(comm::send_batches(writer, rx));
+        let reason = loop {
+            match reader.next::<Vec<ToClient>>().await {
+                Ok(Some(batch)) => {
+                    let Some(s) = weak.upgrade() else { return };
+                    s.receive(batch);
+                }
+                Ok(None) => break "the scheduler closed the connection".to_string(),
+                Err(e) => break e.to_string(),
+            }
+        };
+        writer_task.abort();
+        let Some(s) = weak.upgrade() else { return };
+        if !s.journaled.load(Ordering::SeqCst) || s.lock().lost.is_some() {
+            s.lose(&reason);
+            return;
+        }
+        s.interrupt(&reason);
+        let (address, name, security) = (s.address.clone(), s.name.clone(), s.security.clone());
+        drop(s);
+        let deadline = tokio::time::Instant::now() + RECONNECT_WAIT;
+        let back = loop {
+            if tokio::time::Instant::now() > deadline {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            if weak.upgrade().is_none_or(|s| s.lock().lost.is_some()) {
+                return;
+            }
+            if let Ok(c) = comm::connect(&address, Role::Client, &name, &security).await {
+                break Some(c);
+            }
+        };
+        let Some(s) = weak.upgrade() else { return };
+        let Some(c) = back else {
+            s.lose(&format!("{reason}; it did not come back within {RECONNECT_WAIT:?}"));
+            return;
+        };
+        let (tx, new_rx) = mpsc::unbounded_channel();
+        s.attach(Some(tx));
+        (conn, rx) = (c, new_rx);
+    }
+}
+
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -181,8 +237,54 @@ impl Shared {
         EngineError::Internal(format!("lost the connection to the scheduler at {}: {reason}", self.address))
     }
 
+    fn away_error(&self, reason: &str) -> EngineError {
+        EngineError::Internal(format!(
+            "the scheduler at {} is away ({reason}); waiting for it to come back from its journal: try again",
+            self.address
+        ))
+    }
+
+    /// Send on the connection now. Callers that change references hold
+    /// the state's lock, so a reconnection's `Attach` is never overtaken.
     fn send(&self, msg: ClientMsg) -> Result<(), EngineError> {
-        self.tx.send(vec![msg]).map_err(|_| self.lost_error("the connection is closed"))
+        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+        tx.send(vec![msg]).map_err(|_| self.lost_error("the connection is closed"))
+    }
+
+    /// Say who this client is and which references it holds, first on a
+    /// new connection (`tx`; `None`: the first connection, already set).
+    fn attach(&self, tx: Option<mpsc::UnboundedSender<Vec<ClientMsg>>>) {
+        let mut st = self.lock();
+        self.interrupted(&mut st, "the scheduler restarted");
+        st.away = None;
+        let wants = st.held.iter().map(|(k, n)| (k.clone(), *n)).collect();
+        let mut first = vec![ClientMsg::Attach { id: self.id, wants }];
+        if st.streaming {
+            first.push(ClientMsg::Stream);
+        }
+        let mut now = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = tx {
+            *now = tx;
+        }
+        let _ = now.send(first);
+    }
+
+    /// The scheduler went away and may come back: requests waiting for an
+    /// answer fail now; futures wait.
+    fn interrupt(&self, reason: &str) {
+        let mut st = self.lock();
+        st.away = Some(reason.to_string());
+        self.interrupted(&mut st, reason);
+    }
+
+    /// Fail the requests still waiting; the references of graphs not
+    /// answered are dropped here (their callers are told they failed).
+    fn interrupted(&self, st: &mut State, _reason: &str) {
+        st.replies.clear();
+        let pending: Vec<Key> = st.pending_graphs.drain().flat_map(|(_, keys)| keys).collect();
+        for k in &pending {
+            unhold(st, k);
+        }
     }
 
     /// Send a request and wait for the answer with the same id.
@@ -194,17 +296,28 @@ impl Shared {
             if let Some(reason) = &st.lost {
                 return Err(self.lost_error(reason));
             }
+            if let Some(reason) = &st.away {
+                return Err(self.away_error(reason));
+            }
             st.replies.insert(id, tx);
+            self.send(make(id))?;
         }
-        self.send(make(id))?;
+        self.answer(id, rx)
+    }
+
+    fn answer(&self, id: u64, rx: std::sync::mpsc::Receiver<ToClient>) -> Result<ToClient, EngineError> {
         match rx.recv_timeout(REQUEST_TIMEOUT) {
             Ok(reply) => Ok(reply),
             Err(_) => {
                 let mut st = self.lock();
                 st.replies.remove(&id);
-                let reason =
-                    st.lost.clone().unwrap_or_else(|| format!("no answer within {REQUEST_TIMEOUT:?}"));
-                Err(self.lost_error(&reason))
+                if let Some(reason) = &st.lost {
+                    return Err(self.lost_error(reason));
+                }
+                if let Some(reason) = &st.away {
+                    return Err(self.away_error(reason));
+                }
+                Err(self.lost_error(&format!("no answer within {REQUEST_TIMEOUT:?}")))
             }
         }
     }
@@ -214,6 +327,7 @@ impl Shared {
         let mut st = self.lock();
         for msg in batch {
             match msg {
+                ToClient::Attached { journaled } => self.journaled.store(journaled, Ordering::SeqCst),
                 ToClient::Accepted { id } | ToClient::Done { id } => reply(&mut st, id, msg),
                 ToClient::Refused { id, .. }
                 | ToClient::Info { id, .. }
@@ -285,34 +399,51 @@ impl Shared {
         }
         let codes = codes.into_values().collect();
         // Cells first: the answer may come before this thread runs again.
+        // References, the graph's entry among the pending ones and the
+        // message go under one lock: a reconnection's `Attach` (which
+        // counts `held`) is then either before all of them or after.
         let cells: Vec<Arc<Cell>> = outputs.iter().map(|_| Cell::new()).collect();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = std::sync::mpsc::channel();
         {
             let mut st = self.lock();
             if let Some(reason) = &st.lost {
                 return Err(self.lost_error(reason));
             }
+            if let Some(reason) = &st.away {
+                return Err(self.away_error(reason));
+            }
             for (k, c) in outputs.iter().zip(&cells) {
                 st.cells.entry(k.clone()).or_default().push(Arc::downgrade(c));
                 *st.held.entry(k.clone()).or_insert(0) += 1;
             }
+            st.pending_graphs.insert(id, outputs.to_vec());
+            st.replies.insert(id, tx);
+            self.send(ClientMsg::UpdateGraph { id, tasks, wants: outputs.to_vec(), codes })?;
         }
-        let answer = self.request(|id| ClientMsg::UpdateGraph { id, tasks, wants: outputs.to_vec(), codes });
+        let answer = self.answer(id, rx);
         let refused = match answer {
             Ok(ToClient::Accepted { .. }) => None,
             Ok(ToClient::Refused { error, .. }) => Some(EngineError::Scheduler(error)),
             Ok(other) => Some(EngineError::Internal(format!("unexpected answer {other:?}"))),
             Err(e) => Some(e),
         };
+        let mut st = self.lock();
+        // Gone from the pending ones: the scheduler went away and its
+        // references were dropped then.
+        let ours = st.pending_graphs.remove(&id).is_some();
         if let Some(e) = refused {
-            let mut st = self.lock();
             for (k, c) in outputs.iter().zip(&cells) {
                 if let Some(list) = st.cells.get_mut(k) {
                     list.retain(|w| w.upgrade().is_some_and(|x| !Arc::ptr_eq(&x, c)));
                 }
-                unhold(&mut st, k);
+                if ours {
+                    unhold(&mut st, k);
+                }
             }
             return Err(e);
         }
+        drop(st);
         let host: Weak<dyn FutureHost> = Arc::downgrade(self) as Weak<dyn FutureHost>;
         Ok(outputs.iter().zip(cells).map(|(k, c)| Future::for_cell(k.clone(), 0, c, host.clone())).collect())
     }
@@ -447,8 +578,8 @@ impl FutureHost for Shared {
                 }
             }
             unhold(&mut st, key);
+            let _ = self.send(ClientMsg::Release { keys: vec![key.clone()] });
         }
-        let _ = self.send(ClientMsg::Release { keys: vec![key.clone()] });
     }
 
     fn wait_for(&self, cells: &[Arc<Cell>], cancel: &CancelToken) -> Result<(), EngineError> {
@@ -527,6 +658,7 @@ impl Client for RemoteClient {
             (st.stream.subscribe(capacity), first)
         };
         if first {
+            let _st = self.shared.lock();
             let _ = self.shared.send(ClientMsg::Stream);
         }
         rx

@@ -187,6 +187,19 @@ pub async fn next_connection(
     }
 }
 
+/// An id no other process or client is likely to have: how a scheduler
+/// knows a worker or client again when it comes back.
+pub fn random_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    h.write_u128(now.map_or(0, |d| d.as_nanos()));
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    h.write_u64(N.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.finish()
+}
+
 /// A connection's writer side: send everything queued on `rx` as one
 /// frame per wake-up, so bursts batch without timers; ends when the
 /// channel closes or the peer goes.

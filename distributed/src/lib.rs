@@ -14,6 +14,7 @@ pub mod client;
 pub mod cluster;
 pub mod comm;
 mod http;
+pub mod journal;
 pub mod log;
 pub mod protocol;
 pub mod security;

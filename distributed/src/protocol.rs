@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Bumped on any change of the messages; peers of another version are refused.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// The first field of every hello: a peer that is not brisk is told apart at once.
 pub const MAGIC: &str = "brisk";
@@ -158,9 +158,25 @@ pub struct WorkerRow {
     pub transferred: u64,
 }
 
+/// A result a worker holds, as it tells a scheduler that did not see it
+/// made (one restarted from its journal).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeldResult {
+    pub key: Key,
+    pub nbytes: u64,
+    /// It names files only this worker has (see `WorkerMsg::Finished`).
+    pub pinned: bool,
+}
+
 /// Client → scheduler.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ClientMsg {
+    /// The first message on every connection: who this client is (`id`,
+    /// the same for all its connections) and the references it holds, per
+    /// key (none on the first connection). A scheduler restarted from its
+    /// journal gives a client that comes back its references and futures;
+    /// answered by `Attached`.
+    Attach { id: u64, wants: Vec<(Key, u32)> },
     /// Add tasks and one reference per `wants` entry; answered by
     /// `Accepted` or `Refused` with the same id.
     /// `codes`: the closures' code the tasks refer to, each once.
@@ -185,6 +201,11 @@ pub enum ClientMsg {
 /// Scheduler → client.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ToClient {
+    /// `journaled`: the scheduler keeps a journal, so a client that loses
+    /// it should come back (it restarts on the same address).
+    Attached {
+        journaled: bool,
+    },
     Accepted {
         id: u64,
     },
@@ -245,6 +266,16 @@ pub enum WorkerMsg {
         address: String,
         gpu: String,
         pid: u32,
+        /// The same for every connection of this worker process: a
+        /// scheduler restarted from its journal knows it again by this.
+        id: u64,
+        /// Results it already holds (after the scheduler it served died).
+        held: Vec<HeldResult>,
+    },
+    /// Results made for a scheduler that died, finished after this worker
+    /// registered with its successor.
+    Holds {
+        held: Vec<HeldResult>,
     },
     Finished {
         key: Key,
@@ -304,6 +335,10 @@ pub struct DepAt {
 /// Scheduler → worker.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ToWorker {
+    /// The answer to `Register`: the name the scheduler knows this worker
+    /// by, and whether it keeps a journal (then a worker that loses it
+    /// waits for it to come back rather than exiting).
+    Registered { name: String, journaled: bool },
     Compute {
         key: Key,
         run: u32,

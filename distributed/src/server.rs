@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -17,15 +18,19 @@ use brisk_engine::diagnostics::Snapshot;
 use brisk_engine::error::{SchedulerError, TaskError, TaskErrorKind};
 use brisk_engine::key::Key;
 use brisk_engine::runner::Code;
+use brisk_engine::graph::task::Annotations;
 use brisk_engine::scheduler::{
-    Action, NewTask, Scheduler, SchedulerConfig, TaskId, TaskState, WorkerId, WorkerSpec,
+    Action, Known, NewTask, Scheduler, SchedulerConfig, TaskId, TaskState, WorkerId, WorkerSpec,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::comm::{self, CommError};
-use crate::protocol::{Blob, ClientMsg, DepAt, Role, TaskDef, ToClient, ToWorker, WorkerMsg, WorkerRow};
+use crate::journal::{Entry, Journal, JournalError, Restored};
+use crate::protocol::{
+    Blob, ClientMsg, DepAt, HeldResult, Role, TaskDef, ToClient, ToWorker, WorkerMsg, WorkerRow,
+};
 use crate::security::Security;
 use crate::{http, log};
 
@@ -43,6 +48,24 @@ pub struct SchedulerOptions {
     /// The HTTP port (`/health`, `/metrics`, `/api/v1/workers`); `None`:
     /// none. When the port asked for is taken, any free one is used.
     pub http_port: Option<u16>,
+    /// Keep a journal here and carry on from it (see `journal`).
+    pub journal: Option<PathBuf>,
+}
+
+/// Why a scheduler did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Comm(#[from] CommError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(
+        "the journal's scheduler listened on port {port}, which is taken ({error}): \
+         is that scheduler still running? Workers and clients come back to that port"
+    )]
+    PortTaken { port: u16, error: std::io::Error },
 }
 
 impl Default for SchedulerOptions {
@@ -54,6 +77,7 @@ impl Default for SchedulerOptions {
             worker_ttl: Duration::from_secs(30),
             allowed_failures: 3,
             http_port: None,
+            journal: None,
         }
     }
 }
@@ -91,13 +115,28 @@ impl Drop for SchedulerHandle {
 
 /// Bind and start serving on a thread of its own; returns once the port is
 /// open, with the address workers and clients connect to.
-pub fn start(options: SchedulerOptions) -> Result<SchedulerHandle, CommError> {
+pub fn start(options: SchedulerOptions) -> Result<SchedulerHandle, StartError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("brisk-scheduler")
         .enable_all()
         .build()?;
-    let listener = rt.block_on(TcpListener::bind((options.host.as_str(), options.port)))?;
+    let (journal, restored) = match &options.journal {
+        Some(path) => {
+            let (j, r) = Journal::open(path)?;
+            (Some(j), r)
+        }
+        None => (None, Restored::default()),
+    };
+    // A scheduler carrying on from its journal listens where its workers
+    // and clients look for it, unless told a port.
+    let old_port = restored.address.as_deref().and_then(|a| comm::parse_address(a).ok()).map(|(_, p)| p);
+    let listener = match old_port.filter(|_| options.port == 0 && !restored.is_empty()) {
+        Some(port) => rt
+            .block_on(TcpListener::bind((options.host.as_str(), port)))
+            .map_err(|error| StartError::PortTaken { port, error })?,
+        None => rt.block_on(TcpListener::bind((options.host.as_str(), options.port)))?,
+    };
     let local: SocketAddr = listener.local_addr()?;
     let address = format!("{}://{}", options.security.scheme(), display_addr(&options.host, local));
     let http = match options.http_port {
@@ -118,7 +157,7 @@ pub fn start(options: SchedulerOptions) -> Result<SchedulerHandle, CommError> {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     let addr = address.clone();
     let thread = std::thread::Builder::new().name("brisk-scheduler".into()).spawn(move || {
-        rt.block_on(serve(listener, http, options, addr, stop_rx));
+        rt.block_on(serve(listener, http, options, addr, (journal, restored), stop_rx));
         rt.shutdown_timeout(Duration::from_secs(1));
     })?;
     Ok(SchedulerHandle { address, http_address, stop: Some(stop_tx), thread: Some(thread) })
@@ -166,6 +205,7 @@ async fn serve(
     http: Option<(TcpListener, String)>,
     options: SchedulerOptions,
     address: String,
+    (journal, restored): (Option<Journal>, Restored),
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     // Bounded: a peer that sends faster than the loop handles waits (its
@@ -174,6 +214,10 @@ async fn serve(
     let security = Arc::new(options.security.clone());
     let mut state = State::new(&options);
     state.dashboard = http.as_ref().map(|(_, at)| at.clone());
+    state.address = address.clone();
+    if let Some(j) = journal {
+        state.begin_journal(j, restored);
+    }
     let refusals = state.refusals.clone();
     log::info("scheduler", &format!("listening at {address}"));
     let http_server = http.map(|(l, _)| {
@@ -310,6 +354,9 @@ struct Spec {
     key: Key,
     op: Blob,
     deps: Vec<Key>,
+    /// As submitted: a snapshot of the journal writes the task again.
+    order: u32,
+    annotations: Option<Arc<Annotations>>,
     /// The closures' code `op` refers to.
     codes: Vec<u128>,
     /// Seconds a run may take.
@@ -324,7 +371,32 @@ enum Why {
     Copied,
     Paused(bool),
     Leaving,
+    Held,
     Nothing,
+}
+
+/// What the state machine needs of a task.
+fn new_task(t: &TaskDef) -> NewTask {
+    NewTask { key: t.key.clone(), deps: t.deps.clone(), order: t.order, annotations: t.annotations.clone() }
+}
+
+/// What the scheduler keeps of a task.
+fn spec(t: TaskDef) -> Spec {
+    let timeout = t.annotations.as_ref().and_then(|a| a.timeout);
+    Spec {
+        key: t.key,
+        op: t.op,
+        deps: t.deps,
+        order: t.order,
+        annotations: t.annotations,
+        codes: t.codes,
+        timeout,
+    }
+}
+
+/// Both, for tasks read from the journal.
+fn definitions(tasks: impl Iterator<Item = TaskDef>) -> (Vec<NewTask>, Vec<Spec>) {
+    tasks.map(|t| (new_task(&t), spec(t))).unzip()
 }
 
 /// One transition in the story (see `State::chronicle`).
@@ -340,11 +412,21 @@ struct Step {
 /// How long a retiring worker may take to hand its results over.
 const RETIRE_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a scheduler carrying on from its journal waits for the workers
+/// that held results before it computes again what they held.
+const RESTORE_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the references of a client the journal names are kept for it
+/// to come back (it tries for `client::RECONNECT_WAIT`).
+const CLIENT_WAIT: Duration = Duration::from_secs(90);
+
 /// Transitions the scheduler remembers for `story()`.
 const STORY_STEPS: usize = 100_000;
 
 struct WorkerConn {
     id: WorkerId,
+    /// The worker process's own id (the same on every connection).
+    uid: u64,
     name: Arc<str>,
     /// The story's cause for the tasks it finishes, made once.
     finished: Arc<str>,
@@ -367,8 +449,11 @@ struct WorkerConn {
 }
 
 struct ClientConn {
+    /// The client's own id (`Attach`), the same on every connection.
+    id: u64,
     name: String,
-    tx: mpsc::UnboundedSender<Vec<ToClient>>,
+    /// `None`: a client the journal names that has not come back yet.
+    tx: Option<mpsc::UnboundedSender<Vec<ToClient>>>,
     outbox: Vec<ToClient>,
     /// This client's references, per task.
     wants: FxHashMap<TaskId, u32>,
@@ -402,7 +487,33 @@ struct State {
     retiring: FxHashMap<ConnId, Instant>,
     /// The HTTP port's address, for clients' `dashboard_link`.
     dashboard: Option<String>,
+    /// Where this scheduler listens (written in the journal).
+    address: String,
+    journal: Option<Journal>,
+    /// Carrying on from the journal, until its workers are back.
+    restoring: Option<Restoring>,
+    /// Clients the journal named that have not come back, by id, with the
+    /// connection id their references are kept under.
+    absent: FxHashMap<u64, ConnId>,
+    /// When the references of absent clients are dropped.
+    absent_until: Option<Instant>,
 }
+
+/// A scheduler started on a journal that says there is work, until the
+/// workers that held results are back (or `RESTORE_WAIT` passed).
+struct Restoring {
+    since: Instant,
+    restored: Restored,
+    /// Workers (ids) that held results and have not come back.
+    waiting: FxHashSet<u64>,
+    /// What each worker that came back holds.
+    held: Vec<(ConnId, Vec<HeldResult>)>,
+    /// Clients' messages, handled once the graph is back.
+    queued: Vec<(ConnId, ClientMsg)>,
+}
+
+/// Connection ids of clients the journal names (never a real connection's).
+const ABSENT_CONN: ConnId = 1 << 62;
 
 impl State {
     fn new(options: &SchedulerOptions) -> State {
@@ -433,7 +544,227 @@ impl State {
             retiring: FxHashMap::default(),
             transferred_gone: 0,
             dashboard: None,
+            address: String::new(),
+            journal: None,
+            restoring: None,
+            absent: FxHashMap::default(),
+            absent_until: None,
         }
+    }
+
+    /// Start journaling: a journal with work in it is carried on from
+    /// once the workers that held results are back; an empty one is
+    /// written anew.
+    fn begin_journal(&mut self, journal: Journal, restored: Restored) {
+        if let Some(d) = &restored.damage {
+            log::warn(
+                "scheduler",
+                &format!(
+                    "journal {}: {d}; the {} records before it are used (the file is kept as .damaged)",
+                    journal.path().display(),
+                    restored.records
+                ),
+            );
+        }
+        self.journal = Some(journal);
+        if restored.is_empty() {
+            self.write_journal_snapshot();
+            return;
+        }
+        let waiting: FxHashSet<u64> = restored.holders().into_iter().collect();
+        log::info(
+            "scheduler",
+            &format!(
+                "carrying on from the journal: {} tasks, {} clients; waiting for {} workers that held results",
+                restored.tasks.len(),
+                restored.clients.len(),
+                waiting.len()
+            ),
+        );
+        self.restoring =
+            Some(Restoring { since: Instant::now(), restored, waiting, held: Vec::new(), queued: Vec::new() });
+    }
+
+    /// The graph from the journal goes back into the state machine, with
+    /// the results the workers that came back hold; then the clients'
+    /// messages that waited are handled.
+    fn finish_restore(&mut self) {
+        let Some(r) = self.restoring.take() else { return };
+        let Restoring { restored, held, queued, waiting, .. } = r;
+        if !waiting.is_empty() {
+            let names: Vec<&str> =
+                waiting.iter().filter_map(|id| restored.workers.get(id).map(String::as_str)).collect();
+            log::warn(
+                "scheduler",
+                &format!("workers {} did not come back; what only they held is computed again", names.join(", ")),
+            );
+        }
+        let Restored { tasks, codes, clients, erred, .. } = restored;
+        let mut known = Known::default();
+        for (conn, list) in held {
+            let Some(w) = self.workers.get_mut(&conn) else { continue };
+            let mut unknown = Vec::new();
+            for h in list {
+                if tasks.contains_key(&h.key) {
+                    known.held.push((h.key, w.id, h.nbytes, h.pinned));
+                } else {
+                    unknown.push(h.key);
+                }
+            }
+            if !unknown.is_empty() {
+                w.outbox.push(ToWorker::Free { keys: unknown });
+            }
+        }
+        known.erred = erred.into_iter().filter(|(k, _)| tasks.contains_key(k)).collect();
+        let mut wanted = Vec::new();
+        for c in clients.values() {
+            for (k, n) in &c.wants {
+                wanted.extend(std::iter::repeat_n(k.clone(), *n as usize));
+            }
+        }
+        let (new, defs) = definitions(tasks.into_values());
+        let ntasks = new.len();
+        let nheld = known.held.len();
+        if let Err(e) = self.core.restore(new, &wanted, known, &mut self.out) {
+            log::warn("scheduler", &format!("the journal's graph cannot be restored ({e}); starting empty"));
+            wanted.clear();
+        } else {
+            let sent: FxHashMap<u128, Arc<Code>> = codes;
+            self.keep_specs(defs, &sent);
+        }
+        for (id, c) in clients {
+            let conn = ABSENT_CONN + self.absent.len() as ConnId;
+            self.absent.insert(id, conn);
+            self.clients.insert(
+                conn,
+                ClientConn {
+                    id,
+                    name: c.name,
+                    tx: None,
+                    outbox: Vec::new(),
+                    wants: FxHashMap::default(),
+                    stream: false,
+                },
+            );
+            for (k, n) in c.wants {
+                let Some(t) = self.core.lookup(&k) else { continue };
+                for _ in 0..n {
+                    self.add_watch(conn, t);
+                }
+            }
+        }
+        self.absent_until = Some(Instant::now() + CLIENT_WAIT);
+        log::info(
+            "scheduler",
+            &format!("restored {ntasks} tasks from the journal, {nheld} results held by workers that came back"),
+        );
+        self.chronicle(|_| Arc::from("restored from the journal after the scheduler restarted"));
+        self.apply();
+        self.write_journal_snapshot();
+        for (conn, msg) in queued {
+            if self.clients.contains_key(&conn) {
+                self.on_client(conn, msg);
+                self.apply();
+            }
+        }
+    }
+
+    /// Keep the definitions of the tasks the state machine now holds, and
+    /// count their references to code.
+    fn keep_specs(&mut self, defs: Vec<Spec>, sent: &FxHashMap<u128, Arc<Code>>) {
+        for spec in defs {
+            let Some(t) = self.core.lookup(&spec.key) else { continue };
+            if let std::collections::hash_map::Entry::Vacant(e) = self.specs.entry(t) {
+                for c in &spec.codes {
+                    if let Some(entry) = self.codes.get_mut(c) {
+                        entry.1 += 1;
+                    } else if let Some(code) = sent.get(c) {
+                        self.codes.insert(*c, (code.clone(), 1));
+                    }
+                }
+                e.insert(spec);
+            }
+        }
+    }
+
+    /// Write the whole state as the journal (it then grows from there).
+    fn write_journal_snapshot(&mut self) {
+        if self.journal.is_none() {
+            return;
+        }
+        let entries = self.snapshot_entries();
+        if let Some(j) = self.journal.as_mut() {
+            j.snapshot(entries);
+        }
+    }
+
+    fn snapshot_entries(&self) -> Vec<Entry> {
+        let mut out = vec![Entry::Address(self.address.clone())];
+        let uid = |w: &WorkerId| self.by_worker.get(w).and_then(|c| self.workers.get(c)).map(|w| w.uid);
+        for w in self.workers.values() {
+            out.push(Entry::Worker { id: w.uid, name: w.name.to_string() });
+        }
+        let tasks: Vec<TaskDef> = self
+            .specs
+            .values()
+            .map(|s| TaskDef {
+                key: s.key.clone(),
+                deps: s.deps.clone(),
+                order: s.order,
+                annotations: s.annotations.clone(),
+                op: s.op.clone(),
+                codes: s.codes.clone(),
+            })
+            .collect();
+        out.extend(crate::journal::graph_entries(tasks, |id| self.codes.get(&id).map(|(c, _)| c.clone())));
+        for c in self.clients.values() {
+            let wants: Vec<(Key, u32)> =
+                c.wants.iter().filter_map(|(t, n)| Some((self.key_of(*t)?, *n))).collect();
+            if !wants.is_empty() {
+                out.push(Entry::Wants { client: c.id, name: c.name.clone(), wants });
+            }
+        }
+        let mut held: BTreeMap<u64, Vec<HeldResult>> = BTreeMap::new();
+        for (t, s) in &self.specs {
+            match self.core.state(*t) {
+                Some(TaskState::Memory) => {
+                    let h = HeldResult { key: s.key.clone(), nbytes: self.core.nbytes(*t), pinned: self.core.pinned(*t) };
+                    for w in self.core.who_has(*t) {
+                        if let Some(id) = uid(w) {
+                            held.entry(id).or_default().push(h.clone());
+                        }
+                    }
+                }
+                Some(TaskState::Erred) => {
+                    if let Some(error) = self.core.error(*t) {
+                        out.push(Entry::Erred { key: s.key.clone(), error: (*error).clone() });
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.extend(held.into_iter().map(|(worker, held)| Entry::Held { worker, held }));
+        out
+    }
+
+    fn journal(&mut self, e: Entry) {
+        if let Some(j) = self.journal.as_mut() {
+            j.add(e);
+        }
+    }
+
+    /// Note in the journal that worker `w` holds `t`'s result, if the
+    /// state machine took it.
+    fn journal_held(&mut self, w: WorkerId, t: TaskId) {
+        if self.journal.is_none() || !self.core.who_has(t).contains(&w) {
+            return;
+        }
+        let Some(key) = self.key_of(t) else { return };
+        let Some(uid) = self.by_worker.get(&w).and_then(|c| self.workers.get(c)).map(|w| w.uid) else {
+            return;
+        };
+        let held = vec![HeldResult { key, nbytes: self.core.nbytes(t), pinned: self.core.pinned(t) }];
+        self.journal(Entry::Held { worker: uid, held });
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -449,12 +780,22 @@ impl State {
             }
             Ev::ClientJoined { conn, name, tx } => {
                 log::info("scheduler", &format!("client {name} connected"));
-                self.clients.insert(
-                    conn,
-                    ClientConn { name, tx, outbox: Vec::new(), wants: FxHashMap::default(), stream: false },
-                );
+                let client = ClientConn {
+                    // Until it attaches with its own.
+                    id: conn | (1 << 63),
+                    name,
+                    tx: Some(tx),
+                    outbox: Vec::new(),
+                    wants: FxHashMap::default(),
+                    stream: false,
+                };
+                self.clients.insert(conn, client);
             }
             Ev::FromClient(conn, batch) => {
+                if let Some(r) = self.restoring.as_mut() {
+                    r.queued.extend(batch.into_iter().map(|m| (conn, m)));
+                    return;
+                }
                 for msg in batch {
                     self.on_client(conn, msg);
                 }
@@ -478,7 +819,8 @@ impl State {
         reg: WorkerMsg,
         tx: mpsc::UnboundedSender<Vec<ToWorker>>,
     ) {
-        let WorkerMsg::Register { nthreads, memory_limit, resources, address, gpu, pid } = reg else {
+        let WorkerMsg::Register { nthreads, memory_limit, resources, address, gpu, pid, id: uid, held } = reg
+        else {
             return;
         };
         let taken = self.workers.values().any(|w| *w.name == *name);
@@ -488,10 +830,13 @@ impl State {
         log::info("scheduler", &format!("worker {name} joined at {address} ({nthreads} threads)"));
         self.by_worker.insert(id, conn);
         let finished = Arc::from(format!("finished on {name}"));
+        let registered = ToWorker::Registered { name: name.clone(), journaled: self.journal.is_some() };
+        self.journal(Entry::Worker { id: uid, name: name.clone() });
         self.workers.insert(
             conn,
             WorkerConn {
                 id,
+                uid,
                 name: Arc::from(name.as_str()),
                 finished,
                 address,
@@ -506,11 +851,20 @@ impl State {
                 transferred: 0,
                 last_seen: Instant::now(),
                 tx,
-                outbox: Vec::new(),
+                outbox: vec![registered],
                 codes: FxHashSet::default(),
             },
         );
         self.chronicle(|_| Arc::from(format!("worker {name} joined")));
+        if let Some(r) = self.restoring.as_mut() {
+            r.waiting.remove(&uid);
+            r.held.push((conn, held));
+            if r.waiting.is_empty() {
+                self.finish_restore();
+            }
+        } else if !held.is_empty() {
+            self.on_worker(conn, id, WorkerMsg::Holds { held });
+        }
     }
 
     fn on_worker(&mut self, conn: ConnId, wid: WorkerId, msg: WorkerMsg) {
@@ -521,6 +875,7 @@ impl State {
             WorkerMsg::Replicated { .. } => Why::Copied,
             WorkerMsg::Paused { paused } => Why::Paused(*paused),
             WorkerMsg::Closing => Why::Leaving,
+            WorkerMsg::Holds { .. } => Why::Held,
             WorkerMsg::Register { .. } | WorkerMsg::Heartbeat { .. } => Why::Nothing,
         };
         self.on_worker_msg(conn, wid, msg);
@@ -538,6 +893,7 @@ impl State {
                 Why::Leaving => {
                     Arc::from(format!("{} is leaving: its results move to other workers", w.name))
                 }
+                Why::Held => Arc::from(format!("{} still holds it from before the scheduler restarted", w.name)),
                 Why::Nothing => Arc::from(format!("a message from {}", w.name)),
             }
         });
@@ -594,8 +950,38 @@ impl State {
     }
 
     fn on_worker_msg(&mut self, conn: ConnId, wid: WorkerId, msg: WorkerMsg) {
+        if self.restoring.is_some() {
+            // Nothing is assigned yet: reports can only be late ones.
+            match msg {
+                WorkerMsg::Holds { held } => {
+                    if let Some(r) = self.restoring.as_mut() {
+                        r.held.push((conn, held));
+                    }
+                    return;
+                }
+                WorkerMsg::Finished { .. } | WorkerMsg::Failed { .. } | WorkerMsg::MissingData { .. } => return,
+                _ => {}
+            }
+        }
         match msg {
             WorkerMsg::Register { .. } => {}
+            WorkerMsg::Holds { held } => {
+                // Made for the scheduler before this one: kept where it
+                // serves as a copy, freed where it does not.
+                for h in held {
+                    match self.core.lookup(&h.key) {
+                        Some(t) => {
+                            self.core.add_replica(wid, t, &mut self.out);
+                            self.journal_held(wid, t);
+                        }
+                        None => {
+                            if let Some(w) = self.workers.get_mut(&conn) {
+                                w.outbox.push(ToWorker::Free { keys: vec![h.key] });
+                            }
+                        }
+                    }
+                }
+            }
             WorkerMsg::Finished { key, run, nbytes, duration_us, thread, pinned } => {
                 self.stream(conn, &key, thread, duration_us, true);
                 if let Some(t) = self.core.lookup(&key) {
@@ -603,6 +989,7 @@ impl State {
                         self.core.pin(t);
                     }
                     self.core.task_finished(wid, t, run, nbytes, duration_us, &mut self.out);
+                    self.journal_held(wid, t);
                 } else if let Some(w) = self.workers.get_mut(&conn) {
                     // A result nobody knows any more: free it.
                     w.outbox.push(ToWorker::Free { keys: vec![key] });
@@ -635,7 +1022,10 @@ impl State {
             WorkerMsg::Replicated { key } => match self.core.lookup(&key) {
                 // Retiring workers are checked on the tick, not per copy:
                 // `retired` looks at everything the worker holds.
-                Some(t) => self.core.add_replica(wid, t, &mut self.out),
+                Some(t) => {
+                    self.core.add_replica(wid, t, &mut self.out);
+                    self.journal_held(wid, t);
+                }
                 None => {
                     if let Some(w) = self.workers.get_mut(&conn) {
                         w.outbox.push(ToWorker::Free { keys: vec![key] });
@@ -681,6 +1071,7 @@ impl State {
 
     fn on_client(&mut self, conn: ConnId, msg: ClientMsg) {
         let what = match &msg {
+            ClientMsg::Attach { .. } => "attached",
             ClientMsg::UpdateGraph { .. } => "submitted",
             ClientMsg::Release { .. } => "released",
             ClientMsg::Restart { .. } => "restarted",
@@ -696,6 +1087,7 @@ impl State {
 
     fn on_client_msg(&mut self, conn: ConnId, msg: ClientMsg) {
         match msg {
+            ClientMsg::Attach { id, wants } => self.attach(conn, id, wants),
             ClientMsg::Stream => {
                 if let Some(c) = self.clients.get_mut(&conn) {
                     c.stream = true;
@@ -705,9 +1097,14 @@ impl State {
                 self.update_graph(conn, id, tasks, wants, codes)
             }
             ClientMsg::Release { keys } => {
+                let mut released = Vec::with_capacity(keys.len());
                 for k in keys {
                     let Some(t) = self.core.lookup(&k) else { continue };
                     self.release_want(conn, t);
+                    released.push(k);
+                }
+                if let Some(client) = self.clients.get(&conn).map(|c| c.id) {
+                    self.journal(Entry::Release { client, keys: released });
                 }
             }
             ClientMsg::Info { id } => {
@@ -742,7 +1139,7 @@ impl State {
         wants: Vec<Key>,
         codes: Vec<Arc<Code>>,
     ) {
-        let sent: FxHashMap<u128, Arc<Code>> = codes.into_iter().map(|c| (c.id, c)).collect();
+        let sent: FxHashMap<u128, Arc<Code>> = codes.iter().map(|c| (c.id, c.clone())).collect();
         let missing = tasks.iter().find_map(|t| {
             let id = t.codes.iter().find(|c| !sent.contains_key(c) && !self.codes.contains_key(c))?;
             Some(SchedulerError::MissingCode { task: t.key.clone(), code: format!("{id:032x}") })
@@ -751,38 +1148,17 @@ impl State {
             self.tell_client(conn, ToClient::Refused { id, error });
             return;
         }
-        let mut defs = Vec::with_capacity(tasks.len());
-        let new: Vec<NewTask> = tasks
-            .into_iter()
-            .map(|t| {
-                let nt = NewTask {
-                    key: t.key.clone(),
-                    deps: t.deps.clone(),
-                    order: t.order,
-                    annotations: t.annotations,
-                };
-                let timeout = nt.annotations.as_ref().and_then(|a| a.timeout);
-                defs.push(Spec { key: t.key, op: t.op, deps: t.deps, codes: t.codes, timeout });
-                nt
-            })
-            .collect();
+        let new: Vec<NewTask> = tasks.iter().map(new_task).collect();
         if let Err(error) = self.core.submit(new, &wants, &mut self.out) {
             self.tell_client(conn, ToClient::Refused { id, error });
             return;
         }
-        for spec in defs {
-            let Some(t) = self.core.lookup(&spec.key) else { continue };
-            if let std::collections::hash_map::Entry::Vacant(e) = self.specs.entry(t) {
-                for c in &spec.codes {
-                    if let Some(entry) = self.codes.get_mut(c) {
-                        entry.1 += 1;
-                    } else if let Some(code) = sent.get(c) {
-                        self.codes.insert(*c, (code.clone(), 1));
-                    }
-                }
-                e.insert(spec);
-            }
+        if let Some(j) = self.journal.as_mut() {
+            let client = self.clients.get(&conn).map_or(0, |c| c.id);
+            j.add_graph(client, &tasks, &wants, &codes);
         }
+        let defs = tasks.into_iter().map(spec).collect();
+        self.keep_specs(defs, &sent);
         // Register the references before the actions (a result already in
         // memory is announced by them) are carried out.
         for k in &wants {
@@ -791,6 +1167,99 @@ impl State {
             }
         }
         self.tell_client(conn, ToClient::Accepted { id });
+    }
+
+    /// A client says who it is and which references it holds: a client
+    /// the journal named gets its references back (and hears where each
+    /// result stands now); the scheduler's count is made the client's.
+    fn attach(&mut self, conn: ConnId, id: u64, wants: Vec<(Key, u32)>) {
+        if !self.clients.contains_key(&conn) {
+            return;
+        }
+        if let Some(absent) = self.absent.remove(&id)
+            && let Some(old) = self.clients.remove(&absent)
+        {
+            for t in old.wants.keys() {
+                if let Some(w) = self.watchers.get_mut(t) {
+                    w.retain(|c| *c != absent);
+                    if !w.contains(&conn) {
+                        w.push(conn);
+                    }
+                }
+            }
+            if let Some(c) = self.clients.get_mut(&conn) {
+                c.wants = old.wants;
+                log::info("scheduler", &format!("client {} came back (it was {})", c.name, old.name));
+            }
+        }
+        let journaled = self.journal.is_some();
+        let Some(c) = self.clients.get_mut(&conn) else { return };
+        c.id = id;
+        let had = !c.wants.is_empty();
+        // The client's count wins: releases (and submissions it was told
+        // failed) may not have reached the journal before the restart.
+        let mut want: FxHashMap<TaskId, u32> = FxHashMap::default();
+        let mut unknown = Vec::new();
+        for (k, n) in wants {
+            match self.core.lookup(&k) {
+                Some(t) => *want.entry(t).or_insert(0) += n,
+                None => unknown.push(k),
+            }
+        }
+        let current: Vec<(TaskId, u32)> = c.wants.iter().map(|(t, n)| (*t, *n)).collect();
+        for (t, have) in &current {
+            let keep = want.get(t).copied().unwrap_or(0);
+            for _ in keep..*have {
+                self.release_want(conn, *t);
+            }
+        }
+        for (t, n) in &want {
+            let have = current.iter().find(|(x, _)| x == t).map_or(0, |(_, h)| *h);
+            for _ in have..*n {
+                let Some(key) = self.core.key(*t).cloned() else { break };
+                if self.core.want(&key, &mut self.out).is_ok() {
+                    self.add_watch(conn, *t);
+                }
+            }
+        }
+        let error = TaskError::internal(
+            "the scheduler restarted and its journal does not know this key: submit it again",
+        );
+        for key in unknown {
+            self.tell_client(conn, ToClient::Erred { key, error: error.clone() });
+        }
+        // Where each result stands now (who holds it may have changed).
+        let held: Vec<TaskId> = self.clients.get(&conn).map(|c| c.wants.keys().copied().collect()).unwrap_or_default();
+        for t in held {
+            let Some(key) = self.key_of(t) else { continue };
+            match self.core.state(t) {
+                Some(TaskState::Memory) => {
+                    let who_has = self.addresses(t);
+                    self.tell_client(conn, ToClient::InMemory { key, who_has });
+                }
+                Some(TaskState::Erred) => {
+                    if let Some(e) = self.core.error(t) {
+                        self.tell_client(conn, ToClient::Erred { key, error: (*e).clone() });
+                    }
+                }
+                _ => {}
+            }
+        }
+        if had || self.clients.get(&conn).is_some_and(|c| !c.wants.is_empty()) {
+            self.journal_wants(conn);
+        }
+        self.tell_client(conn, ToClient::Attached { journaled });
+    }
+
+    /// Note a client's references in the journal as they are now.
+    fn journal_wants(&mut self, conn: ConnId) {
+        if self.journal.is_none() {
+            return;
+        }
+        let Some(c) = self.clients.get(&conn) else { return };
+        let wants = c.wants.iter().filter_map(|(t, n)| Some((self.key_of(*t)?, *n))).collect();
+        let e = Entry::Wants { client: c.id, name: c.name.clone(), wants };
+        self.journal(e);
     }
 
     fn add_watch(&mut self, conn: ConnId, t: TaskId) {
@@ -824,6 +1293,7 @@ impl State {
     fn remove(&mut self, conn: ConnId, reason: &str, died: bool) {
         if let Some(w) = self.workers.remove(&conn) {
             log::info("scheduler", &format!("worker {} left: {reason}", w.name));
+            self.journal(Entry::WorkerGone { id: w.uid });
             self.transferred_gone += w.transferred;
             self.by_worker.remove(&w.id);
             if died {
@@ -835,6 +1305,8 @@ impl State {
             self.chronicle_gone(cause, Some((w.id, &w.name)));
         } else if let Some(c) = self.clients.remove(&conn) {
             log::info("scheduler", &format!("client {} left: {reason}", c.name));
+            self.journal(Entry::ClientGone { client: c.id });
+            self.absent.remove(&c.id);
             for (t, n) in c.wants {
                 if let Some(w) = self.watchers.get_mut(&t) {
                     w.retain(|x| *x != conn);
@@ -873,6 +1345,16 @@ impl State {
 
     /// Remove workers that stopped answering.
     fn tick(&mut self) {
+        if self.restoring.as_ref().is_some_and(|r| r.since.elapsed() > RESTORE_WAIT) {
+            self.finish_restore();
+        }
+        if self.absent_until.is_some_and(|t| Instant::now() > t) {
+            self.absent_until = None;
+            let gone: Vec<ConnId> = self.absent.drain().map(|(_, c)| c).collect();
+            for conn in gone {
+                self.remove(conn, "it did not come back after the scheduler restarted", true);
+            }
+        }
         self.check_retiring();
         let now = Instant::now();
         let silent: Vec<ConnId> = self
@@ -903,6 +1385,8 @@ impl State {
         for conn in conns {
             let Some(c) = self.clients.get_mut(&conn) else { continue };
             let wants = std::mem::take(&mut c.wants);
+            let (client, name) = (c.id, c.name.clone());
+            self.journal(Entry::Wants { client, name, wants: Vec::new() });
             for (t, n) in wants {
                 if let Some(key) = self.core.key(t).cloned() {
                     self.tell_client(conn, ToClient::Erred { key, error: error.clone() });
@@ -1041,6 +1525,11 @@ impl State {
                     }
                     Action::Free { worker, task } => {
                         if let Some(key) = self.key_of(task) {
+                            if let Some(uid) =
+                                self.by_worker.get(&worker).and_then(|c| self.workers.get(c)).map(|w| w.uid)
+                            {
+                                self.journal(Entry::Freed { worker: uid, keys: vec![key.clone()] });
+                            }
                             self.tell_worker(worker, ToWorker::Free { keys: vec![key] });
                         }
                     }
@@ -1056,6 +1545,7 @@ impl State {
                     }
                     Action::Erred { task, error } => {
                         let Some(key) = self.key_of(task) else { continue };
+                        self.journal(Entry::Erred { key: key.clone(), error: (*error).clone() });
                         for conn in self.watchers.get(&task).cloned().unwrap_or_default() {
                             self.tell_client(
                                 conn,
@@ -1073,6 +1563,7 @@ impl State {
                     Action::Forget { task } => {
                         if let Some(spec) = self.specs.remove(&task) {
                             self.drop_codes(&spec.codes);
+                            self.journal(Entry::Forget { keys: vec![spec.key] });
                         }
                         self.watchers.remove(&task);
                     }
@@ -1120,8 +1611,15 @@ impl State {
         }
     }
 
-    /// Send every outbox as one batch per peer.
+    /// Send every outbox as one batch per peer, after the journal has
+    /// what they are told.
     fn flush(&mut self) {
+        if let Some(j) = self.journal.as_mut() {
+            j.flush();
+            if j.wants_snapshot() && self.restoring.is_none() {
+                self.write_journal_snapshot();
+            }
+        }
         for w in self.workers.values_mut() {
             if !w.outbox.is_empty() {
                 let _ = w.tx.send(std::mem::take(&mut w.outbox));
@@ -1129,7 +1627,10 @@ impl State {
         }
         for c in self.clients.values_mut() {
             if !c.outbox.is_empty() {
-                let _ = c.tx.send(std::mem::take(&mut c.outbox));
+                let batch = std::mem::take(&mut c.outbox);
+                if let Some(tx) = &c.tx {
+                    let _ = tx.send(batch);
+                }
             }
         }
     }

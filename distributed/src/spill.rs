@@ -153,6 +153,11 @@ impl SpillBuffer {
         false
     }
 
+    /// Every result held, in memory or on disk, with its size in memory.
+    pub fn held(&self) -> impl Iterator<Item = (&Key, u64)> {
+        self.fast.iter().map(|(k, f)| (k, f.nbytes)).chain(self.slow.iter().map(|(k, s)| (k, s.nbytes)))
+    }
+
     /// Bytes of results in memory, those being written included.
     pub fn memory(&self) -> u64 {
         self.fast_bytes

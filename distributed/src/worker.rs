@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 
 use crate::comm::{self, CommError, Conn, PeerPool};
 use crate::log;
-use crate::protocol::{Blob, DepAt, PeerMsg, PeerReply, Role, ToWorker, WorkerMsg};
+use crate::protocol::{Blob, DepAt, HeldResult, PeerMsg, PeerReply, Role, ToWorker, WorkerMsg};
 use crate::security::Security;
 use crate::spill::{self, Lookup, SpillBuffer};
 
@@ -178,6 +178,8 @@ struct WTask {
     priority: (i64, u64, u32),
     cancel: Arc<AtomicBool>,
     timeout: Option<Duration>,
+    /// The scheduler connection it was assigned on (see `WState::epoch`).
+    epoch: u64,
 }
 
 /// One input on its way.
@@ -208,6 +210,11 @@ struct WState {
     closing: bool,
     /// Memory is past the pause threshold: no task starts.
     paused: bool,
+    /// Counts the scheduler connections lost: a task assigned before the
+    /// last loss was assigned by a scheduler that is gone.
+    epoch: u64,
+    /// Registered with a scheduler now (not waiting for one to come back).
+    connected: bool,
 }
 
 impl WState {
@@ -223,7 +230,18 @@ impl WState {
             running: 0,
             closing: false,
             paused: false,
+            epoch: 0,
+            connected: false,
         }
+    }
+
+    /// The results held here, as a scheduler that did not see them made
+    /// is told.
+    fn held(&self) -> Vec<HeldResult> {
+        self.data
+            .held()
+            .map(|(k, nbytes)| HeldResult { key: k.clone(), nbytes, pinned: self.splits.contains_key(k) })
+            .collect()
     }
 
     /// Bytes of results and fetched inputs in memory.
@@ -236,7 +254,12 @@ struct Shared {
     state: Mutex<WState>,
     work: Condvar,
     udfs: Arc<dyn UdfRunner>,
-    reports: mpsc::UnboundedSender<Vec<WorkerMsg>>,
+    /// Where reports go: the channel of the scheduler connection now (a
+    /// new one for each connection, so nothing meant for a scheduler that
+    /// died reaches its successor).
+    reports: Mutex<mpsc::UnboundedSender<Vec<WorkerMsg>>>,
+    /// The scheduler keeps a journal: when it goes, wait for it to come back.
+    journaled: AtomicBool,
     security: Security,
     peers: Arc<PeerPool>,
     /// Bytes fetched from peers (inputs and shuffle pieces).
@@ -255,9 +278,49 @@ impl Shared {
     }
 
     fn report(&self, msg: WorkerMsg) {
-        let _ = self.reports.send(vec![msg]);
+        let _ = self.reports.lock().unwrap_or_else(|e| e.into_inner()).send(vec![msg]);
+    }
+
+    /// The scheduler is gone: what it assigned and did not start is
+    /// dropped (its successor assigns again); running tasks go on, and
+    /// their results are kept, as every result here is.
+    fn disconnect(&self) {
+        let mut st = self.lock();
+        st.epoch += 1;
+        st.connected = false;
+        let queued: FxHashSet<Key> = st.ready.drain().map(|r| r.key).collect();
+        let dropped: Vec<Key> =
+            st.tasks.iter().filter(|(k, t)| t.missing > 0 || queued.contains(*k)).map(|(k, _)| k.clone()).collect();
+        for k in dropped {
+            if let Some(t) = st.tasks.remove(&k) {
+                t.cancel.store(true, Ordering::SeqCst);
+                release_holds(&mut st, &t.holds);
+            }
+        }
+        st.fetching.clear();
+        self.codes.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// A new scheduler connection: reports go to `tx` from now on, the
+    /// first being `register` with every result held here (a restarted
+    /// scheduler carries on with them).
+    fn connect(&self, tx: mpsc::UnboundedSender<Vec<WorkerMsg>>, register: impl FnOnce(Vec<HeldResult>) -> WorkerMsg) {
+        let mut st = self.lock();
+        let held = st.held();
+        st.connected = true;
+        let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
+        *reports = tx;
+        let mut first = vec![register(held)];
+        if st.paused {
+            first.push(WorkerMsg::Paused { paused: true });
+        }
+        let _ = reports.send(first);
     }
 }
+
+/// How long a worker whose scheduler keeps a journal waits for it to come back.
+const RECONNECT_WAIT: Duration = Duration::from_secs(60);
+
 
 async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), WorkerError> {
     let name = options.name.clone().unwrap_or_else(|| format!("worker-{}", std::process::id()));
@@ -284,6 +347,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     let root = shuffle_here(&options, &address, peers.clone(), transferred.clone())?;
 
     let (reports_tx, reports_rx) = mpsc::unbounded_channel::<Vec<WorkerMsg>>();
+    let uid = comm::random_id();
     let gpu = match brisk_engine::gpu::probe() {
         brisk_engine::gpu::Gpus::Devices(d) => d
             .first()
@@ -291,20 +355,22 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
             .unwrap_or_else(|| "no GPU".into()),
         brisk_engine::gpu::Gpus::None(_) => "no GPU".into(),
     };
-    let register = WorkerMsg::Register {
+    let register = |held| WorkerMsg::Register {
         nthreads: options.nthreads.max(1) as u32,
         memory_limit: options.memory_limit,
         resources: options.resources.clone(),
         address: address.clone(),
-        gpu,
+        gpu: gpu.clone(),
         pid: std::process::id(),
+        id: uid,
+        held,
     };
-    let _ = reports_tx.send(vec![register]);
     let shared = Arc::new(Shared {
         state: Mutex::new(WState::new(root.join("spill"))),
         work: Condvar::new(),
         udfs,
-        reports: reports_tx,
+        reports: Mutex::new(reports_tx.clone()),
+        journaled: AtomicBool::new(false),
         security: options.security.clone(),
         peers: peers.clone(),
         transferred,
@@ -331,8 +397,6 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     }
     let data_server = tokio::spawn(data_server(listener, shared.clone()));
 
-    let Conn { mut reader, writer, .. } = conn;
-    let writer_task = tokio::spawn(comm::send_batches(writer, reports_rx));
     let heartbeat = {
         let s = shared.clone();
         let every = options.heartbeat;
@@ -345,40 +409,39 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
                     (st.managed(), st.running, st.data.spilled().0)
                 };
                 let transferred = s.transferred.load(Ordering::Relaxed);
-                let beat = WorkerMsg::Heartbeat { memory, running, transferred, spilled };
-                if s.reports.send(vec![beat]).is_err() {
-                    return;
-                }
+                s.report(WorkerMsg::Heartbeat { memory, running, transferred, spilled });
             }
         })
     };
 
-    // Set once this worker said goodbye (`request_close`): the scheduler's
-    // `Close` answer ends it, or this deadline does.
-    let mut leaving: Option<tokio::time::Instant> = None;
+    let (mut conn, mut rx) = (conn, reports_rx);
+    shared.connect(reports_tx, register);
     let outcome = loop {
-        let read = tokio::select! {
-            read = reader.next::<Vec<ToWorker>>() => read,
-            () = close_requested().notified(), if leaving.is_none() => {
-                log::info("worker", &format!("{name} leaving: telling the scheduler"));
-                shared.report(WorkerMsg::Closing);
-                leaving = Some(tokio::time::Instant::now() + GOODBYE);
-                continue;
-            }
-            () = tokio::time::sleep_until(leaving.unwrap_or_else(tokio::time::Instant::now)), if leaving.is_some() => {
-                break Ok(());
-            }
+        let Conn { reader, writer, .. } = conn;
+        let writer_task = tokio::spawn(comm::send_batches(writer, rx));
+        let ended = session(&shared, &name, reader).await;
+        writer_task.abort();
+        let reason = match ended {
+            Ended::Done(outcome) => break outcome,
+            Ended::Lost(reason) => reason,
         };
-        match read {
-            Ok(Some(batch)) => {
-                if let Some((reason, restart)) = handle_batch(&shared, batch) {
-                    log::info("worker", &format!("{name} closing: {reason}"));
-                    break if restart { Err(WorkerError::Removed(reason)) } else { Ok(()) };
-                }
+        if !shared.journaled.load(Ordering::SeqCst) {
+            break Err(WorkerError::Lost(reason));
+        }
+        shared.disconnect();
+        log::warn("worker", &format!("{name} lost the scheduler ({reason}); waiting for it to come back"));
+        match reconnect(&options, &name).await {
+            Reconnect::Back(c) => {
+                log::info("worker", &format!("{name} is back with the scheduler; it keeps its results"));
+                conn = c;
+                let (tx, new_rx) = mpsc::unbounded_channel();
+                rx = new_rx;
+                shared.connect(tx, register);
             }
-            Ok(None) if leaving.is_some() => break Ok(()),
-            Ok(None) => break Err(WorkerError::Lost("the scheduler closed the connection".into())),
-            Err(e) => break Err(WorkerError::Lost(e.to_string())),
+            Reconnect::Close => break Ok(()),
+            Reconnect::GaveUp => {
+                break Err(WorkerError::Lost(format!("{reason}; it did not come back within {RECONNECT_WAIT:?}")));
+            }
         }
     };
     heartbeat.abort();
@@ -391,11 +454,72 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         }
     }
     shared.work.notify_all();
-    writer_task.abort();
     for t in threads {
         let _ = t.join();
     }
     outcome
+}
+
+/// How a scheduler connection ended.
+enum Ended {
+    /// The worker is done (told to close, or it left).
+    Done(Result<(), WorkerError>),
+    /// The scheduler went away.
+    Lost(String),
+}
+
+/// Serve one scheduler connection until it ends.
+async fn session(shared: &Arc<Shared>, name: &str, mut reader: comm::FrameReader) -> Ended {
+    // Set once this worker said goodbye (`request_close`): the scheduler's
+    // `Close` answer ends it, or this deadline does.
+    let mut leaving: Option<tokio::time::Instant> = None;
+    loop {
+        let read = tokio::select! {
+            read = reader.next::<Vec<ToWorker>>() => read,
+            () = close_requested().notified(), if leaving.is_none() => {
+                log::info("worker", &format!("{name} leaving: telling the scheduler"));
+                shared.report(WorkerMsg::Closing);
+                leaving = Some(tokio::time::Instant::now() + GOODBYE);
+                continue;
+            }
+            () = tokio::time::sleep_until(leaving.unwrap_or_else(tokio::time::Instant::now)), if leaving.is_some() => {
+                return Ended::Done(Ok(()));
+            }
+        };
+        match read {
+            Ok(Some(batch)) => {
+                if let Some((reason, restart)) = handle_batch(shared, batch) {
+                    log::info("worker", &format!("{name} closing: {reason}"));
+                    return Ended::Done(if restart { Err(WorkerError::Removed(reason)) } else { Ok(()) });
+                }
+            }
+            Ok(None) | Err(_) if leaving.is_some() => return Ended::Done(Ok(())),
+            Ok(None) => return Ended::Lost("the scheduler closed the connection".into()),
+            Err(e) => return Ended::Lost(e.to_string()),
+        }
+    }
+}
+
+enum Reconnect {
+    Back(Conn),
+    /// Told to leave (SIGTERM) while waiting.
+    Close,
+    GaveUp,
+}
+
+/// Try the scheduler's address again every 250 ms for `RECONNECT_WAIT`.
+async fn reconnect(options: &WorkerOptions, name: &str) -> Reconnect {
+    let deadline = tokio::time::Instant::now() + RECONNECT_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        tokio::select! {
+            () = close_requested().notified() => return Reconnect::Close,
+            () = tokio::time::sleep(Duration::from_millis(250)) => {}
+        }
+        if let Ok(c) = comm::connect(&options.scheduler, Role::Worker, name, &options.security).await {
+            return Reconnect::Back(c);
+        }
+    }
+    Reconnect::GaveUp
 }
 
 /// How long a leaving worker waits for the scheduler's answer (it hands
@@ -423,6 +547,10 @@ fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<(String, b
         let mut st = shared.lock();
         for msg in batch {
             match msg {
+                ToWorker::Registered { name, journaled } => {
+                    shared.journaled.store(journaled, Ordering::SeqCst);
+                    log::info("worker", &format!("registered as {name}"));
+                }
                 ToWorker::Compute { key, run, op, deps, priority, timeout } => {
                     let timeout = timeout.and_then(|t| brisk_engine::exec::deadline::seconds(t).ok());
                     let task = Assigned { key, run, op, deps, priority, timeout };
@@ -533,7 +661,8 @@ fn compute(st: &mut WState, task: Assigned, to_fetch: &mut FxHashMap<Vec<String>
         st.ready.push(Ready { priority, key: key.clone(), run });
     }
     let cancel = Arc::new(AtomicBool::new(false));
-    st.tasks.insert(key, WTask { run, op, deps: dep_keys, missing, holds, priority, cancel, timeout });
+    let epoch = st.epoch;
+    st.tasks.insert(key, WTask { run, op, deps: dep_keys, missing, holds, priority, cancel, timeout, epoch });
     ready
 }
 
@@ -919,6 +1048,22 @@ impl Shared {
             }
             let Some(task) = st.tasks.remove(&next.key) else { continue };
             release_holds(&mut st, &task.holds);
+            if task.epoch != st.epoch {
+                // Assigned by a scheduler that died: the result is kept and
+                // the next scheduler hears of it with the others (`connect`)
+                // or, if this worker registered meanwhile, now.
+                if let Ok(v) = result {
+                    let held = HeldResult { key: next.key.clone(), nbytes: v.nbytes(), pinned: !splits.is_empty() };
+                    st.data.insert(next.key.clone(), v);
+                    if !splits.is_empty() {
+                        st.splits.insert(next.key, splits);
+                    }
+                    if st.connected {
+                        self.report(WorkerMsg::Holds { held: vec![held] });
+                    }
+                }
+                continue;
+            }
             if let Some((i, host)) = lost
                 && let Some(dep) = task.deps.get(i)
             {

@@ -66,6 +66,12 @@ pub struct SchedulerArgs {
     /// Deaths of workers running a task before it errs as KilledWorker.
     #[arg(long, default_value_t = 3)]
     allowed_failures: u32,
+    /// Keep a journal of the graph and of where results are in FILE; a
+    /// scheduler started again on the same FILE (after a crash) carries on
+    /// where it was, on the same port: workers and clients come back and
+    /// only what was lost is computed again.
+    #[arg(long, value_name = "FILE")]
+    journal: Option<std::path::PathBuf>,
     #[command(flatten)]
     tls: TlsArgs,
     #[arg(long, hide = true)]
@@ -128,6 +134,7 @@ pub fn scheduler(args: SchedulerArgs) -> anyhow::Result<ExitCode> {
         worker_ttl: Duration::from_secs_f64(args.worker_ttl),
         allowed_failures: args.allowed_failures,
         http_port: (!args.no_http).then_some(args.http_port),
+        journal: args.journal,
     };
     let handle = brisk_distributed::server::start(options)?;
     // The only lines on stdout: `local_cluster` and scripts read the address

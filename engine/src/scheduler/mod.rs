@@ -386,6 +386,16 @@ impl Scheduler {
         self.tasks.get(t.0).map_or(&[], |r| &r.who_has)
     }
 
+    /// Bytes of `t`'s result, as its worker reported them.
+    pub fn nbytes(&self, t: TaskId) -> u64 {
+        self.tasks.get(t.0).map_or(0, |r| r.nbytes)
+    }
+
+    /// Whether `t`'s result is pinned to its worker (see `pin`).
+    pub fn pinned(&self, t: TaskId) -> bool {
+        self.tasks.get(t.0).is_some_and(|r| r.pinned)
+    }
+
     pub fn processing_on(&self, t: TaskId) -> Option<WorkerId> {
         self.tasks.get(t.0).and_then(|r| r.processing_on)
     }
