@@ -255,7 +255,7 @@ impl Shared {
     /// new connection (`tx`; `None`: the first connection, already set).
     fn attach(&self, tx: Option<mpsc::UnboundedSender<Vec<ClientMsg>>>) {
         let mut st = self.lock();
-        self.interrupted(&mut st, "the scheduler restarted");
+        Shared::interrupted(&mut st);
         st.away = None;
         let wants = st.held.iter().map(|(k, n)| (k.clone(), *n)).collect();
         let mut first = vec![ClientMsg::Attach { id: self.id, wants }];
@@ -274,12 +274,12 @@ impl Shared {
     fn interrupt(&self, reason: &str) {
         let mut st = self.lock();
         st.away = Some(reason.to_string());
-        self.interrupted(&mut st, reason);
+        Shared::interrupted(&mut st);
     }
 
     /// Fail the requests still waiting; the references of graphs not
     /// answered are dropped here (their callers are told they failed).
-    fn interrupted(&self, st: &mut State, _reason: &str) {
+    fn interrupted(st: &mut State) {
         st.replies.clear();
         let pending: Vec<Key> = st.pending_graphs.drain().flat_map(|(_, keys)| keys).collect();
         for k in &pending {

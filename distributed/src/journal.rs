@@ -65,20 +65,50 @@ pub enum Entry {
     Address(String),
     /// Tasks (a definition already known is kept), the closures' code they
     /// refer to, and one reference of `client` per `wants` entry.
-    Graph { client: u64, tasks: Vec<TaskDef>, wants: Vec<Key>, codes: Vec<Arc<Code>> },
+    Graph {
+        client: u64,
+        tasks: Vec<TaskDef>,
+        wants: Vec<Key>,
+        codes: Vec<Arc<Code>>,
+    },
     /// One reference of `client` fewer per key.
-    Release { client: u64, keys: Vec<Key> },
+    Release {
+        client: u64,
+        keys: Vec<Key>,
+    },
     /// All references of `client` now (it attached, or they were dropped).
-    Wants { client: u64, name: String, wants: Vec<(Key, u32)> },
-    ClientGone { client: u64 },
-    Worker { id: u64, name: String },
+    Wants {
+        client: u64,
+        name: String,
+        wants: Vec<(Key, u32)>,
+    },
+    ClientGone {
+        client: u64,
+    },
+    Worker {
+        id: u64,
+        name: String,
+    },
     /// The worker left: it holds nothing any more.
-    WorkerGone { id: u64 },
-    Held { worker: u64, held: Vec<HeldResult> },
-    Freed { worker: u64, keys: Vec<Key> },
-    Erred { key: Key, error: TaskError },
+    WorkerGone {
+        id: u64,
+    },
+    Held {
+        worker: u64,
+        held: Vec<HeldResult>,
+    },
+    Freed {
+        worker: u64,
+        keys: Vec<Key>,
+    },
+    Erred {
+        key: Key,
+        error: TaskError,
+    },
     /// The tasks left the scheduler.
-    Forget { keys: Vec<Key> },
+    Forget {
+        keys: Vec<Key>,
+    },
 }
 
 /// `Entry::Graph` with borrowed parts: a submission is written without
@@ -620,8 +650,9 @@ mod tests {
         let tasks = vec![task("a", &[])];
         let wants = vec![Key::new("a")];
         let codes: Vec<Arc<Code>> = Vec::new();
-        let borrowed = encode_record(&GraphRef::Graph { client: 3, tasks: &tasks, wants: &wants, codes: &codes })
-            .expect("encodes");
+        let borrowed =
+            encode_record(&GraphRef::Graph { client: 3, tasks: &tasks, wants: &wants, codes: &codes })
+                .expect("encodes");
         let owned = encode_record(&Entry::Graph { client: 3, tasks, wants, codes }).expect("encodes");
         assert_eq!(borrowed, owned);
     }

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use brisk_engine::client::StoryRow;
 use brisk_engine::diagnostics::Snapshot;
 use brisk_engine::error::{SchedulerError, TaskError, TaskErrorKind};
+use brisk_engine::graph::task::Annotations;
 use brisk_engine::key::Key;
 use brisk_engine::runner::Code;
-use brisk_engine::graph::task::Annotations;
 use brisk_engine::scheduler::{
     Action, Known, NewTask, Scheduler, SchedulerConfig, TaskId, TaskState, WorkerId, WorkerSpec,
 };
@@ -581,8 +581,13 @@ impl State {
                 waiting.len()
             ),
         );
-        self.restoring =
-            Some(Restoring { since: Instant::now(), restored, waiting, held: Vec::new(), queued: Vec::new() });
+        self.restoring = Some(Restoring {
+            since: Instant::now(),
+            restored,
+            waiting,
+            held: Vec::new(),
+            queued: Vec::new(),
+        });
     }
 
     /// The graph from the journal goes back into the state machine, with
@@ -596,7 +601,10 @@ impl State {
                 waiting.iter().filter_map(|id| restored.workers.get(id).map(String::as_str)).collect();
             log::warn(
                 "scheduler",
-                &format!("workers {} did not come back; what only they held is computed again", names.join(", ")),
+                &format!(
+                    "workers {} did not come back; what only they held is computed again",
+                    names.join(", ")
+                ),
             );
         }
         let Restored { tasks, codes, clients, erred, .. } = restored;
@@ -656,7 +664,9 @@ impl State {
         self.absent_until = Some(Instant::now() + CLIENT_WAIT);
         log::info(
             "scheduler",
-            &format!("restored {ntasks} tasks from the journal, {nheld} results held by workers that came back"),
+            &format!(
+                "restored {ntasks} tasks from the journal, {nheld} results held by workers that came back"
+            ),
         );
         self.chronicle(|_| Arc::from("restored from the journal after the scheduler restarted"));
         self.apply();
@@ -728,7 +738,11 @@ impl State {
         for (t, s) in &self.specs {
             match self.core.state(*t) {
                 Some(TaskState::Memory) => {
-                    let h = HeldResult { key: s.key.clone(), nbytes: self.core.nbytes(*t), pinned: self.core.pinned(*t) };
+                    let h = HeldResult {
+                        key: s.key.clone(),
+                        nbytes: self.core.nbytes(*t),
+                        pinned: self.core.pinned(*t),
+                    };
                     for w in self.core.who_has(*t) {
                         if let Some(id) = uid(w) {
                             held.entry(id).or_default().push(h.clone());
@@ -893,7 +907,9 @@ impl State {
                 Why::Leaving => {
                     Arc::from(format!("{} is leaving: its results move to other workers", w.name))
                 }
-                Why::Held => Arc::from(format!("{} still holds it from before the scheduler restarted", w.name)),
+                Why::Held => {
+                    Arc::from(format!("{} still holds it from before the scheduler restarted", w.name))
+                }
                 Why::Nothing => Arc::from(format!("a message from {}", w.name)),
             }
         });
@@ -959,7 +975,9 @@ impl State {
                     }
                     return;
                 }
-                WorkerMsg::Finished { .. } | WorkerMsg::Failed { .. } | WorkerMsg::MissingData { .. } => return,
+                WorkerMsg::Finished { .. } | WorkerMsg::Failed { .. } | WorkerMsg::MissingData { .. } => {
+                    return;
+                }
                 _ => {}
             }
         }
@@ -1189,7 +1207,7 @@ impl State {
             }
             if let Some(c) = self.clients.get_mut(&conn) {
                 c.wants = old.wants;
-                log::info("scheduler", &format!("client {} came back (it was {})", c.name, old.name));
+                log::info("scheduler", &format!("client {} came back after the restart", c.name));
             }
         }
         let journaled = self.journal.is_some();
@@ -1229,7 +1247,8 @@ impl State {
             self.tell_client(conn, ToClient::Erred { key, error: error.clone() });
         }
         // Where each result stands now (who holds it may have changed).
-        let held: Vec<TaskId> = self.clients.get(&conn).map(|c| c.wants.keys().copied().collect()).unwrap_or_default();
+        let held: Vec<TaskId> =
+            self.clients.get(&conn).map(|c| c.wants.keys().copied().collect()).unwrap_or_default();
         for t in held {
             let Some(key) = self.key_of(t) else { continue };
             match self.core.state(t) {

@@ -289,8 +289,12 @@ impl Shared {
         st.epoch += 1;
         st.connected = false;
         let queued: FxHashSet<Key> = st.ready.drain().map(|r| r.key).collect();
-        let dropped: Vec<Key> =
-            st.tasks.iter().filter(|(k, t)| t.missing > 0 || queued.contains(*k)).map(|(k, _)| k.clone()).collect();
+        let dropped: Vec<Key> = st
+            .tasks
+            .iter()
+            .filter(|(k, t)| t.missing > 0 || queued.contains(*k))
+            .map(|(k, _)| k.clone())
+            .collect();
         for k in dropped {
             if let Some(t) = st.tasks.remove(&k) {
                 t.cancel.store(true, Ordering::SeqCst);
@@ -304,7 +308,11 @@ impl Shared {
     /// A new scheduler connection: reports go to `tx` from now on, the
     /// first being `register` with every result held here (a restarted
     /// scheduler carries on with them).
-    fn connect(&self, tx: mpsc::UnboundedSender<Vec<WorkerMsg>>, register: impl FnOnce(Vec<HeldResult>) -> WorkerMsg) {
+    fn connect(
+        &self,
+        tx: mpsc::UnboundedSender<Vec<WorkerMsg>>,
+        register: impl FnOnce(Vec<HeldResult>) -> WorkerMsg,
+    ) {
         let mut st = self.lock();
         let held = st.held();
         st.connected = true;
@@ -320,7 +328,6 @@ impl Shared {
 
 /// How long a worker whose scheduler keeps a journal waits for it to come back.
 const RECONNECT_WAIT: Duration = Duration::from_secs(60);
-
 
 async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), WorkerError> {
     let name = options.name.clone().unwrap_or_else(|| format!("worker-{}", std::process::id()));
@@ -440,7 +447,9 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
             }
             Reconnect::Close => break Ok(()),
             Reconnect::GaveUp => {
-                break Err(WorkerError::Lost(format!("{reason}; it did not come back within {RECONNECT_WAIT:?}")));
+                break Err(WorkerError::Lost(format!(
+                    "{reason}; it did not come back within {RECONNECT_WAIT:?}"
+                )));
             }
         }
     };
@@ -547,10 +556,7 @@ fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<(String, b
         let mut st = shared.lock();
         for msg in batch {
             match msg {
-                ToWorker::Registered { name, journaled } => {
-                    shared.journaled.store(journaled, Ordering::SeqCst);
-                    log::info("worker", &format!("registered as {name}"));
-                }
+                ToWorker::Registered { journaled, .. } => shared.journaled.store(journaled, Ordering::SeqCst),
                 ToWorker::Compute { key, run, op, deps, priority, timeout } => {
                     let timeout = timeout.and_then(|t| brisk_engine::exec::deadline::seconds(t).ok());
                     let task = Assigned { key, run, op, deps, priority, timeout };
@@ -1053,7 +1059,8 @@ impl Shared {
                 // the next scheduler hears of it with the others (`connect`)
                 // or, if this worker registered meanwhile, now.
                 if let Ok(v) = result {
-                    let held = HeldResult { key: next.key.clone(), nbytes: v.nbytes(), pinned: !splits.is_empty() };
+                    let held =
+                        HeldResult { key: next.key.clone(), nbytes: v.nbytes(), pinned: !splits.is_empty() };
                     st.data.insert(next.key.clone(), v);
                     if !splits.is_empty() {
                         st.splits.insert(next.key, splits);

@@ -26,6 +26,8 @@ pub struct TestCluster {
     /// The scheduler's HTTP port, `http://127.0.0.1:PORT`.
     pub http: String,
     scheduler: Child,
+    /// The arguments the scheduler was started with (a restart reuses them).
+    scheduler_args: Vec<String>,
     pub workers: Vec<Child>,
     client: Option<RemoteClient>,
 }
@@ -48,33 +50,8 @@ impl TestCluster {
         tls: Option<&TlsFiles>,
         scheduler_args: &[&str],
     ) -> TestCluster {
-        let mut cmd = brisk();
-        cmd.args(["scheduler", "--host", "127.0.0.1", "--port", "0", "--http-port", "0"])
-            .args(scheduler_args);
-        if let Some(t) = token {
-            cmd.args(["--token", t]);
-        }
-        if let Some(f) = tls {
-            cmd.args(tls_flags(f));
-        }
-        let mut scheduler = cmd
-            .env_remove("BRISK_TOKEN")
-            .env("BRISK_LOG", "warning")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the scheduler");
-        let mut out = BufReader::new(scheduler.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        out.read_line(&mut line).expect("address line");
-        let address = line.split_whitespace().last().expect("an address").to_string();
-        let mut http_line = String::new();
-        out.read_line(&mut http_line).expect("HTTP line");
-        let http = http_line.split_whitespace().find(|w| w.starts_with("http://")).expect("an HTTP address");
-        let http = http.to_string();
-        let scheme = if tls.is_some() { "tls" } else { "tcp" };
-        assert!(address.starts_with(&format!("{scheme}://127.0.0.1:")), "scheduler printed {line:?}");
+        let scheduler_args: Vec<String> = scheduler_args.iter().map(|a| a.to_string()).collect();
+        let (scheduler, address, http) = spawn_scheduler(token, tls, &scheduler_args);
         let files = tls.cloned().unwrap_or_default();
         let security = Security::from_flags(token.map(str::to_string), files).expect("the TLS files");
         let client = RemoteClient::connect(&address, security, true).expect("connect the fixture's client");
@@ -84,6 +61,7 @@ impl TestCluster {
             tls: tls.cloned(),
             http,
             scheduler,
+            scheduler_args,
             workers: Vec::new(),
             client: Some(client),
         };
@@ -92,6 +70,18 @@ impl TestCluster {
         }
         c.client().wait_for_workers(n, Duration::from_secs(30)).expect("workers join");
         c
+    }
+
+    /// SIGKILL the scheduler and start it again with the same arguments
+    /// (a journal among them); it must come back on the same address.
+    pub fn kill_and_restart_scheduler(&mut self) {
+        let _ = self.scheduler.kill();
+        let _ = self.scheduler.wait();
+        let (scheduler, address, http) =
+            spawn_scheduler(self.token.as_deref(), self.tls.as_ref(), &self.scheduler_args);
+        self.scheduler = scheduler;
+        self.http = http;
+        assert_eq!(address, self.address, "the restarted scheduler listens elsewhere");
     }
 
     /// A one-thread worker without a nanny (as `gen_cluster`'s workers:
@@ -232,6 +222,37 @@ impl Drop for TestCluster {
             let _ = c.wait();
         }
     }
+}
+
+/// A scheduler on ephemeral loopback ports: the child, its address and its
+/// HTTP address (read from its first two lines).
+fn spawn_scheduler(token: Option<&str>, tls: Option<&TlsFiles>, args: &[String]) -> (Child, String, String) {
+    let mut cmd = brisk();
+    cmd.args(["scheduler", "--host", "127.0.0.1", "--port", "0", "--http-port", "0"]).args(args);
+    if let Some(t) = token {
+        cmd.args(["--token", t]);
+    }
+    if let Some(f) = tls {
+        cmd.args(tls_flags(f));
+    }
+    let mut scheduler = cmd
+        .env_remove("BRISK_TOKEN")
+        .env("BRISK_LOG", "warning")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the scheduler");
+    let mut out = BufReader::new(scheduler.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("address line");
+    let address = line.split_whitespace().last().expect("an address").to_string();
+    let mut http_line = String::new();
+    out.read_line(&mut http_line).expect("HTTP line");
+    let http = http_line.split_whitespace().find(|w| w.starts_with("http://")).expect("an HTTP address");
+    let scheme = if tls.is_some() { "tls" } else { "tcp" };
+    assert!(address.starts_with(&format!("{scheme}://127.0.0.1:")), "scheduler printed {line:?}");
+    (scheduler, address, http.to_string())
 }
 
 /// GET `path` from `http` (`http://host:port`) with these extra header
