@@ -1182,8 +1182,11 @@ fn results_past_the_memory_target_spill_to_disk_and_come_back_exact() {
     let dir = std::env::temp_dir().join(format!("brisk-spill-e2e-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a local directory");
     let mut c = TestCluster::start(0);
-    c.add_worker(&["--memory-limit", "200MiB", "--local-directory", dir.to_str().expect("utf-8")]);
-    c.client().wait_for_workers(1, DEADLINE).expect("the worker joins");
+    let local = dir.to_str().expect("utf-8");
+    c.add_worker(&["--memory-limit", "200MiB", "--local-directory", local, "--resources", "near=1"]);
+    // A second worker, which reads w0's results (spilled ones too) as a peer.
+    c.add_worker(&["--resources", "far=1"]);
+    c.client().wait_for_workers(2, DEADLINE).expect("the workers join");
     let pid = c.client().worker_rows().expect("rows")[0].pid;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = watch_rss(pid, stop.clone());
@@ -1192,7 +1195,7 @@ fn results_past_the_memory_target_spill_to_disk_and_come_back_exact() {
     // ~40 MiB (a debug build): blocks of 16 MB came within 14 MiB of the
     // limit on an idle machine and passed it once under CI's load.
     let script = r#"
-let x = random([12000, 2000], #{chunks: [500, 2000], seed: 7});
+let x = annotate(#{resources: #{near: 1}}, || random([12000, 2000], #{chunks: [500, 2000], seed: 7}));
 let y = x.persist();
 sleep(1.2);
 let w = client().workers()[0];
@@ -1202,12 +1205,15 @@ print(w.memory <= 200 * 1048576 * 6 / 10);
 print(y.sum().compute() == x.sum().compute());
 print((y * 2.0).max().compute() == x.max().compute() * 2.0);
 print(y.blocks([3, 0]).compute().shape);
+print(annotate(#{resources: #{far: 1}}, || y.sum()).compute() == x.sum().compute());
 "#;
     let out = c.run(script, DEADLINE);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let most = watcher.join().expect("the watcher");
     assert_ok(&out, "the spilling script");
-    assert_eq!(text(&out.stdout), "true\ntrue\ntrue\ntrue\ntrue\n[500, 2000]\n");
+    assert_eq!(text(&out.stdout), "true\ntrue\ntrue\ntrue\ntrue\n[500, 2000]\ntrue\n");
+    let far = c.client().worker_rows().expect("rows").into_iter().find(|r| r.name == "w1").expect("w1");
+    assert!(far.transferred >= 24 * 8_000_000, "w1 fetched {} bytes of w0's blocks", far.transferred);
     assert!(most < 200 << 20, "the worker's resident memory reached {most} bytes (limit 200 MiB)");
     c.finish();
     let left: Vec<String> = walk(&dir);

@@ -6,9 +6,10 @@
 //! happens outside it. A spill takes a victim ([`SpillBuffer::victim`]: the
 //! value stays readable in memory meanwhile), writes it with [`write`] and
 //! hands the outcome back ([`SpillBuffer::spilled_to_disk`]), which moves the
-//! entry to disk unless it was freed or replaced while being written. A
-//! value is written as its wire encoding: an array's bytes and a frame's
-//! Arrow IPC stream go out whole, with no per-element encoding.
+//! entry to disk unless it was freed or replaced while being written. An
+//! array block is written raw (a header, then its memory) and read straight
+//! into a new block's memory; any other value as its wire encoding (a
+//! frame's Arrow IPC stream goes out whole): no per-element encoding.
 //!
 //! Reading back differs from Dask on purpose: a spilled input comes back
 //! into memory only if it fits under the target; otherwise the task gets
@@ -17,9 +18,11 @@
 //! chunk for every chunk it reads.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use brisk_engine::array::chunk::Chunk;
+use brisk_engine::array::dtype::DType;
 use brisk_engine::key::Key;
 use brisk_engine::value::Value;
 use rustc_hash::FxHashMap;
@@ -224,30 +227,95 @@ impl SpillBuffer {
     }
 }
 
-/// Write `value` to `path` as its wire encoding; the file's size.
+/// The first bytes of a spill file holding one array block raw: 0xc1 is
+/// never the first byte of MessagePack, so the two forms cannot be confused.
+const RAW: &[u8; 8] = b"\xc1brisk-r";
+
+/// Write `value` to `path`; the file's size. An array block in C order is
+/// written raw (a short header: dtype, shape; then its memory as it is),
+/// anything else as its wire encoding.
 pub fn write(path: &Path, value: &Value) -> std::io::Result<u64> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
     let file = std::fs::File::create(path)?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let written = rmp_serde::encode::write(&mut out, value).map_err(std::io::Error::other);
-    let flushed = written.and_then(|()| out.flush());
-    match flushed {
+    let written = match value {
+        Value::Array(c) if c.raw_bytes().is_some() => write_raw(file, c),
+        _ => {
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+            let written = rmp_serde::encode::write(&mut out, value).map_err(std::io::Error::other);
+            written.and_then(|()| out.flush())
+        }
+    };
+    match written {
         Ok(()) => Ok(std::fs::metadata(path)?.len()),
         Err(e) => {
             // A half-written file (a full disk) is not left behind.
-            drop(out);
             let _ = std::fs::remove_file(path);
             Err(e)
         }
     }
 }
 
+fn write_raw(mut file: std::fs::File, c: &Chunk) -> std::io::Result<()> {
+    let Some(bytes) = c.raw_bytes() else { return Err(std::io::Error::other("not a raw chunk")) };
+    let code: u8 = match c.dtype() {
+        DType::I64 => 1,
+        DType::F32 => 2,
+        DType::F64 => 3,
+        DType::Bool => return Err(std::io::Error::other("bool chunks have no raw form")),
+    };
+    let mut head = Vec::with_capacity(RAW.len() + 2 + 8 * c.ndim());
+    head.extend_from_slice(RAW);
+    head.push(code);
+    head.push(c.ndim() as u8);
+    for &n in c.shape() {
+        head.extend_from_slice(&(n as u64).to_le_bytes());
+    }
+    file.write_all(&head)?;
+    file.write_all(bytes)
+}
+
 /// Read a value [`write`] wrote.
 pub fn read(path: &Path) -> std::io::Result<Value> {
-    let bytes = std::fs::read(path)?;
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut magic = [0u8; 8];
+    if len >= magic.len() as u64 {
+        file.read_exact(&mut magic)?;
+        if &magic == RAW {
+            return read_raw(&mut file, len).map(|c| Value::Array(std::sync::Arc::new(c)));
+        }
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    bytes.extend_from_slice(&magic[..magic.len().min(len as usize)]);
+    file.read_to_end(&mut bytes)?;
     rmp_serde::from_slice(&bytes).map_err(std::io::Error::other)
+}
+
+fn read_raw(file: &mut std::fs::File, len: u64) -> std::io::Result<Chunk> {
+    let bad =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("spill file: {what}"));
+    let mut two = [0u8; 2];
+    file.read_exact(&mut two)?;
+    let dtype = match two[0] {
+        1 => DType::I64,
+        2 => DType::F32,
+        3 => DType::F64,
+        _ => return Err(bad("an unknown dtype")),
+    };
+    let mut shape = Vec::with_capacity(two[1] as usize);
+    for _ in 0..two[1] {
+        let mut n = [0u8; 8];
+        file.read_exact(&mut n)?;
+        shape.push(usize::try_from(u64::from_le_bytes(n)).map_err(|_| bad("a dimension too large"))?);
+    }
+    let head = (RAW.len() + 2 + 8 * shape.len()) as u64;
+    let n = shape.iter().try_fold(1u64, |acc, &x| acc.checked_mul(x as u64));
+    if n.and_then(|n| n.checked_mul(dtype.itemsize() as u64)) != Some(len - head) {
+        return Err(bad("its size does not match its shape"));
+    }
+    Chunk::read_raw(dtype, &shape, file)
 }
 
 #[cfg(test)]
@@ -277,6 +345,41 @@ mod tests {
             let w = write(&v.path, &v.value).map_err(|_| ());
             b.spilled_to_disk(v, w);
         }
+    }
+
+    #[test]
+    fn blocks_are_written_raw_and_read_back_exact_and_bad_files_are_errors() {
+        let d = dir("raw");
+        let path = d.join("v");
+        let f64s = Chunk::from_vec(&[3, 2], vec![1.5f64, -2.0, 3.25, 4.0, f64::NAN, 6.0]).expect("a block");
+        let i64s = Chunk::from_vec(&[4], vec![1i64, -2, i64::MAX, 0]).expect("a block");
+        let f32s = Chunk::from_vec(&[2, 1], vec![0.5f32, 7.0]).expect("a block");
+        let bools = Chunk::from_vec(&[2], vec![true, false]).expect("a block");
+        let empty = Chunk::from_vec(&[0, 3], Vec::<f64>::new()).expect("a block");
+        let transposed = brisk_engine::array::shape::transpose(&f64s, &[1, 0]).expect("a view");
+        for c in [f64s, i64s, f32s, bools, empty, transposed] {
+            let v = Value::Array(std::sync::Arc::new(c.clone()));
+            let size = write(&path, &v).expect("writes");
+            let bytes = std::fs::read(&path).expect("reads");
+            assert_eq!(bytes.len() as u64, size);
+            assert_eq!(bytes.starts_with(RAW), c.raw_bytes().is_some(), "{c:?}");
+            let Value::Array(back) = read(&path).expect("reads back") else { panic!("not an array") };
+            assert_eq!(back.shape(), c.shape());
+            assert_eq!(back.dtype(), c.dtype());
+            assert_eq!(format!("{back:?}"), format!("{c:?}"));
+            // Any cut or flipped byte is an error or a value, never a panic.
+            for cut in 0..bytes.len() {
+                std::fs::write(&path, &bytes[..cut]).expect("writes");
+                let _ = read(&path);
+            }
+            for i in 0..bytes.len().min(40) {
+                let mut b = bytes.clone();
+                b[i] ^= 0xff;
+                std::fs::write(&path, &b).expect("writes");
+                let _ = read(&path);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
