@@ -626,7 +626,7 @@ impl State {
         known.erred = erred.into_iter().filter(|(k, _)| tasks.contains_key(k)).collect();
         let mut wanted = Vec::new();
         for c in clients.values() {
-            for (k, n) in &c.wants {
+            for (k, n) in c.wants.iter().filter(|(k, _)| tasks.contains_key(*k)) {
                 wanted.extend(std::iter::repeat_n(k.clone(), *n as usize));
             }
         }
