@@ -1110,6 +1110,38 @@ fn wait_gone(pids: &[u32]) -> Vec<u32> {
     }
 }
 
+/// Dask's `distributed.worker.memory.*` settings reach `local_cluster`'s
+/// workers: a low target spills early; with target and spill off nothing
+/// spills; a bad value is refused.
+#[test]
+fn memory_thresholds_set_in_config_reach_the_workers() {
+    let script = r#"
+let x = random([3000, 2000], #{chunks: [500, 2000], seed: 7});
+config(#{"distributed.worker.memory.target": 0.2});
+let c = local_cluster(#{workers: 1, threads: 1, memory_limit: "200MiB"});
+let y = x.persist();
+sleep(1.0);
+print(c.workers()[0].spilled >= 8000000);
+print(y.sum().compute() == x.sum().compute());
+c.close();
+config(#{"distributed.worker.memory.target": false, "distributed.worker.memory.spill": false});
+let c = local_cluster(#{workers: 1, threads: 1, memory_limit: "200MiB"});
+let y = x.persist();
+sleep(1.0);
+print(c.workers()[0].spilled);
+c.close();
+print(config()["distributed.worker.memory.target"]);
+print(config()["distributed.worker.memory.pause"]);
+try { config(#{"distributed.worker.memory.pause": 1.5}); } catch (e) { print(e); }
+"#;
+    let out = run_locally(script);
+    assert_ok(&out, "the thresholds script");
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[..5], ["true", "true", "0", "false", "0.8"], "{stdout}");
+    assert!(lines[5].contains("not a fraction of the memory limit"), "{stdout}");
+}
+
 #[test]
 fn local_cluster_runs_worker_processes_and_leaves_none_behind() {
     let before = cluster_children();

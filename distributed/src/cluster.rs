@@ -47,6 +47,7 @@ pub struct LocalClusterOptions {
     pub workers: usize,
     pub threads: usize,
     pub memory_limit: Option<u64>,
+    pub thresholds: crate::worker::MemoryThresholds,
     pub resources: Vec<(String, f64)>,
     pub token: Option<String>,
 }
@@ -120,6 +121,9 @@ impl LocalCluster {
             let share = brisk_engine::memory::machine_bytes() / self.options.workers.max(1) as u64;
             let limit = self.options.memory_limit.unwrap_or(share);
             cmd.args(["--memory-limit", &limit.to_string()]);
+            if self.options.thresholds != crate::worker::MemoryThresholds::default() {
+                cmd.args(self.options.thresholds.to_args());
+            }
             if !self.options.resources.is_empty() {
                 let r: Vec<String> = self.options.resources.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 cmd.args(["--resources", &r.join(",")]);

@@ -52,6 +52,7 @@ pub struct WorkerOptions {
     pub memory_monitor: Duration,
     /// Where this worker kills itself, for the reliability tests.
     pub kill_at: Option<KillAt>,
+    pub thresholds: MemoryThresholds,
 }
 
 /// A point where a worker started with `--kill-at` dies at once (as under
@@ -94,15 +95,54 @@ thread_local! {
     static PIECES_LOST: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Dask's `distributed.worker.memory` thresholds, as fractions of the
-/// memory limit: results beyond `TARGET` go to disk, least recently used
-/// first; past `SPILL` of process memory (what the allocator holds beyond
-/// the results counted) spilling is forced; past `PAUSE` the worker starts
-/// no task until memory falls; past `TERMINATE` its nanny restarts it.
-pub const TARGET: f64 = 0.6;
-pub const SPILL: f64 = 0.7;
-pub const PAUSE: f64 = 0.8;
-pub const TERMINATE: f64 = 0.95;
+/// The fractions of a worker's memory limit it acts at (Dask's
+/// `distributed.worker.memory.*`): results beyond `target` go to disk,
+/// least recently used first; past `spill` of process memory (what the
+/// allocator holds beyond the results counted) spilling is forced; past
+/// `pause` the worker starts no task until memory falls; past `terminate`
+/// its nanny restarts it. `None` turns one off, as Dask's `False`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MemoryThresholds {
+    pub target: Option<f64>,
+    pub spill: Option<f64>,
+    pub pause: Option<f64>,
+    pub terminate: Option<f64>,
+}
+
+impl Default for MemoryThresholds {
+    fn default() -> Self {
+        MemoryThresholds { target: Some(0.6), spill: Some(0.7), pause: Some(0.8), terminate: Some(0.95) }
+    }
+}
+
+impl MemoryThresholds {
+    /// The `brisk worker` flags that give these thresholds.
+    pub fn to_args(&self) -> Vec<String> {
+        let f = |x: Option<f64>| x.map_or_else(|| "off".to_string(), |x| x.to_string());
+        vec![
+            "--memory-target".into(),
+            f(self.target),
+            "--memory-spill".into(),
+            f(self.spill),
+            "--memory-pause".into(),
+            f(self.pause),
+            "--memory-terminate".into(),
+            f(self.terminate),
+        ]
+    }
+}
+
+/// A threshold as written: a fraction of the limit in (0, 1], or `off`
+/// (`false`, `none`) for none.
+pub fn parse_threshold(text: &str) -> Result<Option<f64>, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "off" | "false" | "none" => Ok(None),
+        t => match t.parse::<f64>() {
+            Ok(x) if x > 0.0 && x <= 1.0 => Ok(Some(x)),
+            _ => Err(format!("{text:?} is not a fraction of the memory limit in (0, 1], nor \"off\"")),
+        },
+    }
+}
 
 impl WorkerOptions {
     pub fn new(scheduler: &str) -> WorkerOptions {
@@ -118,6 +158,7 @@ impl WorkerOptions {
             heartbeat: Duration::from_millis(500),
             memory_monitor: Duration::from_millis(100),
             kill_at: None,
+            thresholds: MemoryThresholds::default(),
         }
     }
 }
@@ -267,6 +308,7 @@ struct Shared {
     /// Closures' code the scheduler sent; tasks refer to it by id.
     codes: Arc<CodeTable>,
     memory_limit: Option<u64>,
+    thresholds: MemoryThresholds,
     /// Set once a spill failed (a full disk), so it is logged once.
     spill_failed: AtomicBool,
     kill_at: Option<KillAt>,
@@ -383,6 +425,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         transferred,
         codes: Arc::default(),
         memory_limit: options.memory_limit,
+        thresholds: options.thresholds,
         spill_failed: AtomicBool::new(false),
         kill_at: options.kill_at,
     });
@@ -1102,7 +1145,7 @@ impl Shared {
                     });
                     // The thread that stored past the target writes the
                     // oldest results out before it takes more work.
-                    if let Some(target) = self.at(TARGET) {
+                    if let Some(target) = self.at(self.thresholds.target) {
                         st = self.spill_while(st, |st| st.data.unspilled() > target);
                     }
                 }
@@ -1143,7 +1186,7 @@ impl Shared {
         // count as used (mimalloc keeps freed blocks for a second) and a
         // worker reading spilled inputs outgrows its limit.
         brisk_engine::memory::release();
-        let target = self.at(TARGET).unwrap_or(u64::MAX);
+        let target = self.at(self.thresholds.target).unwrap_or(u64::MAX);
         let mut st = self.lock();
         let WState { tasks, data, .. } = &mut *st;
         if let Some(task) = tasks.get(key) {
@@ -1157,8 +1200,10 @@ impl Shared {
     }
 
     /// `fraction` of the memory limit, if there is one.
-    fn at(&self, fraction: f64) -> Option<u64> {
-        self.memory_limit.map(|l| (l as f64 * fraction) as u64)
+    /// Bytes of the memory limit at `fraction`; `None` without a limit
+    /// or a threshold.
+    fn at(&self, fraction: Option<f64>) -> Option<u64> {
+        Some((self.memory_limit? as f64 * fraction?) as u64)
     }
 
     /// Spill the least recently used results, one at a time, while `more`
@@ -1195,15 +1240,20 @@ impl Shared {
         st
     }
 
-    /// Measure process memory every `every`: past `SPILL` of the limit,
-    /// spill until it is back under `TARGET`; past `PAUSE`, start no task
-    /// until it falls below again (the scheduler is told, and sends none).
+    /// Measure process memory every `every`: past the spill threshold,
+    /// spill until it is back under the target; past the pause threshold,
+    /// start no task until it falls below again (the scheduler is told, and
+    /// sends none). A threshold turned off is never passed.
     fn monitor_memory(&self, every: Duration) {
-        let (Some(target), Some(spill_at), Some(pause_at)) =
-            (self.at(TARGET), self.at(SPILL), self.at(PAUSE))
-        else {
+        let t = self.thresholds;
+        if self.memory_limit.is_none() || (t.spill.is_none() && t.pause.is_none()) {
             return;
-        };
+        }
+        let never = u64::MAX;
+        let spill_at = self.at(t.spill).unwrap_or(never);
+        let pause_at = self.at(t.pause).unwrap_or(never);
+        // Forced spilling goes down to the target (or half the spill threshold).
+        let target = self.at(t.target).unwrap_or(spill_at / 2).min(spill_at);
         let rss = || brisk_engine::memory::used(brisk_engine::memory::Counts::Resident);
         loop {
             std::thread::sleep(every);
@@ -1252,5 +1302,26 @@ impl Shared {
         let ctx = TaskContext { key, cancelled: cancel, interrupt: None };
         let splits = op.shuffle_splits().into_iter().map(|(p, i)| (p.clone(), i)).collect();
         (execute_timed(&op, inputs, &*self.udfs, &ctx, timeout), splits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_parse_and_travel_as_flags() {
+        assert_eq!(parse_threshold("0.5"), Ok(Some(0.5)));
+        assert_eq!(parse_threshold("1"), Ok(Some(1.0)));
+        assert_eq!(parse_threshold(" OFF "), Ok(None));
+        assert_eq!(parse_threshold("false"), Ok(None));
+        for bad in ["0", "-0.1", "1.5", "NaN", "inf", "half", ""] {
+            assert!(parse_threshold(bad).is_err(), "{bad:?}");
+        }
+        let t = MemoryThresholds { target: Some(0.25), spill: None, ..MemoryThresholds::default() };
+        let args = t.to_args();
+        let back: Vec<Option<f64>> =
+            args.chunks(2).map(|p| parse_threshold(&p[1]).expect("parses back")).collect();
+        assert_eq!(back, [Some(0.25), None, Some(0.8), Some(0.95)]);
     }
 }

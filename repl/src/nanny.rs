@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use brisk_distributed::cluster::PARENT_PIPE_FLAG;
 use brisk_distributed::log;
-use brisk_distributed::worker::TERMINATE;
 
 /// The worker lost its scheduler after joining (EX_TEMPFAIL): start
 /// another, which joins again or, if the scheduler is gone, fails to.
@@ -49,7 +48,7 @@ fn restart(ended: &Ended) -> bool {
 }
 
 /// Run the worker of this command line (`brisk worker …`) under a nanny.
-pub fn run(memory_limit: Option<u64>) -> anyhow::Result<ExitCode> {
+pub fn run(memory_limit: Option<u64>, terminate_at: Option<f64>) -> anyhow::Result<ExitCode> {
     let program = std::env::current_exe()?;
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
     args.push("--no-nanny".into());
@@ -60,7 +59,7 @@ pub fn run(memory_limit: Option<u64>) -> anyhow::Result<ExitCode> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT, signal_hook::consts::SIGHUP] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
-    let kill_at = memory_limit.map(|l| (l as f64 * TERMINATE) as u64);
+    let kill_at = memory_limit.zip(terminate_at).map(|(l, t)| (l as f64 * t) as u64);
     // The first death is answered at once; a worker that dies again and
     // again soon after it started is restarted ever more slowly.
     let mut delay = Duration::ZERO;
@@ -84,7 +83,7 @@ pub fn run(memory_limit: Option<u64>) -> anyhow::Result<ExitCode> {
                     child.id(),
                     brisk_engine::memory::fmt_bytes(*rss),
                     brisk_engine::memory::fmt_bytes(memory_limit.unwrap_or(0)),
-                    TERMINATE * 100.0
+                    terminate_at.unwrap_or(1.0) * 100.0
                 ),
             ),
             Ended::Exited(code) if restart(&ended) => {

@@ -88,9 +88,21 @@ pub struct WorkerArgs {
     /// Memory this worker may use: bytes, "4GiB", "auto" (the machine's
     /// memory times this worker's share of the cores) or "none". Results
     /// spill to disk past 60%, no task starts past 80%, and the nanny
-    /// restarts the worker past 95%.
+    /// restarts the worker past 95% (the four flags below).
     #[arg(long, default_value = "auto")]
     memory_limit: String,
+    /// Results beyond this fraction of the limit go to disk ("off": none do).
+    #[arg(long, default_value = "0.6", value_parser = threshold)]
+    memory_target: Threshold,
+    /// Past this fraction of the limit in process memory, spilling is forced.
+    #[arg(long, default_value = "0.7", value_parser = threshold)]
+    memory_spill: Threshold,
+    /// Past this fraction in process memory, the worker starts no task.
+    #[arg(long, default_value = "0.8", value_parser = threshold)]
+    memory_pause: Threshold,
+    /// Past this fraction in process memory, the nanny restarts the worker.
+    #[arg(long, default_value = "0.95", value_parser = threshold)]
+    memory_terminate: Threshold,
     /// The worker's name (default: worker-PID).
     #[arg(long)]
     name: Option<String>,
@@ -159,6 +171,12 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         options.nthreads = n;
     }
     options.memory_limit = memory_limit(&args.memory_limit, options.nthreads)?;
+    options.thresholds = brisk_distributed::worker::MemoryThresholds {
+        target: args.memory_target.0,
+        spill: args.memory_spill.0,
+        pause: args.memory_pause.0,
+        terminate: args.memory_terminate.0,
+    };
     if let Some(r) = &args.resources {
         options.resources = parse_resources(r)?;
     }
@@ -168,7 +186,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     options.kill_at = args.kill_at;
     options.security = args.tls.security(args.token)?;
     if !args.no_nanny {
-        return crate::nanny::run(options.memory_limit);
+        return crate::nanny::run(options.memory_limit, options.thresholds.terminate);
     }
     if let Some(bytes) = options.memory_limit {
         brisk_engine::memory::set_limit(Some(bytes));
@@ -199,6 +217,14 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
 
 /// `--memory-limit`: a size, "none", or "auto" (Dask's: the machine's
 /// memory times `nthreads / cores`, at most all of it).
+/// A memory threshold flag's value (`None`: off).
+#[derive(Clone, Copy, Debug)]
+struct Threshold(Option<f64>);
+
+fn threshold(text: &str) -> Result<Threshold, String> {
+    brisk_distributed::worker::parse_threshold(text).map(Threshold)
+}
+
 fn memory_limit(text: &str, nthreads: usize) -> anyhow::Result<Option<u64>> {
     match text.trim().to_ascii_lowercase().as_str() {
         "none" | "0" => Ok(None),

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+use brisk_distributed::worker::MemoryThresholds;
 use brisk_distributed::{LocalCluster, RemoteClient};
 use brisk_engine::graph::Annotations;
 use brisk_engine::graph::layer::{LayerRef, materialize};
@@ -322,6 +323,9 @@ pub struct SessionConfig {
     /// The memory budget in bytes (`None`: the default, a fraction of the
     /// machine). Process-wide: the budget guards the process, not a session.
     pub memory_limit: Option<u64>,
+    /// What `local_cluster`'s workers do at which fraction of their limit
+    /// (Dask's `distributed.worker.memory.*`).
+    pub thresholds: MemoryThresholds,
 }
 
 impl Default for SessionConfig {
@@ -332,11 +336,33 @@ impl Default for SessionConfig {
             array_backend: "cpu".into(),
             fuse: true,
             memory_limit: None,
+            thresholds: MemoryThresholds::default(),
         }
     }
 }
 
-const KEYS: &[&str] = &["scheduler", "num_workers", "array.backend", "optimization.fuse", "memory_limit"];
+const KEYS: &[&str] = &[
+    "scheduler",
+    "num_workers",
+    "array.backend",
+    "optimization.fuse",
+    "memory_limit",
+    "distributed.worker.memory.target",
+    "distributed.worker.memory.spill",
+    "distributed.worker.memory.pause",
+    "distributed.worker.memory.terminate",
+];
+
+/// The memory thresholds' config keys, with their part of `MemoryThresholds`.
+fn threshold_mut<'a>(t: &'a mut MemoryThresholds, key: &str) -> Option<&'a mut Option<f64>> {
+    match key.strip_prefix("distributed.worker.memory.")? {
+        "target" => Some(&mut t.target),
+        "spill" => Some(&mut t.spill),
+        "pause" => Some(&mut t.pause),
+        "terminate" => Some(&mut t.terminate),
+        _ => None,
+    }
+}
 
 impl SessionConfig {
     pub fn to_map(&self) -> Map {
@@ -347,6 +373,12 @@ impl SessionConfig {
         m.insert("optimization.fuse".into(), Dynamic::from_bool(self.fuse));
         let limit = self.memory_limit.unwrap_or_else(brisk_engine::memory::limit);
         m.insert("memory_limit".into(), Dynamic::from_int(i64::try_from(limit).unwrap_or(i64::MAX)));
+        let mut t = self.thresholds;
+        for k in &KEYS[5..] {
+            if let Some(x) = threshold_mut(&mut t, k) {
+                m.insert((*k).into(), x.map_or(Dynamic::FALSE, Dynamic::from_float));
+            }
+        }
         m
     }
 
@@ -416,6 +448,21 @@ impl SessionConfig {
                 }
             }
             "memory_limit" => self.memory_limit = memory_limit("config", v)?,
+            k if k.starts_with("distributed.worker.memory.") => {
+                // A fraction of the limit in (0, 1], or false: off (Dask's values).
+                let t = if v.as_bool() == Ok(false) {
+                    None
+                } else {
+                    let x = v.as_float().or_else(|_| v.as_int().map(|i| i as f64)).map_err(|t| {
+                        format!("config: {k} must be a fraction of the memory limit or false, not {t}")
+                    })?;
+                    brisk_distributed::worker::parse_threshold(&x.to_string())
+                        .map_err(|e| format!("config: {k}: {e}"))?
+                };
+                if let Some(slot) = threshold_mut(&mut self.thresholds, k) {
+                    *slot = t;
+                }
+            }
             "optimization.fuse" => {
                 self.fuse =
                     v.as_bool().map_err(|t| format!("config: optimization.fuse must be a bool, not {t}"))?;

@@ -142,7 +142,9 @@ fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
         }
     };
     state.detach_cluster();
-    let opts = LocalClusterOptions { workers, threads, memory_limit, resources, token: token.clone() };
+    let thresholds = state.config().thresholds;
+    let opts =
+        LocalClusterOptions { workers, threads, memory_limit, thresholds, resources, token: token.clone() };
     let local = LocalCluster::start(opts).map_err(|e| runtime(format!("local_cluster: {e}")))?;
     let security = Security { token, tls: None };
     let client = RemoteClient::connect(&local.address, security, state.config().fuse)

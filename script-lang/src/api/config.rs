@@ -17,7 +17,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "config",
         "config() -> map | config(#{...}) -> map",
-        "Read or set session options: scheduler (\"threads\", \"sync\", or \"distributed\" for the cluster of local_cluster or connect), num_workers, array.backend, optimization.fuse, memory_limit (a size such as \"4GiB\", bytes, or \"auto\": 80% of the machine or of the process's limits; results, blocks and graphs that cannot fit are refused). Unknown keys are errors.",
+        "Read or set session options: scheduler (\"threads\", \"sync\", or \"distributed\" for the cluster of local_cluster or connect), num_workers, array.backend, optimization.fuse, memory_limit (a size such as \"4GiB\", bytes, or \"auto\": 80% of the machine or of the process's limits; results, blocks and graphs that cannot fit are refused), distributed.worker.memory.target / spill / pause / terminate (the fractions of their memory limit at which local_cluster's workers spill, force spilling, pause and are restarted: 0.6, 0.7, 0.8, 0.95, or false for never). Unknown keys are errors.",
         "config(#{scheduler: \"sync\"});\nconfig().scheduler",
     ),
     doc(
