@@ -12,7 +12,7 @@
 //! the decision (`State::flush`), so a peer never knows of something the
 //! journal lacks. A scheduler killed in the middle of a write leaves a torn
 //! last record: reading stops at the first record that is short or fails
-//! its checksum, and the file is kept aside (`FILE.damaged`) before a new
+//! its checksum, and the file is kept aside (`FILE.damaged`, or `.damaged.N`) before a new
 //! one is written. Nothing is synced to disk on each write: a SIGKILL
 //! loses nothing the kernel was given; a power cut may lose the tail.
 //!
@@ -176,7 +176,8 @@ impl Restored {
                 if !wants.is_empty() {
                     let c = self.clients.entry(client).or_default();
                     for k in wants {
-                        *c.wants.entry(k).or_insert(0) += 1;
+                        let n = c.wants.entry(k).or_insert(0);
+                        *n = n.saturating_add(1);
                     }
                 }
             }
@@ -247,8 +248,8 @@ impl Restored {
     }
 }
 
-/// Read the records of `bytes` (after the magic) into a [`Restored`];
-/// stops at the first damaged one.
+/// Read the records of `r` (after the magic; `len` bytes) into a
+/// [`Restored`]; stops at the first damaged one.
 fn read_records(mut r: impl Read, len: u64) -> Restored {
     let mut out = Restored::default();
     let mut left = len;
@@ -355,8 +356,7 @@ impl Journal {
                 } else {
                     let restored = read_records(r, len - MAGIC.len() as u64);
                     if restored.damage.is_some() {
-                        let aside = aside_name(path);
-                        std::fs::copy(path, &aside).map_err(io)?;
+                        std::fs::copy(path, aside_name(path)).map_err(io)?;
                     }
                     restored
                 }
@@ -529,10 +529,14 @@ fn encode_record<T: Serialize>(e: &T) -> Result<Vec<u8>, JournalError> {
     Ok(rec)
 }
 
+/// `FILE.damaged`, or `FILE.damaged.N` where earlier ones are kept.
 fn aside_name(path: &Path) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(".damaged");
-    PathBuf::from(s)
+    let name = |n: u32| {
+        let mut s = path.as_os_str().to_owned();
+        s.push(if n == 0 { ".damaged".to_string() } else { format!(".damaged.{n}") });
+        PathBuf::from(s)
+    };
+    (0..).map(name).find(|p| !p.exists()).unwrap_or_else(|| name(0))
 }
 
 fn tmp_name(path: &Path) -> PathBuf {
@@ -616,12 +620,16 @@ mod tests {
             let (_, r) = Journal::open(&path).expect("opens");
             assert!(r.damage.is_some() || r.records > 0, "cut at {cut}");
         }
+        // Each damaged file was kept aside under its own name.
+        let kept = std::fs::read_dir(&d).expect("dir").count();
+        assert!(kept > 1, "{kept} files");
+        let next = aside_name(&path);
         std::fs::write(&path, &full[..full.len() - 3]).expect("writes");
         let (_, r) = Journal::open(&path).expect("opens");
         assert!(r.damage.as_deref().is_some_and(|d| d.contains("cut short")), "{:?}", r.damage);
         assert_eq!(r.erred.len(), 0, "the last record (an error) is lost");
         assert_eq!(r.tasks.len(), 2);
-        assert_eq!(std::fs::read(aside_name(&path)).expect("kept aside"), &full[..full.len() - 3]);
+        assert_eq!(std::fs::read(&next).expect("kept aside"), &full[..full.len() - 3]);
         // A flipped byte fails the checksum.
         let mut bad = full.clone();
         let at = full.len() - 10;

@@ -335,10 +335,10 @@ pub struct DepAt {
 /// Scheduler → worker.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ToWorker {
-    /// The answer to `Register`: the name the scheduler knows this worker
-    /// by, and whether it keeps a journal (then a worker that loses it
-    /// waits for it to come back rather than exiting).
-    Registered { name: String, journaled: bool },
+    /// The answer to `Register`: whether the scheduler keeps a journal
+    /// (then a worker that loses it waits for it to come back rather than
+    /// exiting).
+    Registered { journaled: bool },
     Compute {
         key: Key,
         run: u32,

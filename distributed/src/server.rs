@@ -438,7 +438,6 @@ struct WorkerConn {
     pid: u32,
     memory: u64,
     spilled: u64,
-    paused: bool,
     /// Bytes it fetched from peers (its last heartbeat).
     transferred: u64,
     last_seen: Instant,
@@ -624,22 +623,23 @@ impl State {
             }
         }
         known.erred = erred.into_iter().filter(|(k, _)| tasks.contains_key(k)).collect();
-        let mut wanted = Vec::new();
         for c in clients.values() {
-            for (k, n) in c.wants.iter().filter(|(k, _)| tasks.contains_key(*k)) {
-                wanted.extend(std::iter::repeat_n(k.clone(), *n as usize));
-            }
+            let wants = c.wants.iter().filter(|(k, _)| tasks.contains_key(*k));
+            known.wants.extend(wants.map(|(k, n)| (k.clone(), *n)));
         }
+        // Kept to free them should the graph not go back.
+        let held_keys: Vec<(WorkerId, Key)> = known.held.iter().map(|(k, w, ..)| (*w, k.clone())).collect();
         let (new, defs) = definitions(tasks.into_values());
         let ntasks = new.len();
-        let nheld = known.held.len();
-        if let Err(e) = self.core.restore(new, &wanted, known, &mut self.out) {
+        if let Err(e) = self.core.restore(new, &[], known, &mut self.out) {
             log::warn("scheduler", &format!("the journal's graph cannot be restored ({e}); starting empty"));
-            wanted.clear();
+            for (w, key) in held_keys.iter().cloned() {
+                self.tell_worker(w, ToWorker::Free { keys: vec![key] });
+            }
         } else {
-            let sent: FxHashMap<u128, Arc<Code>> = codes;
-            self.keep_specs(defs, &sent);
+            self.keep_specs(defs, &codes);
         }
+        let nheld = held_keys.len();
         for (id, c) in clients {
             let conn = ABSENT_CONN + self.absent.len() as ConnId;
             self.absent.insert(id, conn);
@@ -655,9 +655,8 @@ impl State {
                 },
             );
             for (k, n) in c.wants {
-                let Some(t) = self.core.lookup(&k) else { continue };
-                for _ in 0..n {
-                    self.add_watch(conn, t);
+                if let Some(t) = self.core.lookup(&k) {
+                    self.add_watch(conn, t, n);
                 }
             }
         }
@@ -710,7 +709,6 @@ impl State {
 
     fn snapshot_entries(&self) -> Vec<Entry> {
         let mut out = vec![Entry::Address(self.address.clone())];
-        let uid = |w: &WorkerId| self.by_worker.get(w).and_then(|c| self.workers.get(c)).map(|w| w.uid);
         for w in self.workers.values() {
             out.push(Entry::Worker { id: w.uid, name: w.name.to_string() });
         }
@@ -744,7 +742,7 @@ impl State {
                         pinned: self.core.pinned(*t),
                     };
                     for w in self.core.who_has(*t) {
-                        if let Some(id) = uid(w) {
+                        if let Some(id) = self.uid_of(*w) {
                             held.entry(id).or_default().push(h.clone());
                         }
                     }
@@ -761,6 +759,13 @@ impl State {
         out
     }
 
+    /// The worker process's own id of state-machine worker `w`.
+    fn uid_of(&self, w: WorkerId) -> Option<u64> {
+        self.by_worker.get(&w).and_then(|c| self.workers.get(c)).map(|wc| wc.uid)
+    }
+
+    /// Add a record, if there is a journal (callers building costly
+    /// records check `self.journal` first).
     fn journal(&mut self, e: Entry) {
         if let Some(j) = self.journal.as_mut() {
             j.add(e);
@@ -773,10 +778,7 @@ impl State {
         if self.journal.is_none() || !self.core.who_has(t).contains(&w) {
             return;
         }
-        let Some(key) = self.key_of(t) else { return };
-        let Some(uid) = self.by_worker.get(&w).and_then(|c| self.workers.get(c)).map(|w| w.uid) else {
-            return;
-        };
+        let (Some(key), Some(uid)) = (self.key_of(t), self.uid_of(w)) else { return };
         let held = vec![HeldResult { key, nbytes: self.core.nbytes(t), pinned: self.core.pinned(t) }];
         self.journal(Entry::Held { worker: uid, held });
     }
@@ -844,7 +846,7 @@ impl State {
         log::info("scheduler", &format!("worker {name} joined at {address} ({nthreads} threads)"));
         self.by_worker.insert(id, conn);
         let finished = Arc::from(format!("finished on {name}"));
-        let registered = ToWorker::Registered { name: name.clone(), journaled: self.journal.is_some() };
+        let registered = ToWorker::Registered { journaled: self.journal.is_some() };
         self.journal(Entry::Worker { id: uid, name: name.clone() });
         self.workers.insert(
             conn,
@@ -861,7 +863,6 @@ impl State {
                 pid,
                 memory: 0,
                 spilled: 0,
-                paused: false,
                 transferred: 0,
                 last_seen: Instant::now(),
                 tx,
@@ -987,17 +988,7 @@ impl State {
                 // Made for the scheduler before this one: kept where it
                 // serves as a copy, freed where it does not.
                 for h in held {
-                    match self.core.lookup(&h.key) {
-                        Some(t) => {
-                            self.core.add_replica(wid, t, &mut self.out);
-                            self.journal_held(wid, t);
-                        }
-                        None => {
-                            if let Some(w) = self.workers.get_mut(&conn) {
-                                w.outbox.push(ToWorker::Free { keys: vec![h.key] });
-                            }
-                        }
-                    }
+                    self.holds_copy(conn, wid, h.key);
                 }
             }
             WorkerMsg::Finished { key, run, nbytes, duration_us, thread, pinned } => {
@@ -1037,23 +1028,16 @@ impl State {
                     w.spilled = spilled;
                 }
             }
-            WorkerMsg::Replicated { key } => match self.core.lookup(&key) {
-                // Retiring workers are checked on the tick, not per copy:
-                // `retired` looks at everything the worker holds.
-                Some(t) => {
-                    self.core.add_replica(wid, t, &mut self.out);
-                    self.journal_held(wid, t);
-                }
-                None => {
-                    if let Some(w) = self.workers.get_mut(&conn) {
-                        w.outbox.push(ToWorker::Free { keys: vec![key] });
-                    }
-                }
-            },
+            // Retiring workers are checked on the tick, not per copy:
+            // `retired` looks at everything the worker holds.
+            WorkerMsg::Replicated { key } => self.holds_copy(conn, wid, key),
             WorkerMsg::Paused { paused } => {
-                if let Some(w) = self.workers.get_mut(&conn) {
-                    w.paused = paused;
-                    let what = if paused { "paused (memory past 80% of its limit)" } else { "running again" };
+                if let Some(w) = self.workers.get(&conn) {
+                    let what = if paused {
+                        "paused (process memory past its pause threshold)"
+                    } else {
+                        "running again"
+                    };
                     log::info("scheduler", &format!("worker {} {what}", w.name));
                 }
                 self.core.pause_worker(wid, paused, &mut self.out);
@@ -1062,6 +1046,22 @@ impl State {
                 self.retiring.entry(conn).or_insert_with(Instant::now);
                 self.core.retire_worker(wid, &mut self.out);
                 self.check_retiring();
+            }
+        }
+    }
+
+    /// Worker `wid` holds a copy of `key`'s result: counted where the
+    /// result is in memory, freed there otherwise.
+    fn holds_copy(&mut self, conn: ConnId, wid: WorkerId, key: Key) {
+        match self.core.lookup(&key) {
+            Some(t) => {
+                self.core.add_replica(wid, t, &mut self.out);
+                self.journal_held(wid, t);
+            }
+            None => {
+                if let Some(w) = self.workers.get_mut(&conn) {
+                    w.outbox.push(ToWorker::Free { keys: vec![key] });
+                }
             }
         }
     }
@@ -1115,11 +1115,13 @@ impl State {
                 self.update_graph(conn, id, tasks, wants, codes)
             }
             ClientMsg::Release { keys } => {
-                let mut released = Vec::with_capacity(keys.len());
+                let mut released = Vec::new();
                 for k in keys {
                     let Some(t) = self.core.lookup(&k) else { continue };
-                    self.release_want(conn, t);
-                    released.push(k);
+                    self.release_want(conn, t, 1);
+                    if self.journal.is_some() {
+                        released.push(k);
+                    }
                 }
                 if let Some(client) = self.clients.get(&conn).map(|c| c.id) {
                     self.journal(Entry::Release { client, keys: released });
@@ -1181,7 +1183,7 @@ impl State {
         // memory is announced by them) are carried out.
         for k in &wants {
             if let Some(t) = self.core.lookup(k) {
-                self.add_watch(conn, t);
+                self.add_watch(conn, t, 1);
             }
         }
         self.tell_client(conn, ToClient::Accepted { id });
@@ -1220,24 +1222,25 @@ impl State {
         let mut unknown = Vec::new();
         for (k, n) in wants {
             match self.core.lookup(&k) {
-                Some(t) => *want.entry(t).or_insert(0) += n,
+                Some(t) => {
+                    let count = want.entry(t).or_insert(0);
+                    *count = count.saturating_add(n);
+                }
                 None => unknown.push(k),
             }
         }
-        let current: Vec<(TaskId, u32)> = c.wants.iter().map(|(t, n)| (*t, *n)).collect();
+        let current = c.wants.clone();
         for (t, have) in &current {
             let keep = want.get(t).copied().unwrap_or(0);
-            for _ in keep..*have {
-                self.release_want(conn, *t);
+            if keep < *have {
+                self.release_want(conn, *t, have - keep);
             }
         }
-        for (t, n) in &want {
-            let have = current.iter().find(|(x, _)| x == t).map_or(0, |(_, h)| *h);
-            for _ in have..*n {
-                let Some(key) = self.core.key(*t).cloned() else { break };
-                if self.core.want(&key, &mut self.out).is_ok() {
-                    self.add_watch(conn, *t);
-                }
+        for (t, n) in want {
+            let more = n.saturating_sub(current.get(&t).copied().unwrap_or(0));
+            let Some(key) = self.core.key(t).cloned() else { continue };
+            if more > 0 && self.core.want_n(&key, more, &mut self.out).is_ok() {
+                self.add_watch(conn, t, more);
             }
         }
         let error = TaskError::internal(
@@ -1281,26 +1284,31 @@ impl State {
         self.journal(e);
     }
 
-    fn add_watch(&mut self, conn: ConnId, t: TaskId) {
+    /// Count `n` references of client `conn` to `t` (the state machine
+    /// counts them too, separately), and have it told about `t`.
+    fn add_watch(&mut self, conn: ConnId, t: TaskId, n: u32) {
         let Some(c) = self.clients.get_mut(&conn) else { return };
-        *c.wants.entry(t).or_insert(0) += 1;
+        let count = c.wants.entry(t).or_insert(0);
+        *count = count.saturating_add(n);
         let w = self.watchers.entry(t).or_default();
         if !w.contains(&conn) {
             w.push(conn);
         }
     }
 
-    fn release_want(&mut self, conn: ConnId, t: TaskId) {
+    /// Drop `n` of client `conn`'s references to `t` (at most all it holds).
+    fn release_want(&mut self, conn: ConnId, t: TaskId, n: u32) {
         let Some(c) = self.clients.get_mut(&conn) else { return };
-        let Some(n) = c.wants.get_mut(&t) else { return };
-        *n -= 1;
-        if *n == 0 {
+        let Some(have) = c.wants.get_mut(&t) else { return };
+        let n = n.min(*have);
+        *have -= n;
+        if *have == 0 {
             c.wants.remove(&t);
             if let Some(w) = self.watchers.get_mut(&t) {
                 w.retain(|x| *x != conn);
             }
         }
-        self.core.release(t, &mut self.out);
+        self.core.release_n(t, n, &mut self.out);
     }
 
     fn gone(&mut self, conn: ConnId, reason: &str) {
@@ -1330,9 +1338,7 @@ impl State {
                 if let Some(w) = self.watchers.get_mut(&t) {
                     w.retain(|x| *x != conn);
                 }
-                for _ in 0..n {
-                    self.core.release(t, &mut self.out);
-                }
+                self.core.release_n(t, n, &mut self.out);
             }
             self.chronicle(|_| Arc::from(format!("client {} left: {reason}", c.name)));
         }
@@ -1411,9 +1417,7 @@ impl State {
                     self.tell_client(conn, ToClient::Erred { key, error: error.clone() });
                 }
                 self.watchers.remove(&t);
-                for _ in 0..n {
-                    self.core.release(t, &mut self.out);
-                }
+                self.core.release_n(t, n, &mut self.out);
             }
         }
     }
@@ -1544,8 +1548,8 @@ impl State {
                     }
                     Action::Free { worker, task } => {
                         if let Some(key) = self.key_of(task) {
-                            if let Some(uid) =
-                                self.by_worker.get(&worker).and_then(|c| self.workers.get(c)).map(|w| w.uid)
+                            if self.journal.is_some()
+                                && let Some(uid) = self.uid_of(worker)
                             {
                                 self.journal(Entry::Freed { worker: uid, keys: vec![key.clone()] });
                             }
@@ -1564,7 +1568,9 @@ impl State {
                     }
                     Action::Erred { task, error } => {
                         let Some(key) = self.key_of(task) else { continue };
-                        self.journal(Entry::Erred { key: key.clone(), error: (*error).clone() });
+                        if self.journal.is_some() {
+                            self.journal(Entry::Erred { key: key.clone(), error: (*error).clone() });
+                        }
                         for conn in self.watchers.get(&task).cloned().unwrap_or_default() {
                             self.tell_client(
                                 conn,
@@ -1582,7 +1588,9 @@ impl State {
                     Action::Forget { task } => {
                         if let Some(spec) = self.specs.remove(&task) {
                             self.drop_codes(&spec.codes);
-                            self.journal(Entry::Forget { keys: vec![spec.key] });
+                            if self.journal.is_some() {
+                                self.journal(Entry::Forget { keys: vec![spec.key] });
+                            }
                         }
                         self.watchers.remove(&task);
                     }

@@ -599,7 +599,7 @@ fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<(String, b
         let mut st = shared.lock();
         for msg in batch {
             match msg {
-                ToWorker::Registered { journaled, .. } => shared.journaled.store(journaled, Ordering::SeqCst),
+                ToWorker::Registered { journaled } => shared.journaled.store(journaled, Ordering::SeqCst),
                 ToWorker::Compute { key, run, op, deps, priority, timeout } => {
                     let timeout = timeout.and_then(|t| brisk_engine::exec::deadline::seconds(t).ok());
                     let task = Assigned { key, run, op, deps, priority, timeout };

@@ -91,18 +91,19 @@ pub struct WorkerArgs {
     /// restarts the worker past 95% (the four flags below).
     #[arg(long, default_value = "auto")]
     memory_limit: String,
-    /// Results beyond this fraction of the limit go to disk ("off": none do).
-    #[arg(long, default_value = "0.6", value_parser = threshold)]
-    memory_target: Threshold,
-    /// Past this fraction of the limit in process memory, spilling is forced.
-    #[arg(long, default_value = "0.7", value_parser = threshold)]
-    memory_spill: Threshold,
-    /// Past this fraction in process memory, the worker starts no task.
-    #[arg(long, default_value = "0.8", value_parser = threshold)]
-    memory_pause: Threshold,
-    /// Past this fraction in process memory, the nanny restarts the worker.
-    #[arg(long, default_value = "0.95", value_parser = threshold)]
-    memory_terminate: Threshold,
+    /// Results beyond this fraction of the limit go to disk (default 0.6;
+    /// "off": none do).
+    #[arg(long, value_parser = threshold)]
+    memory_target: Option<Threshold>,
+    /// Past this fraction of the limit in process memory, spilling is forced (default 0.7).
+    #[arg(long, value_parser = threshold)]
+    memory_spill: Option<Threshold>,
+    /// Past this fraction in process memory, the worker starts no task (default 0.8).
+    #[arg(long, value_parser = threshold)]
+    memory_pause: Option<Threshold>,
+    /// Past this fraction in process memory, the nanny restarts the worker (default 0.95).
+    #[arg(long, value_parser = threshold)]
+    memory_terminate: Option<Threshold>,
     /// The worker's name (default: worker-PID).
     #[arg(long)]
     name: Option<String>,
@@ -171,11 +172,14 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         options.nthreads = n;
     }
     options.memory_limit = memory_limit(&args.memory_limit, options.nthreads)?;
+    // Each flag left out keeps Dask's default (0.6, 0.7, 0.8, 0.95).
+    let d = brisk_distributed::worker::MemoryThresholds::default();
+    let or = |flag: Option<Threshold>, default| flag.map_or(default, |t| t.0);
     options.thresholds = brisk_distributed::worker::MemoryThresholds {
-        target: args.memory_target.0,
-        spill: args.memory_spill.0,
-        pause: args.memory_pause.0,
-        terminate: args.memory_terminate.0,
+        target: or(args.memory_target, d.target),
+        spill: or(args.memory_spill, d.spill),
+        pause: or(args.memory_pause, d.pause),
+        terminate: or(args.memory_terminate, d.terminate),
     };
     if let Some(r) = &args.resources {
         options.resources = parse_resources(r)?;

@@ -125,6 +125,9 @@ pub struct Known {
     pub held: Vec<(Key, WorkerId, u64, bool)>,
     /// Keys that had failed, with their errors.
     pub erred: Vec<(Key, TaskError)>,
+    /// Client references, counted per key (added after `submit`'s
+    /// `wanted`, each entry one reference).
+    pub wants: Vec<(Key, u32)>,
 }
 
 /// What a worker offers.

@@ -105,25 +105,7 @@ impl TestEnv {
         wanted: &[&str],
         ann: &[(&str, Annotations)],
     ) {
-        let new = tasks
-            .iter()
-            .enumerate()
-            .map(|(i, (k, deps))| NewTask {
-                key: Key::new(*k),
-                deps: deps.iter().map(|d| Key::new(*d)).collect(),
-                order: i as u32,
-                annotations: ann.iter().find(|(n, _)| n == k).map(|(_, a)| Arc::new(a.clone())),
-            })
-            .collect();
-        let wanted: Vec<Key> = wanted.iter().map(|k| Key::new(*k)).collect();
-        let r = self.s.submit(new, &wanted, &mut self.out);
-        assert_eq!(r, Ok(()));
-        for (k, _) in tasks {
-            if let Some(t) = self.s.lookup(&Key::new(*k)) {
-                self.keys.insert(t, k.to_string());
-            }
-        }
-        self.check();
+        self.restore_annotated(tasks, wanted, Known::default(), ann);
     }
 
     /// As a scheduler restarted from its journal: `held` results as
@@ -135,6 +117,23 @@ impl TestEnv {
         held: &[(&str, &str)],
         erred: &[(&str, &str)],
     ) {
+        let known = Known {
+            held: held.iter().map(|(k, w)| (Key::new(*k), self.ids[*w], 8, false)).collect(),
+            erred: erred.iter().map(|(k, m)| (Key::new(*k), TaskError::user(*m))).collect(),
+            wants: Vec::new(),
+        };
+        self.restore_annotated(tasks, wanted, known, &[]);
+    }
+
+    /// Tasks as `(key, deps)`, each task's order its position, submitted
+    /// with what is `known` of them; their names are kept for `describe`.
+    fn restore_annotated(
+        &mut self,
+        tasks: &[(&str, &[&str])],
+        wanted: &[&str],
+        known: Known,
+        ann: &[(&str, Annotations)],
+    ) {
         let new = tasks
             .iter()
             .enumerate()
@@ -142,14 +141,10 @@ impl TestEnv {
                 key: Key::new(*k),
                 deps: deps.iter().map(|d| Key::new(*d)).collect(),
                 order: i as u32,
-                annotations: None,
+                annotations: ann.iter().find(|(n, _)| n == k).map(|(_, a)| Arc::new(a.clone())),
             })
             .collect();
         let wanted: Vec<Key> = wanted.iter().map(|k| Key::new(*k)).collect();
-        let known = Known {
-            held: held.iter().map(|(k, w)| (Key::new(*k), self.ids[*w], 8, false)).collect(),
-            erred: erred.iter().map(|(k, m)| (Key::new(*k), TaskError::user(*m))).collect(),
-        };
         let r = self.s.restore(new, &wanted, known, &mut self.out);
         assert_eq!(r, Ok(()));
         for (k, _) in tasks {

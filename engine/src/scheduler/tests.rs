@@ -53,6 +53,27 @@ fn a_restored_graph_computes_only_what_no_worker_holds() {
 }
 
 #[test]
+fn references_counted_at_once_saturate_and_release_together() {
+    let mut e = TestEnv::new();
+    e.worker("w1", 1);
+    e.submit(&[("a", &[])], &["a"]);
+    e.finish("a");
+    e.expect(&["run a on w1", "done a"]);
+    let a = e.id("a");
+    let mut out = Vec::new();
+    // A client claiming more references than a count holds: one stimulus,
+    // no overflow.
+    e.s.want_n(&Key::new("a"), u32::MAX, &mut out).expect("known");
+    assert_eq!(e.s.wants(a), u32::MAX);
+    e.s.release_n(a, u32::MAX - 1, &mut out);
+    assert_eq!(e.s.wants(a), 1);
+    assert!(!out.iter().any(|x| matches!(x, Action::Free { .. })), "{out:?}");
+    e.s.release_n(a, 5, &mut out);
+    assert!(out.iter().any(|x| matches!(x, Action::Free { .. })), "{out:?}");
+    assert_eq!(e.s.ntasks(), 0);
+}
+
+#[test]
 fn equal_keys_submitted_twice_run_once() {
     let mut e = TestEnv::new();
     e.worker("w1", 2);

@@ -264,10 +264,16 @@ impl Scheduler {
             }
             added.push(t);
         }
-        let held = self.settle_known(known);
+        let Known { held, erred, wants } = known;
+        let held = self.settle_known(held, erred);
         for key in wanted {
             if let Some(&t) = self.keys.get(key) {
-                self.add_want(t, out);
+                self.add_want(t, 1, out);
+            }
+        }
+        for (key, n) in wants {
+            if let Some(&t) = self.keys.get(&key) {
+                self.add_want(t, n, out);
             }
         }
         // Tasks nobody asked for (culled away by the caller, or already
@@ -280,9 +286,13 @@ impl Scheduler {
 
     /// Put results still held in memory and known errors in place, for
     /// tasks just added (released); returns the tasks now in memory.
-    fn settle_known(&mut self, known: Known) -> Vec<TaskId> {
+    fn settle_known(
+        &mut self,
+        known_held: Vec<(Key, WorkerId, u64, bool)>,
+        erred: Vec<(Key, TaskError)>,
+    ) -> Vec<TaskId> {
         let mut held = Vec::new();
-        for (key, w, nbytes, pinned) in known.held {
+        for (key, w, nbytes, pinned) in known_held {
             let Some(&t) = self.keys.get(&key) else { continue };
             if self.workers.get(w.0).is_none() {
                 continue;
@@ -306,7 +316,7 @@ impl Scheduler {
             self.count_done(t);
             self.set_state(t, TaskState::Memory);
         }
-        for (key, error) in known.erred {
+        for (key, error) in erred {
             let Some(&t) = self.keys.get(&key) else { continue };
             let r = self.rec_mut(t);
             if r.state != TaskState::Released {
@@ -324,19 +334,28 @@ impl Scheduler {
     /// Add one client reference to a known key (a future passed on, a
     /// persisted collection reused) and make sure it is (being) computed.
     pub fn want(&mut self, key: &Key, out: &mut Vec<Action>) -> Result<TaskId, SchedulerError> {
+        self.want_n(key, 1, out)
+    }
+
+    /// `n` more client references at once (a client coming back with its
+    /// count): one stimulus however large `n` is.
+    pub fn want_n(&mut self, key: &Key, n: u32, out: &mut Vec<Action>) -> Result<TaskId, SchedulerError> {
         let t = self.lookup(key).ok_or_else(|| SchedulerError::UnknownKey(key.clone()))?;
         self.stimulus += 1;
-        self.add_want(t, out);
+        self.add_want(t, n, out);
         self.after_stimulus(out);
         Ok(t)
     }
 
-    /// One more client reference. A result already there (or an error
+    /// `n` more client references. A result already there (or an error
     /// already known) is announced at once; a task that fails while being
     /// brought back is announced by `fail`, once.
-    fn add_want(&mut self, t: TaskId, out: &mut Vec<Action>) {
+    fn add_want(&mut self, t: TaskId, n: u32, out: &mut Vec<Action>) {
+        if n == 0 {
+            return;
+        }
         let r = self.rec_mut(t);
-        r.wants += 1;
+        r.wants = r.wants.saturating_add(n);
         let settled_before = matches!(r.state, TaskState::Memory | TaskState::Erred);
         self.ensure_computed(t, out);
         if settled_before {
@@ -347,15 +366,20 @@ impl Scheduler {
     /// Drop one client reference. A task nobody needs any more is cancelled
     /// (if running) or freed, and forgotten with what only it needed.
     pub fn release(&mut self, t: TaskId, out: &mut Vec<Action>) {
+        self.release_n(t, 1, out);
+    }
+
+    /// Drop `n` client references at once (a client that left).
+    pub fn release_n(&mut self, t: TaskId, n: u32, out: &mut Vec<Action>) {
         if !self.is_live(t) {
             return;
         }
         self.stimulus += 1;
         let r = self.rec_mut(t);
-        if r.wants == 0 {
+        if r.wants == 0 || n == 0 {
             return;
         }
-        r.wants -= 1;
+        r.wants = r.wants.saturating_sub(n);
         if r.wants == 0 && r.waiters == 0 {
             self.process_unneeded(vec![t], out);
         }
