@@ -149,6 +149,22 @@ impl RemoteClient {
         self.shared.request(|id| ClientMsg::Retire { id, n }).map(drop)
     }
 
+    /// Ask these workers to leave; their results move to other workers first.
+    pub fn retire_workers(&self, names: Vec<String>) -> Result<(), EngineError> {
+        self.shared.request(|id| ClientMsg::RetireWorkers { id, names }).map(drop)
+    }
+
+    /// The scheduler's view for adaptive scaling.
+    pub fn adaptive(
+        &self,
+        rule: crate::protocol::AdaptiveRule,
+    ) -> Result<crate::protocol::AdaptiveAnswer, EngineError> {
+        match self.shared.request(|id| ClientMsg::Adaptive { id, rule })? {
+            ToClient::Adaptive { answer, .. } => Ok(answer),
+            other => Err(EngineError::Internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
     /// Ask the scheduler to check its invariants (tests run it after each case).
     pub fn validate(&self) -> Result<(), String> {
         match self.shared.request(|id| ClientMsg::Validate { id }) {
@@ -332,7 +348,8 @@ impl Shared {
                 ToClient::Refused { id, .. }
                 | ToClient::Info { id, .. }
                 | ToClient::Validated { id, .. }
-                | ToClient::Story { id, .. } => reply(&mut st, id, msg),
+                | ToClient::Story { id, .. }
+                | ToClient::Adaptive { id, .. } => reply(&mut st, id, msg),
                 ToClient::InMemory { key, who_has } => {
                     if st.held.contains_key(&key) {
                         st.who_has.insert(key.clone(), who_has);

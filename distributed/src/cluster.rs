@@ -21,7 +21,8 @@ pub fn set_program(path: PathBuf) {
     *PROGRAM.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
 }
 
-fn program() -> Result<PathBuf, ClusterError> {
+/// The `brisk` binary that child processes and batch jobs run.
+pub fn program() -> Result<PathBuf, ClusterError> {
     if let Some(p) = std::env::var_os("BRISK_PROGRAM") {
         return Ok(PathBuf::from(p));
     }
@@ -50,6 +51,9 @@ pub struct LocalClusterOptions {
     pub thresholds: crate::worker::MemoryThresholds,
     pub resources: Vec<(String, f64)>,
     pub token: Option<String>,
+    /// The address the scheduler listens on (default 127.0.0.1: this
+    /// machine only).
+    pub scheduler_host: Option<String>,
 }
 
 /// The processes of a local cluster; dropping it stops them.
@@ -68,7 +72,8 @@ impl LocalCluster {
     pub fn start(options: LocalClusterOptions) -> Result<LocalCluster, ClusterError> {
         let program = program()?;
         let mut cmd = child(&program);
-        cmd.args(["scheduler", "--host", "127.0.0.1", "--port", "0", "--http-port", "0", PARENT_PIPE_FLAG]);
+        let host = options.scheduler_host.as_deref().unwrap_or("127.0.0.1");
+        cmd.args(["scheduler", "--host", host, "--port", "0", "--http-port", "0", PARENT_PIPE_FLAG]);
         if let Some(t) = &options.token {
             cmd.args(["--token", t]);
         }

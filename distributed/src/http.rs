@@ -1,8 +1,11 @@
-//! The scheduler's HTTP port: `/health`, `/metrics` (Prometheus text) and
-//! `/api/v1/workers` (JSON), for load balancers, Prometheus and scripts.
+//! The scheduler's HTTP port: `/health`, `/metrics` (Prometheus text),
+//! `/api/v1/workers` (JSON), and Dask's scaling endpoints
+//! (`/api/v1/adaptive_target`, `/api/v1/get_workers`, `/api/v1/check_idle`,
+//! `POST /api/v1/retire_workers`), for load balancers, Prometheus,
+//! Kubernetes operators and scripts.
 //!
 //! Requests are parsed by `httparse` (bounded: one request of at most
-//! 16 KiB of head, read within 10 s, at most 64 connections at once, the
+//! 16 KiB of head and 64 KiB of body, read within 10 s, at most 64 connections at once, the
 //! oldest dropped for a new one); answers are small and written whole,
 //! then the connection closes. When the cluster has a token every path
 //! but `/health` needs it as
@@ -20,16 +23,25 @@ use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
 /// What the HTTP side asks the event loop for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Ask {
     Metrics,
     Workers,
+    AdaptiveTarget,
+    GetWorkers,
+    CheckIdle,
+    /// With the request's JSON body.
+    RetireWorkers(String),
 }
 
-/// Sends an [`Ask`] to the event loop and waits for its text.
-pub(crate) type AskLoop = Arc<dyn Fn(Ask, oneshot::Sender<String>) -> bool + Send + Sync>;
+/// The event loop's answer: the body, or why the request is wrong (400).
+pub(crate) type Answer = Result<String, String>;
+
+/// Sends an [`Ask`] to the event loop and waits for its answer.
+pub(crate) type AskLoop = Arc<dyn Fn(Ask, oneshot::Sender<Answer>) -> bool + Send + Sync>;
 
 const HEAD_MAX: usize = 16 << 10;
+const BODY_MAX: usize = 64 << 10;
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_CONNECTIONS: usize = 64;
 
@@ -59,7 +71,7 @@ pub(crate) async fn serve(listener: TcpListener, token: Option<String>, ask: Ask
 /// One request, one answer.
 async fn answer(mut tcp: TcpStream, token: Option<&str>, ask: &AskLoop) {
     let response = match read_head(&mut tcp).await {
-        Ok(head) => respond(&head, token, ask).await,
+        Ok(head) => respond(&mut tcp, head, token, ask).await,
         Err(status) => Response::text(status, status_text(status)),
     };
     let _ = tcp.write_all(&response.bytes()).await;
@@ -88,27 +100,59 @@ async fn read_head(tcp: &mut TcpStream) -> Result<Vec<u8>, u16> {
     }
 }
 
-async fn respond(head: &[u8], token: Option<&str>, ask: &AskLoop) -> Response {
+/// The rest of a request's body, after what came with the head: exactly
+/// `length` bytes, or the status to refuse it with.
+async fn read_body(tcp: &mut TcpStream, mut body: Vec<u8>, length: usize) -> Result<String, u16> {
+    if length > BODY_MAX {
+        return Err(413);
+    }
+    let mut chunk = [0u8; 4096];
+    while body.len() < length {
+        let n = match tokio::time::timeout(READ_TIMEOUT, tcp.read(&mut chunk)).await {
+            Ok(Ok(0)) => return Err(400),
+            Ok(Ok(n)) => n,
+            Ok(Err(_)) | Err(_) => return Err(408),
+        };
+        body.extend_from_slice(&chunk[..n]);
+    }
+    body.truncate(length);
+    String::from_utf8(body).map_err(|_| 400)
+}
+
+async fn respond(tcp: &mut TcpStream, head: Vec<u8>, token: Option<&str>, ask: &AskLoop) -> Response {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut req = httparse::Request::new(&mut headers);
-    match req.parse(head) {
-        Ok(httparse::Status::Complete(_)) => {}
+    let head_len = match req.parse(&head) {
+        Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) | Err(_) => return Response::text(400, "bad request"),
-    }
+    };
     let (Some(method), Some(target)) = (req.method, req.path) else {
         return Response::text(400, "bad request");
     };
-    if method != "GET" && method != "HEAD" {
+    let path = target.split('?').next().unwrap_or(target);
+    let post = path == "/api/v1/retire_workers";
+    if post && method != "POST" {
+        return Response::text(405, "only POST");
+    }
+    if !post && method != "GET" && method != "HEAD" {
         return Response::text(405, "only GET");
     }
-    let path = target.split('?').next().unwrap_or(target);
     if path == "/health" {
         return Response::text(200, "ok");
     }
     let route = match path {
         "/metrics" => Ask::Metrics,
         "/api/v1/workers" => Ask::Workers,
-        _ => return Response::text(404, "not found: try /health, /metrics or /api/v1/workers"),
+        "/api/v1/adaptive_target" => Ask::AdaptiveTarget,
+        "/api/v1/get_workers" => Ask::GetWorkers,
+        "/api/v1/check_idle" => Ask::CheckIdle,
+        "/api/v1/retire_workers" => Ask::RetireWorkers(String::new()),
+        _ => {
+            return Response::text(
+                404,
+                "not found: try /health, /metrics, /api/v1/workers, /api/v1/adaptive_target, /api/v1/get_workers, /api/v1/check_idle or POST /api/v1/retire_workers",
+            );
+        }
     };
     if let Some(expected) = token {
         let given = req
@@ -123,14 +167,34 @@ async fn respond(head: &[u8], token: Option<&str>, ask: &AskLoop) -> Response {
             return r;
         }
     }
+    let route = match route {
+        Ask::RetireWorkers(_) => {
+            let length = req
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .and_then(|h| std::str::from_utf8(h.value).ok())
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            let Some(length) = length else { return Response::text(411, "a POST needs Content-Length") };
+            match read_body(tcp, head[head_len..].to_vec(), length).await {
+                Ok(body) => Ask::RetireWorkers(body),
+                Err(status) => return Response::text(status, status_text(status)),
+            }
+        }
+        other => other,
+    };
+    let content_type = match route {
+        Ask::Metrics => "text/plain; version=0.0.4; charset=utf-8",
+        _ => "application/json",
+    };
     let (tx, rx) = oneshot::channel();
     if !ask(route, tx) {
         return Response::text(503, "the scheduler is closing");
     }
-    let Ok(body) = rx.await else { return Response::text(503, "the scheduler is closing") };
-    let content_type = match route {
-        Ask::Metrics => "text/plain; version=0.0.4; charset=utf-8",
-        Ask::Workers => "application/json",
+    let body = match rx.await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => return Response::text(400, &e),
+        Err(_) => return Response::text(503, "the scheduler is closing"),
     };
     let mut r = Response { status: 200, content_type, body, extra: "" };
     if method == "HEAD" {
@@ -174,6 +238,8 @@ fn status_text(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        411 => "Length Required",
+        413 => "Content Too Large",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
         _ => "Error",
@@ -242,7 +308,10 @@ mod tests {
     async fn requests_are_parsed_checked_and_answered() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let ask: AskLoop = Arc::new(|what, tx: oneshot::Sender<String>| tx.send(format!("{what:?}")).is_ok());
+        let ask: AskLoop = Arc::new(|what, tx: oneshot::Sender<Answer>| match what {
+            Ask::RetireWorkers(b) if b == "bad" => tx.send(Err("not JSON".into())).is_ok(),
+            what => tx.send(Ok(format!("{what:?}"))).is_ok(),
+        });
         let server = tokio::spawn(serve(listener, Some("tok".into()), ask));
         let get = |req: Vec<u8>| async move {
             let mut s = TcpStream::connect(addr).await.expect("connect");
@@ -264,6 +333,31 @@ mod tests {
         assert!(workers.contains("application/json") && workers.ends_with("Workers"), "{workers}");
         assert!(get(b"GET /nope HTTP/1.1\r\n\r\n".to_vec()).await.starts_with("HTTP/1.1 404"));
         assert!(get(b"POST /health HTTP/1.1\r\n\r\n".to_vec()).await.starts_with("HTTP/1.1 405"));
+        let auth = "Authorization: Bearer tok\r\n";
+        let retire = get(format!(
+            "POST /api/v1/retire_workers HTTP/1.1\r\n{auth}Content-Length: 8\r\n\r\n{{\"n\": 1}}"
+        )
+        .into_bytes())
+        .await;
+        assert!(
+            retire.starts_with("HTTP/1.1 200") && retire.ends_with("RetireWorkers(\"{\\\"n\\\": 1}\")"),
+            "{retire}"
+        );
+        let bad = get(format!("POST /api/v1/retire_workers HTTP/1.1\r\n{auth}Content-Length: 3\r\n\r\nbad")
+            .into_bytes())
+        .await;
+        assert!(bad.starts_with("HTTP/1.1 400") && bad.contains("not JSON"), "{bad}");
+        let nolen = get(format!("POST /api/v1/retire_workers HTTP/1.1\r\n{auth}\r\n").into_bytes()).await;
+        assert!(nolen.starts_with("HTTP/1.1 411"), "{nolen}");
+        let big =
+            get(format!("POST /api/v1/retire_workers HTTP/1.1\r\n{auth}Content-Length: 999999\r\n\r\n")
+                .into_bytes())
+            .await;
+        assert!(big.starts_with("HTTP/1.1 413"), "{big}");
+        let got = get(format!("GET /api/v1/retire_workers HTTP/1.1\r\n{auth}\r\n").into_bytes()).await;
+        assert!(got.starts_with("HTTP/1.1 405"), "{got}");
+        let target = get(format!("GET /api/v1/adaptive_target HTTP/1.1\r\n{auth}\r\n").into_bytes()).await;
+        assert!(target.ends_with("AdaptiveTarget"), "{target}");
         assert!(get(b"\x00\x01garbage\r\n\r\n".to_vec()).await.starts_with("HTTP/1.1 400"));
         let huge = [b"GET / HTTP/1.1\r\nX: ".to_vec(), vec![b'a'; 20_000]].concat();
         assert!(get(huge).await.starts_with("HTTP/1.1 431"));

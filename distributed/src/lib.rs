@@ -13,6 +13,7 @@
 pub mod client;
 pub mod cluster;
 pub mod comm;
+pub mod deploy;
 mod http;
 pub mod journal;
 pub mod log;

@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Bumped on any change of the messages; peers of another version are refused.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// The first field of every hello: a peer that is not brisk is told apart at once.
 pub const MAGIC: &str = "brisk";
@@ -168,6 +168,26 @@ pub struct HeldResult {
     pub pinned: bool,
 }
 
+/// How the adaptive target is computed (see `deploy::adaptive::Rule`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AdaptiveRule {
+    pub target_duration: f64,
+    pub threads_per_worker: u32,
+}
+
+/// The scheduler's side of an adaptive decision.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AdaptiveAnswer {
+    /// Workers the work asks for.
+    pub target: u64,
+    /// Connected workers safe to close to come down to `target`, best first.
+    pub to_close: Vec<String>,
+    /// Every connected worker's name (leaving ones included).
+    pub workers: Vec<String>,
+    /// Seconds since the scheduler last had work; `None` while it has some.
+    pub idle_for: Option<f64>,
+}
+
 /// Client → scheduler.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ClientMsg {
@@ -189,6 +209,12 @@ pub enum ClientMsg {
     Restart { id: u64 },
     /// Ask `n` workers to leave (scaling down); answered by `Done`.
     Retire { id: u64, n: u32 },
+    /// Ask these workers (by name) to leave: their results move to other
+    /// workers first; answered by `Done` at once.
+    RetireWorkers { id: u64, names: Vec<String> },
+    /// How many workers the work asks for now (adaptive scaling); answered
+    /// by `Adaptive`.
+    Adaptive { id: u64, rule: AdaptiveRule },
     /// Check every invariant of the scheduler's state (tests); answered by `Validated`.
     Validate { id: u64 },
     /// What the scheduler remembers of these keys; answered by `Story`.
@@ -241,6 +267,10 @@ pub enum ToClient {
     Story {
         id: u64,
         rows: Vec<StoryRow>,
+    },
+    Adaptive {
+        id: u64,
+        answer: AdaptiveAnswer,
     },
     /// A task ran (for clients that asked for the stream): on which worker
     /// and thread, from `start_us` to `stop_us` on the scheduler's clock.

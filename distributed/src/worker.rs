@@ -53,6 +53,15 @@ pub struct WorkerOptions {
     /// Where this worker kills itself, for the reliability tests.
     pub kill_at: Option<KillAt>,
     pub thresholds: MemoryThresholds,
+    /// How long to keep trying to reach the scheduler, first and after
+    /// losing one that keeps a journal (`None`: one try at first, 60 s later).
+    pub death_timeout: Option<Duration>,
+    /// Leave cleanly after this long (handing results over), as Dask's
+    /// `--lifetime`: a batch job's worker goes before its walltime kills it.
+    pub lifetime: Option<Duration>,
+    /// The lifetime moves by up to this much either way, so the workers of
+    /// jobs started together do not all leave at once.
+    pub lifetime_stagger: Duration,
 }
 
 /// A point where a worker started with `--kill-at` dies at once (as under
@@ -159,6 +168,9 @@ impl WorkerOptions {
             memory_monitor: Duration::from_millis(100),
             kill_at: None,
             thresholds: MemoryThresholds::default(),
+            death_timeout: None,
+            lifetime: None,
+            lifetime_stagger: Duration::ZERO,
         }
     }
 }
@@ -166,8 +178,8 @@ impl WorkerOptions {
 /// Why a worker stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
-    #[error("cannot reach the scheduler at {address}: {error}")]
-    Connect { address: String, error: CommError },
+    #[error("cannot reach the scheduler at {address}{}: {error}", .tried.map(|d| format!(" (tried for {}s)", d.as_secs())).unwrap_or_default())]
+    Connect { address: String, tried: Option<Duration>, error: CommError },
     #[error("lost the scheduler: {0}")]
     Lost(String),
     /// The scheduler removed this worker (a nanny starts a new one).
@@ -368,15 +380,53 @@ impl Shared {
     }
 }
 
-/// How long a worker whose scheduler keeps a journal waits for it to come back.
+/// How long a worker whose scheduler keeps a journal waits for it to come
+/// back, unless `death_timeout` says.
 const RECONNECT_WAIT: Duration = Duration::from_secs(60);
+
+/// Reach the scheduler: once, or (with `death_timeout`) again every 250 ms
+/// until it answers or the time is up. A refusal (a wrong token) is final.
+async fn first_connect(options: &WorkerOptions, name: &str) -> Result<Conn, WorkerError> {
+    let start = tokio::time::Instant::now();
+    loop {
+        match comm::connect(&options.scheduler, Role::Worker, name, &options.security).await {
+            Ok(c) => return Ok(c),
+            Err(error) => {
+                let retry = matches!(error, CommError::Io(_) | CommError::Timeout(_));
+                match options.death_timeout {
+                    Some(d) if retry && start.elapsed() < d => {
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
+                    tried => {
+                        return Err(WorkerError::Connect {
+                            address: options.scheduler.clone(),
+                            tried,
+                            error,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Ask the worker to leave at its lifetime, moved by a random part of the stagger.
+fn leave_at_lifetime(options: &WorkerOptions, name: &str) {
+    let Some(life) = options.lifetime else { return };
+    let stagger = options.lifetime_stagger.as_secs_f64();
+    let shift = (comm::random_id() as f64 / u64::MAX as f64 * 2.0 - 1.0) * stagger;
+    let at = Duration::from_secs_f64((life.as_secs_f64() + shift).max(0.0));
+    let name = name.to_string();
+    tokio::spawn(async move {
+        tokio::time::sleep(at).await;
+        log::info("worker", &format!("{name} reached its lifetime ({}s): leaving", at.as_secs()));
+        request_close();
+    });
+}
 
 async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), WorkerError> {
     let name = options.name.clone().unwrap_or_else(|| format!("worker-{}", std::process::id()));
-    let connect_err = |error| WorkerError::Connect { address: options.scheduler.clone(), error };
-    let conn = comm::connect(&options.scheduler, Role::Worker, &name, &options.security)
-        .await
-        .map_err(connect_err)?;
+    let conn = first_connect(&options, &name).await?;
     // Serve data where the scheduler's connection left this machine, unless told.
     let host = match &options.host {
         Some(h) => h.clone(),
@@ -430,6 +480,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         kill_at: options.kill_at,
     });
     log::info("worker", &format!("{name} serving data at {address}, scheduler {}", options.scheduler));
+    leave_at_lifetime(&options, &name);
 
     let mut threads = Vec::new();
     for i in 0..options.nthreads.max(1) {
@@ -490,9 +541,8 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
             }
             Reconnect::Close => break Ok(()),
             Reconnect::GaveUp => {
-                break Err(WorkerError::Lost(format!(
-                    "{reason}; it did not come back within {RECONNECT_WAIT:?}"
-                )));
+                let wait = options.death_timeout.unwrap_or(RECONNECT_WAIT);
+                break Err(WorkerError::Lost(format!("{reason}; it did not come back within {wait:?}")));
             }
         }
     };
@@ -561,7 +611,7 @@ enum Reconnect {
 
 /// Try the scheduler's address again every 250 ms for `RECONNECT_WAIT`.
 async fn reconnect(options: &WorkerOptions, name: &str) -> Reconnect {
-    let deadline = tokio::time::Instant::now() + RECONNECT_WAIT;
+    let deadline = tokio::time::Instant::now() + options.death_timeout.unwrap_or(RECONNECT_WAIT);
     while tokio::time::Instant::now() < deadline {
         tokio::select! {
             () = close_requested().notified() => return Reconnect::Close,

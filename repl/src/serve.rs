@@ -113,9 +113,31 @@ pub struct WorkerArgs {
     /// The cluster's shared secret (else BRISK_TOKEN).
     #[arg(long)]
     token: Option<String>,
-    /// The interface to serve data on (default: the one that reaches the scheduler).
-    #[arg(long)]
+    /// The address to serve data on (default: the one that reaches the scheduler).
+    #[arg(long, conflicts_with = "interface")]
     host: Option<String>,
+    /// The network interface to serve data on, by name (eth0, ib0): its
+    /// IPv4 address is used.
+    #[arg(long)]
+    interface: Option<String>,
+    /// Keep trying to reach the scheduler this long ("60s"), at first and
+    /// after losing it; then exit (a batch job then ends instead of
+    /// waiting for a scheduler that is gone).
+    #[arg(long, value_name = "DURATION")]
+    death_timeout: Option<String>,
+    /// Leave cleanly after this long ("55m"): results move to other workers
+    /// first. A batch job's worker goes before its walltime kills it.
+    #[arg(long, value_name = "DURATION")]
+    lifetime: Option<String>,
+    /// Move each worker's lifetime by a random amount up to this ("4m"),
+    /// so workers started together do not leave together.
+    #[arg(long, value_name = "DURATION", requires = "lifetime")]
+    lifetime_stagger: Option<String>,
+    /// Start this many worker processes, named NAME-0, NAME-1, … (each
+    /// with its own nanny, its share of nothing: give each its threads
+    /// and memory limit).
+    #[arg(long, default_value_t = 1)]
+    nworkers: usize,
     /// Where to keep shuffle pieces (default: the temporary directory).
     #[arg(long)]
     local_directory: Option<std::path::PathBuf>,
@@ -165,8 +187,33 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     if args.exit_with_parent {
         brisk_distributed::cluster::exit_with_parent();
     }
-    let mut options = WorkerOptions::new(&args.scheduler);
     brisk_distributed::comm::parse_address(&args.scheduler)?;
+    anyhow::ensure!((1..=256).contains(&args.nworkers), "--nworkers must be between 1 and 256");
+    let duration = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<Duration>> {
+        v.as_deref()
+            .map(|t| {
+                brisk_distributed::deploy::timefmt::parse_timedelta(t)
+                    .map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+            })
+            .transpose()
+    };
+    let death_timeout = duration("death-timeout", &args.death_timeout)?;
+    let lifetime = duration("lifetime", &args.lifetime)?;
+    let lifetime_stagger = duration("lifetime-stagger", &args.lifetime_stagger)?.unwrap_or_default();
+    let host = match &args.interface {
+        Some(i) => Some(
+            brisk_distributed::deploy::interface_address(i)
+                .map_err(|e| anyhow::anyhow!("--interface: {e}"))?,
+        ),
+        None => args.host.clone(),
+    };
+    if args.nworkers > 1 {
+        return worker_group(args.nworkers, args.name.as_deref());
+    }
+    let mut options = WorkerOptions::new(&args.scheduler);
+    options.death_timeout = death_timeout;
+    options.lifetime = lifetime;
+    options.lifetime_stagger = lifetime_stagger;
     if let Some(n) = args.nthreads {
         anyhow::ensure!(n > 0, "--nthreads must be at least 1");
         options.nthreads = n;
@@ -185,7 +232,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         options.resources = parse_resources(r)?;
     }
     options.name = args.name;
-    options.host = args.host;
+    options.host = host;
     options.local_directory = args.local_directory;
     options.kill_at = args.kill_at;
     options.security = args.tls.security(args.token)?;
@@ -217,6 +264,70 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// `--nworkers N`: N worker processes from this command line, named
+/// NAME-0 … NAME-(N-1), each a child of this one; signals go to all of
+/// them, and this process ends when they have.
+fn worker_group(n: usize, name: Option<&str>) -> anyhow::Result<ExitCode> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let program = std::env::current_exe()?;
+    let mut base: Vec<std::ffi::OsString> = Vec::new();
+    let mut skip = false;
+    for a in std::env::args_os().skip(1) {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        let text = a.to_string_lossy();
+        if text == "--nworkers" || text == "--name" {
+            skip = true;
+            continue;
+        }
+        if text.starts_with("--nworkers=") || text.starts_with("--name=") {
+            continue;
+        }
+        base.push(a);
+    }
+    let prefix = name.map_or_else(|| format!("worker-{}", std::process::id()), str::to_string);
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    let mut children = Vec::new();
+    for i in 0..n {
+        let mut cmd = std::process::Command::new(&program);
+        cmd.args(&base).args(["--name", &format!("{prefix}-{i}")]);
+        if !base.iter().any(|a| a == brisk_distributed::cluster::PARENT_PIPE_FLAG) {
+            // Each child ends with this process, even when it is killed.
+            cmd.arg(brisk_distributed::cluster::PARENT_PIPE_FLAG).stdin(std::process::Stdio::piped());
+        }
+        children.push(cmd.spawn()?);
+    }
+    let mut signalled = false;
+    let mut worst = 0;
+    while !children.is_empty() {
+        if stop.load(Ordering::Relaxed) && !signalled {
+            signalled = true;
+            for c in &children {
+                if let Ok(pid) = i32::try_from(c.id()) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGTERM,
+                    );
+                }
+            }
+        }
+        children.retain_mut(|c| match c.try_wait() {
+            Ok(Some(status)) => {
+                worst = worst.max(status.code().unwrap_or(1));
+                false
+            }
+            Ok(None) => true,
+            Err(_) => false,
+        });
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(ExitCode::from(worst.clamp(0, 255) as u8))
 }
 
 /// `--memory-limit`: a size, "none", or "auto" (Dask's: the machine's

@@ -143,8 +143,15 @@ fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
     };
     state.detach_cluster();
     let thresholds = state.config().thresholds;
-    let opts =
-        LocalClusterOptions { workers, threads, memory_limit, thresholds, resources, token: token.clone() };
+    let opts = LocalClusterOptions {
+        workers,
+        threads,
+        memory_limit,
+        thresholds,
+        resources,
+        token: token.clone(),
+        scheduler_host: None,
+    };
     let local = LocalCluster::start(opts).map_err(|e| runtime(format!("local_cluster: {e}")))?;
     let security = Security { token, tls: None };
     let client = RemoteClient::connect(&local.address, security, state.config().fuse)

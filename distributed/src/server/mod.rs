@@ -34,6 +34,8 @@ use crate::protocol::{
 use crate::security::Security;
 use crate::{http, log};
 
+mod scaling;
+
 /// How a scheduler runs (`brisk scheduler` flags).
 #[derive(Clone, Debug)]
 pub struct SchedulerOptions {
@@ -194,7 +196,7 @@ enum Ev {
     },
     Tick,
     /// The HTTP port asks for a page.
-    Http(http::Ask, tokio::sync::oneshot::Sender<String>),
+    Http(http::Ask, tokio::sync::oneshot::Sender<http::Answer>),
 }
 
 /// Events waiting for the scheduler's loop before senders wait.
@@ -496,6 +498,7 @@ struct State {
     absent: FxHashMap<u64, ConnId>,
     /// When the references of absent clients are dropped.
     absent_until: Option<Instant>,
+    scaling: scaling::Scaling,
 }
 
 /// A scheduler started on a journal that says there is work, until the
@@ -548,6 +551,7 @@ impl State {
             restoring: None,
             absent: FxHashMap::default(),
             absent_until: None,
+            scaling: scaling::Scaling::default(),
         }
     }
 
@@ -820,8 +824,14 @@ impl State {
             Ev::Tick => self.tick(),
             Ev::Http(what, reply) => {
                 let _ = reply.send(match what {
-                    http::Ask::Metrics => self.metrics(),
-                    http::Ask::Workers => serde_json::to_string(&self.rows()).unwrap_or_else(|_| "[]".into()),
+                    http::Ask::Metrics => Ok(self.metrics()),
+                    http::Ask::Workers => {
+                        Ok(serde_json::to_string(&self.rows()).unwrap_or_else(|_| "[]".into()))
+                    }
+                    http::Ask::AdaptiveTarget => Ok(self.http_adaptive_target()),
+                    http::Ask::GetWorkers => Ok(self.http_get_workers()),
+                    http::Ask::CheckIdle => Ok(self.http_check_idle()),
+                    http::Ask::RetireWorkers(body) => self.http_retire_workers(&body),
                 });
             }
         }
@@ -1093,7 +1103,7 @@ impl State {
             ClientMsg::UpdateGraph { .. } => "submitted",
             ClientMsg::Release { .. } => "released",
             ClientMsg::Restart { .. } => "restarted",
-            ClientMsg::Retire { .. } => "workers retired",
+            ClientMsg::Retire { .. } | ClientMsg::RetireWorkers { .. } => "workers retired",
             _ => "asked",
         };
         self.on_client_msg(conn, msg);
@@ -1147,6 +1157,14 @@ impl State {
             ClientMsg::Retire { id, n } => {
                 self.retire(n as usize);
                 self.tell_client(conn, ToClient::Done { id });
+            }
+            ClientMsg::RetireWorkers { id, names } => {
+                self.retire_named(&names);
+                self.tell_client(conn, ToClient::Done { id });
+            }
+            ClientMsg::Adaptive { id, rule } => {
+                let answer = self.adaptive(&rule);
+                self.tell_client(conn, ToClient::Adaptive { id, answer });
             }
         }
     }
@@ -1381,6 +1399,7 @@ impl State {
             }
         }
         self.check_retiring();
+        self.scaling_tick();
         let now = Instant::now();
         let silent: Vec<ConnId> = self
             .workers
@@ -1539,6 +1558,7 @@ impl State {
                             .collect();
                         let priority = (priority.neg_user, priority.generation, priority.order);
                         let timeout = spec.timeout;
+                        self.note_run(&key);
                         self.tell_worker(worker, ToWorker::Compute { key, run, op, deps, priority, timeout });
                     }
                     Action::Cancel { worker, task } => {
