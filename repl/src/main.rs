@@ -5,6 +5,7 @@
 mod dash;
 mod highlight;
 mod interactive;
+mod jobqueue;
 mod nanny;
 mod serve;
 mod source;
@@ -44,6 +45,9 @@ enum Command {
     Scheduler(serve::SchedulerArgs),
     /// Start a worker that joins the scheduler at tcp://HOST:PORT.
     Worker(serve::WorkerArgs),
+    /// The job script for a batch system (slurm, pbs, lsf), as
+    /// dask-jobqueue writes it (--print-script), or --jobs N of them submitted.
+    Jobqueue(jobqueue::JobqueueArgs),
     /// The full-screen dashboard of a running scheduler: its workers and the
     /// work of every client (q leaves).
     Top(serve::TopArgs),
@@ -155,6 +159,7 @@ fn brisk() -> ExitCode {
     let result = match cli.command {
         Some(Command::Scheduler(args)) => serve::scheduler(args),
         Some(Command::Worker(args)) => serve::worker(args),
+        Some(Command::Jobqueue(args)) => jobqueue::run(args),
         Some(Command::Top(args)) => top(args),
         Some(Command::Run { file, no_progress }) => run_file(&file, !no_progress),
         Some(Command::Kernel { action, connection_file }) => kernel(action, connection_file),

@@ -94,7 +94,11 @@ impl Session {
     pub fn connect(&self, address: &str, security: brisk_distributed::Security) -> Result<(), String> {
         let client = brisk_distributed::RemoteClient::connect(address, security, self.state.config().fuse)
             .map_err(|e| format!("cannot connect to {address}: {e}"))?;
-        self.state.attach_cluster(crate::state::Cluster { client: Arc::new(client), local: None });
+        self.state.attach_cluster(crate::state::Cluster {
+            client: Arc::new(client),
+            local: None,
+            deployed: None,
+        });
         Ok(())
     }
 

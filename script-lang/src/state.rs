@@ -37,6 +37,9 @@ pub type DisplaySink = Arc<dyn Fn(&Rendered) + Send + Sync>;
 pub struct Cluster {
     pub client: Arc<RemoteClient>,
     pub local: Option<LocalCluster>,
+    /// The batch-job cluster the session's graphs run on (`client(cluster)`);
+    /// it stays up when the session moves to another cluster.
+    pub deployed: Option<Arc<brisk_distributed::deploy::jobcluster::JobQueueCluster>>,
 }
 
 /// What registered functions share with the session.

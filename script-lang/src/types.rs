@@ -77,6 +77,10 @@ pub struct Client {
     pub(crate) state: Arc<SessionState>,
 }
 
+/// A cluster of batch jobs (`slurm_cluster`, `jobqueue_cluster`; type name "Cluster").
+#[derive(Clone)]
+pub struct JobCluster(pub Arc<brisk_distributed::deploy::jobcluster::JobQueueCluster>);
+
 /// `for f in as_completed(futs)`: futures in the order they finish.
 #[derive(Clone)]
 pub struct AsCompletedIter(pub(crate) Arc<Mutex<Option<AsCompleted>>>);
@@ -134,6 +138,8 @@ pub fn type_name(d: &Dynamic) -> String {
         "DelayedFunction".into()
     } else if d.is::<Client>() {
         "Client".into()
+    } else if d.is::<JobCluster>() {
+        "Cluster".into()
     } else {
         let n = d.type_name();
         n.rsplit("::").next().unwrap_or(n).to_string()

@@ -44,7 +44,8 @@ pub struct WorkerLoad {
     pub nthreads: u32,
     /// Tasks assigned to it.
     pub processing: u64,
-    /// Bytes of results it holds.
+    /// Results it holds, and their bytes.
+    pub held: u64,
     pub held_bytes: u64,
     pub memory_limit: Option<u64>,
     /// Leaving already: it counts for nothing.
@@ -120,7 +121,8 @@ pub fn target(load: &Load, rule: &Rule) -> usize {
 
 /// The workers to close to come down to `target`: idle ones holding the
 /// least data first, while the rest keep at least twice the stored data
-/// within their memory limits.
+/// within their memory limits, and never the last one while any holds a
+/// result (its results would have nowhere to go).
 pub fn workers_to_close(load: &Load, target: usize) -> Vec<String> {
     let nworkers = live(load).count();
     if target >= nworkers {
@@ -131,9 +133,10 @@ pub fn workers_to_close(load: &Load, target: usize) -> Vec<String> {
     let stored: u64 = live(load).map(|w| w.held_bytes).sum();
     let mut limits: u64 = live(load).filter_map(|w| w.memory_limit).sum();
     let known = live(load).all(|w| w.memory_limit.is_some());
+    let keep = usize::from(live(load).any(|w| w.held > 0)).max(target);
     let mut out = Vec::new();
     for w in idle {
-        if out.len() == nworkers - target {
+        if nworkers - out.len() <= keep {
             break;
         }
         let rest = limits.saturating_sub(w.memory_limit.unwrap_or(0));
@@ -278,6 +281,7 @@ mod tests {
             name: name.into(),
             nthreads: 2,
             processing,
+            held: u64::from(held > 0),
             held_bytes: held,
             memory_limit: Some(1 << 30),
             retiring: false,
@@ -349,6 +353,12 @@ mod tests {
             workers: vec![worker("a", 0, 400 << 20), worker("b", 0, 0), worker("c", 0, 0)],
         };
         assert_eq!(workers_to_close(&full, 0), vec!["b".to_string()]);
+        // Results too small to weigh still keep the last worker.
+        let mut tiny = worker("t", 0, 0);
+        tiny.held = 3;
+        let load = Load { groups: vec![], waiting: 0, workers: vec![tiny, worker("u", 0, 0)] };
+        assert_eq!(workers_to_close(&load, 0), vec!["u".to_string()]);
+        assert_eq!(target(&load, &Rule::default()), 1);
     }
 
     fn names(v: &[&str]) -> Vec<String> {

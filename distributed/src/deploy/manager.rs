@@ -258,8 +258,10 @@ impl Manager {
         self.wake.notify_all();
     }
 
-    /// The jobs, oldest first, with the workers connected now.
+    /// The jobs, oldest first, with the workers connected now (after a
+    /// fresh look at the batch system).
     pub fn status(&self) -> Vec<JobRow> {
+        self.step();
         let connected: Vec<String> =
             self.client.worker_rows().map(|r| r.into_iter().map(|w| w.name).collect()).unwrap_or_default();
         let st = self.lock();
@@ -498,7 +500,10 @@ impl Manager {
         match decision {
             Recommendation::Same => {}
             Recommendation::Up(k) => {
-                if let Some(left) = st.breaker.paused(now) {
+                if let Some(f) = &st.fatal {
+                    // Another job of the same script would pend for ever too.
+                    error = Some(f.clone());
+                } else if let Some(left) = st.breaker.paused(now) {
                     error = Some(format!(
                         "submitting is paused for {left:.0}s after repeated failures; the last: {}",
                         st.breaker.last_error.as_deref().unwrap_or("?")

@@ -1067,6 +1067,19 @@ impl State {
             Some(t) => {
                 self.core.add_replica(wid, t, &mut self.out);
                 self.journal_held(wid, t);
+                // Clients fetching it learn of the new copy: the worker
+                // they were told of may be leaving (retired, scaled down).
+                if let Some(conns) = self.watchers.get(&t).cloned()
+                    && self.core.state(t) == Some(TaskState::Memory)
+                {
+                    let who_has = self.addresses(t);
+                    for c in conns {
+                        self.tell_client(
+                            c,
+                            ToClient::InMemory { key: key.clone(), who_has: who_has.clone() },
+                        );
+                    }
+                }
             }
             None => {
                 if let Some(w) = self.workers.get_mut(&conn) {

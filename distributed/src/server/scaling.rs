@@ -90,6 +90,7 @@ impl State {
                     name: w.name.to_string(),
                     nthreads: w.nthreads,
                     processing: i.map_or(0, |i| i.processing as u64),
+                    held: i.map_or(0, |i| i.held as u64),
                     held_bytes: i.map_or(0, |i| i.held_bytes),
                     memory_limit: w.memory_limit,
                     retiring: self.retiring.contains_key(conn),

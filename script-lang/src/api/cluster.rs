@@ -157,7 +157,7 @@ fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
     let client = RemoteClient::connect(&local.address, security, state.config().fuse)
         .map_err(|e| runtime(format!("local_cluster: cannot connect to its scheduler: {e}")))?;
     client.wait_for_workers(workers, JOIN_TIMEOUT).map_err(engine_error)?;
-    state.attach_cluster(Cluster { client: Arc::new(client), local: Some(local) });
+    state.attach_cluster(Cluster { client: Arc::new(client), local: Some(local), deployed: None });
     Ok(Client { state: state.clone() })
 }
 
@@ -181,7 +181,7 @@ fn connect(state: &Arc<SessionState>, address: &str, m: Option<Map>) -> Res<Clie
         Security::from_flags(text("token")?, files).map_err(|e| runtime(format!("connect: {e}")))?;
     let client = RemoteClient::connect(address, security, state.config().fuse)
         .map_err(|e| runtime(format!("connect: cannot connect to {address}: {e}")))?;
-    state.attach_cluster(Cluster { client: Arc::new(client), local: None });
+    state.attach_cluster(Cluster { client: Arc::new(client), local: None, deployed: None });
     Ok(Client { state: state.clone() })
 }
 
@@ -191,6 +191,9 @@ fn scale(state: &SessionState, n: i64) -> Res<()> {
     }
     let n = n as usize;
     let outcome = state.with_cluster(|c| -> Res<()> {
+        if let Some(d) = &c.deployed {
+            return d.scale_jobs(d.jobs_for_workers(n)).map_err(|e| runtime(format!("scale: {e}")));
+        }
         let Some(local) = c.local.as_mut() else {
             return Err(runtime("scale: this cluster was not started by the session (connect); start workers with `brisk worker`"));
         };

@@ -15,6 +15,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::delayed::DOCS,
     super::futures::DOCS,
     super::cluster::DOCS,
+    super::deploy::DOCS,
     super::config::DOCS,
     super::DOCS,
     super::array_create::DOCS,
@@ -77,7 +78,10 @@ mod tests {
     fn every_entry_is_in_exactly_one_area() {
         // Areas added since the split bring their own entries.
         // `story` came later, to the futures area.
-        assert_eq!(all().count(), ENTRIES_BEFORE_SPLIT + 1 + super::super::cluster::DOCS.len());
+        assert_eq!(
+            all().count(),
+            ENTRIES_BEFORE_SPLIT + 1 + super::super::cluster::DOCS.len() + super::super::deploy::DOCS.len()
+        );
         let mut seen: Vec<(&str, usize)> = Vec::new();
         for (area, docs) in AREAS.iter().enumerate() {
             for d in docs.iter() {

@@ -13,6 +13,7 @@ mod config;
 mod dataframe;
 mod dataframe_docs;
 mod delayed;
+mod deploy;
 pub mod docs;
 mod fndoc;
 mod frame_order;
@@ -60,6 +61,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     frame_order::register(engine, state);
     futures::register(engine, state);
     cluster::register(engine, state);
+    deploy::register(engine, state);
     config::register(engine, state);
 }
 
