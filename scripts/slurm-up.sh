@@ -14,6 +14,8 @@ if [ "$(id -u)" != 0 ]; then
   echo "slurm-up.sh: needs root (it writes /etc/slurm and starts daemons)" >&2
   exit 1
 fi
+# An earlier cluster of this script goes first (its jobs too).
+"$(dirname "$0")/slurm-down.sh"
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -76,7 +78,7 @@ PartitionName=debug Nodes=${PARTNODES} Default=YES MaxTime=INFINITE State=UP
 CONF
 # A clean start: no jobs or node states from an earlier run.
 rm -rf /var/lib/slurm/slurmctld/*
-[ -s /run/munge/munged.pid ] && kill -0 "$(cat /run/munge/munged.pid)" 2>/dev/null || runuser -u munge -- /usr/sbin/munged
+runuser -u munge -- /usr/sbin/munged
 munge -n | unmunge >/dev/null
 /usr/sbin/slurmctld
 if [ "$NODES" -eq 1 ]; then /usr/sbin/slurmd; else

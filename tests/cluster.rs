@@ -1283,3 +1283,100 @@ print(gather(map(|x| x + 1, [1, 2, 3])));
     assert!(!alive(first), "the old worker is gone");
     c.finish();
 }
+
+/// `c.adapt` on a local cluster: workers come with a queue of work and go
+/// when it is done (and its results are no longer held).
+#[test]
+fn a_local_cluster_adapts_to_its_work_and_back_to_zero() {
+    let out = run_locally(
+        r#"
+let c = local_cluster(#{workers: 0, threads: 1});
+c.adapt(#{minimum: 0, maximum: 3, interval: "300ms", wait_count: 2});
+let fs = []; for i in 0..30 { fs.push(submit(|i| { sleep(1.0); i * 3 }, i)); }
+let most = 0;
+while !fs.all(|f| f.done()) { let n = c.workers().len(); if n > most { most = n; } sleep(0.05); }
+print(`most ${most}`);
+print(`sum ${gather(fs).reduce(|s, x| s + x, 0)}`);
+fs = ();
+let t = timestamp();
+while c.workers().len() > 0 && t.elapsed < 30 { sleep(0.1); }
+print(`left ${c.workers().len()}`);
+c.scale(2);
+print(`scaled ${c.workers().len()}`);
+c.close();
+"#,
+    );
+    assert_ok(&out, "adapt");
+    let stdout = text(&out.stdout);
+    let most: usize = stdout.lines().find_map(|l| l.strip_prefix("most ")?.parse().ok()).unwrap_or(0);
+    assert!(most >= 2, "adapt grew to {most} workers:\n{stdout}");
+    assert!(
+        stdout.contains("sum 1305\n") && stdout.contains("left 0\n") && stdout.contains("scaled 2\n"),
+        "{stdout}"
+    );
+    assert!(!text(&out.stderr).contains("error"), "{}", text(&out.stderr));
+}
+
+/// POST with a body; the status and the body of the answer.
+fn http_post(http: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
+    let host = http.trim_start_matches("http://");
+    let mut s = TcpStream::connect(host).expect("connect to the HTTP port");
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("read the answer");
+    let status = answer.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("a status line");
+    (status, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+}
+
+/// Dask's scaling endpoints, as the dask-kubernetes operator calls them.
+#[test]
+fn dask_scaling_endpoints_answer_on_the_http_port() {
+    let c = TestCluster::start_with(2, Some("tok"), &[]);
+    let auth = "Authorization: Bearer tok\r\n";
+    assert_eq!(http_get(&c.http, "/api/v1/adaptive_target", "").0, 401);
+    let json = |s: &str| serde_json::from_str::<serde_json::Value>(s).expect("JSON");
+    let (status, body) = http_get(&c.http, "/api/v1/get_workers", auth);
+    assert_eq!(status, 200, "{body}");
+    let workers = json(&body);
+    assert_eq!(workers["num_workers"], 2, "{body}");
+    let w0 = workers["workers"][0]["address"].as_str().expect("an address").to_string();
+    // No work: the target is no worker at all.
+    let (status, body) = http_get(&c.http, "/api/v1/adaptive_target", auth);
+    assert_eq!((status, json(&body)["workers"].as_u64()), (200, Some(0)), "{body}");
+    // Idle since the first tick.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let since = loop {
+        let (_, body) = http_get(&c.http, "/api/v1/check_idle", auth);
+        if let Some(t) = json(&body)["idle_since"].as_f64() {
+            break t;
+        }
+        assert!(std::time::Instant::now() < deadline, "never idle: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    assert!(since <= now && now - since < 60.0, "{since} vs {now}");
+    // Retire one worker by its address: it leaves.
+    let (status, body) =
+        http_post(&c.http, "/api/v1/retire_workers", auth, &format!("{{\"workers\": [\"{w0}\"]}}"));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        json(&body).get(&w0).is_some() || json(&body).as_object().is_some_and(|o| o.len() == 1),
+        "{body}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while c.client().worker_rows().map(|r| r.len()).unwrap_or(0) != 1 {
+        assert!(std::time::Instant::now() < deadline, "the worker did not leave");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for bad in ["", "{\"n\": -1}", "{\"workers\": 3}", "{}"] {
+        let (status, body) = http_post(&c.http, "/api/v1/retire_workers", auth, bad);
+        assert_eq!(status, 400, "{bad:?}: {body}");
+    }
+    c.finish();
+}

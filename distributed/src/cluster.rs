@@ -56,14 +56,20 @@ pub struct LocalClusterOptions {
     pub scheduler_host: Option<String>,
 }
 
-/// The processes of a local cluster; dropping it stops them.
+/// The processes of a local cluster; dropping it stops them. Shared:
+/// the session scales it while adaptive scaling may start and stop workers.
 pub struct LocalCluster {
     pub address: String,
     /// The scheduler's HTTP port (`/health`, `/metrics`, `/api/v1/workers`).
     pub http_address: Option<String>,
     options: LocalClusterOptions,
+    procs: Mutex<Procs>,
+}
+
+struct Procs {
     scheduler: Child,
-    workers: Vec<Child>,
+    /// Worker processes by name (`local-N`).
+    workers: Vec<(String, Child)>,
     started: usize,
 }
 
@@ -89,10 +95,9 @@ impl LocalCluster {
                 return Err(e);
             }
         };
-        let mut cluster =
-            LocalCluster { address, http_address, options, scheduler, workers: Vec::new(), started: 0 };
-        let n = cluster.options.workers;
-        cluster.add_workers(n)?;
+        let procs = Mutex::new(Procs { scheduler, workers: Vec::new(), started: 0 });
+        let cluster = LocalCluster { address, http_address, options, procs };
+        cluster.add_workers(cluster.options.workers)?;
         Ok(cluster)
     }
 
@@ -100,18 +105,49 @@ impl LocalCluster {
         &self.options
     }
 
-    /// Worker processes started and still running.
-    pub fn nworkers(&mut self) -> usize {
-        self.workers.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
-        self.workers.len()
+    fn procs(&self) -> std::sync::MutexGuard<'_, Procs> {
+        self.procs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Start `n` more workers.
-    pub fn add_workers(&mut self, n: usize) -> Result<(), ClusterError> {
+    /// Worker processes started and still running.
+    pub fn nworkers(&self) -> usize {
+        self.running().len()
+    }
+
+    /// The names of the worker processes still running.
+    pub fn running(&self) -> Vec<String> {
+        let mut p = self.procs();
+        p.workers.retain_mut(|(_, c)| matches!(c.try_wait(), Ok(None)));
+        p.workers.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// Stop worker `name`: SIGTERM (it hands its results over and leaves),
+    /// or at once.
+    pub fn stop_worker(&self, name: &str, graceful: bool) {
+        let mut p = self.procs();
+        let Some((_, c)) = p.workers.iter_mut().find(|(n, _)| n == name) else { return };
+        if graceful {
+            if let Ok(pid) = i32::try_from(c.id()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+        } else {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start `n` more workers; their names.
+    pub fn add_workers(&self, n: usize) -> Result<Vec<String>, ClusterError> {
         let program = program()?;
+        let mut names = Vec::new();
         for _ in 0..n {
-            let name = format!("local-{}", self.started);
-            self.started += 1;
+            let mut p = self.procs();
+            let name = format!("local-{}", p.started);
+            p.started += 1;
+            drop(p);
             let mut cmd = child(&program);
             cmd.args([
                 "worker",
@@ -137,35 +173,48 @@ impl LocalCluster {
                 cmd.args(["--token", t]);
             }
             cmd.stdout(Stdio::null());
-            let child = cmd.spawn().map_err(|error| ClusterError::Spawn { what: name, error })?;
-            self.workers.push(child);
+            let child = cmd.spawn().map_err(|error| ClusterError::Spawn { what: name.clone(), error })?;
+            self.procs().workers.push((name.clone(), child));
+            names.push(name);
         }
-        Ok(())
+        Ok(names)
     }
 
     /// Stop every process, workers first.
-    pub fn stop(&mut self) {
-        for c in self.workers.iter_mut().chain(std::iter::once(&mut self.scheduler)) {
+    pub fn stop(&self) {
+        let mut guard = self.procs();
+        let p = &mut *guard;
+        // Workers first, and the scheduler only once they are gone: a
+        // worker that saw its scheduler close before its parent pipe would
+        // report a lost scheduler on the way out.
+        for (_, c) in p.workers.iter_mut() {
             // Closing the pipe asks the child to go; a kill makes sure.
             drop(c.stdin.take());
         }
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        for c in self.workers.iter_mut().chain(std::iter::once(&mut self.scheduler)) {
-            loop {
-                match c.try_wait() {
-                    Ok(Some(_)) | Err(_) => break,
-                    Ok(None) if std::time::Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(10))
-                    }
-                    Ok(None) => {
-                        let _ = c.kill();
-                        let _ = c.wait();
-                        break;
-                    }
-                }
+        let stopped = p.workers.iter_mut().all(|(_, c)| end(c, deadline));
+        if stopped && !p.workers.is_empty() {
+            // Each nanny's own worker follows it through its pipe.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        drop(p.scheduler.stdin.take());
+        end(&mut p.scheduler, std::time::Instant::now() + Duration::from_secs(2));
+        p.workers.clear();
+    }
+}
+
+/// Wait for `c` to exit until `deadline`, then kill it; whether it exited by itself.
+fn end(c: &mut Child, deadline: std::time::Instant) -> bool {
+    loop {
+        match c.try_wait() {
+            Ok(Some(_)) | Err(_) => return true,
+            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) => {
+                let _ = c.kill();
+                let _ = c.wait();
+                return false;
             }
         }
-        self.workers.clear();
     }
 }
 

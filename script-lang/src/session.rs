@@ -97,6 +97,7 @@ impl Session {
         self.state.attach_cluster(crate::state::Cluster {
             client: Arc::new(client),
             local: None,
+            adaptive: None,
             deployed: None,
         });
         Ok(())

@@ -36,7 +36,9 @@ pub type DisplaySink = Arc<dyn Fn(&Rendered) + Send + Sync>;
 /// when the session started them (`local_cluster`).
 pub struct Cluster {
     pub client: Arc<RemoteClient>,
-    pub local: Option<LocalCluster>,
+    pub local: Option<Arc<LocalCluster>>,
+    /// Adaptive scaling of the local cluster (`c.adapt(#{...})`).
+    pub adaptive: Option<Arc<brisk_distributed::deploy::manager::Manager>>,
     /// The batch-job cluster the session's graphs run on (`client(cluster)`);
     /// it stays up when the session moves to another cluster.
     pub deployed: Option<Arc<brisk_distributed::deploy::jobcluster::JobQueueCluster>>,
@@ -220,7 +222,10 @@ impl SessionState {
     pub fn detach_cluster(&self) {
         let Some(mut cluster) = lock(&self.cluster).take() else { return };
         cluster.client.close();
-        if let Some(local) = cluster.local.as_mut() {
+        if let Some(m) = cluster.adaptive.take() {
+            m.stop();
+        }
+        if let Some(local) = cluster.local.as_ref() {
             local.stop();
         }
         let mut cfg = lock(&self.config);

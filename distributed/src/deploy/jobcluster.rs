@@ -3,8 +3,8 @@
 //! [`Manager`] submitting `brisk worker` jobs to it, and the scaling verbs
 //! in the units users think in (workers, jobs, cores, memory).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::System;
@@ -45,6 +45,21 @@ impl Default for AdaptOptions {
     }
 }
 
+/// Start adaptive scaling on `manager`, whose jobs run `per_job` workers each.
+pub fn adapt(manager: &Manager, a: &AdaptOptions, per_job: usize) {
+    let policy = Policy {
+        minimum: a.minimum.div_ceil(per_job),
+        maximum: if a.maximum == usize::MAX { usize::MAX } else { a.maximum.div_ceil(per_job) },
+        wait_count: a.wait_count,
+        backlog: a.backlog,
+    };
+    let rule = AdaptiveRule {
+        target_duration: a.target_duration.as_secs_f64(),
+        threads_per_worker: manager.threads_per_worker(),
+    };
+    manager.adapt(policy, rule, a.interval);
+}
+
 pub struct JobQueueCluster {
     pub system: System,
     /// Where workers and clients connect.
@@ -54,7 +69,7 @@ pub struct JobQueueCluster {
     /// environment, clients must present it.
     pub token: Option<String>,
     options: JobOptions,
-    scheduler: Mutex<LocalCluster>,
+    scheduler: LocalCluster,
     manager: Arc<Manager>,
     closed: AtomicBool,
 }
@@ -99,7 +114,7 @@ impl JobQueueCluster {
             dashboard,
             token,
             options,
-            scheduler: Mutex::new(scheduler),
+            scheduler,
             manager,
             closed: AtomicBool::new(false),
         })
@@ -135,18 +150,7 @@ impl JobQueueCluster {
     }
 
     pub fn adapt(&self, a: &AdaptOptions) {
-        let per_job = self.options.processes.max(1) as usize;
-        let policy = Policy {
-            minimum: a.minimum.div_ceil(per_job),
-            maximum: if a.maximum == usize::MAX { usize::MAX } else { a.maximum.div_ceil(per_job) },
-            wait_count: a.wait_count,
-            backlog: a.backlog,
-        };
-        let rule = AdaptiveRule {
-            target_duration: a.target_duration.as_secs_f64(),
-            threads_per_worker: self.manager.threads_per_worker(),
-        };
-        self.manager.adapt(policy, rule, a.interval);
+        adapt(&self.manager, a, self.options.processes.max(1) as usize);
     }
 
     /// Retire every worker, cancel every job, stop the scheduler. Safe to call twice.
@@ -156,7 +160,7 @@ impl JobQueueCluster {
         }
         self.manager.close(CLOSE_TIMEOUT);
         brisk_engine::client::Client::close(&**self.manager.client());
-        self.scheduler.lock().unwrap_or_else(|e| e.into_inner()).stop();
+        self.scheduler.stop();
     }
 
     pub fn is_closed(&self) -> bool {

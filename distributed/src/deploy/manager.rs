@@ -47,6 +47,11 @@ pub trait Provider: Send + Sync {
     fn script(&self) -> Option<String> {
         None
     }
+    /// Jobs already running when the manager starts (a local cluster's
+    /// first workers): ids and worker names.
+    fn adopt(&self) -> Vec<(String, Vec<String>)> {
+        Vec::new()
+    }
     fn kind(&self) -> &'static str;
 }
 
@@ -177,12 +182,27 @@ impl Manager {
     /// Manage workers from `provider` for the scheduler `client` talks to;
     /// a thread steps every `interval`.
     pub fn start(provider: Box<dyn Provider>, client: Arc<RemoteClient>, interval: Duration) -> Arc<Manager> {
+        let jobs: Vec<Job> = provider
+            .adopt()
+            .into_iter()
+            .map(|(id, workers)| Job {
+                id,
+                workers,
+                state: "RUNNING".into(),
+                reason: None,
+                phase: Phase::Running,
+                started: Instant::now(),
+                seen: true,
+                closing: None,
+            })
+            .collect();
+        let n = jobs.len();
         let m = Arc::new(Manager {
             provider,
             client,
             inner: Mutex::new(Inner {
-                jobs: Vec::new(),
-                mode: Mode::Fixed(0),
+                jobs,
+                mode: Mode::Fixed(n),
                 breaker: Breaker::default(),
                 error: None,
                 fatal: None,
@@ -350,6 +370,11 @@ impl Manager {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+        self.stop();
+    }
+
+    /// Stop stepping (the workers stay).
+    pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
         self.wake.notify_all();
         let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();

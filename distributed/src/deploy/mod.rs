@@ -2,11 +2,13 @@
 //! batch systems (`script` writes the job script dask-jobqueue would,
 //! `batch` submits, watches and cancels jobs), adaptive scaling
 //! (`adaptive`: pure decisions over a snapshot of the scheduler) and the
-//! manager that ties them to a scheduler (`manager`).
+//! manager that ties them to a scheduler (`manager`), for batch jobs
+//! (`jobcluster`) and a local cluster's processes (`local`).
 
 pub mod adaptive;
 pub mod batch;
 pub mod jobcluster;
+pub mod local;
 pub mod manager;
 pub mod script;
 pub mod timefmt;

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use brisk_distributed::deploy::manager::Manager;
 use brisk_distributed::{LocalCluster, LocalClusterOptions, RemoteClient, Security, TlsFiles};
 use rhai::{Dynamic, Engine, EvalAltResult, Map};
 
@@ -73,6 +74,8 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     });
     engine.register_fn("scale", |c: &mut Client, n: i64| scale(&c.state, n));
     engine.register_fn("restart", |c: &mut Client| restart(&c.state));
+    engine.register_fn("adapt", |c: &mut Client| adapt(&c.state, Map::new()));
+    engine.register_fn("adapt", |c: &mut Client, m: Map| adapt(&c.state, m));
     engine.register_fn("close", |c: &mut Client| c.state.detach_cluster());
     engine.register_get("dashboard_link", |c: &mut Client| -> String {
         c.state
@@ -157,7 +160,12 @@ fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
     let client = RemoteClient::connect(&local.address, security, state.config().fuse)
         .map_err(|e| runtime(format!("local_cluster: cannot connect to its scheduler: {e}")))?;
     client.wait_for_workers(workers, JOIN_TIMEOUT).map_err(engine_error)?;
-    state.attach_cluster(Cluster { client: Arc::new(client), local: Some(local), deployed: None });
+    state.attach_cluster(Cluster {
+        client: Arc::new(client),
+        local: Some(Arc::new(local)),
+        adaptive: None,
+        deployed: None,
+    });
     Ok(Client { state: state.clone() })
 }
 
@@ -181,7 +189,7 @@ fn connect(state: &Arc<SessionState>, address: &str, m: Option<Map>) -> Res<Clie
         Security::from_flags(text("token")?, files).map_err(|e| runtime(format!("connect: {e}")))?;
     let client = RemoteClient::connect(address, security, state.config().fuse)
         .map_err(|e| runtime(format!("connect: cannot connect to {address}: {e}")))?;
-    state.attach_cluster(Cluster { client: Arc::new(client), local: None, deployed: None });
+    state.attach_cluster(Cluster { client: Arc::new(client), local: None, adaptive: None, deployed: None });
     Ok(Client { state: state.clone() })
 }
 
@@ -194,7 +202,12 @@ fn scale(state: &SessionState, n: i64) -> Res<()> {
         if let Some(d) = &c.deployed {
             return d.scale_jobs(d.jobs_for_workers(n)).map_err(|e| runtime(format!("scale: {e}")));
         }
-        let Some(local) = c.local.as_mut() else {
+        if let Some(m) = &c.adaptive {
+            // As Dask: scaling by hand ends adaptive scaling.
+            m.scale(n).map_err(|e| runtime(format!("scale: {e}")))?;
+            return m.wait_for_workers(n, JOIN_TIMEOUT).map_err(|e| runtime(format!("scale: {e}")));
+        }
+        let Some(local) = c.local.as_ref() else {
             return Err(runtime("scale: this cluster was not started by the session (connect); start workers with `brisk worker`"));
         };
         let have = local.nworkers();
@@ -208,6 +221,34 @@ fn scale(state: &SessionState, n: i64) -> Res<()> {
     });
     outcome.unwrap_or_else(|| {
         Err(runtime("scale: the session has no cluster; start one with local_cluster(#{workers: N})"))
+    })
+}
+
+/// `c.adapt(#{...})` on a local cluster: workers come and go with the work.
+fn adapt(state: &SessionState, m: Map) -> Res<()> {
+    let a = super::deploy::adapt_options(m, 1)?;
+    let outcome = state.with_cluster(|c| -> Res<()> {
+        if let Some(d) = &c.deployed {
+            d.adapt(&a);
+            return Ok(());
+        }
+        let Some(local) = c.local.clone() else {
+            return Err(runtime("adapt: this cluster was not started by the session (connect); it can adapt only a local_cluster, slurm_cluster or jobqueue_cluster"));
+        };
+        if c.adaptive.is_none() {
+            let token = local.options().token.clone();
+            let rc = RemoteClient::connect(&local.address, Security { token, tls: None }, true)
+                .map_err(|e| runtime(format!("adapt: cannot connect to the scheduler: {e}")))?;
+            let provider = brisk_distributed::deploy::local::LocalProvider { cluster: local };
+            c.adaptive = Some(Manager::start(Box::new(provider), Arc::new(rc), a.interval));
+        }
+        if let Some(m) = &c.adaptive {
+            brisk_distributed::deploy::jobcluster::adapt(m, &a, 1);
+        }
+        Ok(())
+    });
+    outcome.unwrap_or_else(|| {
+        Err(runtime("adapt: the session has no cluster; start one with local_cluster(#{workers: 0})"))
     })
 }
 

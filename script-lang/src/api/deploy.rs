@@ -286,6 +286,16 @@ fn scale_map(c: &JobQueueCluster, m: Map) -> Res<()> {
 }
 
 fn adapt(c: &JobQueueCluster, m: Map) -> Res<()> {
+    let a = adapt_options(m, c.options().processes.max(1) as usize)?;
+    if c.is_closed() {
+        return Err(runtime("adapt: this cluster is closed"));
+    }
+    c.adapt(&a);
+    Ok(())
+}
+
+/// `adapt`'s options, in workers (`*_jobs` count `per_job` workers each).
+pub(super) fn adapt_options(m: Map, per_job: usize) -> Res<AdaptOptions> {
     let allowed = [
         "minimum",
         "maximum",
@@ -297,7 +307,6 @@ fn adapt(c: &JobQueueCluster, m: Map) -> Res<()> {
         "backlog",
     ];
     let m = options(Some(m), "adapt", &allowed)?;
-    let per_job = c.options().processes.max(1) as usize;
     let mut a = AdaptOptions::default();
     for (k, v) in m.iter() {
         let k = k.as_str();
@@ -322,11 +331,7 @@ fn adapt(c: &JobQueueCluster, m: Map) -> Res<()> {
     if a.target_duration.is_zero() {
         return Err(runtime("adapt: target_duration must be positive"));
     }
-    if c.is_closed() {
-        return Err(runtime("adapt: this cluster is closed"));
-    }
-    c.adapt(&a);
-    Ok(())
+    Ok(a)
 }
 
 fn status(c: &JobQueueCluster) -> Array {
@@ -366,6 +371,11 @@ fn client(state: &Arc<SessionState>, c: &Arc<JobQueueCluster>) -> Res<Client> {
     let security = Security { token: c.token.clone(), tls: None };
     let rc = RemoteClient::connect(&c.address, security, state.config().fuse)
         .map_err(|e| runtime(format!("client: cannot connect to {}: {e}", c.address)))?;
-    state.attach_cluster(Cluster { client: Arc::new(rc), local: None, deployed: Some(c.clone()) });
+    state.attach_cluster(Cluster {
+        client: Arc::new(rc),
+        local: None,
+        adaptive: None,
+        deployed: Some(c.clone()),
+    });
     Ok(Client { state: state.clone() })
 }
