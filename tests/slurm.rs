@@ -140,6 +140,52 @@ print("ok");
     assert_no_jobs(name);
 }
 
+/// A session that ends without `close()`, or is stopped with SIGTERM,
+/// leaves no job behind.
+#[test]
+fn jobs_end_with_the_session_however_it_ends() {
+    let _one = SLURM.lock().unwrap_or_else(|e| e.into_inner());
+    if !slurm() {
+        return;
+    }
+    let name = "bt-session";
+    let script = format!(
+        r#"
+let cluster = slurm_cluster({opts});
+cluster.scale(#{{jobs: 2}});
+cluster.wait_for_workers(2);
+print("UP");
+"#,
+        opts = cluster_options(name, "")
+    );
+    let out = run(&script, Duration::from_secs(120));
+    assert!(assert_ok(&out).contains("UP"));
+    assert_no_jobs(name);
+    // Killed with SIGTERM while its jobs run.
+    let file = ScriptFile::new(&format!(
+        "{}
+sleep(600);
+",
+        script.trim_end()
+    ));
+    let mut child = brisk()
+        .arg("run")
+        .arg(&file.0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start brisk");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).expect("read");
+    assert_eq!(line.trim(), "UP");
+    assert_eq!(jobs_named(name).len(), 2);
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(128 + 15));
+    assert_no_jobs(name);
+}
+
 #[test]
 fn adapt_grows_from_zero_under_work_and_returns_to_zero() {
     let _one = SLURM.lock().unwrap_or_else(|e| e.into_inner());

@@ -48,11 +48,12 @@ pub fn clean_up_on_termination() {
     }
 }
 
-/// Remove shuffle folders and unfinished writes now, before an exit that
-/// runs no destructor.
+/// Remove shuffle folders and unfinished writes now, and cancel the batch
+/// jobs the session submitted, before an exit that runs no destructor.
 fn clean_up_now() {
     brisk_engine::pieces::Cleanup::now();
     brisk_engine::staging::abandon_all();
+    brisk_distributed::deploy::manager::Manager::cancel_all();
 }
 
 /// Colours on a terminal, unless `NO_COLOR` is set (no-color.org).

@@ -27,6 +27,9 @@ use super::script::JobOptions;
 use crate::client::RemoteClient;
 use crate::protocol::AdaptiveRule;
 
+/// The managers of this process, for [`Manager::cancel_all`].
+static LIVE: Mutex<Vec<std::sync::Weak<Manager>>> = Mutex::new(Vec::new());
+
 /// How long a worker asked to retire may take before its job gets SIGTERM.
 const RETIRE_GRACE: Duration = Duration::from_secs(20);
 /// How long after SIGTERM before the job is cancelled outright.
@@ -230,7 +233,27 @@ impl Manager {
         if let Ok(h) = handle {
             *m.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
         }
+        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(&m));
         m
+    }
+
+    /// Cancel every job of every manager in this process at once, for an
+    /// exit that runs no destructor (SIGTERM, a second Ctrl-C).
+    pub fn cancel_all() {
+        let live: Vec<Arc<Manager>> = LIVE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for m in live {
+            m.stop.store(true, Ordering::SeqCst);
+            let ids: Vec<String> =
+                m.lock().jobs.iter().filter(|j| j.phase != Phase::Ended).map(|j| j.id.clone()).collect();
+            let _ = m.provider.cancel(&ids, false);
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
