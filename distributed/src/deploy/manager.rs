@@ -432,9 +432,11 @@ impl Manager {
         let mut st = self.lock();
         // Update each job from the batch system's answer.
         let mut failures = Vec::new();
+        let mut arrived = false;
         for j in st.jobs.iter_mut().filter(|j| j.phase != Phase::Ended) {
-            if j.workers.iter().any(|w| view.workers.contains(w)) {
+            if !j.seen && j.workers.iter().any(|w| view.workers.contains(w)) {
                 j.seen = true;
+                arrived = true;
             }
             match states.iter().find(|s| s.id == j.id) {
                 Some(s) => {
@@ -468,6 +470,11 @@ impl Manager {
                     }
                 }
             }
+        }
+        // A worker arriving ends a run of failures; a job merely accepted
+        // does not (jobs that start and die at once would never trip it).
+        if arrived {
+            st.breaker.succeeded();
         }
         for f in &failures {
             st.breaker.failed(now, f.clone());
@@ -571,8 +578,6 @@ impl Manager {
                     st = self.lock();
                     if let Some(e) = &error {
                         st.breaker.failed(now, e.clone());
-                    } else {
-                        st.breaker.succeeded();
                     }
                     for (id, workers) in started {
                         st.jobs.push(Job {
