@@ -19,6 +19,7 @@ appends them to bench/results/results.jsonl.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,12 +34,17 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
+# SLURM writes each job's output where it was submitted from: a folder of our own.
+WORKDIR = tempfile.mkdtemp(prefix="brisk-deploy-bench-")
+
+
 def brisk(text):
     with tempfile.NamedTemporaryFile("w", suffix=".rhai", delete=False) as f:
         f.write(text)
         path = f.name
     try:
-        out = subprocess.run([BRISK, "run", "--no-progress", path], capture_output=True, text=True, timeout=600)
+        out = subprocess.run([BRISK, "run", "--no-progress", path], capture_output=True, text=True, timeout=600,
+                             cwd=WORKDIR)
     finally:
         os.unlink(path)
     if out.returncode != 0:
@@ -47,7 +53,7 @@ def brisk(text):
 
 
 def dask(text):
-    out = subprocess.run([PY, "-c", text], capture_output=True, text=True, timeout=600)
+    out = subprocess.run([PY, "-c", text], capture_output=True, text=True, timeout=600, cwd=WORKDIR)
     if out.returncode != 0:
         raise RuntimeError(f"dask failed: {out.stderr[-3000:]}")
     return json.loads([l for l in out.stdout.splitlines() if l.startswith("{")][-1])
@@ -176,6 +182,7 @@ def main():
         med = {k: statistics.median(x[k] for x in runs) for k in ["first", "four", "done", "down"]}
         rows.append({"figure": "adapt_burst_40x1s", "side": side, **{f"{k}_s": v for k, v in med.items()},
                      "ok": all(x["ok"] for x in runs), "runs": runs})
+    shutil.rmtree(WORKDIR, ignore_errors=True)
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     with open(os.path.join(ROOT, "bench", "results", "results.jsonl"), "a") as f:
         for r in rows:

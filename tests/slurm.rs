@@ -47,12 +47,35 @@ fn jobs_named(name: &str) -> Vec<String> {
     text(&out.stdout).lines().map(str::to_string).collect()
 }
 
+/// A folder `brisk run` starts in, removed when dropped: SLURM writes each
+/// job's output (`slurm-ID.out`) where it was submitted from.
+struct WorkDir(PathBuf);
+
+impl WorkDir {
+    fn new() -> WorkDir {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("brisk-slurm-test-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("make a folder");
+        WorkDir(dir)
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Run a script with `brisk run`; its output.
 fn run(script: &str, deadline: Duration) -> Output {
     let file = ScriptFile::new(script);
-    run_with_deadline(brisk().arg("run").arg(&file.0).env("BRISK_LOG", "warning"), deadline, || {
-        text(&Command::new("squeue").output().map(|o| o.stdout).unwrap_or_default())
-    })
+    let dir = WorkDir::new();
+    run_with_deadline(
+        brisk().arg("run").arg(&file.0).current_dir(&dir.0).env("BRISK_LOG", "warning"),
+        deadline,
+        || text(&Command::new("squeue").output().map(|o| o.stdout).unwrap_or_default()),
+    )
 }
 
 fn assert_ok(out: &Output) -> String {
@@ -168,9 +191,11 @@ sleep(600);
 ",
         script.trim_end()
     ));
+    let dir = WorkDir::new();
     let mut child = brisk()
         .arg("run")
         .arg(&file.0)
+        .current_dir(&dir.0)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -284,9 +309,11 @@ print("ok");
 "#
     );
     let file = ScriptFile::new(&script);
+    let dir = WorkDir::new();
     let mut child = brisk()
         .arg("run")
         .arg(&file.0)
+        .current_dir(&dir.0)
         .env("BRISK_LOG", "warning")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

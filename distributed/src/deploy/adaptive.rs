@@ -268,7 +268,7 @@ impl Breaker {
 
     /// `Some(seconds left)` while submitting is paused.
     pub fn paused(&self, now: f64) -> Option<f64> {
-        (now < self.paused_until).then(|| self.paused_until - now)
+        (now < self.paused_until).then_some(self.paused_until - now)
     }
 }
 

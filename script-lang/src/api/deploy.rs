@@ -159,7 +159,7 @@ fn duration(function: &str, key: &str, v: &Dynamic) -> Res<Duration> {
         return Ok(Duration::from_secs(n as u64));
     }
     if let Ok(f) = v.as_float() {
-        if !(f.is_finite() && f >= 0.0 && f < 1e9) {
+        if !(f.is_finite() && (0.0..1e9).contains(&f)) {
             return Err(runtime(format!("{function}: {key} must be a number of seconds, got {f}")));
         }
         return Ok(Duration::from_secs_f64(f));
