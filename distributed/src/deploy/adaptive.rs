@@ -129,7 +129,7 @@ pub fn workers_to_close(load: &Load, target: usize) -> Vec<String> {
         return Vec::new();
     }
     let mut idle: Vec<&WorkerLoad> = live(load).filter(|w| w.processing == 0).collect();
-    idle.sort_by(|a, b| a.held_bytes.cmp(&b.held_bytes).then_with(|| a.name.cmp(&b.name)));
+    idle.sort_by(|a, b| (a.held_bytes, a.held, &a.name).cmp(&(b.held_bytes, b.held, &b.name)));
     let stored: u64 = live(load).map(|w| w.held_bytes).sum();
     let mut limits: u64 = live(load).filter_map(|w| w.memory_limit).sum();
     let known = live(load).all(|w| w.memory_limit.is_some());
@@ -343,14 +343,16 @@ mod tests {
             workers: vec![worker("busy", 3, 0), worker("big", 0, 200 << 20), worker("small", 0, 10 << 20)],
         };
         assert_eq!(workers_to_close(&load, 0), vec!["small".to_string(), "big".to_string()]);
-        // With no work the target comes down by the idle ones only.
+        // Three long tasks want three threads (two workers of two): one of
+        // the idle workers goes, never the busy one.
         let busy = Load { groups: vec![group(0, 3, Some(100.0))], ..load.clone() };
-        assert_eq!(target(&busy, &Rule::default()), 1);
+        assert_eq!(target(&busy, &Rule::default()), 2);
+        assert_eq!(workers_to_close(&busy, 2), vec!["small".to_string()]);
         // Data that needs the memory of two workers keeps two.
         let full = Load {
             groups: vec![],
             waiting: 0,
-            workers: vec![worker("a", 0, 400 << 20), worker("b", 0, 0), worker("c", 0, 0)],
+            workers: vec![worker("a", 0, 600 << 20), worker("b", 0, 0), worker("c", 0, 0)],
         };
         assert_eq!(workers_to_close(&full, 0), vec!["b".to_string()]);
         // Results too small to weigh still keep the last worker.
