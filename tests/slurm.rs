@@ -398,7 +398,7 @@ cluster.close();
 print("ok");
 "#
     );
-    let out = run(&script, Duration::from_secs(420));
+    let out = run(&script, Duration::from_secs(600));
     let stdout = assert_ok(&out);
     assert!(stdout.trim_end().ends_with("ok"), "{stdout}");
     assert_no_jobs(name);

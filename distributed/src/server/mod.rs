@@ -854,6 +854,16 @@ impl State {
         let spec = WorkerSpec { name: name.clone(), nthreads, resources: resources.clone() };
         let id = self.core.add_worker(spec, &mut self.out);
         log::info("scheduler", &format!("worker {name} joined at {address} ({nthreads} threads)"));
+        // Retiring workers whose results had nowhere to go copy them here.
+        let stranded: Vec<WorkerId> = self
+            .retiring
+            .keys()
+            .filter_map(|c| self.workers.get(c).map(|w| w.id))
+            .filter(|w| self.core.stranded(*w))
+            .collect();
+        for w in stranded {
+            self.core.retire_worker(w, &mut self.out);
+        }
         self.by_worker.insert(id, conn);
         let finished = Arc::from(format!("finished on {name}"));
         let registered = ToWorker::Registered { journaled: self.journal.is_some() };
@@ -1385,7 +1395,11 @@ impl State {
         let mut done = Vec::new();
         self.retiring.retain(|conn, since| {
             let Some(w) = self.workers.get(conn) else { return false };
-            let go = self.core.retired(w.id) || now.duration_since(*since) > RETIRE_WAIT;
+            // A worker whose results have nowhere to go yet (every other
+            // worker leaves too: jobs reaching their lifetime together)
+            // waits for one to join, up to RETIRE_WAIT.
+            let waiting = self.core.stranded(w.id) && now.duration_since(*since) <= RETIRE_WAIT;
+            let go = (self.core.retired(w.id) && !waiting) || now.duration_since(*since) > RETIRE_WAIT;
             if go {
                 done.push(*conn);
             }

@@ -98,6 +98,18 @@ impl Scheduler {
     /// needed result it holds has a copy elsewhere (or there is no other
     /// worker to copy to).
     pub fn retired(&self, w: WorkerId) -> bool {
+        self.retired_or_stranded(w)
+    }
+
+    /// Retiring worker `w` holds needed results only it has and there is no
+    /// worker to copy them to (all others leave too): a worker that joins
+    /// soon can take them (`retire_worker` again sends the copies).
+    pub fn stranded(&self, w: WorkerId) -> bool {
+        let Some(wr) = self.workers.get(w.0) else { return false };
+        self.copy_target(w).is_none() && wr.has_what.iter().any(|t| self.needs_copy(*t, w))
+    }
+
+    fn retired_or_stranded(&self, w: WorkerId) -> bool {
         let Some(wr) = self.workers.get(w.0) else { return true };
         wr.processing.is_empty()
             && (self.copy_target(w).is_none() || wr.has_what.iter().all(|t| !self.needs_copy(*t, w)))
