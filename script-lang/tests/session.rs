@@ -273,12 +273,16 @@ fn visualize_writes_graphviz_and_refuses_unknown_files() {
 }
 
 /// Every example in the API reference runs in a fresh session; those that
-/// start or join a cluster need the brisk binary or a scheduler, and run in
-/// `tests/cluster.rs` instead.
+/// start or join a cluster need the brisk binary, a scheduler or SLURM, and
+/// run in `tests/cluster.rs` and `tests/slurm.rs` instead.
 #[test]
 fn every_documented_example_runs() {
     const NEED_A_CLUSTER: &[&str] = &["local_cluster", "connect", "scale", "close", "dashboard_link"];
-    for d in brisk_script::api::docs::all().filter(|d| !NEED_A_CLUSTER.contains(&d.name)) {
+    let deployed =
+        |example: &str| ["slurm_cluster", "jobqueue_cluster", "cluster."].iter().any(|c| example.contains(c));
+    for d in
+        brisk_script::api::docs::all().filter(|d| !NEED_A_CLUSTER.contains(&d.name) && !deployed(d.example))
+    {
         let (mut s, _) = session();
         if let Err(e) = s.eval_value(d.example, &format!("<example of {}>", d.name)) {
             panic!("the example of {} fails: {e}\n{}", d.name, d.example);

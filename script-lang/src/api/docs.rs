@@ -70,9 +70,10 @@ mod tests {
     const ENTRIES_BEFORE_SPLIT: usize = 170;
 
     /// Names with one entry in each of two areas, in the order `help` shows
-    /// them: `map` (futures, bag), `map_partitions` (bag, frame_order) and
-    /// `groupby` (bag, dataframe).
-    const IN_TWO_AREAS: &[&str] = &["map", "map_partitions", "groupby"];
+    /// them: `map` (futures, bag), `map_partitions` (bag, frame_order),
+    /// `groupby` (bag, dataframe) and `status` (a future's, a deployed
+    /// cluster's).
+    const IN_TWO_AREAS: &[&str] = &["map", "map_partitions", "groupby", "status"];
 
     #[test]
     fn every_entry_is_in_exactly_one_area() {
