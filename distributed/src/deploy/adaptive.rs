@@ -240,7 +240,7 @@ impl Adaptive {
 
 /// Stops submitting after repeated failures (a rejected script, jobs that
 /// end before their worker connects), for ever longer: 30 s, 60 s, … up to
-/// 10 minutes. Times are seconds on the caller's clock.
+/// 16 minutes. Times are seconds on the caller's clock.
 #[derive(Clone, Debug, Default)]
 pub struct Breaker {
     failures: u32,
