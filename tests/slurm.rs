@@ -67,6 +67,24 @@ impl Drop for WorkDir {
     }
 }
 
+/// `brisk run` of `script` in a folder of its own, left running with its
+/// stdout piped (and stderr piped too when `stderr`); the script file and
+/// the folder go when the returned guards are dropped.
+fn spawn_run(script: &str, stderr: bool) -> (std::process::Child, ScriptFile, WorkDir) {
+    let file = ScriptFile::new(script);
+    let dir = WorkDir::new();
+    let child = brisk()
+        .arg("run")
+        .arg(&file.0)
+        .current_dir(&dir.0)
+        .env("BRISK_LOG", "warning")
+        .stdout(std::process::Stdio::piped())
+        .stderr(if stderr { std::process::Stdio::piped() } else { std::process::Stdio::null() })
+        .spawn()
+        .expect("start brisk");
+    (child, file, dir)
+}
+
 /// Run a script with `brisk run`; its output.
 fn run(script: &str, deadline: Duration) -> Output {
     let file = ScriptFile::new(script);
@@ -185,21 +203,7 @@ print("UP");
     assert!(assert_ok(&out).contains("UP"));
     assert_no_jobs(name);
     // Killed with SIGTERM while its jobs run.
-    let file = ScriptFile::new(&format!(
-        "{}
-sleep(600);
-",
-        script.trim_end()
-    ));
-    let dir = WorkDir::new();
-    let mut child = brisk()
-        .arg("run")
-        .arg(&file.0)
-        .current_dir(&dir.0)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start brisk");
+    let (mut child, _file, _dir) = spawn_run(&format!("{}\nsleep(600);\n", script.trim_end()), false);
     let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
     let mut line = String::new();
     std::io::BufRead::read_line(&mut stdout, &mut line).expect("read");
@@ -295,7 +299,7 @@ let cluster = slurm_cluster(#{{cores: 4, memory: "1GiB", job_name: "{name}", int
 cluster.scale(#{{jobs: 3}});
 cluster.wait_for_workers(3);
 let c = client(cluster);
-let step = delayed(|i| {{ sleep(0.3); i * i }});
+let step = delayed(|i| {{ sleep(1.0); i * i }});
 let parts = []; for i in 0..60 {{ parts.push(step.call(i)); }}
 let total = delayed(|a| a.reduce(|s, v| s + v, 0)).call(parts);
 let f = total.persist();
@@ -304,21 +308,15 @@ print("READY");
 let v = f.compute();
 print(`sum ${{v}}`);
 if v != 70210 {{ throw `sum ${{v}}`; }}
+// The job on the downed node ended; the cluster replaced it.
+let t = timestamp();
+while cluster.status().len() < 4 && t.elapsed < 15 {{ sleep(0.2); }}
+print(`jobs ${{cluster.status().len()}}`);
 cluster.close();
 print("ok");
 "#
     );
-    let file = ScriptFile::new(&script);
-    let dir = WorkDir::new();
-    let mut child = brisk()
-        .arg("run")
-        .arg(&file.0)
-        .current_dir(&dir.0)
-        .env("BRISK_LOG", "warning")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start brisk");
+    let (mut child, _file, _dir) = spawn_run(&script, true);
     let stdout = child.stdout.take().expect("stdout");
     let reader = std::thread::spawn(move || {
         use std::io::BufRead;
@@ -366,7 +364,7 @@ print("ok");
     let all = lines.join("\n");
     assert!(status.success(), "the script failed:\n{all}\nstderr:\n{err}");
     assert!(all.contains("DOWN n") && all.contains(" true"), "{all}");
-    assert!(all.contains("sum 70210") && all.ends_with("ok"), "{all}");
+    assert!(all.contains("sum 70210") && all.contains("jobs 4\n") && all.ends_with("ok"), "{all}");
     assert_no_jobs(name);
 }
 

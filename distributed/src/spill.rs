@@ -312,7 +312,7 @@ fn read_raw(file: &mut std::fs::File, len: u64) -> std::io::Result<Chunk> {
     }
     let head = (RAW.len() + 2 + 8 * shape.len()) as u64;
     let n = shape.iter().try_fold(1u64, |acc, &x| acc.checked_mul(x as u64));
-    if n.and_then(|n| n.checked_mul(dtype.itemsize() as u64)) != Some(len - head) {
+    if n.and_then(|n| n.checked_mul(dtype.itemsize() as u64)) != len.checked_sub(head) {
         return Err(bad("its size does not match its shape"));
     }
     Chunk::read_raw(dtype, &shape, file)

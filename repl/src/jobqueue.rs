@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use brisk_distributed::deploy::System;
 use brisk_distributed::deploy::batch::{Batch, Commands};
 use brisk_distributed::deploy::script::JobOptions;
-use brisk_distributed::deploy::timefmt::parse_timedelta;
+use brisk_engine::exec::deadline::parse_duration;
 
 #[derive(clap::Args)]
 pub struct JobqueueArgs {
@@ -83,7 +83,7 @@ pub fn run(a: JobqueueArgs) -> anyhow::Result<ExitCode> {
     let memory = brisk_engine::memory::parse_size(&a.memory).map_err(|e| anyhow::anyhow!("--memory: {e}"))?;
     let program = std::env::current_exe()?.display().to_string();
     let mut o = JobOptions::new(a.cores, memory, program);
-    let dur = |flag: &str, v: &str| parse_timedelta(v).map_err(|e| anyhow::anyhow!("--{flag}: {e}"));
+    let dur = |flag: &str, v: &str| parse_duration(v).map_err(|e| anyhow::anyhow!("--{flag}: {e}"));
     o.processes = a.processes;
     o.walltime = a.walltime;
     o.queue = a.queue;

@@ -192,8 +192,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let duration = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<Duration>> {
         v.as_deref()
             .map(|t| {
-                brisk_distributed::deploy::timefmt::parse_timedelta(t)
-                    .map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+                brisk_engine::exec::deadline::parse_duration(t).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
             })
             .transpose()
     };

@@ -142,10 +142,12 @@ impl Batch for Commands {
             System::Pbs => {
                 let mut states = Vec::new();
                 for id in ids {
-                    // qstat fails for a job it has forgotten: it ended.
-                    let Ok(out) = self.run("qstat", &["-f", id], None, &[]) else { continue };
-                    if let Some(s) = parse_qstat(id, &out) {
-                        states.push(s);
+                    // qstat fails for a job it has forgotten ("Unknown Job
+                    // Id"): it ended. Any other failure is the poll's.
+                    match self.run("qstat", &["-f", id], None, &[]) {
+                        Ok(out) => states.extend(parse_qstat(id, &out)),
+                        Err(e) if forgotten(&e) => {}
+                        Err(e) => return Err(e),
                     }
                 }
                 Ok(states)
@@ -153,8 +155,12 @@ impl Batch for Commands {
             System::Lsf => {
                 let mut args = vec!["-noheader", "-o", "jobid stat pend_reason delimiter='|'"];
                 args.extend(ids.iter().map(String::as_str));
-                let out = self.run("bjobs", &args, None, &[]).unwrap_or_default();
-                Ok(parse_bjobs(&out))
+                match self.run("bjobs", &args, None, &[]) {
+                    Ok(out) => Ok(parse_bjobs(&out)),
+                    // Every job asked for is gone ("Job <12> is not found").
+                    Err(e) if forgotten(&e) => Ok(Vec::new()),
+                    Err(e) => Err(e),
+                }
             }
         }
     }
@@ -179,6 +185,13 @@ impl Batch for Commands {
     }
 }
 
+/// The system no longer knows the job: it ended (a poll that fails any
+/// other way must not be read as every job having ended).
+fn forgotten(e: &BatchError) -> bool {
+    matches!(e, BatchError::Failed { message, .. }
+        if message.contains("Unknown Job Id") || message.contains("is not found"))
+}
+
 /// Run one command with a deadline; its stdout, or its stderr as the error.
 fn run(
     system: System,
@@ -200,10 +213,14 @@ fn run(
         system: system.name(),
         error,
     })?;
+    // Feed stdin and read both pipes on threads: a command that does not
+    // read its input, or fills a pipe, cannot stall us past the deadline.
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        let _ = pipe.write_all(text.as_bytes());
+        let text = text.to_string();
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(text.as_bytes());
+        });
     }
-    // Read both pipes on threads, so a chatty command cannot fill one and stall.
     let mut out_pipe = child.stdout.take();
     let mut err_pipe = child.stderr.take();
     let out = std::thread::spawn(move || {
@@ -370,6 +387,11 @@ mod tests {
 
     #[test]
     fn a_missing_program_is_named() {
+        let gone =
+            BatchError::Failed { program: "qstat".into(), message: "qstat: Unknown Job Id 7.srv".into() };
+        assert!(forgotten(&gone));
+        let down = BatchError::Failed { program: "bjobs".into(), message: "LSF is down".into() };
+        assert!(!forgotten(&down));
         let e = run(System::Slurm, "brisk-no-such-sbatch", &[], None, &[]);
         assert!(e.is_err_and(|e| e.to_string().contains("brisk-no-such-sbatch")));
         let e = run(

@@ -62,9 +62,6 @@ pub fn adapt(manager: &Manager, a: &AdaptOptions, per_job: usize) {
 
 pub struct JobQueueCluster {
     pub system: System,
-    /// Where workers and clients connect.
-    pub address: String,
-    pub dashboard: Option<String>,
     /// The cluster's secret (made up when not given): jobs get it in their
     /// environment, clients must present it.
     pub token: Option<String>,
@@ -103,21 +100,21 @@ impl JobQueueCluster {
         })
         .map_err(|e| format!("cannot start the scheduler: {e}"))?;
         let address = scheduler.address.clone();
-        let dashboard = scheduler.http_address.clone();
         let client = RemoteClient::connect(&address, Security { token: token.clone(), tls: None }, true)
             .map_err(|e| format!("cannot connect to the scheduler at {address}: {e}"))?;
         let provider = BatchProvider::new(batch, options.clone(), &address, token.clone())?;
         let manager = Manager::start(Box::new(provider), Arc::new(client), Duration::from_secs(1));
-        Ok(JobQueueCluster {
-            system,
-            address,
-            dashboard,
-            token,
-            options,
-            scheduler,
-            manager,
-            closed: AtomicBool::new(false),
-        })
+        Ok(JobQueueCluster { system, token, options, scheduler, manager, closed: AtomicBool::new(false) })
+    }
+
+    /// Where workers and clients connect.
+    pub fn address(&self) -> &str {
+        &self.scheduler.address
+    }
+
+    /// The scheduler's HTTP address.
+    pub fn dashboard(&self) -> Option<&str> {
+        self.scheduler.http_address.as_deref()
     }
 
     pub fn manager(&self) -> &Arc<Manager> {

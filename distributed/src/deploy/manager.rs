@@ -25,7 +25,7 @@ use super::adaptive::{Adaptive, Breaker, Policy, Recommendation};
 use super::batch::{Batch, JobState, Phase, fatal_reason};
 use super::script::JobOptions;
 use crate::client::RemoteClient;
-use crate::protocol::AdaptiveRule;
+use crate::protocol::{AdaptiveAnswer, AdaptiveRule};
 
 /// The managers of this process, for [`Manager::cancel_all`].
 static LIVE: Mutex<Vec<std::sync::Weak<Manager>>> = Mutex::new(Vec::new());
@@ -46,6 +46,10 @@ pub trait Provider: Send + Sync {
     fn fatal(&self, reason: &str) -> bool;
     /// Threads of one worker (adaptive's unit when none is connected).
     fn threads_per_worker(&self) -> u32;
+    /// Workers each job runs.
+    fn workers_per_job(&self) -> usize {
+        1
+    }
     /// What each job runs, when it is a script.
     fn script(&self) -> Option<String> {
         None
@@ -110,7 +114,11 @@ impl Provider for BatchProvider {
     }
 
     fn threads_per_worker(&self) -> u32 {
-        (self.options.cores / self.options.processes.max(1)).max(1)
+        self.options.threads_per_worker()
+    }
+
+    fn workers_per_job(&self) -> usize {
+        self.options.processes.max(1) as usize
     }
 
     fn script(&self) -> Option<String> {
@@ -154,6 +162,22 @@ struct Inner {
     /// A request the batch system can never satisfy.
     fatal: Option<String>,
     interval: Duration,
+}
+
+impl Inner {
+    /// Why no job may be submitted now (`now`: the manager's clock), if so.
+    fn blocked(&self, now: f64) -> Option<String> {
+        if let Some(f) = &self.fatal {
+            // Another job of the same script would pend for ever too.
+            return Some(f.clone());
+        }
+        self.breaker.paused(now).map(|left| {
+            format!(
+                "submitting is paused for {left:.0}s after repeated failures; the last: {}",
+                self.breaker.last_error.as_deref().unwrap_or("?")
+            )
+        })
+    }
 }
 
 /// A session's deployed cluster (see the module doc).
@@ -323,17 +347,7 @@ impl Manager {
 
     /// Why submitting is paused or a job can never start, if so.
     pub fn problem(&self) -> Option<String> {
-        let st = self.lock();
-        if let Some(f) = &st.fatal {
-            return Some(f.clone());
-        }
-        let now = self.t0.elapsed().as_secs_f64();
-        st.breaker.paused(now).map(|left| {
-            format!(
-                "submitting is paused for {left:.0}s after repeated failures; the last: {}",
-                st.breaker.last_error.as_deref().unwrap_or("?")
-            )
-        })
+        self.lock().blocked(self.t0.elapsed().as_secs_f64())
     }
 
     /// Wait until `n` workers are connected; fails with the batch system's
@@ -428,141 +442,15 @@ impl Manager {
             Err(e) => return Some(self.note_error(format!("cannot reach the scheduler: {e}"))),
         };
         let now = self.t0.elapsed().as_secs_f64();
-        let mut to_cancel: Vec<String> = Vec::new();
         let mut st = self.lock();
-        // Update each job from the batch system's answer.
-        let mut failures = Vec::new();
-        let mut arrived = false;
-        for j in st.jobs.iter_mut().filter(|j| j.phase != Phase::Ended) {
-            if !j.seen && j.workers.iter().any(|w| view.workers.contains(w)) {
-                j.seen = true;
-                arrived = true;
-            }
-            match states.iter().find(|s| s.id == j.id) {
-                Some(s) => {
-                    j.state = s.state.clone();
-                    j.reason = s.reason.clone();
-                    j.phase = s.phase;
-                    if s.phase == Phase::Pending
-                        && let Some(r) = &s.reason
-                        && self.provider.fatal(r)
-                    {
-                        failures.push(format!(
-                            "job {} can never start: the {} scheduler says {r} (the request does not fit its partition, limits or account)",
-                            j.id,
-                            self.provider.kind()
-                        ));
-                        to_cancel.push(j.id.clone());
-                        j.phase = Phase::Ended;
-                        j.state = "CANCELLED".into();
-                    }
-                }
-                None => {
-                    // Ended: by its lifetime (served, then left), as
-                    // asked, or before its worker ever came.
-                    if !j.seen && j.closing.is_none() {
-                        failures
-                            .push(format!("job {} ended before its worker connected (see its log)", j.id));
-                    }
-                    j.phase = Phase::Ended;
-                    if j.state != "CANCELLED" {
-                        j.state = "ENDED".into();
-                    }
-                }
-            }
-        }
-        // A worker arriving ends a run of failures; a job merely accepted
-        // does not (jobs that start and die at once would never trip it).
-        if arrived {
-            st.breaker.succeeded();
-        }
-        for f in &failures {
-            st.breaker.failed(now, f.clone());
-            if f.contains("can never start") {
-                st.fatal = Some(f.clone());
-            }
-            crate::log::warn("deploy", f);
-        }
-        // Forget ended jobs after a while, keeping the recent ones for status().
-        if st.jobs.len() > 256 {
-            let excess = st.jobs.len() - 256;
-            let mut dropped = 0;
-            st.jobs.retain(|j| {
-                let drop = dropped < excess && j.phase == Phase::Ended;
-                dropped += usize::from(drop);
-                !drop
-            });
-        }
-        // What to aim for.
-        let plan: Vec<String> = st
-            .jobs
-            .iter()
-            .filter(|j| j.phase != Phase::Ended && j.closing.is_none())
-            .map(|j| j.id.clone())
-            .collect();
-        let pending: Vec<String> = st
-            .jobs
-            .iter()
-            .filter(|j| j.phase != Phase::Ended && j.closing.is_none() && !j.seen)
-            .map(|j| j.id.clone())
-            .collect();
-        // Jobs whose every worker the scheduler may close, best first.
-        let closable: Vec<String> = {
-            let mut c: Vec<(usize, String)> = st
-                .jobs
-                .iter()
-                .filter(|j| j.seen && j.phase != Phase::Ended && j.closing.is_none())
-                .filter_map(|j| {
-                    let pos = j
-                        .workers
-                        .iter()
-                        .map(|w| view.to_close.iter().position(|x| x == w))
-                        .collect::<Option<Vec<_>>>()?;
-                    Some((pos.into_iter().max().unwrap_or(0), j.id.clone()))
-                })
-                .collect();
-            c.sort();
-            c.into_iter().map(|(_, id)| id).collect()
-        };
-        let per_job = st.jobs.first().map_or(1, |j| j.workers.len().max(1));
-        let decision = match &mut st.mode {
-            Mode::Fixed(n) => {
-                let n = *n;
-                if n > plan.len() {
-                    Recommendation::Up(n - plan.len())
-                } else if n < plan.len() {
-                    // Pending first (newest first), then the scheduler's
-                    // choice, then the newest.
-                    let mut out: Vec<String> = Vec::new();
-                    let order = plan.iter().rev().filter(|id| pending.contains(id));
-                    let order = order.chain(closable.iter().filter(|id| plan.contains(id)));
-                    for id in order.chain(plan.iter().rev()) {
-                        if out.len() < plan.len() - n && !out.contains(id) {
-                            out.push(id.clone());
-                        }
-                    }
-                    Recommendation::Down(out)
-                } else {
-                    Recommendation::Same
-                }
-            }
-            Mode::Adapt(a, _) => {
-                let target_jobs = (view.target as usize).div_ceil(per_job);
-                a.recommend(target_jobs, &plan, &pending, &closable)
-            }
-        };
+        let mut to_cancel = self.observe(&mut st, &states, &view.workers, now);
+        let decision = decide(&mut st, &view, self.provider.workers_per_job());
         let mut error = None;
         match decision {
             Recommendation::Same => {}
             Recommendation::Up(k) => {
-                if let Some(f) = &st.fatal {
-                    // Another job of the same script would pend for ever too.
-                    error = Some(f.clone());
-                } else if let Some(left) = st.breaker.paused(now) {
-                    error = Some(format!(
-                        "submitting is paused for {left:.0}s after repeated failures; the last: {}",
-                        st.breaker.last_error.as_deref().unwrap_or("?")
-                    ));
+                if let Some(why) = st.blocked(now) {
+                    error = Some(why);
                 } else {
                     drop(st);
                     let mut started = Vec::new();
@@ -612,17 +500,8 @@ impl Manager {
                 }
             }
         }
-        // Jobs being closed: SIGTERM, then cancel, as their graces pass.
-        let mut term = Vec::new();
-        for j in st.jobs.iter_mut().filter(|j| j.phase != Phase::Ended) {
-            let Some((since, termed)) = j.closing else { continue };
-            if !termed && since.elapsed() > RETIRE_GRACE {
-                j.closing = Some((since, true));
-                term.push(j.id.clone());
-            } else if termed && since.elapsed() > RETIRE_GRACE + TERM_GRACE {
-                to_cancel.push(j.id.clone());
-            }
-        }
+        let (term, overdue) = escalate(&mut st);
+        to_cancel.extend(overdue);
         if let Some(e) = &error {
             st.error = Some(e.clone());
         }
@@ -640,10 +519,144 @@ impl Manager {
         error
     }
 
+    /// Bring each job up to date with the batch system's answer (`states`)
+    /// and the workers connected now; the jobs to cancel (they can never
+    /// start). Failures feed the breaker.
+    fn observe(&self, st: &mut Inner, states: &[JobState], connected: &[String], now: f64) -> Vec<String> {
+        let mut to_cancel = Vec::new();
+        // (what went wrong, whether it can never work)
+        let mut failures: Vec<(String, bool)> = Vec::new();
+        let mut arrived = false;
+        for j in st.jobs.iter_mut().filter(|j| j.phase != Phase::Ended) {
+            if !j.seen && j.workers.iter().any(|w| connected.contains(w)) {
+                j.seen = true;
+                arrived = true;
+            }
+            match states.iter().find(|s| s.id == j.id) {
+                Some(s) => {
+                    j.state = s.state.clone();
+                    j.reason = s.reason.clone();
+                    j.phase = s.phase;
+                    if s.phase == Phase::Pending
+                        && let Some(r) = &s.reason
+                        && self.provider.fatal(r)
+                    {
+                        let why = format!(
+                            "job {} can never start: the {} scheduler says {r} (the request does not fit its partition, limits or account)",
+                            j.id,
+                            self.provider.kind()
+                        );
+                        failures.push((why, true));
+                        to_cancel.push(j.id.clone());
+                        j.phase = Phase::Ended;
+                        j.state = "CANCELLED".into();
+                    }
+                }
+                None => {
+                    // Ended: by its lifetime (served, then left), as
+                    // asked, or before its worker ever came.
+                    if !j.seen && j.closing.is_none() {
+                        let why = format!("job {} ended before its worker connected (see its log)", j.id);
+                        failures.push((why, false));
+                    }
+                    j.phase = Phase::Ended;
+                    if j.state != "CANCELLED" {
+                        j.state = "ENDED".into();
+                    }
+                }
+            }
+        }
+        // A worker arriving ends a run of failures; a job merely accepted
+        // does not (jobs that start and die at once would never trip it).
+        if arrived {
+            st.breaker.succeeded();
+        }
+        for (f, fatal) in failures {
+            crate::log::warn("deploy", &f);
+            st.breaker.failed(now, f.clone());
+            if fatal {
+                st.fatal = Some(f);
+            }
+        }
+        // Forget ended jobs after a while, keeping the recent ones for status().
+        if st.jobs.len() > 256 {
+            let excess = st.jobs.len() - 256;
+            let mut dropped = 0;
+            st.jobs.retain(|j| {
+                let drop = dropped < excess && j.phase == Phase::Ended;
+                dropped += usize::from(drop);
+                !drop
+            });
+        }
+        to_cancel
+    }
+
     fn note_error(&self, e: String) -> String {
         self.lock().error = Some(e.clone());
         e
     }
+}
+
+/// What to do given the mode: jobs to start or to take away.
+fn decide(st: &mut Inner, view: &AdaptiveAnswer, per_job: usize) -> Recommendation {
+    let live = |j: &&Job| j.phase != Phase::Ended && j.closing.is_none();
+    let plan: Vec<String> = st.jobs.iter().filter(live).map(|j| j.id.clone()).collect();
+    let pending: Vec<String> =
+        st.jobs.iter().filter(live).filter(|j| !j.seen).map(|j| j.id.clone()).collect();
+    // Jobs whose every worker the scheduler may close, best first.
+    let mut closable: Vec<(usize, String)> = st
+        .jobs
+        .iter()
+        .filter(live)
+        .filter(|j| j.seen)
+        .filter_map(|j| {
+            let pos = j
+                .workers
+                .iter()
+                .map(|w| view.to_close.iter().position(|x| x == w))
+                .collect::<Option<Vec<_>>>()?;
+            Some((pos.into_iter().max().unwrap_or(0), j.id.clone()))
+        })
+        .collect();
+    closable.sort();
+    let closable: Vec<String> = closable.into_iter().map(|(_, id)| id).collect();
+    match &mut st.mode {
+        Mode::Fixed(n) if *n > plan.len() => Recommendation::Up(*n - plan.len()),
+        Mode::Fixed(n) if *n < plan.len() => {
+            // Pending first (newest first), then the scheduler's choice,
+            // then the newest.
+            let excess = plan.len() - *n;
+            let mut out: Vec<String> = Vec::new();
+            let order = plan.iter().rev().filter(|id| pending.contains(id));
+            for id in order.chain(closable.iter()).chain(plan.iter().rev()) {
+                if out.len() < excess && !out.contains(id) {
+                    out.push(id.clone());
+                }
+            }
+            Recommendation::Down(out)
+        }
+        Mode::Fixed(_) => Recommendation::Same,
+        Mode::Adapt(a, _) => {
+            let target_jobs = (view.target as usize).div_ceil(per_job.max(1));
+            a.recommend(target_jobs, &plan, &pending, &closable)
+        }
+    }
+}
+
+/// Jobs being taken away whose graces passed: those to send SIGTERM, and
+/// those to cancel outright.
+fn escalate(st: &mut Inner) -> (Vec<String>, Vec<String>) {
+    let (mut term, mut cancel) = (Vec::new(), Vec::new());
+    for j in st.jobs.iter_mut().filter(|j| j.phase != Phase::Ended) {
+        let Some((since, termed)) = j.closing else { continue };
+        if !termed && since.elapsed() > RETIRE_GRACE {
+            j.closing = Some((since, true));
+            term.push(j.id.clone());
+        } else if termed && since.elapsed() > RETIRE_GRACE + TERM_GRACE {
+            cancel.push(j.id.clone());
+        }
+    }
+    (term, cancel)
 }
 
 impl Drop for Manager {

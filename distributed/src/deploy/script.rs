@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::System;
 use super::timefmt;
+use brisk_engine::exec::deadline;
 
 /// What each job asks for and runs: dask-jobqueue's parameters.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,6 +86,11 @@ impl JobOptions {
             shebang: "#!/usr/bin/env bash".into(),
             program: program.into(),
         }
+    }
+
+    /// Threads of each worker process: the cores shared by the processes.
+    pub fn threads_per_worker(&self) -> u32 {
+        (self.cores / self.processes.max(1)).max(1)
     }
 
     /// The walltime as written in the script.
@@ -262,7 +268,7 @@ impl JobOptions {
             // Expanded by the job's shell: the job's own id names its workers.
             format!("{}-{}", self.job_name, system.job_id_variable()),
             "--nthreads".into(),
-            (self.cores / self.processes).max(1).to_string(),
+            self.threads_per_worker().to_string(),
             "--memory-limit".into(),
             (self.memory / u64::from(self.processes)).to_string(),
         ];
@@ -272,7 +278,7 @@ impl JobOptions {
         if !self.nanny {
             args.push("--no-nanny".into());
         }
-        args.extend(["--death-timeout".into(), timefmt::flag(self.death_timeout)]);
+        args.extend(["--death-timeout".into(), deadline::fmt(self.death_timeout)]);
         if let Some(d) = &self.local_directory {
             args.extend(["--local-directory".into(), quote(d)]);
         }
@@ -280,9 +286,9 @@ impl JobOptions {
             args.extend(["--interface".into(), quote(i)]);
         }
         if !self.worker_extra_args.iter().any(|a| a == "--lifetime" || a.starts_with("--lifetime=")) {
-            args.extend(["--lifetime".into(), timefmt::flag(life)]);
+            args.extend(["--lifetime".into(), deadline::fmt(life)]);
             if !stagger.is_zero() {
-                args.extend(["--lifetime-stagger".into(), timefmt::flag(stagger)]);
+                args.extend(["--lifetime-stagger".into(), deadline::fmt(stagger)]);
             }
         }
         args.extend(self.worker_extra_args.iter().map(|a| quote(a)));

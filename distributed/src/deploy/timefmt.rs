@@ -1,30 +1,10 @@
-//! Durations as users write them: Dask's `"5s"`, `"100ms"`, `"2m"` (a bare
-//! number is seconds), and batch systems' walltimes (`"01:00:00"`,
-//! SLURM's `"2-12:00:00"`, LSF's `"[HH:]MM"`).
+//! Batch systems' walltimes (`"01:00:00"`, SLURM's `"2-12:00:00"`, LSF's
+//! `"[HH:]MM"`). Durations as Dask writes them (`"5s"`) are
+//! `brisk_engine::exec::deadline::parse_duration`'s.
 
 use std::time::Duration;
 
 use super::System;
-
-/// `"5s"`, `"1.5m"`, `"100ms"`, `"2h"`, `"1d"`, `"60"` (seconds).
-pub fn parse_timedelta(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
-        "ms" | "millisecond" | "milliseconds" => 1e-3,
-        "us" | "microsecond" | "microseconds" => 1e-6,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
-        "h" | "hr" | "hour" | "hours" => 3600.0,
-        "d" | "day" | "days" => 86400.0,
-        _ => return Err(format!("{text:?} is not a duration (write \"5s\", \"100ms\", \"2m\" or \"1h\")")),
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 && v * scale < 1e9 => Ok(Duration::from_secs_f64(v * scale)),
-        _ => Err(format!("{text:?} is not a duration (write \"5s\", \"100ms\", \"2m\" or \"1h\")")),
-    }
-}
 
 /// A walltime in the format of `system`: SLURM takes `MM`, `MM:SS`,
 /// `HH:MM:SS`, `D-HH`, `D-HH:MM` and `D-HH:MM:SS`; PBS `HH:MM:SS` (or
@@ -80,27 +60,9 @@ pub fn parse_walltime(system: System, text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
-/// A duration as a `brisk worker` flag value: whole seconds, `"3300s"`.
-pub fn flag(d: Duration) -> String {
-    format!("{}s", d.as_secs().max(1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timedeltas_parse_as_dask_writes_them() {
-        assert_eq!(parse_timedelta("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_timedelta("60"), Ok(Duration::from_secs(60)));
-        assert_eq!(parse_timedelta("100ms"), Ok(Duration::from_millis(100)));
-        assert_eq!(parse_timedelta("1.5m"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_timedelta("2h"), Ok(Duration::from_secs(7200)));
-        assert!(parse_timedelta("5 fortnights").is_err());
-        assert!(parse_timedelta("-1s").is_err());
-        assert!(parse_timedelta("").is_err());
-        assert!(parse_timedelta("1e300s").is_err());
-    }
 
     #[test]
     fn walltimes_parse_in_each_systems_format() {

@@ -121,10 +121,11 @@ impl State {
     /// Retire the workers named (or whose data address is given): their
     /// results move to other workers, then they close. The names retired.
     pub(super) fn retire_named(&mut self, names: &[String]) -> Vec<String> {
+        let names: rustc_hash::FxHashSet<&str> = names.iter().map(String::as_str).collect();
         let chosen: Vec<(ConnId, String)> = self
             .workers
             .iter()
-            .filter(|(_, w)| names.iter().any(|n| n.as_str() == &*w.name || *n == w.address))
+            .filter(|(_, w)| names.contains(&*w.name) || names.contains(w.address.as_str()))
             .map(|(c, w)| (*c, w.name.to_string()))
             .collect();
         for (conn, _) in &chosen {

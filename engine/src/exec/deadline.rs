@@ -95,20 +95,31 @@ impl Drop for Deadline {
 /// "10s", "1.5 s", "500ms", "2m", "1h" or a number of seconds, as a
 /// positive duration.
 pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    parse_duration(text).and_then(|d| seconds(d.as_secs_f64()))
+}
+
+/// A duration as Dask writes one ("10s", "1.5 s", "500ms", "2m", "1h",
+/// "1d", or a number of seconds); zero allowed.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
     let n: f64 =
         number.parse().map_err(|_| format!("{text:?} is not a duration like \"10s\" or \"500ms\""))?;
     let scale = match unit.trim() {
-        "" | "s" | "sec" | "seconds" => 1.0,
+        "" | "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
         "ms" => 1e-3,
         "us" | "µs" => 1e-6,
-        "m" | "min" | "minutes" => 60.0,
-        "h" | "hours" => 3600.0,
-        u => return Err(format!("{text:?}: unknown unit {u:?} (ms, s, m or h)")),
+        "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
+        "h" | "hour" | "hours" => 3600.0,
+        "d" | "day" | "days" => 86400.0,
+        u => return Err(format!("{text:?}: unknown unit {u:?} (ms, s, m, h or d)")),
     };
-    seconds(n * scale)
+    let secs = n * scale;
+    if !(secs.is_finite() && (0.0..1e9).contains(&secs)) {
+        return Err(format!("{text:?} is not a duration like \"10s\" or \"500ms\""));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// A timeout as users write it: "10s", "250ms", "1.5s".
@@ -160,5 +171,9 @@ mod tests {
         assert!(parse_timeout("soon").is_err());
         assert!(parse_timeout("0s").is_err());
         assert!(parse_timeout("5 fortnights").expect_err("unit").contains("unknown unit"));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86400)));
+        assert!(parse_duration("1e300s").is_err());
+        assert!(parse_duration("").is_err());
     }
 }

@@ -12,8 +12,8 @@ use brisk_distributed::deploy::System;
 use brisk_distributed::deploy::batch::Commands;
 use brisk_distributed::deploy::jobcluster::{AdaptOptions, JobQueueCluster};
 use brisk_distributed::deploy::script::JobOptions;
-use brisk_distributed::deploy::timefmt::parse_timedelta;
 use brisk_distributed::{RemoteClient, Security};
+use brisk_engine::exec::deadline::parse_duration;
 use rhai::{Array, Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::{options, wrong_type};
@@ -107,8 +107,9 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         start(System::parse(system).map_err(|e| runtime(format!("jobqueue_cluster: {e}")))?, m)
     });
     engine.register_fn("job_script", |c: &mut JobCluster| c.0.job_script());
-    engine.register_get("scheduler_address", |c: &mut JobCluster| c.0.address.clone());
-    engine.register_get("dashboard_link", |c: &mut JobCluster| c.0.dashboard.clone().unwrap_or_default());
+    engine.register_get("scheduler_address", |c: &mut JobCluster| c.0.address().to_string());
+    engine
+        .register_get("dashboard_link", |c: &mut JobCluster| c.0.dashboard().unwrap_or_default().to_string());
     engine.register_fn("scale", |c: &mut JobCluster, n: i64| {
         let n = count("scale", "the number of workers", n)?;
         scale_jobs(&c.0, c.0.jobs_for_workers(n))
@@ -125,9 +126,11 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("wait_for_workers", |c: &mut JobCluster, n: i64, secs: f64| wait(&c.0, n, secs));
     let st = state.clone();
     engine.register_fn("close", move |c: &mut JobCluster| {
-        st.with_cluster(|cl| cl.deployed.as_ref().is_some_and(|d| Arc::ptr_eq(d, &c.0)))
-            .unwrap_or(false)
-            .then(|| st.detach_cluster());
+        // The session's graphs go back to the local threads if they ran here.
+        let ours = st.with_cluster(|cl| cl.deployed.as_ref().is_some_and(|d| Arc::ptr_eq(d, &c.0)));
+        if ours == Some(true) {
+            st.detach_cluster();
+        }
         c.0.close();
     });
     let st = state.clone();
@@ -165,7 +168,7 @@ fn duration(function: &str, key: &str, v: &Dynamic) -> Res<Duration> {
         return Ok(Duration::from_secs_f64(f));
     }
     let s = text(function, key, v)?;
-    parse_timedelta(&s).map_err(|e| runtime(format!("{function}: {key}: {e}")))
+    parse_duration(&s).map_err(|e| runtime(format!("{function}: {key}: {e}")))
 }
 
 fn size(function: &str, key: &str, v: &Dynamic) -> Res<u64> {
@@ -369,8 +372,8 @@ fn client(state: &Arc<SessionState>, c: &Arc<JobQueueCluster>) -> Res<Client> {
         return Err(runtime("client: this cluster is closed"));
     }
     let security = Security { token: c.token.clone(), tls: None };
-    let rc = RemoteClient::connect(&c.address, security, state.config().fuse)
-        .map_err(|e| runtime(format!("client: cannot connect to {}: {e}", c.address)))?;
+    let rc = RemoteClient::connect(c.address(), security, state.config().fuse)
+        .map_err(|e| runtime(format!("client: cannot connect to {}: {e}", c.address())))?;
     state.attach_cluster(Cluster {
         client: Arc::new(rc),
         local: None,
