@@ -6,6 +6,7 @@ mod dash;
 mod highlight;
 mod interactive;
 mod jobqueue;
+mod k8s;
 mod nanny;
 mod serve;
 mod source;
@@ -48,6 +49,14 @@ enum Command {
     /// The job script for a batch system (slurm, pbs, lsf), as
     /// dask-jobqueue writes it (--print-script), or --jobs N of them submitted.
     Jobqueue(jobqueue::JobqueueArgs),
+    /// Kubernetes: the BriskCluster definition (`crd`) or a cluster's
+    /// objects for kubectl (`manifests`).
+    K8s {
+        #[command(subcommand)]
+        action: k8s::K8sAction,
+    },
+    /// Run the Kubernetes operator that makes BriskClusters real.
+    Operator(k8s::OperatorArgs),
     /// The full-screen dashboard of a running scheduler: its workers and the
     /// work of every client (q leaves).
     Top(serve::TopArgs),
@@ -153,7 +162,8 @@ fn brisk() -> ExitCode {
     if let Ok(me) = std::env::current_exe() {
         brisk_distributed::cluster::set_program(me);
     }
-    if !matches!(cli.command, Some(Command::Scheduler(_) | Command::Worker(_))) {
+    // The servers and the operator handle SIGTERM themselves.
+    if !matches!(cli.command, Some(Command::Scheduler(_) | Command::Worker(_) | Command::Operator(_))) {
         terminal::clean_up_on_termination();
     }
     let result = match cli.command {
@@ -161,6 +171,8 @@ fn brisk() -> ExitCode {
         Some(Command::Worker(args)) => serve::worker(args),
         Some(Command::Jobqueue(args)) => jobqueue::run(args),
         Some(Command::Top(args)) => top(args),
+        Some(Command::K8s { action }) => k8s::k8s(action),
+        Some(Command::Operator(args)) => k8s::operator(args),
         Some(Command::Run { file, no_progress }) => run_file(&file, !no_progress),
         Some(Command::Kernel { action, connection_file }) => kernel(action, connection_file),
         None => repl(),

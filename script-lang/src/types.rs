@@ -81,6 +81,22 @@ pub struct Client {
 #[derive(Clone)]
 pub struct JobCluster(pub Arc<brisk_distributed::deploy::jobcluster::JobQueueCluster>);
 
+/// A Kubernetes cluster of this session (`kube_cluster`; type name "KubeCluster").
+#[derive(Clone)]
+pub struct KubeClusterRef(pub Arc<KubeHandle>);
+
+pub struct KubeHandle {
+    pub cluster: brisk_k8s::session::KubeCluster,
+    /// Where the session reaches the scheduler when not at its Service (a port-forward).
+    pub address: Option<String>,
+}
+
+impl KubeClusterRef {
+    pub fn address(&self) -> String {
+        self.0.address.clone().unwrap_or_else(|| self.0.cluster.target().scheduler_address())
+    }
+}
+
 /// `for f in as_completed(futs)`: futures in the order they finish.
 #[derive(Clone)]
 pub struct AsCompletedIter(pub(crate) Arc<Mutex<Option<AsCompleted>>>);
@@ -140,6 +156,8 @@ pub fn type_name(d: &Dynamic) -> String {
         "Client".into()
     } else if d.is::<JobCluster>() {
         "Cluster".into()
+    } else if d.is::<KubeClusterRef>() {
+        "KubeCluster".into()
     } else {
         let n = d.type_name();
         n.rsplit("::").next().unwrap_or(n).to_string()

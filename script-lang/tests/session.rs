@@ -278,8 +278,11 @@ fn visualize_writes_graphviz_and_refuses_unknown_files() {
 #[test]
 fn every_documented_example_runs() {
     const NEED_A_CLUSTER: &[&str] = &["local_cluster", "connect", "scale", "close", "dashboard_link"];
-    let deployed =
-        |example: &str| ["slurm_cluster", "jobqueue_cluster", "cluster."].iter().any(|c| example.contains(c));
+    let deployed = |example: &str| {
+        ["slurm_cluster", "jobqueue_cluster", "cluster.", "kube_cluster", "k.add_worker_group"]
+            .iter()
+            .any(|c| example.contains(c))
+    };
     for d in
         brisk_script::api::docs::all().filter(|d| !NEED_A_CLUSTER.contains(&d.name) && !deployed(d.example))
     {

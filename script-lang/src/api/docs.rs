@@ -16,6 +16,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::futures::DOCS,
     super::cluster::DOCS,
     super::deploy::DOCS,
+    super::kube::DOCS,
     super::config::DOCS,
     super::DOCS,
     super::array_create::DOCS,
@@ -81,7 +82,11 @@ mod tests {
         // `story` came later, to the futures area.
         assert_eq!(
             all().count(),
-            ENTRIES_BEFORE_SPLIT + 1 + super::super::cluster::DOCS.len() + super::super::deploy::DOCS.len()
+            ENTRIES_BEFORE_SPLIT
+                + 1
+                + super::super::cluster::DOCS.len()
+                + super::super::deploy::DOCS.len()
+                + super::super::kube::DOCS.len()
         );
         let mut seen: Vec<(&str, usize)> = Vec::new();
         for (area, docs) in AREAS.iter().enumerate() {

@@ -18,6 +18,7 @@ pub mod docs;
 mod fndoc;
 mod frame_order;
 mod futures;
+mod kube;
 mod sized;
 mod write;
 
@@ -62,6 +63,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     futures::register(engine, state);
     cluster::register(engine, state);
     deploy::register(engine, state);
+    kube::register(engine, state);
     config::register(engine, state);
 }
 
