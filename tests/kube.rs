@@ -146,6 +146,23 @@ fn the_crd_and_the_manifests_pass_the_apis_schemas_strictly() {
     let token = |m: &str| m.lines().find(|l| l.trim_start().starts_with("token:")).map(str::to_string);
     assert!(token(&manifests).is_some() && token(&manifests) != token(&again));
 
+    let op = dir.file(
+        "operator.yaml",
+        &ok(&brisk_out(&["k8s", "operator", "--image", "registry.example/brisk:0.1"])),
+    );
+    let out = validate(&py, &op);
+    let log = text(&out.stdout);
+    assert!(out.status.success(), "{log}{}", text(&out.stderr));
+    for kind in [
+        "customresourcedefinition/briskclusters.brisk.dev",
+        "serviceaccount/brisk-operator",
+        "clusterrole/brisk-operator",
+        "clusterrolebinding/brisk-operator",
+        "deployment/brisk-operator",
+    ] {
+        assert!(log.contains(&format!("passed for resource {kind}")), "{kind} not validated: {log}");
+    }
+
     // The validator is not a rubber stamp: an unknown field fails it.
     let broken = dir.file(
         "broken.yaml",

@@ -68,6 +68,15 @@ pub fn crd_yaml() -> Result<String, Error> {
     yaml(&[serde_json::to_value(crd::BriskCluster::crd()).map_err(|e| Error::Other(e.to_string()))?])
 }
 
+/// `brisk k8s operator`: the CRD and what the operator needs to run in
+/// the cluster (service account, rights, Deployment), as YAML.
+pub fn operator_yaml(image: &str, namespace: &str) -> Result<String, Error> {
+    let mut docs =
+        vec![serde_json::to_value(crd::BriskCluster::crd()).map_err(|e| Error::Other(e.to_string()))?];
+    docs.extend(manifests::operator_objects(image, namespace)?);
+    yaml(&docs)
+}
+
 /// What `brisk k8s manifests` takes.
 #[derive(Clone, Debug)]
 pub struct ManifestOptions {

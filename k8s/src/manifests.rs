@@ -100,6 +100,14 @@ pub fn token_secret(t: &Target<'_>, token: &str) -> Result<Secret, Error> {
     }))
 }
 
+/// The token in a cluster's Secret (`data`, or `stringData` where an API
+/// server has not folded it in).
+pub fn secret_token(s: &Secret) -> Option<String> {
+    let data =
+        s.data.as_ref().and_then(|d| d.get("token")).map(|b| String::from_utf8_lossy(&b.0).into_owned());
+    data.or_else(|| s.string_data.as_ref().and_then(|d| d.get("token")).cloned())
+}
+
 /// The scheduler: a one-replica Deployment (Kubernetes restarts it where
 /// it dies), ready when `/health` answers.
 pub fn scheduler_deployment(spec: &BriskClusterSpec, t: &Target<'_>) -> Result<Deployment, Error> {
@@ -133,6 +141,68 @@ pub fn scheduler_deployment(spec: &BriskClusterSpec, t: &Target<'_>) -> Result<D
             "template": {"metadata": {"labels": labels}, "spec": pod},
         },
     }))
+}
+
+/// What `brisk operator` needs to run in a cluster: its service account,
+/// the rights to watch BriskClusters and manage their pods, Deployments,
+/// Services and Secrets in every namespace, and a Deployment running it.
+pub fn operator_objects(image: &str, namespace: &str) -> Result<Vec<Value>, Error> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let name = "brisk-operator";
+    let labels = json!({"app.kubernetes.io/name": "brisk-operator", "app.kubernetes.io/managed-by": "brisk"});
+    let meta = json!({"name": name, "namespace": namespace, "labels": labels});
+    let all = ["get", "list", "watch", "create", "update", "patch", "delete"];
+    let sa: ServiceAccount = typed(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}))?;
+    let role: ClusterRole = typed(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": labels},
+        "rules": [
+            {"apiGroups": ["brisk.dev"], "resources": ["briskclusters"], "verbs": all},
+            {"apiGroups": ["brisk.dev"], "resources": ["briskclusters/status", "briskclusters/scale"],
+             "verbs": ["get", "update", "patch"]},
+            {"apiGroups": [""], "resources": ["pods", "services", "secrets"], "verbs": all},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": all},
+        ],
+    }))?;
+    let binding: ClusterRoleBinding = typed(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name, "labels": labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+    }))?;
+    let deployment: Deployment = typed(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": name,
+                    "containers": [{
+                        "name": "operator",
+                        "image": image,
+                        "command": ["brisk"],
+                        "args": ["operator"],
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                    }],
+                },
+            },
+        },
+    }))?;
+    let value = |r: Result<Value, serde_json::Error>| r.map_err(|e| Error::Other(e.to_string()));
+    Ok(vec![
+        value(serde_json::to_value(sa))?,
+        value(serde_json::to_value(role))?,
+        value(serde_json::to_value(binding))?,
+        value(serde_json::to_value(deployment))?,
+    ])
 }
 
 /// The scheduler's Service: `tcp-comm` 8786 and `http-dashboard` 8787, as

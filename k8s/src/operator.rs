@@ -95,7 +95,7 @@ async fn reconcile_one(bc: Arc<BriskCluster>, ctx: Arc<Ctx>) -> Result<Requeue, 
     let pods: Vec<PodView> = listed.items.iter().filter_map(|p| pod_view(p, &name)).collect();
     let secret = found(Api::<Secret>::namespaced(client.clone(), &ns).get(&t.secret_name()).await)?;
     let has_secret = secret.is_some();
-    let token = secret.as_ref().and_then(secret_token).unwrap_or_default();
+    let token = secret.as_ref().and_then(manifests::secret_token).unwrap_or_default();
     let has_scheduler =
         found(Api::<Deployment>::namespaced(client.clone(), &ns).get(&t.scheduler_name()).await)?.is_some();
     let has_service =
@@ -122,14 +122,6 @@ async fn reconcile_one(bc: Arc<BriskCluster>, ctx: Arc<Ctx>) -> Result<Requeue, 
         carry_out(action, &bc, &t, (&dashboard, &token), client).await?;
     }
     Ok(Requeue::requeue(TICK))
-}
-
-/// The token in the cluster's Secret (`data`, or `stringData` where an
-/// API server has not folded it in).
-fn secret_token(s: &Secret) -> Option<String> {
-    let data =
-        s.data.as_ref().and_then(|d| d.get("token")).map(|b| String::from_utf8_lossy(&b.0).into_owned());
-    data.or_else(|| s.string_data.as_ref().and_then(|d| d.get("token")).cloned())
 }
 
 fn pod_view(p: &Pod, cluster: &str) -> Option<PodView> {

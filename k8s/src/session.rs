@@ -177,10 +177,8 @@ impl KubeCluster {
     pub fn token(&self) -> Result<String, Error> {
         let name = self.target().secret_name();
         let s = self.rt.block_on(self.secrets.get(&name))?;
-        let from_data =
-            s.data.as_ref().and_then(|d| d.get("token")).map(|b| String::from_utf8_lossy(&b.0).into_owned());
-        let from_string = s.string_data.as_ref().and_then(|d| d.get("token")).cloned();
-        from_data.or(from_string).ok_or_else(|| Error::Other(format!("the secret {name} holds no token")))
+        crate::manifests::secret_token(&s)
+            .ok_or_else(|| Error::Other(format!("the secret {name} holds no token")))
     }
 
     /// Delete the cluster if this session owns it (`shutdown_on_close`).

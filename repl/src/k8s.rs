@@ -11,6 +11,16 @@ pub enum K8sAction {
     /// operator: the token Secret, the scheduler Deployment and Service,
     /// and a Deployment of workers.
     Manifests(ManifestArgs),
+    /// Print the CRD and what `brisk operator` needs to run in the cluster
+    /// (service account, cluster role and binding, a Deployment).
+    Operator {
+        /// The image with the brisk binary.
+        #[arg(long)]
+        image: String,
+        /// Where the operator runs (the namespace must exist).
+        #[arg(long, default_value = "brisk-system")]
+        namespace: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -47,6 +57,7 @@ pub struct OperatorArgs {
 pub fn k8s(action: K8sAction) -> anyhow::Result<ExitCode> {
     let out = match action {
         K8sAction::Crd => brisk_k8s::crd_yaml()?,
+        K8sAction::Operator { image, namespace } => brisk_k8s::operator_yaml(&image, &namespace)?,
         K8sAction::Manifests(a) => {
             if a.workers > i32::MAX as u32 {
                 anyhow::bail!("--workers {} is too many", a.workers);
