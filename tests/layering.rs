@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// The crate source trees checked, relative to the workspace root.
-const CRATES: [&str; 4] = ["engine/src", "script-lang/src", "kernel/src", "repl/src"];
+const CRATES: [&str; 5] = ["engine/src", "k8s/src", "script-lang/src", "kernel/src", "repl/src"];
 
 /// A module path: `[]` is the crate root, `["a", "b"]` is `a::b`.
 type Module = Vec<String>;

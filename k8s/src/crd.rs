@@ -183,7 +183,7 @@ fn env_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 impl BriskClusterSpec {
     /// Every group, the default one first, as (name, spec).
     pub fn groups(&self) -> Vec<(&str, &WorkerGroupSpec)> {
-        std::iter::once((crate::DEFAULT_GROUP, &self.workers))
+        std::iter::once((crate::names::DEFAULT_GROUP, &self.workers))
             .chain(self.worker_groups.iter().map(|g| (g.name.as_str(), &g.spec)))
             .collect()
     }

@@ -13,7 +13,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::crd::{BriskClusterSpec, WorkerGroupSpec};
-use crate::{Error, quantity};
+use crate::error::Error;
+use crate::quantity;
 
 /// The port workers and clients connect to.
 pub const COMM_PORT: u16 = 8786;

@@ -18,9 +18,10 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::crd::{BriskCluster, BriskClusterStatus};
+use crate::error::Error;
 use crate::manifests::{self, CLUSTER_LABEL, COMPONENT_LABEL, GROUP_LABEL, Target};
+use crate::names::random_hex;
 use crate::reconcile::{self, Action, PodPhase, PodView, SchedulerView, World};
-use crate::{Error, random_hex};
 
 /// How often each cluster is looked at again (Dask's operator: 5 s).
 const TICK: Duration = Duration::from_secs(5);
@@ -138,7 +139,7 @@ fn pod_view(p: &Pod, cluster: &str) -> Option<PodView> {
         .unwrap_or(0);
     Some(PodView {
         name: p.name_any(),
-        group: labels.get(GROUP_LABEL).cloned().unwrap_or_else(|| crate::DEFAULT_GROUP.into()),
+        group: labels.get(GROUP_LABEL).cloned().unwrap_or_else(|| crate::names::DEFAULT_GROUP.into()),
         phase: PodPhase::parse(p.status.as_ref().and_then(|s| s.phase.as_deref())),
         deleting: p.meta().deletion_timestamp.is_some(),
         created,

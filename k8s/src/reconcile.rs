@@ -148,7 +148,7 @@ pub fn reconcile(w: &World<'_>) -> Vec<Action> {
             let others = w
                 .pods
                 .iter()
-                .filter(|p| p.group != crate::DEFAULT_GROUP && !p.deleting && !p.phase.ended())
+                .filter(|p| p.group != crate::names::DEFAULT_GROUP && !p.deleting && !p.phase.ended())
                 .count() as i32;
             let desired = sched
                 .and_then(|s| s.target)
@@ -160,7 +160,7 @@ pub fn reconcile(w: &World<'_>) -> Vec<Action> {
                     shrunk_at = Some(w.now);
                 }
                 out.push(Action::SetReplicas { n: next });
-                replicas.insert(crate::DEFAULT_GROUP, next);
+                replicas.insert(crate::names::DEFAULT_GROUP, next);
             }
         }
     }
@@ -214,7 +214,7 @@ pub fn reconcile(w: &World<'_>) -> Vec<Action> {
     let message = if notes.is_empty() { message } else { Some(notes.join("; ")) };
     let status = BriskClusterStatus {
         phase: phase.into(),
-        workers: counts.get(crate::DEFAULT_GROUP).copied().unwrap_or(0),
+        workers: counts.get(crate::names::DEFAULT_GROUP).copied().unwrap_or(0),
         groups: counts.into_iter().map(|(name, workers)| GroupCount { name, workers }).collect(),
         scheduler_address: Some(w.scheduler_address.clone()),
         dashboard: Some(w.dashboard.clone()),

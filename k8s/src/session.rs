@@ -10,10 +10,10 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Config};
 use serde_json::json;
 
-use crate::Error;
 use crate::crd::{
     Autoscale, BriskCluster, BriskClusterSpec, BriskClusterStatus, NamedWorkerGroup, WorkerGroupSpec,
 };
+use crate::error::Error;
 use crate::manifests::Target;
 
 /// What `kube_cluster` takes (KubeCluster's names).
@@ -48,9 +48,9 @@ impl KubeCluster {
     /// KubeCluster's default create-or-connect does), using the
     /// kubeconfig (`KUBECONFIG`, `~/.kube/config`) or the pod's service account.
     pub fn start(opts: KubeOptions) -> Result<KubeCluster, Error> {
-        crate::validate_name(&opts.name)?;
+        crate::names::validate_name(&opts.name)?;
         for g in &opts.spec.worker_groups {
-            crate::validate_name(&g.name)?;
+            crate::names::validate_name(&g.name)?;
         }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -111,7 +111,7 @@ impl KubeCluster {
     /// `n` workers in `group` (default: the default group, whose
     /// autoscaling then stops, as KubeCluster.scale does).
     pub fn scale(&self, n: i32, group: Option<&str>) -> Result<(), Error> {
-        match group.filter(|g| *g != crate::DEFAULT_GROUP) {
+        match group.filter(|g| *g != crate::names::DEFAULT_GROUP) {
             None => self.merge(json!({"spec": {"autoscale": null, "workers": {"replicas": n}}})),
             Some(g) => {
                 let mut groups = self.get()?.spec.worker_groups;
@@ -138,8 +138,8 @@ impl KubeCluster {
 
     /// Another pool of workers (GPU, large memory), or a new shape for one.
     pub fn add_worker_group(&self, name: &str, spec: WorkerGroupSpec) -> Result<(), Error> {
-        crate::validate_name(name)?;
-        if name == crate::DEFAULT_GROUP {
+        crate::names::validate_name(name)?;
+        if name == crate::names::DEFAULT_GROUP {
             return Err(Error::Spec("\"default\" is the cluster's own group; scale it instead".into()));
         }
         let mut groups = self.get()?.spec.worker_groups;

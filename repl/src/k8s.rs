@@ -56,8 +56,8 @@ pub struct OperatorArgs {
 
 pub fn k8s(action: K8sAction) -> anyhow::Result<ExitCode> {
     let out = match action {
-        K8sAction::Crd => brisk_k8s::crd_yaml()?,
-        K8sAction::Operator { image, namespace } => brisk_k8s::operator_yaml(&image, &namespace)?,
+        K8sAction::Crd => brisk_k8s::print::crd_yaml()?,
+        K8sAction::Operator { image, namespace } => brisk_k8s::print::operator_yaml(&image, &namespace)?,
         K8sAction::Manifests(a) => {
             if a.workers > i32::MAX as u32 {
                 anyhow::bail!("--workers {} is too many", a.workers);
@@ -68,7 +68,7 @@ pub fn k8s(action: K8sAction) -> anyhow::Result<ExitCode> {
                         .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
                 }
             }
-            brisk_k8s::manifests_yaml(&brisk_k8s::ManifestOptions {
+            brisk_k8s::print::manifests_yaml(&brisk_k8s::print::ManifestOptions {
                 name: a.name,
                 namespace: a.namespace,
                 image: a.image,
@@ -76,7 +76,7 @@ pub fn k8s(action: K8sAction) -> anyhow::Result<ExitCode> {
                 gpus_per_worker: a.gpus_per_worker,
                 cpu: a.cpu,
                 memory: a.memory,
-                token: brisk_k8s::random_hex(16)?,
+                token: brisk_k8s::names::random_hex(16)?,
             })?
         }
     };
