@@ -271,6 +271,7 @@ fn without_a_kubernetes_configuration_both_ends_say_so() {
         ("#{name: \"Demo!\", image: \"i\"}", "not a valid name"),
         ("#{name: \"demo\", image: \"i\", replicas: 2}", "replicas"),
         ("#{name: \"demo\", image: \"i\", resources: 4}", "resources"),
+        ("#{name: \"demo\", image: \"i\", resources: #{limits: #{memory: \"lots\"}}}", "\"lots\" is not a quantity"),
     ] {
         let script = ScriptFile::new(&format!("kube_cluster({opts});\n"));
         let mut run = brisk();
@@ -383,4 +384,8 @@ fn the_operator_and_kube_cluster_run_a_cluster_on_an_emulated_api() {
     assert_eq!(r["left_running"], serde_json::json!([]));
     assert_eq!(r["scheduler_left"], false);
     assert_eq!(r["cluster_left"], false);
+    // A cluster the operator cannot build says why, and did not stop the others.
+    assert_eq!(r["bad_status"]["phase"], "Failed", "{}", r["bad_status"]);
+    let why = r["bad_status"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("group default") && why.contains("\"lots\" is not a quantity"), "{why}");
 }

@@ -125,7 +125,8 @@ pub struct Autoscale {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BriskClusterStatus {
-    /// Pending (the scheduler is not answering yet) or Running.
+    /// Pending (the scheduler is not answering yet), Running, or Failed
+    /// (the spec cannot be made into objects; `message` says why).
     #[serde(default)]
     pub phase: String,
     /// Worker pods of the default group (the scale subresource's count).

@@ -120,7 +120,22 @@ async fn reconcile_one(bc: Arc<BriskCluster>, ctx: Arc<Ctx>) -> Result<Requeue, 
         now: now_ms() / 1000,
     };
     for action in reconcile::reconcile(&world) {
-        carry_out(action, &bc, &t, (&dashboard, &token), client).await?;
+        match carry_out(action, &bc, &t, (&dashboard, &token), client).await {
+            Ok(()) => {}
+            // A spec that cannot become objects: say so where `kubectl get`
+            // and `kube_cluster` look, and wait for it to change.
+            Err(Error::Spec(why)) => {
+                let last = bc.status.clone().unwrap_or_default();
+                let status = BriskClusterStatus { phase: "Failed".into(), message: Some(why.clone()), ..last };
+                if bc.status.as_ref() != Some(&status) {
+                    eprintln!("brisk operator: {ns}/{name}: {why}");
+                    let api: Api<BriskCluster> = Api::namespaced(client.clone(), &ns);
+                    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status_patch(&status)?)).await?;
+                }
+                return Ok(Requeue::await_change());
+            }
+            Err(e) => return Err(e),
+        }
     }
     Ok(Requeue::requeue(TICK))
 }

@@ -48,10 +48,7 @@ impl KubeCluster {
     /// KubeCluster's default create-or-connect does), using the
     /// kubeconfig (`KUBECONFIG`, `~/.kube/config`) or the pod's service account.
     pub fn start(opts: KubeOptions) -> Result<KubeCluster, Error> {
-        crate::names::validate_name(&opts.name)?;
-        for g in &opts.spec.worker_groups {
-            crate::names::validate_name(&g.name)?;
-        }
+        check(&opts.name, &opts.spec)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("brisk-kube")
@@ -142,7 +139,10 @@ impl KubeCluster {
         if name == crate::names::DEFAULT_GROUP {
             return Err(Error::Spec("\"default\" is the cluster's own group; scale it instead".into()));
         }
-        let mut groups = self.get()?.spec.worker_groups;
+        let cluster = self.get()?;
+        let probe = Target { name: &self.name, namespace: &self.namespace, owner: None };
+        crate::manifests::worker_pod(&cluster.spec, &probe, name, &spec, &probe.worker_pod_name(name, "check"))?;
+        let mut groups = cluster.spec.worker_groups;
         groups.retain(|g| g.name != name);
         groups.push(NamedWorkerGroup { name: name.to_string(), spec });
         self.merge(json!({"spec": {"workerGroups": groups}}))
@@ -152,13 +152,21 @@ impl KubeCluster {
         Ok(self.get()?.status.unwrap_or_default())
     }
 
-    /// Wait until the operator reports the scheduler answering.
+    /// Wait until the operator reports the scheduler answering (or that
+    /// the cluster failed, and why).
     pub fn wait_running(&self, timeout: Duration) -> Result<BriskClusterStatus, Error> {
         let start = Instant::now();
         loop {
             let s = self.status()?;
             if s.phase == "Running" {
                 return Ok(s);
+            }
+            if s.phase == "Failed" {
+                return Err(Error::Spec(format!(
+                    "the operator cannot make the cluster {}: {}",
+                    self.name,
+                    s.message.unwrap_or_default()
+                )));
             }
             if start.elapsed() >= timeout {
                 let why = s.message.map(|m| format!(": {m}")).unwrap_or_default();
@@ -192,6 +200,21 @@ impl KubeCluster {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// Build a cluster's objects here, so that a spec the operator could not
+/// make (a bad name, quantity or template) fails in the session, before
+/// anything is created.
+fn check(name: &str, spec: &BriskClusterSpec) -> Result<(), Error> {
+    crate::names::validate_name(name)?;
+    let probe = Target { name, namespace: "default", owner: None };
+    crate::manifests::scheduler_deployment(spec, &probe)?;
+    crate::manifests::scheduler_service(spec, &probe)?;
+    for (group, g) in spec.groups() {
+        crate::names::validate_name(group)?;
+        crate::manifests::worker_pod(spec, &probe, group, g, &probe.worker_pod_name(group, "check"))?;
+    }
+    Ok(())
 }
 
 /// A cluster the session made goes with the session (KubeCluster's

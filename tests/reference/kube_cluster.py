@@ -215,6 +215,13 @@ async def main():
             g.write(f.read().replace("{address}", kubelet.address()))
         async with aiohttp.ClientSession() as http:
             kubelet.http_session = http
+            # A cluster whose spec cannot be made into pods: the operator
+            # must say so in its status, and go on with the others.
+            await kubelet.req("POST", f"/apis/brisk.dev/v1alpha1/namespaces/{NS}/briskclusters", {
+                "apiVersion": "brisk.dev/v1alpha1", "kind": "BriskCluster",
+                "metadata": {"name": "bad", "namespace": NS},
+                "spec": {"image": "brisk:test", "workers": {"replicas": 1, "resources": {"limits": {"memory": "lots"}}}},
+            })
             stop = asyncio.Event()
             kubelet_task = asyncio.create_task(kubelet.run(stop))
             op_log = open(os.path.join(out_dir, "operator.log"), "wb")
@@ -259,7 +266,8 @@ async def main():
             result["operator_log"] = open(os.path.join(out_dir, "operator.log"), errors="replace").read()
             status, cr = await kubelet.req("GET", f"/apis/brisk.dev/v1alpha1/namespaces/{NS}/briskclusters/demo")
             result["cluster_left"] = status != 404
-            result["crd_kind"] = "BriskCluster"
+            status, bad = await kubelet.req("GET", f"/apis/brisk.dev/v1alpha1/namespaces/{NS}/briskclusters/bad")
+            result["bad_status"] = (bad or {}).get("status")
     print(json.dumps(result))
 
 
