@@ -271,7 +271,10 @@ fn without_a_kubernetes_configuration_both_ends_say_so() {
         ("#{name: \"Demo!\", image: \"i\"}", "not a valid name"),
         ("#{name: \"demo\", image: \"i\", replicas: 2}", "replicas"),
         ("#{name: \"demo\", image: \"i\", resources: 4}", "resources"),
-        ("#{name: \"demo\", image: \"i\", resources: #{limits: #{memory: \"lots\"}}}", "\"lots\" is not a quantity"),
+        (
+            "#{name: \"demo\", image: \"i\", resources: #{limits: #{memory: \"lots\"}}}",
+            "\"lots\" is not a quantity",
+        ),
     ] {
         let script = ScriptFile::new(&format!("kube_cluster({opts});\n"));
         let mut run = brisk();

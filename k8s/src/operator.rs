@@ -126,11 +126,13 @@ async fn reconcile_one(bc: Arc<BriskCluster>, ctx: Arc<Ctx>) -> Result<Requeue, 
             // and `kube_cluster` look, and wait for it to change.
             Err(Error::Spec(why)) => {
                 let last = bc.status.clone().unwrap_or_default();
-                let status = BriskClusterStatus { phase: "Failed".into(), message: Some(why.clone()), ..last };
+                let status =
+                    BriskClusterStatus { phase: "Failed".into(), message: Some(why.clone()), ..last };
                 if bc.status.as_ref() != Some(&status) {
                     eprintln!("brisk operator: {ns}/{name}: {why}");
                     let api: Api<BriskCluster> = Api::namespaced(client.clone(), &ns);
-                    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status_patch(&status)?)).await?;
+                    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status_patch(&status)?))
+                        .await?;
                 }
                 return Ok(Requeue::await_change());
             }

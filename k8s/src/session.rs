@@ -141,7 +141,13 @@ impl KubeCluster {
         }
         let cluster = self.get()?;
         let probe = Target { name: &self.name, namespace: &self.namespace, owner: None };
-        crate::manifests::worker_pod(&cluster.spec, &probe, name, &spec, &probe.worker_pod_name(name, "check"))?;
+        crate::manifests::worker_pod(
+            &cluster.spec,
+            &probe,
+            name,
+            &spec,
+            &probe.worker_pod_name(name, "check"),
+        )?;
         let mut groups = cluster.spec.worker_groups;
         groups.retain(|g| g.name != name);
         groups.push(NamedWorkerGroup { name: name.to_string(), spec });
