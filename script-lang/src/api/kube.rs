@@ -68,6 +68,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("scale", |k: &mut KubeClusterRef, n: i64, group: &str| {
         k.0.cluster.scale(count("scale", n)?, Some(group)).map_err(|e| runtime(format!("scale: {e}")))
     });
+    engine.register_fn("adapt", |k: &mut KubeClusterRef| adapt(k, Map::new()));
     engine.register_fn("adapt", |k: &mut KubeClusterRef, m: Map| adapt(k, m));
     engine.register_fn("add_worker_group", |k: &mut KubeClusterRef, name: &str, m: Map| {
         let spec = group_spec("add_worker_group", &m, GROUP_OPTIONS, "n")?;
