@@ -192,7 +192,7 @@ spec:
   - name: gpu
     replicas: 1
     resources: {limits: {nvidia.com/gpu: 1}}
-  autoscale: {minimum: 1, maximum: 20}
+  autoscale: {minimum: 1, maximum: 20, targetDuration: 30s}
   idleTimeout: 600
 "#,
     );
@@ -207,6 +207,7 @@ spec:
         ("workerGroups: [{name: GPU_pool, replicas: 1}]", "spec/workerGroups/0/name"),
         ("scheduler: {serviceType: Ingress}", "spec/scheduler/serviceType"),
         ("autoscale: {minimum: 1}", "spec/autoscale"),
+        ("autoscale: {minimum: 1, maximum: 2, targetDuration: soon}", "spec/autoscale/targetDuration"),
         ("idleTimeout: -5", "spec/idleTimeout"),
     ] {
         let cr = dir.file("bad.yaml", &format!("apiVersion: brisk.dev/v1alpha1\nkind: BriskCluster\nmetadata: {{name: bad}}\nspec:\n  image: i\n  {bad}\n"));
@@ -311,7 +312,7 @@ k.add_worker_group("gpu", #{n: 1, resources: #{limits: #{"nvidia.com/gpu": 1}}})
 k.wait_for_workers(2, 60);
 let gpu = c.workers().filter(|w| w.name.contains("-gpu-worker-"));
 print(`gpu ${gpu.len()}`);
-k.adapt(#{minimum: 0, maximum: 3});
+k.adapt(#{minimum: 0, maximum: 3, target_duration: "2s"});
 let t = timestamp();
 while k.status().workers > 0 { if t.elapsed > 60.0 { throw "adapt did not shrink the default group"; } }
 while c.workers().len() > 1 { if t.elapsed > 60.0 { throw "adapt did not retire the default worker"; } }

@@ -23,11 +23,12 @@ use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
 /// What the HTTP side asks the event loop for.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Ask {
     Metrics,
     Workers,
-    AdaptiveTarget,
+    /// With `?target_duration=5s`, when given (seconds).
+    AdaptiveTarget(Option<f64>),
     GetWorkers,
     CheckIdle,
     /// With the request's JSON body.
@@ -119,6 +120,20 @@ async fn read_body(tcp: &mut TcpStream, mut body: Vec<u8>, length: usize) -> Res
     String::from_utf8(body).map_err(|_| 400)
 }
 
+/// `target_duration` in a request's query (`?target_duration=5s`), as the
+/// adaptive rule takes it: how soon the queued work should be done.
+fn target_duration(target: &str) -> Result<Option<f64>, String> {
+    let Some((_, query)) = target.split_once('?') else { return Ok(None) };
+    let Some(v) = query.split('&').find_map(|kv| kv.strip_prefix("target_duration=")) else {
+        return Ok(None);
+    };
+    let d = brisk_engine::exec::deadline::parse_duration(v).map_err(|e| format!("target_duration: {e}"))?;
+    if d.is_zero() {
+        return Err("target_duration must be more than 0".into());
+    }
+    Ok(Some(d.as_secs_f64()))
+}
+
 async fn respond(tcp: &mut TcpStream, head: Vec<u8>, token: Option<&str>, ask: &AskLoop) -> Response {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut req = httparse::Request::new(&mut headers);
@@ -143,7 +158,10 @@ async fn respond(tcp: &mut TcpStream, head: Vec<u8>, token: Option<&str>, ask: &
     let route = match path {
         "/metrics" => Ask::Metrics,
         "/api/v1/workers" => Ask::Workers,
-        "/api/v1/adaptive_target" => Ask::AdaptiveTarget,
+        "/api/v1/adaptive_target" => match target_duration(target) {
+            Ok(t) => Ask::AdaptiveTarget(t),
+            Err(e) => return Response::text(400, &e),
+        },
         "/api/v1/get_workers" => Ask::GetWorkers,
         "/api/v1/check_idle" => Ask::CheckIdle,
         "/api/v1/retire_workers" => Ask::RetireWorkers(String::new()),
@@ -357,7 +375,17 @@ mod tests {
         let got = get(format!("GET /api/v1/retire_workers HTTP/1.1\r\n{auth}\r\n").into_bytes()).await;
         assert!(got.starts_with("HTTP/1.1 405"), "{got}");
         let target = get(format!("GET /api/v1/adaptive_target HTTP/1.1\r\n{auth}\r\n").into_bytes()).await;
-        assert!(target.ends_with("AdaptiveTarget"), "{target}");
+        assert!(target.ends_with("AdaptiveTarget(None)"), "{target}");
+        let target = get(
+            format!("GET /api/v1/adaptive_target?target_duration=2m HTTP/1.1\r\n{auth}\r\n").into_bytes()
+        )
+        .await;
+        assert!(target.ends_with("AdaptiveTarget(Some(120.0))"), "{target}");
+        let bad =
+            get(format!("GET /api/v1/adaptive_target?target_duration=soon HTTP/1.1\r\n{auth}\r\n")
+                .into_bytes())
+            .await;
+        assert!(bad.starts_with("HTTP/1.1 400") && bad.contains("target_duration"), "{bad}");
         assert!(get(b"\x00\x01garbage\r\n\r\n".to_vec()).await.starts_with("HTTP/1.1 400"));
         let huge = [b"GET / HTTP/1.1\r\nX: ".to_vec(), vec![b'a'; 20_000]].concat();
         assert!(get(huge).await.starts_with("HTTP/1.1 431"));

@@ -119,6 +119,11 @@ pub struct Autoscale {
     pub minimum: i32,
     #[schemars(range(min = 0))]
     pub maximum: i32,
+    /// How soon the queued work should be done ("5s", the default; "2m"):
+    /// the scheduler asks for the workers that finish it in that time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h|d)?$"))]
+    pub target_duration: Option<String>,
 }
 
 /// What the operator last saw and did.

@@ -103,7 +103,11 @@ async fn reconcile_one(bc: Arc<BriskCluster>, ctx: Arc<Ctx>) -> Result<Requeue, 
         found(Api::<Service>::namespaced(client.clone(), &ns).get(&t.scheduler_name()).await)?.is_some();
     let dashboard = bc.annotations().get(DASHBOARD_ANNOTATION).cloned().unwrap_or_else(|| t.dashboard());
     let scheduler = if has_scheduler {
-        ask_scheduler(&dashboard, &token, bc.spec.autoscale.is_some(), bc.spec.idle_timeout > 0).await
+        let target = bc.spec.autoscale.as_ref().map(|a| match &a.target_duration {
+            Some(d) => format!("/api/v1/adaptive_target?target_duration={d}"),
+            None => "/api/v1/adaptive_target".to_string(),
+        });
+        ask_scheduler(&dashboard, &token, target, bc.spec.idle_timeout > 0).await
     } else {
         Err("not created yet".into())
     };
@@ -165,7 +169,13 @@ fn pod_view(p: &Pod, cluster: &str) -> Option<PodView> {
 
 /// The scheduler's workers, and its adaptive target and idle time when
 /// they are wanted.
-async fn ask_scheduler(base: &str, token: &str, target: bool, idle: bool) -> Result<SchedulerView, String> {
+/// `target`: the adaptive target's path (with its target duration), when autoscaling.
+async fn ask_scheduler(
+    base: &str,
+    token: &str,
+    target: Option<String>,
+    idle: bool,
+) -> Result<SchedulerView, String> {
     let (base, token) = (base.to_string(), token.to_string());
     tokio::task::spawn_blocking(move || {
         let w = crate::http::call(&base, &token, "GET", "/api/v1/get_workers", None)?;
@@ -174,11 +184,11 @@ async fn ask_scheduler(base: &str, token: &str, target: bool, idle: bool) -> Res
             .map(|ws| ws.iter().filter_map(|x| x["name"].as_str().map(str::to_string)).collect())
             .unwrap_or_default();
         let target = match target {
-            true => {
-                let v = crate::http::call(&base, &token, "GET", "/api/v1/adaptive_target", None)?;
+            Some(path) => {
+                let v = crate::http::call(&base, &token, "GET", &path, None)?;
                 Some(v["workers"].as_i64().ok_or("adaptive_target gave no \"workers\"")? as i32)
             }
-            false => None,
+            None => None,
         };
         let idle_since = match idle {
             true => {

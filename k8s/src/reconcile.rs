@@ -390,7 +390,7 @@ mod tests {
         assert_eq!(autoscale_step(8, 7, None, 100), 7);
 
         let mut s = spec(8);
-        s.autoscale = Some(Autoscale { minimum: 1, maximum: 20 });
+        s.autoscale = Some(Autoscale { minimum: 1, maximum: 20, target_duration: None });
         let sched = Ok(SchedulerView { target: Some(0), ..Default::default() });
         let pods = (0..8).map(|i| pod(&format!("p{i}"), "default", PodPhase::Running, i)).collect();
         let a = reconcile(&world(&s, pods, sched));
@@ -406,7 +406,7 @@ mod tests {
     #[test]
     fn autoscale_leaves_the_other_groups_workers_out_of_the_target() {
         let mut s = spec(2);
-        s.autoscale = Some(Autoscale { minimum: 0, maximum: 10 });
+        s.autoscale = Some(Autoscale { minimum: 0, maximum: 10, target_duration: None });
         let pods = vec![
             pod("d1", "default", PodPhase::Running, 1),
             pod("d2", "default", PodPhase::Running, 2),
@@ -420,10 +420,10 @@ mod tests {
     #[test]
     fn autoscale_keeps_to_its_bounds_even_without_a_target() {
         let mut s = spec(0);
-        s.autoscale = Some(Autoscale { minimum: 2, maximum: 4 });
+        s.autoscale = Some(Autoscale { minimum: 2, maximum: 4, target_duration: None });
         let a = reconcile(&world(&s, vec![], Err("refused".into())));
         assert_eq!(a[0], Action::SetReplicas { n: 2 });
-        s.autoscale = Some(Autoscale { minimum: 5, maximum: 4 });
+        s.autoscale = Some(Autoscale { minimum: 5, maximum: 4, target_duration: None });
         let a = reconcile(&world(&s, vec![], Err("refused".into())));
         assert!(!a.iter().any(|x| matches!(x, Action::SetReplicas { .. })));
         let Some(Action::UpdateStatus(st)) = a.last() else { panic!("{a:?}") };

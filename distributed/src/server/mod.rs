@@ -828,7 +828,7 @@ impl State {
                     http::Ask::Workers => {
                         Ok(serde_json::to_string(&self.rows()).unwrap_or_else(|_| "[]".into()))
                     }
-                    http::Ask::AdaptiveTarget => Ok(self.http_adaptive_target()),
+                    http::Ask::AdaptiveTarget(t) => Ok(self.http_adaptive_target(t)),
                     http::Ask::GetWorkers => Ok(self.http_get_workers()),
                     http::Ask::CheckIdle => Ok(self.http_check_idle()),
                     http::Ask::RetireWorkers(body) => self.http_retire_workers(&body),

@@ -138,9 +138,10 @@ impl State {
         chosen.into_iter().map(|(_, n)| n).collect()
     }
 
-    /// `GET /api/v1/adaptive_target`: `{"workers": n}`.
-    pub(super) fn http_adaptive_target(&self) -> String {
-        let rule = AdaptiveRule { target_duration: Rule::default().target_duration, threads_per_worker: 1 };
+    /// `GET /api/v1/adaptive_target[?target_duration=5s]`: `{"workers": n}`.
+    pub(super) fn http_adaptive_target(&self, target_duration: Option<f64>) -> String {
+        let target_duration = target_duration.unwrap_or(Rule::default().target_duration);
+        let rule = AdaptiveRule { target_duration, threads_per_worker: 1 };
         serde_json::json!({ "workers": self.adaptive(&rule).target }).to_string()
     }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use brisk_distributed::{RemoteClient, Security};
+use brisk_engine::exec::deadline::parse_duration;
 use brisk_k8s::crd::{Autoscale, BriskClusterSpec, SchedulerSpec, WorkerGroupSpec};
 use brisk_k8s::session::{KubeCluster, KubeOptions};
 use rhai::{Dynamic, Engine, EvalAltResult, Map};
@@ -212,14 +213,32 @@ fn start(m: Map) -> Res<KubeClusterRef> {
 }
 
 fn adapt(k: &KubeClusterRef, m: Map) -> Res<()> {
-    let o = options(Some(m), "adapt", &["minimum", "maximum"])?;
+    let o = options(Some(m), "adapt", &["minimum", "maximum", "target_duration"])?;
     let get = |key: &str, default: i64| -> Res<i32> {
         match o.get(key) {
             Some(v) => count("adapt", int("adapt", key, v)?),
             None => Ok(default as i32),
         }
     };
-    let a = Autoscale { minimum: get("minimum", 0)?, maximum: get("maximum", i32::MAX as i64)? };
+    // As the other clusters' adapt: a duration text or seconds.
+    let target_duration = match o.get("target_duration") {
+        None => None,
+        Some(v) => {
+            let secs = match (v.as_int(), v.as_float()) {
+                (Ok(n), _) => n as f64,
+                (_, Ok(f)) => f,
+                _ => parse_duration(&text("adapt", "target_duration", v)?)
+                    .map_err(|e| runtime(format!("adapt: target_duration: {e}")))?
+                    .as_secs_f64(),
+            };
+            if !(secs.is_finite() && secs > 0.0 && secs < 1e7) {
+                return Err(runtime(format!("adapt: target_duration must be a positive duration, got {v}")));
+            }
+            Some(format!("{}ms", (secs * 1000.0).round() as u64))
+        }
+    };
+    let a =
+        Autoscale { minimum: get("minimum", 0)?, maximum: get("maximum", i32::MAX as i64)?, target_duration };
     k.0.cluster.adapt(a).map_err(|e| runtime(format!("adapt: {e}")))
 }
 
