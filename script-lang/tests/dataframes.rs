@@ -36,6 +36,7 @@ let r = #{
     groupby_size: df.groupby("key").size().compute().to_maps(),
     groupby_two: df.groupby(["key", "flag"]).agg(#{x: "sum"}).compute().to_maps(),
     assign: df.assign(#{z: x * 2 + y, w: y % 7, v: y / 4})[["id", "z", "w", "v"]].compute().to_maps(),
+    arith: df.assign(#{p: x ** 2, q: y ** 2, f: y.floordiv(7), g: x.floordiv(0.3), h: 2.0 ** x, k: floordiv(1000, y + 51), m: x.pow(3)})[["id", "p", "q", "f", "g", "h", "k", "m"]].compute().to_maps(),
     dropna: df.dropna().compute().to_maps(),
     dropna_subset: df.dropna(#{subset: ["x"]}).compute().num_rows(),
     fillna: df.fillna(#{x: 0.0, key: "none"})[["id", "key", "x"]].compute().to_maps(),

@@ -108,6 +108,9 @@ def expected(d):
     e["groupby_size"] = records(df.groupby("key").size().rename("size").reset_index())
     e["groupby_two"] = records(df.groupby(["key", "flag"]).agg({"x": "sum"}).reset_index())
     e["assign"] = records(df.assign(z=df["x"] * 2 + df["y"], w=df["y"] % 7, v=df["y"] / 4)[["id", "z", "w", "v"]])
+    arith = df.assign(p=df["x"] ** 2, q=df["y"] ** 2, f=df["y"] // 7, g=df["x"] // 0.3, h=2.0 ** df["x"],
+                      k=1000 // (df["y"] + 51), m=df["x"] ** 3)
+    e["arith"] = records(arith[["id", "p", "q", "f", "g", "h", "k", "m"]])
     e["dropna"] = records(df.dropna())
     e["dropna_subset"] = int(len(df.dropna(subset=["x"])))
     e["fillna"] = records(df.fillna({"x": 0.0, "key": "none"})[["id", "key", "x"]])

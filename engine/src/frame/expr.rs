@@ -20,6 +20,11 @@ pub enum BinOp {
     Mul,
     Div,
     Mod,
+    /// `**`: integers stay integers (a negative integer power is an error,
+    /// as NumPy's); anything with a float is a float.
+    Pow,
+    /// `//` (pandas' `floordiv`): the floor of the quotient, as Python's.
+    FloorDiv,
     Eq,
     Ne,
     Lt,
@@ -38,6 +43,8 @@ impl BinOp {
             BinOp::Mul => "*",
             BinOp::Div => "/",
             BinOp::Mod => "%",
+            BinOp::Pow => "**",
+            BinOp::FloorDiv => "//",
             BinOp::Eq => "==",
             BinOp::Ne => "!=",
             BinOp::Lt => "<",
@@ -174,7 +181,7 @@ impl Expr {
                 };
                 match op {
                     BinOp::Add if x == Str && y == Str => Some(Str),
-                    BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Mod => {
+                    BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Mod | BinOp::Pow | BinOp::FloorDiv => {
                         Some(DType::arith(false, x, y).ok_or_else(mismatch)?)
                     }
                     BinOp::Div => Some(DType::arith(true, x, y).ok_or_else(mismatch)?),
@@ -366,6 +373,8 @@ fn binary(op: BinOp, a: &Series, b: &Series) -> PolarsResult<Series> {
         BinOp::Mul => (&numeric(a)? * &numeric(b)?)?,
         BinOp::Div => (&a.cast(&DataType::Float64)? / &b.cast(&DataType::Float64)?)?,
         BinOp::Mod => python_mod(&numeric(a)?, &numeric(b)?)?,
+        BinOp::Pow => power(&numeric(a)?, &numeric(b)?)?,
+        BinOp::FloorDiv => floor_div(&numeric(a)?, &numeric(b)?)?,
         BinOp::Eq => nan_is(fill_mask(a.equal(b)?, false)?, a, b, false)?.into_series(),
         BinOp::Ne => nan_is(fill_mask(a.not_equal(b)?, true)?, a, b, true)?.into_series(),
         BinOp::Lt => nan_is(fill_mask(a.lt(b)?, false)?, a, b, false)?.into_series(),
@@ -429,6 +438,79 @@ fn python_mod(a: &Series, b: &Series) -> PolarsResult<Series> {
         })
         .collect();
     Ok(out.with_name(a.name().clone()).into_series())
+}
+
+/// Two numeric columns, broadcast to one length, and whether both are integers.
+fn both(a: &Series, b: &Series) -> (Series, Series, bool) {
+    let n = a.len().max(b.len());
+    let ints = a.dtype() == &DataType::Int64 && b.dtype() == &DataType::Int64;
+    (broadcast(a, n), broadcast(b, n), ints)
+}
+
+/// `a ** b`: integer powers of integers wrap on overflow, as NumPy's; a
+/// negative integer power of an integer is an error (NumPy's message).
+fn power(a: &Series, b: &Series) -> PolarsResult<Series> {
+    let (a, b, ints) = both(a, b);
+    if ints {
+        let (x, y) = (a.i64()?, b.i64()?);
+        if y.iter().any(|e| e.is_some_and(|e| e < 0)) {
+            polars_bail!(ComputeError: "integers to negative integer powers are not allowed");
+        }
+        let out: Int64Chunked = x
+            .iter()
+            .zip(y.iter())
+            .map(|(x, y)| Some(x?.wrapping_pow(u32::try_from(y?).unwrap_or(u32::MAX))))
+            .collect();
+        return Ok(out.with_name(a.name().clone()).into_series());
+    }
+    let (a, b) = (a.cast(&DataType::Float64)?, b.cast(&DataType::Float64)?);
+    let out: Float64Chunked = a.f64()?.iter().zip(b.f64()?.iter()).map(|(x, y)| Some(x?.powf(y?))).collect();
+    Ok(out.with_name(a.name().clone()).into_series())
+}
+
+/// `a // b` as Python and NumPy define it. Floats follow CPython's
+/// `float_floor_div` (through `fmod`, so `1 // 0.1` is 9.0 as in
+/// Python, where `floor(1 / 0.1)` would be 10.0), and `x // 0.0` is
+/// `x / 0.0`; an integer floor division by zero is missing, as `%`'s.
+fn floor_div(a: &Series, b: &Series) -> PolarsResult<Series> {
+    let (a, b, ints) = both(a, b);
+    if ints {
+        let (x, y) = (a.i64()?, b.i64()?);
+        let out: Int64Chunked = x
+            .iter()
+            .zip(y.iter())
+            .map(|(x, y)| match (x, y) {
+                (Some(x), Some(y)) if y != 0 => {
+                    let q = x.wrapping_div(y);
+                    Some(if (x % y != 0) && ((x < 0) != (y < 0)) { q - 1 } else { q })
+                }
+                _ => None,
+            })
+            .collect();
+        return Ok(out.with_name(a.name().clone()).into_series());
+    }
+    let (a, b) = (a.cast(&DataType::Float64)?, b.cast(&DataType::Float64)?);
+    let out: Float64Chunked =
+        a.f64()?.iter().zip(b.f64()?.iter()).map(|(x, y)| Some(python_floor_div(x?, y?))).collect();
+    Ok(out.with_name(a.name().clone()).into_series())
+}
+
+/// CPython's `float_floor_div`.
+fn python_floor_div(x: f64, y: f64) -> f64 {
+    if y == 0.0 {
+        return x / y;
+    }
+    let m = x % y;
+    let mut div = (x - m) / y;
+    if m != 0.0 && ((y < 0.0) != (m < 0.0)) {
+        div -= 1.0;
+    }
+    if div != 0.0 {
+        let f = div.floor();
+        if div - f > 0.5 { f + 1.0 } else { f }
+    } else {
+        0.0_f64.copysign(x / y)
+    }
 }
 
 /// Where a column is missing: null, or NaN in a float column (pandas
@@ -565,6 +647,28 @@ mod tests {
         let m = Expr::bin(BinOp::Mod, Expr::col("x"), Expr::Lit(Value::Int(2))).eval(&df).expect("mod");
         let got: Vec<Option<i64>> = m.i64().expect("i64").iter().collect();
         assert_eq!(got, vec![Some(1), None, Some(1)]);
+    }
+
+    #[test]
+    fn floor_division_and_powers_follow_python() {
+        let ints = |v: &[i64]| Series::new("a".into(), v.to_vec());
+        let floats = |v: &[f64]| Series::new("a".into(), v.to_vec());
+        let got = floor_div(&ints(&[7, -7, 7, -7, 5]), &ints(&[2, 2, -2, -2, 0])).expect("floordiv");
+        let got: Vec<Option<i64>> = got.i64().expect("i64").iter().collect();
+        assert_eq!(got, vec![Some(3), Some(-4), Some(-4), Some(3), None]);
+        let got =
+            floor_div(&floats(&[1.0, -1.0, 1.0, 0.0, 7.5]), &floats(&[0.1, 0.0, 0.0, 0.0, -2.0])).expect("f");
+        let got: Vec<f64> = got.f64().expect("f64").iter().map(|x| x.unwrap_or(f64::NAN)).collect();
+        assert_eq!(got[..3], [9.0, f64::NEG_INFINITY, f64::INFINITY]);
+        assert!(got[3].is_nan());
+        assert_eq!(got[4], -4.0);
+        let p = power(&ints(&[2, 3, -2]), &ints(&[10, 0, 3])).expect("pow");
+        let got: Vec<Option<i64>> = p.i64().expect("i64").iter().collect();
+        assert_eq!(got, vec![Some(1024), Some(1), Some(-8)]);
+        let e = power(&ints(&[2]), &ints(&[-1])).expect_err("negative power");
+        assert!(e.to_string().contains("negative integer powers"), "{e}");
+        let p = power(&floats(&[4.0]), &ints(&[-1])).expect("float pow");
+        assert_eq!(p.f64().expect("f64").get(0), Some(0.25));
     }
 
     #[test]

@@ -333,13 +333,17 @@ fn assign(f: &LazyFrame, m: Map) -> Res<LazyFrame> {
     Ok(LazyFrame { f: f.f.assign(cols).map_err(err)? })
 }
 
-/// The Series operators (lazy and computed Series alike).
-const SERIES_OPERATORS: [(&str, BinOp); 13] = [
+/// The Series operators (lazy and computed Series alike). Rhai has no
+/// `//`, so floor division is pandas' method name, `floordiv`.
+const SERIES_OPERATORS: [(&str, BinOp); 16] = [
     ("+", BinOp::Add),
     ("-", BinOp::Sub),
     ("*", BinOp::Mul),
     ("/", BinOp::Div),
     ("%", BinOp::Mod),
+    ("**", BinOp::Pow),
+    ("pow", BinOp::Pow),
+    ("floordiv", BinOp::FloorDiv),
     ("==", BinOp::Eq),
     ("!=", BinOp::Ne),
     ("<", BinOp::Lt),

@@ -96,6 +96,18 @@ pub(super) const DOCS: &[FnDoc] = &[
         "let df = from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1.5, (), -2.0]});\ndf[df[\"x\"].between(0, 2)].compute()",
     ),
     doc(
+        "floordiv",
+        "s.floordiv(other) -> Series   (also floordiv(number, s))",
+        "pandas' `s // other` (Rhai has no `//`): the floor of the quotient, as Python's (`-7 // 2` is -4, `1 // 0.1` is 9.0). Integers stay integers, and an integer divided by 0 is missing; a float divided by 0 is ±inf or NaN, as in pandas.",
+        "let df = from_columns(#{x: [7, -7, 9]});\ndf[\"x\"].floordiv(2).compute()",
+    ),
+    doc(
+        "pow",
+        "s.pow(other) -> Series   (also s ** other, number ** s)",
+        "Element-wise power. Integers to non-negative integer powers stay integers (wrapping on overflow, as NumPy's); a negative integer power of an integer is an error, as in pandas; anything with a float is a float.",
+        "let df = from_columns(#{x: [1.0, 2.0, 3.0]});\n(df[\"x\"] ** 2).compute()",
+    ),
+    doc(
         "column_names",
         "df.column_names() -> array",
         "The column names, in order (as `df.columns`).",
