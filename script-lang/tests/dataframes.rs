@@ -53,6 +53,8 @@ let r = #{
     parquet_columns: read_parquet(`${D}/pandas.parquet`, #{columns: ["id", "x"]}).columns,
     parquet_partitions: read_parquet(`${D}/pandas.parquet`).npartitions,
     from_bag: from_sequence([#{a: 1, b: "x"}, #{a: 2, b: ()}, #{b: "z"}], #{npartitions: 2}).to_dataframe().compute().to_maps(),
+    ordered: from_columns([["z", [1, 2]], ["a", [3.5, ()]]], #{npartitions: 2}).assign([["y", 1], ["b", 2]]).compute().to_maps(),
+    ordered_columns: from_columns([["z", [1, 2]], ["a", [3.5, ()]]]).assign([["y", 1], ["b", 2]]).columns,
     maps: from_maps([#{a: 1, b: "x"}, #{a: 2, b: ()}, #{b: "z"}], #{npartitions: 2}).compute().to_maps(),
 };
 for red in ["sum", "mean", "min", "max", "count", "std", "variance", "nunique"] {
@@ -384,6 +386,12 @@ fn bad_input_is_refused_clearly() {
         (
             format!("let d = read_csv(\"{g}\"); d.groupby(\"b\", #{{split_out: 0}})"),
             "split_out must be a positive integer".into(),
+        ),
+        ("from_columns([[\"a\"]])".into(), "entry 0 must be a [name, value] pair".into()),
+        ("from_columns([[\"a\", [1]], [\"a\", [2]]])".into(), "column \"a\" is given twice".into()),
+        (
+            "from_columns([[\"a\", [1]]]).assign([[1, 2]])".into(),
+            "assign: entry 0 must be a [name, value] pair with a string name".into(),
         ),
     ];
     for (code, want) in cases {

@@ -111,6 +111,9 @@ def expected(d):
     arith = df.assign(p=df["x"] ** 2, q=df["y"] ** 2, f=df["y"] // 7, g=df["x"] // 0.3, h=2.0 ** df["x"],
                       k=1000 // (df["y"] + 51), m=df["x"] ** 3)
     e["arith"] = records(arith[["id", "p", "q", "f", "g", "h", "k", "m"]])
+    ordered = pd.DataFrame({"z": [1, 2], "a": [3.5, None]}).assign(y=1, b=2)
+    e["ordered"] = records(ordered)
+    e["ordered_columns"] = list(ordered.columns)
     e["dropna"] = records(df.dropna())
     e["dropna_subset"] = int(len(df.dropna(subset=["x"])))
     e["fillna"] = records(df.fillna({"x": 0.0, "key": "none"})[["id", "key", "x"]])

@@ -268,6 +268,35 @@ fn from_columns(state: &SessionState, cols: Map, m: Option<Map>) -> Res<LazyFram
     Ok(LazyFrame { f: cd::from_columns(&ctx(state), Schema::new(schema), data, n).map_err(err)? })
 }
 
+/// `[[name, value], ...]`: the ordered form of a map of columns (Rhai's
+/// maps keep their keys sorted; pandas keeps the order written).
+fn pairs(function: &str, a: &RArray) -> Res<Vec<(String, Dynamic)>> {
+    let mut out: Vec<(String, Dynamic)> = Vec::new();
+    for (i, p) in a.iter().enumerate() {
+        let pair = p.read_lock::<RArray>().filter(|p| p.len() == 2).map(|p| (p[0].clone(), p[1].clone()));
+        let Some((name, value)) = pair.and_then(|(n, v)| n.into_string().ok().map(|n| (n, v))) else {
+            return Err(runtime(format!(
+                "{function}: entry {i} must be a [name, value] pair with a string name, not {}",
+                type_name(p)
+            )));
+        };
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(runtime(format!("{function}: column \"{name}\" is given twice")));
+        }
+        out.push((name, value));
+    }
+    Ok(out)
+}
+
+/// `from_columns([[name, values], ...])`: columns in the order written.
+fn from_column_pairs(state: &SessionState, cols: RArray, m: Option<Map>) -> Res<LazyFrame> {
+    let pairs = pairs("from_columns", &cols)?;
+    let names: Vec<String> = pairs.iter().map(|(n, _)| n.clone()).collect();
+    let map: Map = pairs.into_iter().map(|(n, v)| (n.into(), v)).collect();
+    let f = from_columns(state, map, m)?.f;
+    Ok(LazyFrame { f: f.project(&names).map_err(err)? })
+}
+
 fn from_maps(state: &SessionState, rows: RArray, m: Option<Map>) -> Res<LazyFrame> {
     let m = options(m, "from_maps", &["npartitions"])?;
     let n = npartitions_opt(&m, "from_maps")?;
@@ -322,13 +351,18 @@ fn getitem(f: &LazyFrame, key: &Dynamic) -> Res<Dynamic> {
 }
 
 fn assign(f: &LazyFrame, m: Map) -> Res<LazyFrame> {
+    assign_in_order(f, m.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
+/// `assign` with columns added in the order given (`[[name, value], ...]`).
+fn assign_in_order(f: &LazyFrame, m: Vec<(String, Dynamic)>) -> Res<LazyFrame> {
     let mut cols = Vec::new();
     for (k, v) in m.iter() {
         let a = match v.read_lock::<LazySeries>() {
             Some(s) => Assigned::Series(s.s.clone()),
             None => Assigned::Scalar(scalar(v, &format!("assign: column \"{k}\""))?),
         };
-        cols.push((k.to_string(), a));
+        cols.push((k.clone(), a));
     }
     Ok(LazyFrame { f: f.f.assign(cols).map_err(err)? })
 }
@@ -581,6 +615,10 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("from_columns", move |c: Map, m: Map| from_columns(&st, c, Some(m)));
     let st = state.clone();
+    engine.register_fn("from_columns", move |c: RArray| from_column_pairs(&st, c, None));
+    let st = state.clone();
+    engine.register_fn("from_columns", move |c: RArray, m: Map| from_column_pairs(&st, c, Some(m)));
+    let st = state.clone();
     engine.register_fn("from_maps", move |r: RArray| from_maps(&st, r, None));
     let st = state.clone();
     engine.register_fn("from_maps", move |r: RArray, m: Map| from_maps(&st, r, Some(m)));
@@ -613,6 +651,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         head(&st, &s.s.to_frame(), n).map(LocalSeries)
     });
     engine.register_fn("assign", |f: &mut LazyFrame, m: Map| assign(f, m));
+    engine.register_fn("assign", |f: &mut LazyFrame, a: RArray| assign_in_order(f, pairs("assign", &a)?));
     engine.register_fn("drop", |f: &mut LazyFrame, c: Dynamic| -> Res<LazyFrame> {
         Ok(LazyFrame { f: f.f.drop(&strings(&c, "drop: columns")?).map_err(err)? })
     });

@@ -25,8 +25,8 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "from_columns",
-        "from_columns(#{col: [values...]}, #{npartitions}) -> DataFrame",
-        "A frame from arrays of values, one per column, cut into `npartitions` row ranges. Rhai maps keep their keys sorted, so columns come in name order.",
+        "from_columns(#{col: [values...]} | [[col, [values...]], ...], #{npartitions}) -> DataFrame",
+        "A frame from arrays of values, one per column, cut into `npartitions` row ranges. Rhai maps keep their keys sorted, so with a map columns come in name order; give `[[name, values], ...]` pairs to keep the order written, as pandas does.",
         "from_columns(#{a: [1, 2, 3], b: [0.5, (), 2.5]}, #{npartitions: 2}).compute()",
     ),
     doc(
@@ -43,8 +43,8 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "assign",
-        "df.assign(#{name: series_or_value}) -> DataFrame",
-        "Add or replace columns; a Series must come from this frame's rows.",
+        "df.assign(#{name: series_or_value} | [[name, series_or_value], ...]) -> DataFrame",
+        "Add or replace columns; a Series must come from this frame's rows. New columns from a map come in name order (Rhai sorts map keys); `[[name, value], ...]` pairs keep the order written.",
         "let df = from_columns(#{x: [1, 2]});\ndf.assign(#{y: df[\"x\"] * 10, k: \"c\"}).compute()",
     ),
     doc(
