@@ -406,93 +406,74 @@ fn nan_is(mask: BooleanChunked, a: &Series, b: &Series, value: bool) -> PolarsRe
     fill.zip_with(&either, &mask).map(|m| m.with_name(mask.name().clone()))
 }
 
+/// Two numeric columns, broadcast to one length, combined element by
+/// element: integers by `int` (`None`: missing) when both are integers,
+/// else as floats by `float`. A missing input gives a missing output.
+fn numeric_pair(
+    a: &Series,
+    b: &Series,
+    int: impl Fn(i64, i64) -> Option<i64>,
+    float: impl Fn(f64, f64) -> f64,
+) -> PolarsResult<Series> {
+    let n = a.len().max(b.len());
+    let (a, b) = (broadcast(a, n), broadcast(b, n));
+    let name = a.name().clone();
+    if a.dtype() == &DataType::Int64 && b.dtype() == &DataType::Int64 {
+        let out: Int64Chunked = a.i64()?.iter().zip(b.i64()?.iter()).map(|(x, y)| int(x?, y?)).collect();
+        return Ok(out.with_name(name).into_series());
+    }
+    let (a, b) = (a.cast(&DataType::Float64)?, b.cast(&DataType::Float64)?);
+    let out: Float64Chunked =
+        a.f64()?.iter().zip(b.f64()?.iter()).map(|(x, y)| Some(float(x?, y?))).collect();
+    Ok(out.with_name(name).into_series())
+}
+
 /// `%` as Python and pandas define it: the result takes the divisor's
 /// sign; an integer modulo by zero is missing (pandas gives NaN).
 fn python_mod(a: &Series, b: &Series) -> PolarsResult<Series> {
-    let n = a.len().max(b.len());
-    let (a, b) = (broadcast(a, n), broadcast(b, n));
-    if a.dtype() == &DataType::Int64 && b.dtype() == &DataType::Int64 {
-        let (x, y) = (a.i64()?, b.i64()?);
-        let out: Int64Chunked = x
-            .iter()
-            .zip(y.iter())
-            .map(|(x, y)| match (x, y) {
-                (Some(x), Some(y)) if y != 0 => {
-                    let r = x.wrapping_rem(y);
-                    Some(if r != 0 && (r < 0) != (y < 0) { r + y } else { r })
-                }
-                _ => None,
+    numeric_pair(
+        a,
+        b,
+        |x, y| {
+            (y != 0).then(|| {
+                let r = x.wrapping_rem(y);
+                if r != 0 && (r < 0) != (y < 0) { r + y } else { r }
             })
-            .collect();
-        return Ok(out.with_name(a.name().clone()).into_series());
-    }
-    let (a, b) = (a.cast(&DataType::Float64)?, b.cast(&DataType::Float64)?);
-    let out: Float64Chunked = a
-        .f64()?
-        .iter()
-        .zip(b.f64()?.iter())
-        .map(|(x, y)| {
-            let (x, y) = (x?, y?);
+        },
+        |x, y| {
             let r = x % y;
-            Some(if r != 0.0 && (r < 0.0) != (y < 0.0) { r + y } else { r })
-        })
-        .collect();
-    Ok(out.with_name(a.name().clone()).into_series())
-}
-
-/// Two numeric columns, broadcast to one length, and whether both are integers.
-fn both(a: &Series, b: &Series) -> (Series, Series, bool) {
-    let n = a.len().max(b.len());
-    let ints = a.dtype() == &DataType::Int64 && b.dtype() == &DataType::Int64;
-    (broadcast(a, n), broadcast(b, n), ints)
+            if r != 0.0 && (r < 0.0) != (y < 0.0) { r + y } else { r }
+        },
+    )
 }
 
 /// `a ** b`: integer powers of integers wrap on overflow, as NumPy's; a
 /// negative integer power of an integer is an error (NumPy's message).
 fn power(a: &Series, b: &Series) -> PolarsResult<Series> {
-    let (a, b, ints) = both(a, b);
-    if ints {
-        let (x, y) = (a.i64()?, b.i64()?);
-        if y.iter().any(|e| e.is_some_and(|e| e < 0)) {
-            polars_bail!(ComputeError: "integers to negative integer powers are not allowed");
-        }
-        let out: Int64Chunked = x
-            .iter()
-            .zip(y.iter())
-            .map(|(x, y)| Some(x?.wrapping_pow(u32::try_from(y?).unwrap_or(u32::MAX))))
-            .collect();
-        return Ok(out.with_name(a.name().clone()).into_series());
+    let ints = a.dtype() == &DataType::Int64 && b.dtype() == &DataType::Int64;
+    if ints && b.i64()?.iter().any(|e| e.is_some_and(|e| e < 0)) {
+        polars_bail!(ComputeError: "integers to negative integer powers are not allowed");
     }
-    let (a, b) = (a.cast(&DataType::Float64)?, b.cast(&DataType::Float64)?);
-    let out: Float64Chunked = a.f64()?.iter().zip(b.f64()?.iter()).map(|(x, y)| Some(x?.powf(y?))).collect();
-    Ok(out.with_name(a.name().clone()).into_series())
+    numeric_pair(a, b, |x, y| Some(x.wrapping_pow(u32::try_from(y).unwrap_or(u32::MAX))), f64::powf)
 }
 
 /// `a // b` as Python and NumPy define it. Floats follow CPython's
 /// `float_floor_div` (through `fmod`, so `1 // 0.1` is 9.0 as in
 /// Python, where `floor(1 / 0.1)` would be 10.0), and `x // 0.0` is
 /// `x / 0.0`; an integer floor division by zero is missing, as `%`'s.
+/// Integers wrap where NumPy's do (`i64::MIN // -1`).
 fn floor_div(a: &Series, b: &Series) -> PolarsResult<Series> {
-    let (a, b, ints) = both(a, b);
-    if ints {
-        let (x, y) = (a.i64()?, b.i64()?);
-        let out: Int64Chunked = x
-            .iter()
-            .zip(y.iter())
-            .map(|(x, y)| match (x, y) {
-                (Some(x), Some(y)) if y != 0 => {
-                    let q = x.wrapping_div(y);
-                    Some(if (x % y != 0) && ((x < 0) != (y < 0)) { q - 1 } else { q })
-                }
-                _ => None,
+    numeric_pair(
+        a,
+        b,
+        |x, y| {
+            (y != 0).then(|| {
+                let q = x.wrapping_div(y);
+                if x.wrapping_rem(y) != 0 && (x < 0) != (y < 0) { q - 1 } else { q }
             })
-            .collect();
-        return Ok(out.with_name(a.name().clone()).into_series());
-    }
-    let (a, b) = (a.cast(&DataType::Float64)?, b.cast(&DataType::Float64)?);
-    let out: Float64Chunked =
-        a.f64()?.iter().zip(b.f64()?.iter()).map(|(x, y)| Some(python_floor_div(x?, y?))).collect();
-    Ok(out.with_name(a.name().clone()).into_series())
+        },
+        python_floor_div,
+    )
 }
 
 /// CPython's `float_floor_div`.
@@ -656,6 +637,8 @@ mod tests {
         let got = floor_div(&ints(&[7, -7, 7, -7, 5]), &ints(&[2, 2, -2, -2, 0])).expect("floordiv");
         let got: Vec<Option<i64>> = got.i64().expect("i64").iter().collect();
         assert_eq!(got, vec![Some(3), Some(-4), Some(-4), Some(3), None]);
+        let got = floor_div(&ints(&[i64::MIN]), &ints(&[-1])).expect("no overflow panic");
+        assert_eq!(got.i64().expect("i64").get(0), Some(i64::MIN));
         let got =
             floor_div(&floats(&[1.0, -1.0, 1.0, 0.0, 7.5]), &floats(&[0.1, 0.0, 0.0, 0.0, -2.0])).expect("f");
         let got: Vec<f64> = got.f64().expect("f64").iter().map(|x| x.unwrap_or(f64::NAN)).collect();
