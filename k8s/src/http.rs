@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(3);
 /// The most of an answer read (the scheduler's are a few KiB).
@@ -41,8 +41,28 @@ pub fn call(
     req.push_str("\r\n");
     req.push_str(&payload);
     s.write_all(req.as_bytes()).map_err(|e| format!("{base}{path}: {e}"))?;
+    // The per-read timeout alone would let a peer that sends a byte now
+    // and then hold the operator forever: the whole answer has a deadline.
+    let until = Instant::now() + DEADLINE;
     let mut raw = Vec::new();
-    s.take(MAX_BODY).read_to_end(&mut raw).map_err(|e| format!("{base}{path}: {e}"))?;
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("{base}{path}: {e}")),
+        };
+        raw.extend_from_slice(&buf[..n]);
+        if raw.len() as u64 > MAX_BODY {
+            return Err(format!("{base}{path}: the answer is over {MAX_BODY} bytes"));
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("{base}{path}: no whole answer within {DEADLINE:?}"));
+        }
+        s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+    }
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut resp = httparse::Response::new(&mut headers);
     let start = match resp.parse(&raw) {

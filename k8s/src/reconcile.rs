@@ -18,6 +18,10 @@ use crate::crd::{BriskClusterSpec, BriskClusterStatus, GroupCount};
 const SHRINK_FRACTION: f64 = 0.25;
 /// …and waits this long after one shrink before the next.
 pub const SHRINK_COOLDOWN_S: i64 = 15;
+/// Pods made per pass at most (dask-kubernetes batches likewise): a
+/// `replicas` of millions asks the API server for them a batch at a time,
+/// each pass seeing what the last one made, not all at once.
+pub const CREATE_PER_PASS: usize = 100;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PodPhase {
@@ -181,7 +185,8 @@ pub fn reconcile(w: &World<'_>) -> Vec<Action> {
             counts.insert(group.to_string(), live.len() as i32);
         }
         if live.len() < want {
-            out.push(Action::CreateWorkers { group: group.to_string(), n: want - live.len() });
+            let n = (want - live.len()).min(CREATE_PER_PASS);
+            out.push(Action::CreateWorkers { group: group.to_string(), n });
         } else if live.len() > want {
             let joined = |p: &PodView| sched.is_some_and(|s| s.workers.contains(&p.name));
             // Pods whose worker never joined first (they hold nothing),
@@ -340,6 +345,13 @@ mod tests {
         }));
         let Some(Action::UpdateStatus(st)) = a.last() else { panic!("{a:?}") };
         assert!(st.message.as_deref().is_some_and(|m| m.contains("without retiring")), "{st:?}");
+    }
+
+    #[test]
+    fn a_huge_group_is_made_a_batch_at_a_time() {
+        let s = spec(i32::MAX);
+        let a = reconcile(&world(&s, vec![], joined(&[])));
+        assert!(a.contains(&Action::CreateWorkers { group: "default".into(), n: CREATE_PER_PASS }), "{a:?}");
     }
 
     #[test]
