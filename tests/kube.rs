@@ -28,20 +28,7 @@ fn text(b: &[u8]) -> String {
 
 /// The Python with kmock and kubernetes-validate (tests/requirements.txt), if any.
 fn python() -> Option<PathBuf> {
-    let py = std::env::var_os("BRISK_PYTHON").map(PathBuf::from).unwrap_or_else(|| "python3".into());
-    let ok = Command::new(&py)
-        .args(["-c", "import kmock, kubernetes_validate, jsonschema, yaml"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(py);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "kmock and kubernetes-validate are needed on CI; .ci/run sets BRISK_PYTHON"
-    );
-    eprintln!("skipped: no Python with kmock and kubernetes-validate (see scripts/python-env.sh)");
-    None
+    support::python_with("kmock, kubernetes_validate, jsonschema, yaml", "kmock and kubernetes-validate are")
 }
 
 fn reference(script: &str) -> PathBuf {

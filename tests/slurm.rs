@@ -404,15 +404,7 @@ print("ok");
 
 /// The Python with dask-jobqueue (tests/requirements.txt), if any.
 fn python_with_jobqueue() -> Option<PathBuf> {
-    let py = std::env::var_os("BRISK_PYTHON").map(PathBuf::from).unwrap_or_else(|| "python3".into());
-    let ok =
-        Command::new(&py).args(["-c", "import dask_jobqueue"]).output().is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(py);
-    }
-    assert!(std::env::var_os("CI").is_none(), "dask-jobqueue is needed on CI; .ci/run sets BRISK_PYTHON");
-    eprintln!("skipped: no Python with dask-jobqueue (see scripts/python-env.sh)");
-    None
+    support::python_with("dask_jobqueue", "dask-jobqueue is")
 }
 
 /// The header lines of a job script: between the shebang and the worker.

@@ -275,6 +275,21 @@ pub fn tls_flags(f: &TlsFiles) -> Vec<String> {
     vec!["--tls-cert".into(), s(&f.cert), "--tls-key".into(), s(&f.key), "--tls-ca".into(), s(&f.ca)]
 }
 
+/// The test Python (`BRISK_PYTHON`, made by `scripts/python-env.sh`; else
+/// `python3`) if it can run `import {modules}`. Without it the test skips
+/// with a message, except on CI, where `.ci/run` installs `what`.
+pub fn python_with(modules: &str, what: &str) -> Option<PathBuf> {
+    let py = std::env::var_os("BRISK_PYTHON").map(PathBuf::from).unwrap_or_else(|| "python3".into());
+    let import = format!("import {modules}");
+    let ok = Command::new(&py).args(["-c", &import]).output().is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(py);
+    }
+    assert!(std::env::var_os("CI").is_none(), "{what} needed on CI; .ci/run sets BRISK_PYTHON");
+    eprintln!("skipped: no Python with {what} (see scripts/python-env.sh)");
+    None
+}
+
 /// A script in the temporary directory, removed when dropped.
 pub struct ScriptFile(pub PathBuf);
 

@@ -144,7 +144,7 @@ fn count(function: &str, what: &str, n: i64) -> Res<usize> {
     Ok(n as usize)
 }
 
-fn text(function: &str, key: &str, v: &Dynamic) -> Res<String> {
+pub(super) fn text(function: &str, key: &str, v: &Dynamic) -> Res<String> {
     v.clone().into_string().map_err(|_| wrong_type(function, &format!("a string for {key}"), v))
 }
 
@@ -154,7 +154,7 @@ fn strings(function: &str, key: &str, v: &Dynamic) -> Res<Vec<String>> {
     a.iter().map(|x| x.clone().into_string().map_err(|_| wrong_type(function, &what, x))).collect()
 }
 
-fn duration(function: &str, key: &str, v: &Dynamic) -> Res<Duration> {
+pub(super) fn duration(function: &str, key: &str, v: &Dynamic) -> Res<Duration> {
     if let Ok(n) = v.as_int() {
         if n < 0 {
             return Err(runtime(format!("{function}: {key} must not be negative, got {n}")));

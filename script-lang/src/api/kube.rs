@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use brisk_distributed::{RemoteClient, Security};
-use brisk_engine::exec::deadline::parse_duration;
 use brisk_k8s::crd::{Autoscale, BriskClusterSpec, SchedulerSpec, WorkerGroupSpec};
 use brisk_k8s::session::{KubeCluster, KubeOptions};
 use rhai::{Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::{options, wrong_type};
+use super::deploy::text;
 use super::fndoc::{FnDoc, doc};
 use crate::error::runtime;
 use crate::state::{Cluster, SessionState};
@@ -100,10 +100,6 @@ fn count(function: &str, n: i64) -> Res<i32> {
 
 fn int(function: &str, key: &str, v: &Dynamic) -> Res<i64> {
     v.as_int().map_err(|_| wrong_type(function, &format!("an integer for {key}"), v))
-}
-
-fn text(function: &str, key: &str, v: &Dynamic) -> Res<String> {
-    v.clone().into_string().map_err(|_| wrong_type(function, &format!("a string for {key}"), v))
 }
 
 /// A map option as JSON (resources, env).
@@ -220,21 +216,15 @@ fn adapt(k: &KubeClusterRef, m: Map) -> Res<()> {
             None => Ok(default as i32),
         }
     };
-    // As the other clusters' adapt: a duration text or seconds.
+    // Read as the other clusters' adapt reads it: a duration text or seconds.
     let target_duration = match o.get("target_duration") {
         None => None,
         Some(v) => {
-            let secs = match (v.as_int(), v.as_float()) {
-                (Ok(n), _) => n as f64,
-                (_, Ok(f)) => f,
-                _ => parse_duration(&text("adapt", "target_duration", v)?)
-                    .map_err(|e| runtime(format!("adapt: target_duration: {e}")))?
-                    .as_secs_f64(),
-            };
-            if !(secs.is_finite() && secs > 0.0 && secs < 1e7) {
+            let d = super::deploy::duration("adapt", "target_duration", v)?;
+            if d.is_zero() {
                 return Err(runtime(format!("adapt: target_duration must be a positive duration, got {v}")));
             }
-            Some(format!("{}ms", (secs * 1000.0).round() as u64))
+            Some(format!("{}ms", d.as_millis()))
         }
     };
     let a =
