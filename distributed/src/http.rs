@@ -102,20 +102,24 @@ async fn read_head(tcp: &mut TcpStream) -> Result<Vec<u8>, u16> {
 }
 
 /// The rest of a request's body, after what came with the head: exactly
-/// `length` bytes, or the status to refuse it with.
+/// `length` bytes within `READ_TIMEOUT` in all (as the head), or the
+/// status to refuse it with.
 async fn read_body(tcp: &mut TcpStream, mut body: Vec<u8>, length: usize) -> Result<String, u16> {
     if length > BODY_MAX {
         return Err(413);
     }
-    let mut chunk = [0u8; 4096];
-    while body.len() < length {
-        let n = match tokio::time::timeout(READ_TIMEOUT, tcp.read(&mut chunk)).await {
-            Ok(Ok(0)) => return Err(400),
-            Ok(Ok(n)) => n,
-            Ok(Err(_)) | Err(_) => return Err(408),
-        };
-        body.extend_from_slice(&chunk[..n]);
-    }
+    let rest = async {
+        let mut chunk = [0u8; 4096];
+        while body.len() < length {
+            match tcp.read(&mut chunk).await {
+                Ok(0) => return Err(400u16),
+                Ok(n) => body.extend_from_slice(&chunk[..n]),
+                Err(_) => return Err(408),
+            }
+        }
+        Ok(())
+    };
+    tokio::time::timeout(READ_TIMEOUT, rest).await.map_err(|_| 408u16)??;
     body.truncate(length);
     String::from_utf8(body).map_err(|_| 400)
 }

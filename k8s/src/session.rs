@@ -55,16 +55,7 @@ impl KubeCluster {
             .enable_all()
             .build()
             .map_err(|e| Error::Other(format!("cannot start the Kubernetes client's runtime: {e}")))?;
-        let (client, default_ns) = rt.block_on(async {
-            let config = Config::infer().await.map_err(|e| {
-                Error::Other(format!(
-                    "no Kubernetes configuration (KUBECONFIG, ~/.kube/config or a pod's service account): {e}"
-                ))
-            })?;
-            let ns = config.default_namespace.clone();
-            let client = Client::try_from(config)?;
-            Ok::<_, Error>((client, ns))
-        })?;
+        let (client, default_ns) = rt.block_on(connect())?;
         let namespace = opts.namespace.clone().unwrap_or(default_ns);
         let api: Api<BriskCluster> = Api::namespaced(client.clone(), &namespace);
         let secrets: Api<Secret> = Api::namespaced(client, &namespace);
@@ -206,6 +197,19 @@ impl KubeCluster {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// A client of the Kubernetes API from the kubeconfig (`KUBECONFIG`,
+/// `~/.kube/config`) or the pod's service account, and its default
+/// namespace; the operator and sessions both start here.
+pub async fn connect() -> Result<(Client, String), Error> {
+    let config = Config::infer().await.map_err(|e| {
+        Error::Other(format!(
+            "no Kubernetes configuration (KUBECONFIG, ~/.kube/config or a pod's service account): {e}"
+        ))
+    })?;
+    let ns = config.default_namespace.clone();
+    Ok((Client::try_from(config)?, ns))
 }
 
 /// Build a cluster's objects here, so that a spec the operator could not

@@ -87,11 +87,7 @@ pub fn k8s(action: K8sAction) -> anyhow::Result<ExitCode> {
 pub fn operator(args: OperatorArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async {
-        let client = kube::Client::try_default().await.map_err(|e| {
-            anyhow::anyhow!(
-                "no Kubernetes configuration (KUBECONFIG, ~/.kube/config or a pod's service account): {e}"
-            )
-        })?;
+        let (client, _) = brisk_k8s::session::connect().await?;
         brisk_k8s::operator::run(client, brisk_k8s::operator::Options { namespace: args.namespace }).await?;
         Ok::<_, anyhow::Error>(())
     })?;
