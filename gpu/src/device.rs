@@ -1,0 +1,220 @@
+//! The devices of this machine, found on first use. cudarc opens the CUDA
+//! libraries with `dlopen` and *panics* when one is missing, so every library
+//! is checked for before it is touched, and initialisation runs under
+//! `catch_unwind`: a machine without a GPU gets `no GPU: <reason>`, never a
+//! crash.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaStream, sys};
+
+use crate::error::{GpuError, Result};
+use crate::kernel::Kernel;
+
+/// One GPU: its context, the one stream every brisk task on it uses (so
+/// work is ordered without events), its memory pool and its kernels.
+pub struct Device {
+    pub(crate) ordinal: usize,
+    name: String,
+    total: u64,
+    pub(crate) arch: String,
+    sms: u32,
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    pool: Pool,
+    pub(crate) kernels: Mutex<HashMap<u64, Arc<Kernel>>>,
+    pub(crate) blas: OnceLock<std::result::Result<crate::blas::Blas, String>>,
+}
+
+/// The device's default memory pool (a driver handle).
+struct Pool(sys::CUmemoryPool);
+// SAFETY: a pool handle is a process-wide driver object; the driver API is
+// thread safe.
+unsafe impl Send for Pool {}
+unsafe impl Sync for Pool {}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Device({} {})", self.ordinal, self.name)
+    }
+}
+
+/// Every device, or why there are none.
+pub struct Runtime {
+    devices: Vec<Arc<Device>>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(&self.devices).finish()
+    }
+}
+
+/// The GPUs of this process, opened once (`CUDA_VISIBLE_DEVICES` is the
+/// driver's: it decides which devices exist here).
+pub fn runtime() -> Result<&'static Runtime> {
+    static RT: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
+    RT.get_or_init(|| match std::panic::catch_unwind(open) {
+        Ok(r) => r,
+        Err(p) => Err(format!(
+            "the CUDA libraries failed to load ({})",
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        )),
+    })
+    .as_ref()
+    .map_err(|why| GpuError::NoGpu(why.clone()))
+}
+
+/// Whether GPUs can be used here (for tests and help texts).
+pub fn available() -> bool {
+    runtime().is_ok()
+}
+
+fn open() -> std::result::Result<Runtime, String> {
+    // SAFETY: only asks the loader whether the library can be opened.
+    if !unsafe { sys::is_culib_present() } {
+        return Err("no NVIDIA driver (libcuda.so could not be loaded)".into());
+    }
+    let count =
+        CudaContext::device_count().map_err(|e| format!("the CUDA driver found no usable device ({e:?})"))?;
+    if count < 1 {
+        return Err("no GPU device".into());
+    }
+    let devices = (0..count as usize)
+        .map(|i| Device::open(i).map(Arc::new))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(Runtime { devices })
+}
+
+impl Runtime {
+    pub fn devices(&self) -> &[Arc<Device>] {
+        &self.devices
+    }
+
+    pub fn device(&self, ordinal: usize) -> Result<&Arc<Device>> {
+        self.devices.get(ordinal).ok_or_else(|| {
+            GpuError::NoGpu(format!("there is no GPU {ordinal} (this machine has {})", self.devices.len()))
+        })
+    }
+}
+
+fn call<T>(device: usize, what: &str, r: std::result::Result<T, cudarc::driver::DriverError>) -> Result<T> {
+    r.map_err(|e| GpuError::Call { device, what: what.into(), detail: format!("{e:?}") })
+}
+
+impl Device {
+    fn open(ordinal: usize) -> std::result::Result<Device, String> {
+        let err = |what: &'static str| {
+            move |e: cudarc::driver::DriverError| format!("GPU {ordinal}: {what} failed ({e:?})")
+        };
+        let ctx = CudaContext::new(ordinal).map_err(err("creating a context"))?;
+        // One stream per device orders all work; cudarc's per-buffer events
+        // would only cost time.
+        // SAFETY: no buffer exists yet on this context.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(err("creating a stream"))?;
+        let name = ctx.name().map_err(err("reading the name"))?;
+        let total = ctx.total_mem().map_err(err("reading the memory size"))? as u64;
+        let (maj, min) = ctx.compute_capability().map_err(err("reading the compute capability"))?;
+        let sms = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(err("reading the SM count"))? as u32;
+        if !ctx.has_async_alloc() {
+            return Err(format!(
+                "GPU {ordinal} ({name}) has no stream-ordered allocator (CUDA 11.2+ drivers do)"
+            ));
+        }
+        // The pool keeps what brisk frees for its next allocation instead of
+        // handing it back to the driver (as RMM's pool does).
+        let pool = unsafe {
+            ctx.bind_to_thread().map_err(err("binding the context"))?;
+            let pool = cudarc::driver::result::device::get_default_mem_pool(ctx.cu_device())
+                .map_err(err("opening the memory pool"))?;
+            let mut keep = u64::MAX;
+            cudarc::driver::result::mem_pool::set_attribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut keep as *mut u64).cast(),
+            )
+            .map_err(err("configuring the memory pool"))?;
+            pool
+        };
+        Ok(Device {
+            ordinal,
+            name,
+            total,
+            arch: format!("sm_{maj}{min}"),
+            sms,
+            ctx,
+            stream,
+            pool: Pool(pool),
+            kernels: Mutex::new(HashMap::new()),
+            blas: OnceLock::new(),
+        })
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Total device memory in bytes.
+    pub fn total_memory(&self) -> u64 {
+        self.total
+    }
+
+    /// Streaming multiprocessors (kernels size their grids by them).
+    pub fn sm_count(&self) -> u32 {
+        self.sms
+    }
+
+    /// Free device memory now (all processes), in bytes.
+    pub fn free_memory(&self) -> Result<u64> {
+        call(self.ordinal, "cuMemGetInfo", self.ctx.mem_get_info()).map(|(free, _)| free as u64)
+    }
+
+    /// Bytes of brisk's live buffers on this device.
+    pub fn used_by_brisk(&self) -> u64 {
+        self.pool_attr(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
+    }
+
+    /// Bytes the pool holds from the driver (live buffers plus freed memory
+    /// kept for reuse).
+    pub fn reserved_by_brisk(&self) -> u64 {
+        self.pool_attr(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+    }
+
+    fn pool_attr(&self, attr: sys::CUmemPool_attribute) -> u64 {
+        let mut v = 0u64;
+        // SAFETY: the pool lives as long as the device; these attributes are u64.
+        let r = unsafe {
+            cudarc::driver::result::mem_pool::get_attribute(self.pool.0, attr, (&mut v as *mut u64).cast())
+        };
+        if r.is_ok() { v } else { 0 }
+    }
+
+    /// Wait until every queued operation on this device has finished; a
+    /// kernel's failure surfaces here.
+    pub fn synchronize(&self) -> Result<()> {
+        call(self.ordinal, "synchronizing", self.stream.synchronize())
+    }
+
+    pub(crate) fn bind(&self) -> Result<()> {
+        call(self.ordinal, "binding the context", self.ctx.bind_to_thread())
+    }
+
+    pub(crate) fn cu_stream(&self) -> sys::CUstream {
+        self.stream.cu_stream()
+    }
+
+    pub(crate) fn fail(&self, what: &str, detail: impl std::fmt::Debug) -> GpuError {
+        GpuError::Call { device: self.ordinal, what: what.into(), detail: format!("{detail:?}") }
+    }
+}

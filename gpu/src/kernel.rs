@@ -1,0 +1,188 @@
+//! Kernels compiled at run time with NVRTC for the device's own
+//! architecture (a CUBIN, so loading needs no PTX JIT), kept in memory per
+//! device and on disk across runs: a second process loads the CUBIN and
+//! compiles nothing.
+
+use std::ffi::CString;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{Ptx, result as nvrtc, sys as nvrtc_sys};
+
+use crate::device::Device;
+use crate::error::{GpuError, Result};
+
+/// A loaded kernel.
+pub struct Kernel {
+    name: String,
+    func: CudaFunction,
+    device: usize,
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Kernel({} on GPU {})", self.name, self.device)
+    }
+}
+
+/// One kernel argument (device addresses travel as `U64`).
+#[derive(Clone, Copy, Debug)]
+pub enum KArg {
+    U64(u64),
+    I64(i64),
+    U32(u32),
+    I32(i32),
+    F64(f64),
+    F32(f32),
+}
+
+/// Grid and block sizes.
+#[derive(Clone, Copy, Debug)]
+pub struct Launch {
+    pub grid: (u32, u32, u32),
+    pub block: (u32, u32, u32),
+    pub shared: u32,
+}
+
+impl Launch {
+    /// A 1-d grid-stride launch over `n` items: enough blocks to fill the
+    /// device a few times over, no more.
+    pub fn linear(device: &Device, n: usize, threads: u32) -> Launch {
+        let need = n.div_ceil(threads as usize).max(1);
+        let cap = device.sm_count() as usize * 32;
+        Launch { grid: (need.min(cap) as u32, 1, 1), block: (threads, 1, 1), shared: 0 }
+    }
+}
+
+/// Where compiled kernels are kept: `BRISK_KERNEL_CACHE`, else the user's
+/// cache folder.
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("BRISK_KERNEL_CACHE") {
+        return Some(PathBuf::from(d));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("brisk").join("kernels"))
+}
+
+fn nvrtc_version() -> Result<(i32, i32)> {
+    // SAFETY: only checks whether the library can be opened.
+    if !unsafe { nvrtc_sys::is_culib_present() } {
+        return Err(GpuError::NoGpu(
+            "the NVRTC library (libnvrtc.so) of the CUDA toolkit could not be loaded".into(),
+        ));
+    }
+    let (mut a, mut b) = (0, 0);
+    // SAFETY: two out-parameters.
+    unsafe { nvrtc_sys::nvrtcVersion(&mut a, &mut b) };
+    Ok((a, b))
+}
+
+/// Compile `source` to a CUBIN for `arch`.
+fn compile(source: &str, name: &str, arch: &str) -> Result<Vec<u8>> {
+    let fail = |log: String| GpuError::Compile { name: name.into(), log };
+    let src = CString::new(source).map_err(|_| fail("the source contains a NUL byte".into()))?;
+    let prog = nvrtc::create_program(&src, None).map_err(|e| fail(format!("{e:?}")))?;
+    struct Prog(nvrtc_sys::nvrtcProgram);
+    impl Drop for Prog {
+        fn drop(&mut self) {
+            // SAFETY: created above, destroyed once.
+            let _ = unsafe { nvrtc::destroy_program(self.0) };
+        }
+    }
+    let prog = Prog(prog);
+    let opts = [format!("--gpu-architecture={arch}"), "-std=c++17".into(), "-default-device".into()];
+    // SAFETY: a live program and valid option strings.
+    if let Err(e) = unsafe { nvrtc::compile_program(prog.0, &opts) } {
+        // SAFETY: the program exists; the log is a NUL-terminated string.
+        let log = unsafe { nvrtc::get_program_log(prog.0) }
+            .map(|l| l.iter().take_while(|&&c| c != 0).map(|&c| c as u8 as char).collect::<String>())
+            .unwrap_or_default();
+        return Err(fail(format!("{e:?}\n{log}")));
+    }
+    let mut size = 0usize;
+    // SAFETY: out-parameter, then a buffer of that size.
+    unsafe { nvrtc_sys::nvrtcGetCUBINSize(prog.0, &mut size) }
+        .result()
+        .map_err(|e| fail(format!("{e:?}")))?;
+    let mut cubin = vec![0u8; size];
+    unsafe { nvrtc_sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr().cast()) }
+        .result()
+        .map_err(|e| fail(format!("{e:?}")))?;
+    Ok(cubin)
+}
+
+impl Device {
+    /// The kernel `name` of `source`, compiled once per process and once per
+    /// machine (the disk cache is keyed by the source, the architecture and
+    /// NVRTC's version).
+    pub fn kernel(self: &Arc<Self>, source: &str, name: &str) -> Result<Arc<Kernel>> {
+        let (va, vb) = nvrtc_version()?;
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        h.update(source.as_bytes());
+        h.update(name.as_bytes());
+        h.update(self.arch.as_bytes());
+        h.update(&[va as u8, vb as u8, 1]);
+        let key = h.digest();
+        if let Some(k) = self.kernels.lock().map_err(|_| self.fail("kernel cache", "poisoned"))?.get(&key) {
+            return Ok(k.clone());
+        }
+        let file = cache_dir().map(|d| d.join(format!("{name}-{key:016x}-{}.cubin", self.arch)));
+        let cubin = match file.as_ref().and_then(|f| std::fs::read(f).ok()) {
+            Some(c) if !c.is_empty() => c,
+            _ => {
+                let c = compile(source, name, &self.arch)?;
+                if let Some(f) = &file {
+                    store(f, &c);
+                }
+                c
+            }
+        };
+        self.bind()?;
+        let module =
+            self.ctx.load_module(Ptx::from_binary(cubin)).map_err(|e| self.fail("loading a kernel", e))?;
+        let func = module.load_function(name).map_err(|e| self.fail("finding a kernel", e))?;
+        let k = Arc::new(Kernel { name: name.into(), func, device: self.ordinal });
+        self.kernels.lock().map_err(|_| self.fail("kernel cache", "poisoned"))?.insert(key, k.clone());
+        Ok(k)
+    }
+
+    /// Queue `kernel` on this device's stream.
+    pub fn launch(&self, kernel: &Kernel, cfg: Launch, args: &[KArg]) -> Result<()> {
+        if cfg.grid.0 == 0 || cfg.grid.1 == 0 || cfg.grid.2 == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let mut b = self.stream.launch_builder(&kernel.func);
+        for a in args {
+            match a {
+                KArg::U64(v) => b.arg(v),
+                KArg::I64(v) => b.arg(v),
+                KArg::U32(v) => b.arg(v),
+                KArg::I32(v) => b.arg(v),
+                KArg::F64(v) => b.arg(v),
+                KArg::F32(v) => b.arg(v),
+            };
+        }
+        let lc = LaunchConfig { grid_dim: cfg.grid, block_dim: cfg.block, shared_mem_bytes: cfg.shared };
+        // SAFETY: brisk's kernels are written for exactly these arguments;
+        // the buffers they address outlive the queued launch (frees are
+        // stream-ordered after it).
+        unsafe { b.launch(lc) }.map(|_| ()).map_err(|e| self.fail(&format!("launching {}", kernel.name), e))
+    }
+}
+
+/// Write a compiled kernel where the next process finds it; a read-only or
+/// missing cache folder only costs the compile next time.
+fn store(file: &std::path::Path, cubin: &[u8]) {
+    let Some(dir) = file.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, cubin).is_ok() && std::fs::rename(&tmp, file).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
