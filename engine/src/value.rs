@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use polars::prelude::{AnyValue, DataFrame};
 
 use crate::array::chunk::Chunk;
+use crate::array::gpu::GpuChunk;
 use crate::frame::partition::Frame;
 
 /// A task result or a literal argument.
@@ -30,6 +31,8 @@ pub enum Value {
     Array(Arc<Chunk>),
     /// A dataframe partition, or a computed frame.
     Frame(Arc<Frame>),
+    /// An n-d array in GPU memory (it travels as its host copy).
+    Gpu(Arc<GpuChunk>),
 }
 
 impl Value {
@@ -46,6 +49,7 @@ impl Value {
             Value::Map(_) => "map",
             Value::Array(_) => "ndarray",
             Value::Frame(_) => "DataFrame",
+            Value::Gpu(_) => "ndarray (GPU)",
         }
     }
 
@@ -61,6 +65,8 @@ impl Value {
             Value::Map(m) => BASE + m.iter().map(|(k, v)| k.len() as u64 + v.nbytes()).sum::<u64>(),
             Value::Array(c) => BASE + c.nbytes(),
             Value::Frame(f) => BASE + f.nbytes(),
+            // Device memory is the device's to count, not the host's.
+            Value::Gpu(_) => BASE,
         }
     }
 
@@ -123,6 +129,10 @@ impl Value {
                 out.push(']');
             }
             Value::Array(c) => out.push_str(&c.to_json()),
+            Value::Gpu(g) => match g.to_host() {
+                Ok(c) => out.push_str(&c.to_json()),
+                Err(_) => out.push_str("null"),
+            },
             Value::Frame(f) => Value::list(rows(&f.0)).write_json(out),
             Value::Map(m) => {
                 out.push('{');
@@ -168,7 +178,7 @@ impl fmt::Display for Value {
             Value::Float(x) => write!(f, "{x:?}"),
             Value::Str(s) => f.write_str(s),
             Value::Bytes(b) => write!(f, "<{} bytes>", b.len()),
-            Value::List(_) | Value::Map(_) | Value::Array(_) | Value::Frame(_) => {
+            Value::List(_) | Value::Map(_) | Value::Array(_) | Value::Frame(_) | Value::Gpu(_) => {
                 f.write_str(&self.to_json())
             }
         }

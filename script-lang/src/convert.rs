@@ -135,6 +135,11 @@ pub fn to_dynamic(v: &Value) -> Dynamic {
             None => Dynamic::UNIT,
         },
         Value::Array(c) => Dynamic::from(Chunk::clone(c)),
+        // Results come to the host; a copy that fails says why in its place.
+        Value::Gpu(g) => match g.to_host() {
+            Ok(c) => to_dynamic(&Value::array(c)),
+            Err(e) => Dynamic::from(e.to_string()),
+        },
         Value::Frame(f) => Dynamic::from(crate::types::LocalFrame(f.clone())),
     }
 }

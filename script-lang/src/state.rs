@@ -176,6 +176,11 @@ impl SessionState {
         lock(&self.config).clone()
     }
 
+    /// Whether new arrays are made on the GPU (`array.backend: "gpu"`).
+    pub fn gpu_backend(&self) -> bool {
+        lock(&self.config).array_backend == "gpu"
+    }
+
     /// Apply a configuration; a new scheduler or thread count starts a new
     /// local runtime (futures of the old one report that it shut down).
     /// `scheduler: "distributed"` selects the connected cluster.
@@ -446,7 +451,9 @@ impl SessionConfig {
                 match s.as_str() {
                     "cpu" | "numpy" => self.array_backend = "cpu".into(),
                     "gpu" | "cupy" => {
-                        return Err("config: array.backend \"gpu\" needs a GPU, and no GPU was found".into());
+                        brisk_engine::array::gpu::default_device()
+                            .map_err(|e| format!("config: array.backend \"gpu\" needs a GPU: {e}"))?;
+                        self.array_backend = "gpu".into();
                     }
                     other => {
                         return Err(format!(

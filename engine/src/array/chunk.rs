@@ -425,7 +425,9 @@ impl Chunk {
 impl Chunk {
     /// The elements' bytes as the wire wants them: the array's own memory
     /// when it is in C order on a little-endian machine, else a copy.
-    fn wire_bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+    /// The elements as little-endian bytes in C order (bools one byte
+    /// each): what the wire, spill files and GPU uploads carry.
+    pub fn wire_bytes(&self) -> std::borrow::Cow<'_, [u8]> {
         use std::borrow::Cow;
         if cfg!(target_endian = "little") {
             let raw: Option<&[u8]> = match self {
@@ -498,6 +500,15 @@ impl<'de> Deserialize<'de> for Chunk {
 }
 
 impl Chunk {
+    /// The chunk that `wire_bytes` describes.
+    pub fn from_wire_bytes(dtype: DType, shape: &[usize], data: &[u8]) -> Result<Chunk, ArrayError> {
+        Chunk::from_wire(Wire {
+            dtype,
+            shape: shape.iter().map(|&n| n as u64).collect(),
+            data: std::borrow::Cow::Borrowed(data),
+        })
+    }
+
     fn from_wire(w: Wire<'_>) -> Result<Chunk, ArrayError> {
         let shape: Vec<usize> = w.shape.iter().map(|&n| n as usize).collect();
         let n = shape.iter().try_fold(1usize, |acc, &x| acc.checked_mul(x));

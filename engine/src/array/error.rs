@@ -22,6 +22,15 @@ pub enum ArrayError {
     /// A chunk, a result or a graph that would not fit in the memory budget.
     #[error(transparent)]
     Memory(#[from] crate::memory::MemoryError),
+    /// No GPU, a device out of memory, a failed CUDA call.
+    #[error("{0}")]
+    Gpu(String),
+}
+
+impl From<brisk_gpu::GpuError> for ArrayError {
+    fn from(e: brisk_gpu::GpuError) -> Self {
+        ArrayError::Gpu(e.to_string())
+    }
 }
 
 impl From<ArrayError> for crate::error::TaskError {

@@ -96,8 +96,17 @@ fn fits(what: &str, shape: &[usize], dtype: super::dtype::DType) -> Result<(), A
     Ok(())
 }
 
-/// Run one array task.
+/// Run one array task: on a GPU when its blocks are there (or it makes
+/// them there), else here.
 pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
+    if super::gpu::exec::wants_gpu(op, args) {
+        return super::gpu::exec::execute(op, args);
+    }
+    execute_host(op, args)
+}
+
+/// Run one array task on host blocks.
+pub fn execute_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
     // Blocks made from nothing are checked against the memory budget before
     // they are allocated; the others are no bigger than their inputs, or
     // (joins) are checked where they join.
@@ -249,6 +258,10 @@ pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
         ArrayOp::Reshape(to) => Value::array(shape::reshape(&one(args)?, to)?),
         ArrayOp::Cumsum(axis) => Value::array(reduce::cumsum(&one(args)?, *axis)?),
         ArrayOp::Histogram { bins, lo, hi } => Value::array(reduce::histogram(&one(args)?, *bins, *lo, *hi)?),
+        ArrayOp::OnGpu(_) | ArrayOp::ToGpu => {
+            return Err(ArrayError::Value(format!("{} runs on a GPU", op.name())));
+        }
+        ArrayOp::ToCpu => one(args).map(Value::array)?,
         ArrayOp::Rechunk { pieces, numblocks } => {
             arity(op, args, pieces.len())?;
             let mut blocks = Vec::with_capacity(args.len());

@@ -9,6 +9,7 @@ pub mod dtype;
 pub mod elementwise;
 pub mod error;
 pub mod exec;
+pub mod gpu;
 pub mod linalg;
 pub mod npy;
 pub mod op;

@@ -142,6 +142,13 @@ pub enum ArrayOp {
         pieces: Vec<Vec<AxisSlice>>,
         numblocks: Vec<usize>,
     },
+    /// Make the block of a creation or reader op on the GPU (the session's
+    /// `array.backend` is `"gpu"`).
+    OnGpu(Box<ArrayOp>),
+    /// A host block's copy on the GPU (`to_gpu`).
+    ToGpu,
+    /// A GPU block's copy on the host (`to_cpu`).
+    ToCpu,
 }
 
 impl ArrayOp {
@@ -149,6 +156,7 @@ impl ArrayOp {
     pub fn file_read(&self) -> Option<&str> {
         match self {
             ArrayOp::NpyRead { path, .. } | ArrayOp::ZarrRead { path, .. } => Some(path),
+            ArrayOp::OnGpu(inner) => inner.file_read(),
             _ => None,
         }
     }
@@ -192,6 +200,9 @@ impl ArrayOp {
             ArrayOp::Reshape(_) => "reshape".into(),
             ArrayOp::Cumsum(_) => "cumsum".into(),
             ArrayOp::Histogram { .. } => "histogram".into(),
+            ArrayOp::OnGpu(inner) => inner.name(),
+            ArrayOp::ToGpu => "to_gpu".into(),
+            ArrayOp::ToCpu => "to_cpu".into(),
         }
     }
 }

@@ -130,6 +130,7 @@ pub fn truthy(v: &Value) -> bool {
         Value::List(l) => !l.is_empty(),
         Value::Map(m) => !m.is_empty(),
         Value::Array(c) => !c.is_empty(),
+        Value::Gpu(g) => !g.is_empty(),
         Value::Frame(f) => f.0.height() > 0,
     }
 }

@@ -75,6 +75,14 @@ fn feed<H: Hasher>(v: &Value, h: &mut H) {
             h.write_u8(9);
             crate::value::rows(&f.0).iter().for_each(|r| feed(r, h));
         }
+        // A GPU block keys by its contents, as its host copy does.
+        Value::Gpu(g) => match g.to_host() {
+            Ok(c) => {
+                h.write_u8(8);
+                c.feed_bytes(&mut |b| h.write(b));
+            }
+            Err(_) => h.write_u8(10),
+        },
     }
 }
 

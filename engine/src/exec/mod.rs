@@ -95,6 +95,10 @@ pub fn execute(
                 let sub = TaskContext { key: &step.key, cancelled: ctx.cancelled, interrupt: ctx.interrupt };
                 execute(&step.op, step_inputs, udfs, &sub)
             };
+            // Chains on GPU blocks run as generated kernels.
+            if let Some(r) = crate::array::gpu::exec::run_fused(steps, inputs, &mut one) {
+                return r;
+            }
             // Chains of array arithmetic run as one loop over the blocks.
             if let Some(r) = fused::try_run(steps, inputs, &mut one) {
                 return r;

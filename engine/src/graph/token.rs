@@ -111,6 +111,8 @@ impl Tokenizer {
                 self.h.update(&[18]);
                 c.feed_bytes(&mut |b| self.h.update(b));
             }
+            // Its contents would mean a copy to the host: a GPU literal is unique.
+            Value::Gpu(_) => self.unique_error(),
             Value::Map(m) => {
                 self.h.update(&[17]);
                 self.u64(m.len() as u64);

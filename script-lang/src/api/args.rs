@@ -146,7 +146,7 @@ pub fn wrong_type_error(function: &str, expected: &str, got: &Dynamic) -> ApiErr
 
 /// The context builders take: the annotations in force.
 pub(super) fn ctx(state: &crate::state::SessionState) -> brisk_engine::collections::array::Ctx {
-    brisk_engine::collections::array::Ctx { annotations: state.annotations() }
+    brisk_engine::collections::array::Ctx { annotations: state.annotations(), gpu: state.gpu_backend() }
 }
 
 /// `"10MB"`, `"64 KiB"`, or a number of bytes (Dask's `parse_bytes`).

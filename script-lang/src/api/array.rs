@@ -628,6 +628,16 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         Ok(Dynamic::from(LazyArray::new(r)))
     });
 
+    // Where the blocks live.
+    let st = state.clone();
+    engine.register_fn("to_gpu", move |x: &mut LazyArray| -> Res<LazyArray> {
+        Ok(LazyArray { a: arr::to_gpu(&ctx(&st), &x.a).map_err(err)? })
+    });
+    let st = state.clone();
+    engine.register_fn("to_cpu", move |x: &mut LazyArray| -> Res<LazyArray> {
+        Ok(LazyArray { a: arr::to_cpu(&ctx(&st), &x.a).map_err(err)? })
+    });
+
     // Lazy-only: layout, compute, persist.
     let st = state.clone();
     engine.register_fn("rechunk", move |x: &mut LazyArray, chunks: Dynamic| -> Res<LazyArray> {

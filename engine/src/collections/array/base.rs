@@ -32,6 +32,8 @@ pub struct Array {
 #[derive(Clone, Debug, Default)]
 pub struct Ctx {
     pub annotations: Option<Arc<Annotations>>,
+    /// New arrays are made on the GPU (`array.backend` is `"gpu"`).
+    pub gpu: bool,
 }
 
 impl Array {
@@ -185,6 +187,21 @@ pub(super) fn token_chunks(t: &mut Tokenizer, chunks: &[Vec<usize>]) {
 }
 
 pub(super) fn array_task(ctx: &Ctx, key: Key, op: ArrayOp, args: Vec<Arg>, deps: Vec<Key>) -> Task {
+    // Under the GPU backend, what makes blocks from nothing makes them there.
+    let op = match op {
+        ArrayOp::Random { .. }
+        | ArrayOp::Full { .. }
+        | ArrayOp::Arange { .. }
+        | ArrayOp::Linspace { .. }
+        | ArrayOp::Eye { .. }
+        | ArrayOp::NpyRead { .. }
+        | ArrayOp::ZarrRead { .. }
+            if ctx.gpu =>
+        {
+            ArrayOp::OnGpu(Box::new(op))
+        }
+        op => op,
+    };
     let mut t = Task::new(key, Op::Call { func: Func::Array(Arc::new(op)), args }, deps);
     t.annotations = ctx.annotations.clone();
     t

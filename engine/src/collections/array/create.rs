@@ -34,6 +34,9 @@ pub(super) fn create(
     check_shape(shape)?;
     let chunks = normalize_chunks(spec, shape, dtype)?;
     token_chunks(token, &chunks);
+    if ctx.gpu {
+        token.str("gpu");
+    }
     let name = token.name(label);
     let key_name: Arc<str> = Arc::from(name.as_str());
     let offs: Vec<Vec<usize>> = chunks.iter().map(|c| offsets(c)).collect();
@@ -162,6 +165,9 @@ pub fn from_chunk(ctx: &Ctx, chunk: &Chunk, spec: &ChunkSpec) -> Result<Array, A
     let mut t = Tokenizer::new();
     t.str("array").value(&Value::array(chunk.clone()));
     token_chunks(&mut t, &chunks);
+    if ctx.gpu {
+        t.str("gpu");
+    }
     let name = t.name("array");
     let key_name: Arc<str> = Arc::from(name.as_str());
     let offs: Vec<Vec<usize>> = chunks.iter().map(|c| offsets(c)).collect();
@@ -175,6 +181,10 @@ pub fn from_chunk(ctx: &Ctx, chunk: &Chunk, spec: &ChunkSpec) -> Result<Array, A
             .collect();
         let piece = crate::array::shape::slice(chunk, &ranges)?.to_contiguous();
         let key = block(&key_name, &idx);
+        if ctx.gpu {
+            tasks.push(array_task(ctx, key, ArrayOp::ToGpu, vec![Arg::Lit(Value::array(piece))], vec![]));
+            continue;
+        }
         let mut task = Task::new(key, Op::Literal(Value::array(piece)), vec![]);
         task.annotations = ctx.annotations.clone();
         tasks.push(task);
@@ -195,6 +205,9 @@ pub fn from_npy(ctx: &Ctx, path: &std::path::Path, spec: &ChunkSpec) -> Result<A
     let mut t = Tokenizer::new();
     t.str("from-npy").file(path, &meta);
     token_chunks(&mut t, &chunks);
+    if ctx.gpu {
+        t.str("gpu");
+    }
     let name = t.name("from-npy");
     let key_name: Arc<str> = Arc::from(name.as_str());
     let offs: Vec<Vec<usize>> = chunks.iter().map(|c| offsets(c)).collect();
@@ -246,6 +259,9 @@ pub fn from_zarr(ctx: &Ctx, path: &std::path::Path, spec: Option<&ChunkSpec>) ->
     let mut t = Tokenizer::new();
     t.str("from-zarr").file(path, &meta);
     token_chunks(&mut t, &chunks);
+    if ctx.gpu {
+        t.str("gpu");
+    }
     let name = t.name("from-zarr");
     let key_name: Arc<str> = Arc::from(name.as_str());
     let offs: Vec<Vec<usize>> = chunks.iter().map(|c| offsets(c)).collect();

@@ -247,6 +247,18 @@ pub fn astype(ctx: &Ctx, a: &Array, dtype: DType) -> Result<Array, ArrayError> {
     elementwise(ctx, "astype", ArrayOp::AsType(dtype), &[Operand::Array(a.clone())], dtype)
 }
 
+/// `x.to_gpu()`: every block copied to the GPU (`map_blocks(cupy.asarray)`).
+/// Refused at once where there is no GPU.
+pub fn to_gpu(ctx: &Ctx, a: &Array) -> Result<Array, ArrayError> {
+    crate::array::gpu::default_device()?;
+    elementwise(ctx, "to_gpu", ArrayOp::ToGpu, &[Operand::Array(a.clone())], a.dtype)
+}
+
+/// `x.to_cpu()`: every block copied to the host (`map_blocks(cupy.asnumpy)`).
+pub fn to_cpu(ctx: &Ctx, a: &Array) -> Result<Array, ArrayError> {
+    elementwise(ctx, "to_cpu", ArrayOp::ToCpu, &[Operand::Array(a.clone())], a.dtype)
+}
+
 /// A function to run on every block.
 #[derive(Clone, Debug)]
 pub struct BlockFn {

@@ -18,7 +18,7 @@ mod structure;
 pub use base::{Array, Ctx, finalize, grid, offsets};
 pub use chunks::{AUTO_BYTES, AxisChunks, ChunkSpec, MAX_BLOCKS, normalize_chunks, regular};
 pub use create::{arange, eye, from_chunk, from_npy, from_zarr, full, linspace, random, to_zarr};
-pub use elementwise::{BlockFn, Operand, astype, binary, map_blocks, unary, where_};
+pub use elementwise::{BlockFn, Operand, astype, binary, map_blocks, to_cpu, to_gpu, unary, where_};
 pub use linalg::{lstsq, norm, qr, solve, svd, svd_compressed, tensordot};
 pub use matmul::{MATMUL_FANIN, matmul, transpose};
 pub use rechunk::rechunk;

@@ -1,0 +1,435 @@
+//! Which array tasks run on a GPU, and how. A task runs here when one of
+//! its arguments is a GPU block or its op makes one (`OnGpu`, `ToGpu`).
+//! Elementwise steps of a fused chain stay one lazy expression until
+//! something else needs the block, so `(x + x.T) * 2` is one kernel. Ops
+//! without a device kernel yet run on the host (the blocks go down and
+//! back up) with the CPU path's exact results; `GPU_NATIVE` lists the ones
+//! that do not.
+
+use std::sync::Arc;
+
+use super::GpuChunk;
+use super::expr::{Expr, Term, materialize};
+use crate::array::chunk::Chunk;
+use crate::array::dtype::Scalar;
+use crate::array::error::ArrayError;
+use crate::array::op::ArrayOp;
+use crate::error::TaskError;
+use crate::ops::{Arg, Func, Op, Step, StepInput};
+use crate::value::Value;
+
+fn has_gpu(v: &Value) -> bool {
+    match v {
+        Value::Gpu(_) => true,
+        Value::List(items) => items.iter().any(has_gpu),
+        _ => false,
+    }
+}
+
+fn has_host_array(v: &Value) -> bool {
+    match v {
+        Value::Array(_) => true,
+        Value::List(items) => items.iter().any(has_host_array),
+        _ => false,
+    }
+}
+
+/// Whether this task is the GPU's.
+pub fn wants_gpu(op: &ArrayOp, args: &[Value]) -> bool {
+    matches!(op, ArrayOp::OnGpu(_) | ArrayOp::ToGpu) || args.iter().any(has_gpu)
+}
+
+fn gpu_arg(v: &Value) -> Result<&GpuChunk, ArrayError> {
+    match v {
+        Value::Gpu(g) => Ok(g),
+        other => Err(ArrayError::Value(format!("expected a GPU block, got {}", other.type_name()))),
+    }
+}
+
+fn term(v: &Value) -> Result<Term, ArrayError> {
+    Ok(match v {
+        Value::Gpu(g) => Term::Expr(Expr::leaf(g.as_ref().clone())),
+        Value::Bool(b) => Term::Scalar(Scalar::Bool(*b)),
+        Value::Int(i) => Term::Scalar(Scalar::Int(*i)),
+        Value::Float(f) => Term::Scalar(Scalar::Float(*f)),
+        Value::Array(_) => return Err(mixed()),
+        other => {
+            return Err(ArrayError::Value(format!(
+                "expected an array or a number, got {}",
+                other.type_name()
+            )));
+        }
+    })
+}
+
+/// CuPy refuses to mix device and host arrays; so does brisk.
+fn mixed() -> ArrayError {
+    ArrayError::Value(
+        "cannot mix a GPU array and a CPU array in one operation: move one with x.to_gpu() or x.to_cpu()"
+            .into(),
+    )
+}
+
+pub fn gpu_value(g: GpuChunk) -> Value {
+    Value::Gpu(Arc::new(g))
+}
+
+fn partials(v: &Value) -> Result<Vec<GpuChunk>, ArrayError> {
+    match v {
+        Value::List(items) => items.iter().map(|x| gpu_arg(x).cloned()).collect(),
+        other => Err(ArrayError::Value(format!("expected a reduction partial, got {}", other.type_name()))),
+    }
+}
+
+fn list(p: Vec<GpuChunk>) -> Value {
+    Value::list(p.into_iter().map(gpu_value).collect())
+}
+
+/// An elementwise op as an expression of its arguments, or `None` when the
+/// op is not elementwise.
+fn elementwise(op: &ArrayOp, args: &[Value]) -> Option<Result<Expr, ArrayError>> {
+    let go = || -> Result<Expr, ArrayError> {
+        let need = |n: usize| {
+            if args.len() == n {
+                Ok(())
+            } else {
+                Err(ArrayError::Value(format!("{} takes {n} argument(s), got {}", op.name(), args.len())))
+            }
+        };
+        match op {
+            ArrayOp::Binary(b) => {
+                need(2)?;
+                // Integer powers refuse negative exponents: the host's.
+                if *b == crate::array::elementwise::BinOp::Pow && int_pow(&term(&args[0])?, &term(&args[1])?)
+                {
+                    return Err(ArrayError::Value("host".into()));
+                }
+                Expr::binary(*b, term(&args[0])?, term(&args[1])?)
+            }
+            ArrayOp::Unary(u) => {
+                need(1)?;
+                Expr::unary(*u, Expr::leaf(gpu_arg(&args[0])?.clone()))
+            }
+            ArrayOp::Where => {
+                need(3)?;
+                Expr::where_(term(&args[0])?, term(&args[1])?, term(&args[2])?)
+            }
+            ArrayOp::AsType(t) => {
+                need(1)?;
+                Ok(Expr::cast(Expr::leaf(gpu_arg(&args[0])?.clone()), *t))
+            }
+            _ => Err(ArrayError::Value("not elementwise".into())),
+        }
+    };
+    match op {
+        ArrayOp::Binary(_) | ArrayOp::Unary(_) | ArrayOp::Where | ArrayOp::AsType(_) => match go() {
+            Err(ArrayError::Value(m)) if m == "host" => None,
+            r => Some(r),
+        },
+        _ => None,
+    }
+}
+
+/// Whether `x ** y` computes in integers (then the host runs it, refusing
+/// negative exponents as NumPy does).
+fn int_pow(x: &Term, y: &Term) -> bool {
+    Expr::binary(crate::array::elementwise::BinOp::Pow, x.clone(), y.clone())
+        .is_ok_and(|e| e.dtype == crate::array::dtype::DType::I64)
+}
+
+/// Run one array task that involves a GPU.
+pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
+    if let Some(e) = elementwise(op, args) {
+        return Ok(gpu_value(materialize(&e?)?));
+    }
+    if let Some(v) = native(op, args)? {
+        return Ok(v);
+    }
+    on_host(op, args)
+}
+
+/// The ops with device kernels; `None` sends the task to the host.
+fn native(op: &ArrayOp, args: &[Value]) -> Result<Option<Value>, ArrayError> {
+    let one = || -> Result<&GpuChunk, ArrayError> {
+        match args {
+            [v] => gpu_arg(v),
+            _ => Err(ArrayError::Value(format!("{} takes 1 argument, got {}", op.name(), args.len()))),
+        }
+    };
+    Ok(Some(match op {
+        ArrayOp::ToGpu => match args {
+            [Value::Array(c)] => gpu_value(GpuChunk::from_host(c, &super::default_device()?)?),
+            [v @ Value::Gpu(_)] => v.clone(),
+            _ => return Err(ArrayError::Value("to_gpu takes one array block".into())),
+        },
+        ArrayOp::ToCpu => match args {
+            [Value::Gpu(g)] => Value::array(g.to_host()?),
+            [v @ Value::Array(_)] => v.clone(),
+            _ => return Err(ArrayError::Value("to_cpu takes one array block".into())),
+        },
+        ArrayOp::OnGpu(inner) => {
+            let device = super::default_device()?;
+            match inner.as_ref() {
+                ArrayOp::Random { seed, shape, dist, dtype } => {
+                    gpu_value(super::create::random(&device, *seed, shape, *dist, *dtype)?)
+                }
+                ArrayOp::Full { shape, value, dtype } => {
+                    gpu_value(super::create::full(&device, shape, *value, *dtype)?)
+                }
+                // Small or read from files: made on the host, then moved.
+                other => {
+                    let v = crate::array::exec::execute(other, args)?;
+                    upload(v, &device)?
+                }
+            }
+        }
+        ArrayOp::Transpose(axes) => gpu_value(one()?.transpose(axes)?),
+        ArrayOp::Slice(ranges) => gpu_value(one()?.slice(ranges)?),
+        ArrayOp::Reshape(to) => gpu_value(one()?.reshape(to)?),
+        ArrayOp::ExpandDims(axis) => gpu_value(one()?.expand_dims(*axis)?),
+        ArrayOp::Item(k) => match args {
+            [Value::List(items)] => items
+                .get(*k)
+                .cloned()
+                .ok_or_else(|| ArrayError::Value(format!("no item {k} in a list of {}", items.len())))?,
+            _ => return Ok(None),
+        },
+        ArrayOp::Partial { red, axes, .. } => match super::reduce::partial(*red, one()?, axes)? {
+            Some(p) => list(p),
+            None => return Ok(None),
+        },
+        ArrayOp::Combine { red } => match merged(*red, args)? {
+            Some(p) => list(p),
+            None => return Ok(None),
+        },
+        ArrayOp::Aggregate { red, axes, keepdims, out } => {
+            let Some(p) = merged(*red, args)? else { return Ok(None) };
+            match super::reduce::finalize(*red, &p, axes, *keepdims, *out)? {
+                Some(r) => gpu_value(r),
+                None => return Ok(None),
+            }
+        }
+        ArrayOp::Matmul { nk } => {
+            let blocks = args.iter().map(|v| gpu_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
+            if blocks.len() != 2 * nk {
+                return Err(ArrayError::Value(format!(
+                    "matmul takes {} arguments, got {}",
+                    2 * nk,
+                    blocks.len()
+                )));
+            }
+            match super::linalg::matmul_sum(&blocks[..*nk], &blocks[*nk..])? {
+                Some(r) => gpu_value(r),
+                None => return Ok(None),
+            }
+        }
+        ArrayOp::Gram { .. } => {
+            let blocks = args.iter().map(|v| gpu_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
+            match super::linalg::gram_sum(&blocks)? {
+                Some(r) => gpu_value(r),
+                None => return Ok(None),
+            }
+        }
+        // The last step of `compute`: the result comes to the host.
+        ArrayOp::Concat { numblocks } => {
+            let blocks = args.iter().map(|v| gpu_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
+            Value::array(super::concat_grid(&blocks, numblocks)?.to_host()?)
+        }
+        ArrayOp::Rechunk { pieces, numblocks } => {
+            if pieces.len() != args.len() {
+                return Err(ArrayError::Value(format!(
+                    "rechunk takes {} arguments, got {}",
+                    pieces.len(),
+                    args.len()
+                )));
+            }
+            let mut blocks = Vec::with_capacity(args.len());
+            for (v, ranges) in args.iter().zip(pieces) {
+                let r: Vec<_> = ranges.iter().map(|&x| (x, false)).collect();
+                blocks.push(gpu_arg(v)?.slice(&r)?);
+            }
+            gpu_value(super::concat_grid(&blocks, numblocks)?)
+        }
+        ArrayOp::AddAll => {
+            let mut it = args.iter();
+            let first =
+                gpu_arg(it.next().ok_or_else(|| ArrayError::Value("nothing to add".into()))?)?.clone();
+            let mut acc = Expr::leaf(first);
+            for v in it {
+                acc = Expr::binary(crate::array::elementwise::BinOp::Add, Term::Expr(acc), term(v)?)?;
+            }
+            gpu_value(materialize(&acc)?)
+        }
+        _ => return Ok(None),
+    }))
+}
+
+fn merged(red: crate::array::reduce::Reduction, args: &[Value]) -> Result<Option<Vec<GpuChunk>>, ArrayError> {
+    let mut it = args.iter();
+    let mut acc = partials(it.next().ok_or_else(|| ArrayError::Value("no partials to combine".into()))?)?;
+    for v in it {
+        match super::reduce::merge(red, &acc, &partials(v)?)? {
+            Some(p) => acc = p,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(acc))
+}
+
+/// Blocks of a value moved to the host, recursively.
+fn download(v: &Value) -> Result<Value, ArrayError> {
+    Ok(match v {
+        Value::Gpu(g) => Value::array(g.to_host()?),
+        Value::List(items) => Value::list(items.iter().map(download).collect::<Result<_, _>>()?),
+        other => other.clone(),
+    })
+}
+
+/// Blocks of a value moved to `device`, recursively.
+fn upload(v: Value, device: &Arc<brisk_gpu::Device>) -> Result<Value, ArrayError> {
+    Ok(match v {
+        Value::Array(c) => gpu_value(GpuChunk::from_host(&c, device)?),
+        Value::List(items) => {
+            Value::list(items.iter().map(|x| upload(x.clone(), device)).collect::<Result<_, _>>()?)
+        }
+        other => other,
+    })
+}
+
+/// The CPU kernel on host copies, its blocks moved back to the device.
+fn on_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
+    if args.iter().any(has_host_array) && !matches!(op, ArrayOp::OnGpu(_)) {
+        return Err(mixed());
+    }
+    let device = args
+        .iter()
+        .find_map(|v| first_gpu(v).map(|g| g.device().clone()))
+        .map(Ok)
+        .unwrap_or_else(super::default_device)?;
+    let host = args.iter().map(download).collect::<Result<Vec<_>, _>>()?;
+    let r = crate::array::exec::execute_host(op, &host)?;
+    // Writers and scalars stay as they are.
+    upload(r, &device)
+}
+
+fn first_gpu(v: &Value) -> Option<&GpuChunk> {
+    match v {
+        Value::Gpu(g) => Some(g),
+        Value::List(items) => items.iter().find_map(first_gpu),
+        _ => None,
+    }
+}
+
+/// A step's value inside a fused GPU chain: done, or an elementwise
+/// expression not yet evaluated.
+#[derive(Clone)]
+enum Slot {
+    Done(Value),
+    Lazy(Expr),
+}
+
+impl Slot {
+    fn value(self) -> Result<Value, ArrayError> {
+        match self {
+            Slot::Done(v) => Ok(v),
+            Slot::Lazy(e) => Ok(gpu_value(materialize(&e)?)),
+        }
+    }
+}
+
+fn step_is_gpu(step: &Step) -> bool {
+    match &step.op {
+        Op::Call { func: Func::Array(op), .. } => matches!(op.as_ref(), ArrayOp::OnGpu(_) | ArrayOp::ToGpu),
+        Op::Fused(steps) => steps.iter().any(step_is_gpu),
+        _ => false,
+    }
+}
+
+/// Runs one step the ordinary way.
+pub type RunStep<'a> = dyn FnMut(&Step, &[Value]) -> Result<Value, TaskError> + 'a;
+
+/// Run a fused chain that involves a GPU, keeping elementwise steps lazy;
+/// `None` when nothing in it is on a GPU.
+pub fn run_fused(
+    steps: &[Step],
+    inputs: &[Value],
+    run_step: &mut RunStep<'_>,
+) -> Option<Result<Value, TaskError>> {
+    if !inputs.iter().any(has_gpu) && !steps.iter().any(step_is_gpu) {
+        return None;
+    }
+    Some(fused(steps, inputs, run_step))
+}
+
+fn fused(steps: &[Step], inputs: &[Value], run_step: &mut RunStep<'_>) -> Result<Value, TaskError> {
+    let mut slots: Vec<Slot> = Vec::with_capacity(steps.len());
+    for step in steps {
+        let mut ins: Vec<Slot> = Vec::with_capacity(step.inputs.len());
+        for i in &step.inputs {
+            let s = match *i {
+                StepInput::External(j) => inputs.get(j as usize).cloned().map(Slot::Done),
+                StepInput::Step(j) => slots.get(j as usize).cloned(),
+            };
+            ins.push(s.ok_or_else(|| TaskError::internal("fused step refers to a missing input"))?);
+        }
+        // An elementwise step on expressions extends them.
+        if let Op::Call { func: Func::Array(op), args } = &step.op
+            && let Some(e) = lazy_step(op, args, &ins)
+        {
+            slots.push(Slot::Lazy(e?));
+            continue;
+        }
+        let values = ins.into_iter().map(Slot::value).collect::<Result<Vec<_>, _>>()?;
+        slots.push(Slot::Done(run_step(step, &values)?));
+    }
+    Ok(slots.pop().ok_or_else(|| TaskError::internal("empty fused task"))?.value()?)
+}
+
+/// The step as an expression when it is elementwise on GPU values.
+fn lazy_step(op: &ArrayOp, args: &[Arg], ins: &[Slot]) -> Option<Result<Expr, ArrayError>> {
+    if !matches!(op, ArrayOp::Binary(_) | ArrayOp::Unary(_) | ArrayOp::Where | ArrayOp::AsType(_)) {
+        return None;
+    }
+    // Every argument a dependency or a number; at least one on the GPU.
+    let mut terms = Vec::with_capacity(args.len());
+    let mut any_gpu = false;
+    for a in args {
+        let t = match a {
+            Arg::Dep(i) => match ins.get(*i as usize)? {
+                Slot::Lazy(e) => {
+                    any_gpu = true;
+                    Term::Expr(e.clone())
+                }
+                Slot::Done(v @ Value::Gpu(_)) => {
+                    any_gpu = true;
+                    term(v).ok()?
+                }
+                Slot::Done(v) => term(v).ok()?,
+            },
+            Arg::Lit(v) => term(v).ok()?,
+            _ => return None,
+        };
+        terms.push(t);
+    }
+    if !any_gpu {
+        return None;
+    }
+    let r = match (op, terms.as_slice()) {
+        (ArrayOp::Binary(b), [x, y]) => {
+            if *b == crate::array::elementwise::BinOp::Pow && int_pow(x, y) {
+                return None;
+            }
+            Expr::binary(*b, x.clone(), y.clone())
+        }
+        (ArrayOp::Unary(u), [Term::Expr(x)]) => Expr::unary(*u, x.clone()),
+        (ArrayOp::Where, [c, x, y]) => Expr::where_(c.clone(), x.clone(), y.clone()),
+        (ArrayOp::AsType(t), [Term::Expr(x)]) => Ok(Expr::cast(x.clone(), *t)),
+        _ => return None,
+    };
+    Some(r)
+}
+
+/// A host block on the first GPU (for tests and `to_gpu` of results).
+pub fn to_device(c: &Chunk) -> Result<GpuChunk, ArrayError> {
+    GpuChunk::from_host(c, &super::default_device()?)
+}

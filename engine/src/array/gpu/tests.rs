@@ -1,0 +1,428 @@
+//! GPU blocks against the CPU kernels on the same data. Every test needs a
+//! device: without one it says so and passes (CI), unless
+//! `BRISK_REQUIRE_GPU` is set (scripts/gpu-tests.sh on a GPU machine).
+
+use std::sync::Arc;
+
+use super::expr::{Expr, Term, materialize};
+use super::*;
+use crate::array::dtype::Scalar;
+use crate::array::elementwise::{self, BinOp, Operand, UnOp};
+use crate::array::reduce::{self, BlockPlace, Reduction};
+use crate::client::{CancelToken, Client};
+use crate::collections::array::{self as arr, AxisChunks, ChunkSpec, Ctx, Operand as Lazy};
+use crate::graph::layer::materialize as graph;
+use crate::local::{LocalConfig, Runtime};
+use crate::runner::NoUdfs;
+use crate::value::Value;
+
+fn device() -> Option<Arc<Device>> {
+    match default_device() {
+        Ok(d) => Some(d),
+        Err(e) => {
+            assert!(std::env::var_os("BRISK_REQUIRE_GPU").is_none(), "a GPU was required: {e}");
+            assert!(e.to_string().starts_with("no GPU: "), "{e}");
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+fn sample(shape: &[usize], dtype: DType, salt: usize) -> Chunk {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n).map(|i| (((i + salt) * 7919) % 101) as f64 / 7.0 - 5.0).collect();
+    Chunk::from_vec(shape, v).expect("sample").astype(dtype)
+}
+
+fn up(c: &Chunk) -> GpuChunk {
+    GpuChunk::from_host(c, &default_device().expect("device")).expect("upload")
+}
+
+/// Equal types and shapes, values within float tolerance (NaN equals NaN).
+fn close(gpu: &Chunk, cpu: &Chunk, what: &str) {
+    assert_eq!((gpu.dtype(), gpu.shape()), (cpu.dtype(), cpu.shape()), "{what}");
+    let tol = if cpu.dtype() == DType::F32 { 2e-5 } else { 1e-12 };
+    let (x, y) = (gpu.cast::<f64>(), cpu.cast::<f64>());
+    for (p, q) in x.iter().zip(y.iter()) {
+        let ok = p == q || (p.is_nan() && q.is_nan()) || (p - q).abs() <= tol * (1.0 + q.abs());
+        assert!(ok, "{what}: GPU {p} vs CPU {q}");
+    }
+}
+
+const BINOPS: [BinOp; 17] = [
+    BinOp::Add,
+    BinOp::Sub,
+    BinOp::Mul,
+    BinOp::Div,
+    BinOp::FloorDiv,
+    BinOp::Rem,
+    BinOp::Pow,
+    BinOp::Maximum,
+    BinOp::Minimum,
+    BinOp::Gt,
+    BinOp::Ge,
+    BinOp::Lt,
+    BinOp::Le,
+    BinOp::Eq,
+    BinOp::Ne,
+    BinOp::And,
+    BinOp::Or,
+];
+
+const DTYPES: [DType; 4] = [DType::Bool, DType::I64, DType::F32, DType::F64];
+
+#[test]
+fn binary_operators_match_the_cpu() {
+    let Some(_) = device() else { return };
+    let mut checked = 0;
+    for &ta in &DTYPES {
+        for &tb in &DTYPES {
+            let a = sample(&[6, 5], ta, 0);
+            let b = sample(&[5], tb, 3);
+            for &op in &BINOPS {
+                // Integer powers are the host's (they refuse negative exponents).
+                if op == BinOp::Pow && DType::promote(ta, tb).sum_type() == DType::I64 {
+                    continue;
+                }
+                let cpu = elementwise::binary(op, Operand::Chunk(&a), Operand::Chunk(&b));
+                let gpu = Expr::binary(op, Term::Expr(Expr::leaf(up(&a))), Term::Expr(Expr::leaf(up(&b))))
+                    .and_then(|e| materialize(&e));
+                match (cpu, gpu) {
+                    (Ok(c), Ok(g)) => {
+                        close(&g.to_host().expect("down"), &c, &format!("{ta} {} {tb}", op.symbol()));
+                        checked += 1;
+                    }
+                    (Err(_), Err(_)) | (Ok(_), _) => {}
+                    (Err(c), Ok(_)) => {
+                        panic!("{ta} {} {tb}: the CPU refuses ({c}), the GPU did not", op.symbol())
+                    }
+                }
+            }
+            // A scalar on either side, with NumPy's weak scalar typing.
+            for s in [Scalar::Int(3), Scalar::Float(-2.5), Scalar::Bool(true)] {
+                for op in [BinOp::Add, BinOp::Mul, BinOp::Rem, BinOp::Gt, BinOp::Maximum] {
+                    let cpu = elementwise::binary(op, Operand::Scalar(s), Operand::Chunk(&a));
+                    let gpu = Expr::binary(op, Term::Scalar(s), Term::Expr(Expr::leaf(up(&a))))
+                        .and_then(|e| materialize(&e));
+                    if let (Ok(c), Ok(g)) = (cpu, gpu) {
+                        close(&g.to_host().expect("down"), &c, &format!("{s} {} {ta}", op.symbol()));
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 200, "{checked} checks");
+}
+
+#[test]
+fn unary_where_astype_and_transposed_views_match_the_cpu() {
+    let Some(_) = device() else { return };
+    let ops = [
+        UnOp::Neg,
+        UnOp::Not,
+        UnOp::Abs,
+        UnOp::Sqrt,
+        UnOp::Exp,
+        UnOp::Log,
+        UnOp::Log10,
+        UnOp::Sin,
+        UnOp::Cos,
+        UnOp::Tan,
+        UnOp::Tanh,
+        UnOp::Floor,
+        UnOp::Ceil,
+        UnOp::Round,
+        UnOp::IsNan,
+        UnOp::IsFinite,
+    ];
+    for &t in &DTYPES {
+        let a = sample(&[7, 9], t, 1);
+        for op in ops {
+            let cpu = elementwise::unary(op, &a);
+            let gpu = Expr::unary(op, Expr::leaf(up(&a))).and_then(|e| materialize(&e));
+            match (cpu, gpu) {
+                (Ok(c), Ok(g)) => close(&g.to_host().expect("down"), &c, &format!("{} of {t}", op.name())),
+                (Err(_), Err(_)) => {}
+                (c, g) => panic!("{} of {t}: CPU {c:?} GPU {g:?}", op.name()),
+            }
+        }
+        for to in DTYPES {
+            let g = materialize(&Expr::cast(Expr::leaf(up(&a)), to)).expect("cast");
+            close(&g.to_host().expect("down"), &a.astype(to), &format!("{t} as {to}"));
+        }
+    }
+    // where with a scalar branch, and x + x.T on a view.
+    let x = sample(&[8, 8], DType::F64, 2);
+    let c =
+        elementwise::binary(BinOp::Gt, Operand::Chunk(&x), Operand::Scalar(Scalar::Float(0.0))).expect("c");
+    let cpu = elementwise::where_(Operand::Chunk(&c), Operand::Chunk(&x), Operand::Scalar(Scalar::Int(0)))
+        .expect("w");
+    let gx = up(&x);
+    let gpu = Expr::where_(
+        Term::Expr(Expr::leaf(up(&c))),
+        Term::Expr(Expr::leaf(gx.clone())),
+        Term::Scalar(Scalar::Int(0)),
+    )
+    .and_then(|e| materialize(&e))
+    .expect("where");
+    close(&gpu.to_host().expect("down"), &cpu, "where");
+    let xt = crate::array::shape::transpose(&x, &[1, 0]).expect("t");
+    let cpu = elementwise::binary(BinOp::Add, Operand::Chunk(&x), Operand::Chunk(&xt)).expect("x+x.T");
+    let gpu = Expr::binary(
+        BinOp::Add,
+        Term::Expr(Expr::leaf(gx.clone())),
+        Term::Expr(Expr::leaf(gx.transpose(&[1, 0]).expect("t"))),
+    )
+    .and_then(|e| materialize(&e))
+    .expect("x+x.T");
+    close(&gpu.to_host().expect("down"), &cpu, "x + x.T");
+    // A strided slice and a 3-d transpose come back as the CPU's.
+    let r = [
+        (crate::array::shape::AxisSlice { start: 1, stop: 8, step: 2 }, false),
+        (crate::array::shape::AxisSlice { start: 0, stop: 8, step: -3 }, false),
+    ];
+    close(
+        &gx.slice(&r).expect("slice").to_host().expect("down"),
+        &crate::array::shape::slice(&x, &r).expect("slice"),
+        "slice",
+    );
+    let y = sample(&[3, 4, 5], DType::I64, 4);
+    let gy = up(&y).transpose(&[2, 0, 1]).expect("t");
+    close(
+        &gy.to_host().expect("down"),
+        &crate::array::shape::transpose(&y, &[2, 0, 1]).expect("t"),
+        "3-d transpose",
+    );
+}
+
+#[test]
+fn reductions_match_the_cpu() {
+    let Some(_) = device() else { return };
+    let reds = [
+        Reduction::Sum,
+        Reduction::Prod,
+        Reduction::Min,
+        Reduction::Max,
+        Reduction::Any,
+        Reduction::All,
+        Reduction::Mean,
+        Reduction::Var { ddof: 1 },
+        Reduction::Std { ddof: 0 },
+    ];
+    let cases: [(&[usize], &[&[usize]]); 3] = [
+        (&[37, 53], &[&[0], &[1], &[0, 1]]),
+        (&[4, 5, 6], &[&[0, 2], &[1], &[0, 1, 2], &[2]]),
+        (&[70001], &[&[0]]),
+    ];
+    for (shape, axes_sets) in cases {
+        for &t in &DTYPES {
+            // Small values keep products finite.
+            let a = sample(shape, t, 5).astype(DType::F64);
+            let a = elementwise::binary(BinOp::Div, Operand::Chunk(&a), Operand::Scalar(Scalar::Float(4.0)))
+                .expect("scale")
+                .astype(t);
+            let g = up(&a);
+            for axes in axes_sets {
+                for red in reds {
+                    let place = BlockPlace::default();
+                    let cpu = reduce::partial(red, &a, axes, &place).expect("cpu partial");
+                    let gp = super::exec::execute(
+                        &crate::array::op::ArrayOp::Partial {
+                            red,
+                            axes: axes.to_vec(),
+                            place: place.clone(),
+                        },
+                        &[super::exec::gpu_value(g.clone())],
+                    )
+                    .expect("gpu partial");
+                    let out = red.out_dtype(t);
+                    let cpu_r =
+                        reduce::finalize(red, &reduce::merge(red, &cpu, &cpu).expect("m"), axes, false, out)
+                            .expect("cpu final");
+                    let gpu_r = super::exec::execute(
+                        &crate::array::op::ArrayOp::Aggregate {
+                            red,
+                            axes: axes.to_vec(),
+                            keepdims: false,
+                            out,
+                        },
+                        &[gp.clone(), gp],
+                    )
+                    .expect("gpu aggregate");
+                    let Value::Gpu(gr) = gpu_r else { panic!("not on the GPU: {gpu_r:?}") };
+                    let what = format!("{} of {t} {shape:?} over {axes:?}", red.name());
+                    let got = gr.to_host().expect("down");
+                    if t == DType::F32 && red == Reduction::Prod {
+                        continue;
+                    }
+                    close(&got, &cpu_r, &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matrix_products_match_the_cpu() {
+    let Some(_) = device() else { return };
+    for t in [DType::F32, DType::F64] {
+        let a = sample(&[33, 17], t, 1);
+        let b = sample(&[17, 29], t, 2);
+        let bt =
+            crate::array::shape::transpose(&sample(&[29, 17], t, 3), &[1, 0]).expect("t").to_contiguous();
+        let cpu =
+            crate::array::linalg::matmul_sum(&[a.clone(), a.clone()], &[b.clone(), bt.clone()]).expect("cpu");
+        let gbt = up(&sample(&[29, 17], t, 3)).transpose(&[1, 0]).expect("view");
+        let gpu = linalg::matmul_sum(&[up(&a), up(&a)], &[up(&b), gbt]).expect("gpu").expect("native");
+        let tol_scale = if t == DType::F32 { 1e-3 } else { 1e-9 };
+        let (g, c) = (gpu.to_host().expect("down").cast::<f64>(), cpu.cast::<f64>());
+        assert_eq!(g.shape(), c.shape());
+        for (p, q) in g.iter().zip(c.iter()) {
+            assert!((p - q).abs() <= tol_scale * (1.0 + q.abs()), "{t} matmul: {p} vs {q}");
+        }
+        let gram = linalg::gram_sum(&[up(&a)]).expect("gram").expect("native").to_host().expect("down");
+        let cg = crate::array::linalg::gram_sum(&[a.clone()]).expect("cpu gram");
+        for (p, q) in gram.cast::<f64>().iter().zip(cg.cast::<f64>().iter()) {
+            assert!((p - q).abs() <= tol_scale * (1.0 + q.abs()), "{t} gram: {p} vs {q}");
+        }
+    }
+}
+
+fn run(a: &arr::Array) -> Chunk {
+    let rt = Runtime::new(LocalConfig { threads: 4, ..LocalConfig::default() }, Arc::new(NoUdfs));
+    let (layer, key) = arr::finalize(a);
+    let v = rt.compute(graph(&[layer]), &[key], &CancelToken::new()).expect("compute");
+    match &v[0] {
+        Value::Array(c) => Chunk::clone(c),
+        other => panic!("not a host array: {other:?}"),
+    }
+}
+
+fn spec(v: &[i64]) -> ChunkSpec {
+    ChunkSpec::PerAxis(v.iter().map(|&s| AxisChunks::Size(s)).collect())
+}
+
+/// Whole graphs through the local scheduler: fused chains, tree
+/// reductions, products, rechunking, slicing, with uneven chunks.
+#[test]
+fn graphs_on_gpu_blocks_match_the_cpu() {
+    let Some(_) = device() else { return };
+    let cpu = Ctx::default();
+    let gpu = Ctx { gpu: true, ..Ctx::default() };
+    let x = arr::random(
+        &cpu,
+        &[301, 301],
+        &spec(&[100, 100]),
+        7,
+        crate::array::create::Dist::Uniform,
+        DType::F64,
+    )
+    .expect("x");
+    let g = arr::to_gpu(&cpu, &x).expect("to_gpu");
+    let both = |f: &dyn Fn(&arr::Array) -> arr::Array, what: &str| {
+        close(&run(&f(&g)), &run(&f(&x)), what);
+    };
+    both(
+        &|a| {
+            let t = arr::transpose(&cpu, a, None).expect("t");
+            let s = arr::binary(&cpu, BinOp::Add, &Lazy::Array(a.clone()), &Lazy::Array(t)).expect("+");
+            let m = arr::binary(&cpu, BinOp::Mul, &Lazy::Array(s), &Lazy::Scalar(Scalar::Int(2))).expect("*");
+            let r = arr::reduction(&cpu, &m, Reduction::Mean, Some(&[0]), false, None).expect("mean");
+            arr::reduction(&cpu, &r, Reduction::Sum, None, false, None).expect("sum")
+        },
+        "((x + x.T) * 2).mean(0).sum()",
+    );
+    both(
+        &|a| {
+            let t = arr::transpose(&cpu, a, None).expect("t");
+            let p = arr::matmul(&cpu, a, &t).expect("@");
+            arr::reduction(&cpu, &p, Reduction::Sum, None, false, None).expect("sum")
+        },
+        "(x @ x.T).sum()",
+    );
+    both(&|a| arr::rechunk(&cpu, a, &spec(&[77, 150])).expect("rechunk"), "rechunk");
+    both(
+        &|a| arr::reduction(&cpu, a, Reduction::Std { ddof: 0 }, Some(&[1]), true, None).expect("std"),
+        "std(axis=1)",
+    );
+    both(
+        &|a| arr::reduction(&cpu, a, Reduction::ArgMax, Some(&[0]), false, None).expect("argmax"),
+        "argmax (host)",
+    );
+    // Under the GPU backend, creation makes GPU blocks: reproducible per
+    // seed and chunking, uniform on [0, 1).
+    let r1 = arr::random(
+        &gpu,
+        &[1000, 1000],
+        &spec(&[300, 1000]),
+        5,
+        crate::array::create::Dist::Uniform,
+        DType::F32,
+    )
+    .expect("r");
+    let r2 = arr::random(
+        &gpu,
+        &[1000, 1000],
+        &spec(&[300, 1000]),
+        5,
+        crate::array::create::Dist::Uniform,
+        DType::F32,
+    )
+    .expect("r");
+    let (a, b) = (run(&r1), run(&r2));
+    assert_eq!(a, b, "same seed and chunks, same numbers");
+    let v = a.cast::<f64>();
+    assert!(v.iter().all(|&p| (0.0..1.0).contains(&p)));
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    assert!((mean - 0.5).abs() < 0.005, "mean {mean}");
+    let n = arr::random(
+        &gpu,
+        &[400_000],
+        &spec(&[100_000]),
+        9,
+        crate::array::create::Dist::Normal { mean: 3.0, std: 2.0 },
+        DType::F64,
+    )
+    .expect("n");
+    let v = run(&n).cast::<f64>();
+    let m = v.iter().sum::<f64>() / v.len() as f64;
+    let sd = (v.iter().map(|p| (p - m) * (p - m)).sum::<f64>() / v.len() as f64).sqrt();
+    assert!((m - 3.0).abs() < 0.02 && (sd - 2.0).abs() < 0.02, "normal: mean {m}, std {sd}");
+    let z = arr::full(&gpu, &[5, 3], &spec(&[2, 3]), Scalar::Float(1.5), DType::F32).expect("full");
+    assert_eq!(run(&z), Chunk::full(&[5, 3], Scalar::Float(1.5), DType::F32));
+}
+
+#[test]
+fn mixing_host_and_gpu_blocks_is_refused() {
+    let Some(_) = device() else { return };
+    let a = sample(&[3], DType::F64, 0);
+    let e = super::exec::execute(
+        &crate::array::op::ArrayOp::Binary(BinOp::Add),
+        &[Value::array(a.clone()), super::exec::gpu_value(up(&a))],
+    )
+    .expect_err("mixed");
+    assert!(e.to_string().contains("cannot mix a GPU array and a CPU array"), "{e}");
+}
+
+/// Where there is no GPU, asking for one is a clear error, not a panic.
+#[test]
+fn without_a_gpu_every_gpu_call_says_why() {
+    if default_device().is_ok() {
+        return;
+    }
+    let cpu = Ctx::default();
+    let x = arr::full(&cpu, &[4], &spec(&[2]), Scalar::Int(1), DType::I64).expect("x");
+    let e = arr::to_gpu(&cpu, &x).expect_err("no GPU");
+    assert!(e.to_string().starts_with("no GPU: "), "{e}");
+    let e = super::exec::execute(
+        &crate::array::op::ArrayOp::OnGpu(Box::new(crate::array::op::ArrayOp::Full {
+            shape: vec![2],
+            value: Scalar::Int(0),
+            dtype: DType::F64,
+        })),
+        &[],
+    )
+    .expect_err("no GPU");
+    assert!(e.to_string().starts_with("no GPU: "), "{e}");
+}
