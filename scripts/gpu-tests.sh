@@ -1,17 +1,34 @@
 #!/usr/bin/env bash
 # The checks that need a GPU, for a machine that has one (CI has none: there
-# the same code paths report "no GPU" and their tests pass on that).
-#   bash scripts/gpu-tests.sh            # uses cargo when present
-#   BRISK_BIN=path/to/brisk bash scripts/gpu-tests.sh   # a prebuilt binary
+# the same tests report "no GPU" and pass on that, and the GPU examples are
+# skipped).
+#   bash scripts/gpu-tests.sh            # builds with cargo when present
+#   BRISK_BIN=path/to/brisk BRISK_TEST_BINS=dir bash scripts/gpu-tests.sh
+#       # prebuilt: the binary, and the test executables brisk_gpu-* and
+#       # brisk_engine-* (from `cargo test --no-run`) in dir
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv
+# BRISK_REQUIRE_GPU turns "no GPU" into a failure.
+export BRISK_REQUIRE_GPU=1
 if command -v cargo >/dev/null; then
-    # BRISK_REQUIRE_GPU turns "no GPU" into a failure.
-    BRISK_REQUIRE_GPU=1 cargo test -p brisk-engine --lib gpu:: -- --nocapture
+    cargo test -p brisk-gpu -- --nocapture
+    cargo test -p brisk-engine --lib gpu:: -- --nocapture
+    cargo test -p brisk-script --test session every_documented_example_runs
+    cargo test -p brisk --test golden golden_scripts_and_examples_print_what_they_printed_before
     cargo build --release -p brisk
+else
+    for t in "${BRISK_TEST_BINS:?no cargo: set BRISK_TEST_BINS}"/brisk_gpu-*; do "$t"; done
+    for t in "$BRISK_TEST_BINS"/brisk_engine-*; do "$t" gpu::; done
 fi
 bin="${BRISK_BIN:-target/release/brisk}"
+# The GPU example prints what its golden file says.
+if diff <("$bin" run examples/gpu.rhai) tests/golden/examples/gpu.out; then
+    echo "ok: examples/gpu.rhai"
+else
+    echo "FAILED: examples/gpu.rhai printed something else than tests/golden/examples/gpu.out" >&2
+    exit 1
+fi
 # End to end: the live panel of a compute longer than half a second names
 # the GPU and its memory (as nvidia-smi does above).
 script_file="$(mktemp --suffix .rhai)"

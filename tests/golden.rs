@@ -51,7 +51,7 @@ fn cases_in(root: &Path, dir: &str, expected: &str) -> Vec<Case> {
     let mut scripts: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
         .unwrap_or_else(|e| panic!("cannot list {dir}: {e}"))
         .map(|entry| entry.expect("directory entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rhai"))
+        .filter(|p| p.extension().is_some_and(|e| e == "rhai") && support::gpu_allowed(p))
         .map(|p| Path::new(dir).join(p.file_name().expect("file name")))
         .collect();
     scripts.sort();

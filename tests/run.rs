@@ -2,6 +2,9 @@
 //! codes and the one clear error message with file, line and column. Every
 //! example under `examples/` is run here, so the examples stay true.
 
+#[path = "support/cluster.rs"]
+mod support;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -43,7 +46,7 @@ fn every_example_runs() {
     let mut n = 0;
     for entry in std::fs::read_dir(repo().join("examples")).expect("examples dir") {
         let path = entry.expect("entry").path();
-        if path.extension().and_then(|e| e.to_str()) != Some("rhai") {
+        if path.extension().and_then(|e| e.to_str()) != Some("rhai") || !support::gpu_allowed(&path) {
             continue;
         }
         let out = brisk().arg("run").arg(&path).output().expect("run");

@@ -15,6 +15,9 @@ pub struct GpuInfo {
     pub name: String,
     pub memory_used: u64,
     pub memory_total: u64,
+    /// What this process's own buffers hold on the device (its memory
+    /// pool's live bytes), when it has opened the device.
+    pub brisk_used: Option<u64>,
 }
 
 /// What the machine has.
@@ -57,10 +60,37 @@ pub fn probe() -> Gpus {
             let d = nvml.device_by_index(index).ok()?;
             let name = d.name().unwrap_or_else(|_| format!("GPU {index}"));
             let mem = d.memory_info().ok()?;
-            Some(GpuInfo { index, name, memory_used: mem.used, memory_total: mem.total })
+            let brisk_used = d.uuid().ok().and_then(|uuid| {
+                brisk_gpu::opened()?.devices().iter().find(|x| x.uuid() == uuid).map(|x| x.used_by_brisk())
+            });
+            Some(GpuInfo { index, name, memory_used: mem.used, memory_total: mem.total, brisk_used })
         })
         .collect::<Vec<_>>();
     if devices.is_empty() { Gpus::None("no readable GPU device".into()) } else { Gpus::Devices(devices) }
+}
+
+/// The devices this process computes on, with its own use of each
+/// (empty until something ran on a GPU): what a progress display shows.
+pub fn in_use() -> Vec<GpuInfo> {
+    if brisk_gpu::opened().is_none() {
+        return Vec::new();
+    }
+    match probe() {
+        Gpus::Devices(d) => d.into_iter().filter(|g| g.brisk_used.is_some()).collect(),
+        Gpus::None(_) => Vec::new(),
+    }
+}
+
+/// One line for a device: `GPU 0 NAME: brisk X, Y / Z in use`.
+pub fn describe(g: &GpuInfo) -> String {
+    let own = g.brisk_used.map(|b| format!("brisk {}, ", crate::memory::fmt_bytes(b))).unwrap_or_default();
+    format!(
+        "GPU {} {}: {own}{} / {} in use",
+        g.index,
+        g.name,
+        crate::memory::fmt_bytes(g.memory_used),
+        crate::memory::fmt_bytes(g.memory_total)
+    )
 }
 
 #[cfg(test)]

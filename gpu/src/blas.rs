@@ -12,7 +12,7 @@ use crate::error::{GpuError, Result};
 
 /// A cuBLAS handle bound to the device's stream; calls are serialized (one
 /// handle, many task threads).
-pub struct Blas(Mutex<CudaBlas>);
+pub struct Blas(pub(crate) Mutex<CudaBlas>);
 
 /// f32 or f64, with their cuBLAS and cuSOLVER entry points.
 pub trait Real: Copy + Send + Sync + 'static {
@@ -169,7 +169,7 @@ fn fits<T: Real>(m: &Mat<'_>, rows: usize, cols: usize, device: &Device) -> Resu
 }
 
 impl Device {
-    fn blas(&self) -> Result<&Blas> {
+    pub(crate) fn blas(&self) -> Result<&Blas> {
         self.blas
             .get_or_init(|| {
                 // SAFETY: only asks the loader whether the library can be opened.

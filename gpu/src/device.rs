@@ -17,6 +17,7 @@ use crate::kernel::Kernel;
 pub struct Device {
     pub(crate) ordinal: usize,
     name: String,
+    uuid: String,
     total: u64,
     pub(crate) arch: String,
     sms: u32,
@@ -25,6 +26,7 @@ pub struct Device {
     pool: Pool,
     pub(crate) kernels: Mutex<HashMap<u64, Arc<Kernel>>>,
     pub(crate) blas: OnceLock<std::result::Result<crate::blas::Blas, String>>,
+    pub(crate) solver: OnceLock<std::result::Result<crate::solver::Solver, String>>,
 }
 
 /// The device's default memory pool (a driver handle).
@@ -53,8 +55,9 @@ impl std::fmt::Debug for Runtime {
 
 /// The GPUs of this process, opened once (`CUDA_VISIBLE_DEVICES` is the
 /// driver's: it decides which devices exist here).
+static RT: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
+
 pub fn runtime() -> Result<&'static Runtime> {
-    static RT: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
     RT.get_or_init(|| match std::panic::catch_unwind(open) {
         Ok(r) => r,
         Err(p) => Err(format!(
@@ -67,6 +70,12 @@ pub fn runtime() -> Result<&'static Runtime> {
     })
     .as_ref()
     .map_err(|why| GpuError::NoGpu(why.clone()))
+}
+
+/// The devices, if this process has opened them already (a dashboard
+/// asking must not create contexts, which cost device memory).
+pub fn opened() -> Option<&'static Runtime> {
+    RT.get().and_then(|r| r.as_ref().ok())
 }
 
 /// Whether GPUs can be used here (for tests and help texts).
@@ -118,6 +127,8 @@ impl Device {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(err("creating a stream"))?;
         let name = ctx.name().map_err(err("reading the name"))?;
+        // As NVML writes it, so the dashboard can match its devices to ours.
+        let uuid = ctx.uuid().map(|u| fmt_uuid(&u.bytes)).unwrap_or_default();
         let total = ctx.total_mem().map_err(err("reading the memory size"))? as u64;
         let (maj, min) = ctx.compute_capability().map_err(err("reading the compute capability"))?;
         let sms = ctx
@@ -146,6 +157,7 @@ impl Device {
         Ok(Device {
             ordinal,
             name,
+            uuid,
             total,
             arch: format!("sm_{maj}{min}"),
             sms,
@@ -154,6 +166,7 @@ impl Device {
             pool: Pool(pool),
             kernels: Mutex::new(HashMap::new()),
             blas: OnceLock::new(),
+            solver: OnceLock::new(),
         })
     }
 
@@ -163,6 +176,11 @@ impl Device {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The device's UUID as NVML and nvidia-smi write it (`GPU-…`).
+    pub fn uuid(&self) -> &str {
+        &self.uuid
     }
 
     /// Total device memory in bytes.
@@ -216,5 +234,27 @@ impl Device {
 
     pub(crate) fn fail(&self, what: &str, detail: impl std::fmt::Debug) -> GpuError {
         GpuError::Call { device: self.ordinal, what: what.into(), detail: format!("{detail:?}") }
+    }
+}
+
+/// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, NVML's form of a device UUID.
+fn fmt_uuid(b: &[std::ffi::c_char; 16]) -> String {
+    let hex: Vec<String> = b.iter().map(|&c| format!("{:02x}", c as u8)).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        hex[0..4].concat(),
+        hex[4..6].concat(),
+        hex[6..8].concat(),
+        hex[8..10].concat(),
+        hex[10..16].concat()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn uuids_are_written_as_nvml_writes_them() {
+        let b: [std::ffi::c_char; 16] = std::array::from_fn(|i| (i as u8 * 17) as std::ffi::c_char);
+        assert_eq!(super::fmt_uuid(&b), "GPU-00112233-4455-6677-8899-aabbccddeeff");
     }
 }

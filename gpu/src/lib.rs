@@ -2,7 +2,7 @@
 //! machine (found at run time; none is a plain `no GPU: <reason>`), one
 //! stream per device, device memory from the driver's stream-ordered pool
 //! (kept for reuse, as RMM's pool), kernels compiled with NVRTC and cached
-//! on disk, and cuBLAS. It knows nothing of arrays: the engine writes the
+//! on disk, cuBLAS and cuSOLVER. It knows nothing of arrays: the engine writes the
 //! kernels and decides the layouts.
 
 // This crate is brisk's one FFI boundary to CUDA: unsafe is allowed here, and
@@ -14,12 +14,14 @@ mod buffer;
 mod device;
 mod error;
 mod kernel;
+mod solver;
 
 pub use blas::{Mat, Real};
 pub use buffer::Buffer;
-pub use device::{Device, Runtime, available, runtime};
+pub use device::{Device, Runtime, available, opened, runtime};
 pub use error::{GpuError, Result, bytes};
 pub use kernel::{KArg, Kernel, Launch, cache_dir};
+pub use solver::Lapack;
 
 #[cfg(test)]
 mod tests {

@@ -66,8 +66,9 @@ pub fn groups(base: &Snapshot, now: &Snapshot) -> Vec<(String, u64, u64)> {
         .collect()
 }
 
-/// The display: text and an HTML table of bars.
-pub fn render(groups: &[(String, u64, u64)], elapsed: Duration) -> (String, String) {
+/// The display: text and an HTML table of bars, then a line per GPU the
+/// computation uses (its memory: brisk's own and the device's).
+pub fn render(groups: &[(String, u64, u64)], gpus: &[String], elapsed: Duration) -> (String, String) {
     let mut plain = String::new();
     let mut html = String::from("<table>");
     for (name, done, total) in groups {
@@ -88,6 +89,10 @@ pub fn render(groups: &[(String, u64, u64)], elapsed: Duration) -> (String, Stri
     let line = format!("{done}/{total} tasks | {:.1} s", elapsed.as_secs_f64());
     plain += &line;
     html += &format!("</table><p>{line}</p>");
+    for g in gpus {
+        plain += &format!("\n{g}");
+        html += &format!("<p>{}</p>", g.replace('<', "&lt;"));
+    }
     (plain, html)
 }
 
@@ -118,7 +123,9 @@ fn watch(state: &SessionState, out: &UnboundedSender<Out>, stop: &AtomicBool, id
         }
         let pending = now.groups.iter().any(|g| g.waiting + g.queued + g.processing > 0);
         if pending && t0.elapsed() >= DELAY {
-            let (plain, html) = render(&last, t0.elapsed());
+            let gpus: Vec<String> =
+                brisk_engine::gpu::in_use().iter().map(brisk_engine::gpu::describe).collect();
+            let (plain, html) = render(&last, &gpus, t0.elapsed());
             let _ = out.send(Out::Progress { id: id.into(), plain, html, first: !shown });
             shown = true;
         }
@@ -153,9 +160,20 @@ mod tests {
         let now = Snapshot { groups: vec![g("old", 5, 5, 0), g("sum", 8, 2, 2)], ..Default::default() };
         let gs = groups(&base, &now);
         assert_eq!(gs, vec![("sum".to_string(), 2, 8)]);
-        let (plain, html) = render(&gs, Duration::from_millis(1500));
+        let (plain, html) = render(&gs, &[], Duration::from_millis(1500));
         assert!(plain.starts_with("sum                [#######-----------------------] 2/8"), "{plain}");
         assert!(plain.ends_with("2/8 tasks | 1.5 s"), "{plain}");
         assert!(html.contains("<progress value=\"2\" max=\"8\">"), "{html}");
+        let gpu = brisk_engine::gpu::GpuInfo {
+            index: 0,
+            name: "NVIDIA H100".into(),
+            memory_used: 3 << 30,
+            memory_total: 80 << 30,
+            brisk_used: Some(1 << 30),
+        };
+        let (plain, html) = render(&gs, &[brisk_engine::gpu::describe(&gpu)], Duration::from_millis(1500));
+        let line = plain.lines().last().unwrap_or_default().to_string();
+        assert!(line.starts_with("GPU 0 NVIDIA H100: brisk 1") && line.ends_with(" in use"), "{plain}");
+        assert!(html.ends_with(&format!("<p>{line}</p>")), "{html}");
     }
 }

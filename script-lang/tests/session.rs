@@ -283,9 +283,12 @@ fn every_documented_example_runs() {
             .iter()
             .any(|c| example.contains(c))
     };
-    for d in
-        brisk_script::api::docs::all().filter(|d| !NEED_A_CLUSTER.contains(&d.name) && !deployed(d.example))
-    {
+    // GPU examples run where there is a GPU (scripts/gpu-tests.sh).
+    let gpu = brisk_engine::array::gpu::default_device().is_ok();
+    let needs_gpu = |example: &str| example.contains("to_gpu") || example.contains("\"gpu\"");
+    for d in brisk_script::api::docs::all().filter(|d| {
+        !NEED_A_CLUSTER.contains(&d.name) && !deployed(d.example) && (gpu || !needs_gpu(d.example))
+    }) {
         let (mut s, _) = session();
         if let Err(e) = s.eval_value(d.example, &format!("<example of {}>", d.name)) {
             panic!("the example of {} fails: {e}\n{}", d.name, d.example);

@@ -14,6 +14,13 @@ use std::time::{Duration, Instant};
 
 use brisk_distributed::{RemoteClient, Security, TlsFiles};
 
+/// GPU examples (`gpu*.rhai`) run where `BRISK_REQUIRE_GPU` says there is
+/// a GPU (scripts/gpu-tests.sh); elsewhere they are skipped.
+pub fn gpu_allowed(path: &std::path::Path) -> bool {
+    let gpu = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("gpu"));
+    !gpu || std::env::var_os("BRISK_REQUIRE_GPU").is_some()
+}
+
 pub fn brisk() -> Command {
     Command::new(env!("CARGO_BIN_EXE_brisk"))
 }

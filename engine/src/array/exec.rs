@@ -39,6 +39,16 @@ fn partial_arg(v: &Value) -> Result<Vec<Chunk>, ArrayError> {
     }
 }
 
+/// A QR value on the host: `[Q, R]`. The GPU's factored form (`[H, R,
+/// tau]`) never comes here: its consumers all run on the device.
+fn qr_parts(v: &Value) -> Result<Vec<Chunk>, ArrayError> {
+    let parts = partial_arg(v)?;
+    if parts.len() != 2 {
+        return Err(ArrayError::Value(format!("a QR value has 2 parts, got {}", parts.len())));
+    }
+    Ok(parts)
+}
+
 fn partial_value(p: Vec<Chunk>) -> Value {
     Value::list(p.into_iter().map(Value::array).collect())
 }
@@ -182,21 +192,32 @@ pub fn execute_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
         },
         ArrayOp::Qr => Value::list(super::linalg::qr(&one(args)?)?.into_iter().map(Value::array).collect()),
         ArrayOp::QrStack => {
+            // A list is a stage-one `[Q, R]`; a block skipped stage one.
             let rs = args
                 .iter()
-                .map(|v| partial_arg(v).map(|p| p.get(1).cloned()))
+                .map(|v| match v {
+                    Value::List(_) => qr_parts(v)?
+                        .get(1)
+                        .cloned()
+                        .ok_or_else(|| ArrayError::Value("QR parts missing".into())),
+                    other => chunk_arg(other).cloned(),
+                })
                 .collect::<Result<Vec<_>, _>>()?;
-            let rs = rs
-                .into_iter()
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| ArrayError::Value("QR parts missing".into()))?;
             let stacked = super::linalg::vstack(&rs)?;
             Value::list(super::linalg::qr(&stacked)?.into_iter().map(Value::array).collect())
         }
+        ArrayOp::PlaceLike => {
+            arity(op, args, 2)?;
+            args[0].clone()
+        }
+        ArrayOp::QrFormQ => {
+            arity(op, args, 1)?;
+            Value::array(qr_parts(&args[0])?.swap_remove(0))
+        }
         ArrayOp::QrQ { offset, rows } => {
             arity(op, args, 2)?;
-            let (block, stage2) = (partial_arg(&args[0])?, partial_arg(&args[1])?);
-            let (Some(q), Some(q2)) = (block.first(), stage2.first()) else {
+            let (block, q2) = (qr_parts(&args[0])?, chunk_arg(&args[1])?);
+            let Some(q) = block.first() else {
                 return Err(ArrayError::Value("QR parts missing".into()));
             };
             let cols = q2.shape().get(1).copied().unwrap_or(0);

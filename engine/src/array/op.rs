@@ -84,10 +84,18 @@ pub enum ArrayOp {
     /// Thin QR of a block: `[Q, R]`.
     Qr,
     /// TSQR's second stage: QR of the stacked R factors of the arguments
-    /// (each a `[Q, R]` list): `[Q2, R]`.
+    /// (each a `[Q, R]` list, or a block not factored in stage one, which
+    /// is its own R): `[Q2, R]`. On a GPU both stages keep Q factored
+    /// (`[H, R, tau]`), so a computation that needs only R never forms it.
     QrStack,
+    /// The first argument where the second is: on the same GPU, or on the
+    /// host (a generated operand following the array it multiplies, as
+    /// `svd_compressed`'s test matrix, as Dask's `like=` meta).
+    PlaceLike,
+    /// Stage two's Q as a block, from its QR value.
+    QrFormQ,
     /// TSQR's Q block: `Q_i @ Q2[offset..offset + rows]` from the block's
-    /// `[Q, R]` and the stage-two `[Q2, R]`.
+    /// QR value and stage two's Q.
     QrQ {
         offset: usize,
         rows: usize,
@@ -185,6 +193,8 @@ impl ArrayOp {
             ArrayOp::Item(_) => "getitem".into(),
             ArrayOp::Qr => "qr".into(),
             ArrayOp::QrStack => "qr-stack".into(),
+            ArrayOp::QrFormQ => "qr-form-q".into(),
+            ArrayOp::PlaceLike => "place-like".into(),
             ArrayOp::QrQ { .. } => "qr-q".into(),
             ArrayOp::Svd => "svd".into(),
             ArrayOp::Solve => "solve".into(),

@@ -74,7 +74,10 @@ pub fn worker_table(m: &Model) -> Table<'static> {
     let gpus: Vec<String> = match &w.gpus {
         Gpus::Devices(d) => d
             .iter()
-            .map(|g| format!("{} {} / {}", g.name, bytes(g.memory_used), bytes(g.memory_total)))
+            .map(|g| {
+                let own = g.brisk_used.map(|b| format!(" (brisk {})", bytes(b))).unwrap_or_default();
+                format!("{} {} / {}{own}", g.name, bytes(g.memory_used), bytes(g.memory_total))
+            })
             .collect(),
         Gpus::None(_) => vec!["no GPU".into()],
     };
@@ -328,16 +331,17 @@ mod tests {
 
     #[test]
     fn every_gpu_gets_a_row() {
-        let gpu = |index, used| GpuInfo {
+        let gpu = |index, used, brisk_used| GpuInfo {
             index,
             name: "NVIDIA H100".into(),
             memory_used: used,
             memory_total: 80 << 30,
+            brisk_used,
         };
-        let m = model(Gpus::Devices(vec![gpu(0, 2 << 30), gpu(1, 0)]));
+        let m = model(Gpus::Devices(vec![gpu(0, 2 << 30, Some(3 << 29)), gpu(1, 0, None)]));
         assert_eq!(inline_height(&m), 6);
         let rows = draw(&m, 110, 6, false);
-        assert!(rows[1].ends_with("NVIDIA H100 2.0 GiB / 80.0 GiB"), "{rows:?}");
+        assert!(rows[1].ends_with("NVIDIA H100 2.0 GiB / 80.0 GiB (brisk 1.5 GiB)"), "{rows:?}");
         assert_eq!(rows[2].trim(), "NVIDIA H100 0 B / 80.0 GiB");
     }
 

@@ -6,6 +6,18 @@ use super::fndoc::{FnDoc, doc};
 /// The entries, in the order of the guide (`docs::all` chains the areas).
 pub(super) const DOCS: &[FnDoc] = &[
     doc(
+        "to_gpu",
+        "x.to_gpu() -> Array",
+        "Every block copied to the GPU (Dask: x.map_blocks(cupy.asarray)); what is built on it runs there, persist() keeps it in device memory and compute() brings the result to the host. An operation on a GPU and a CPU array is an error, as in CuPy: move one with to_gpu or to_cpu. config(#{\"array.backend\": \"gpu\"}) makes every new array on the GPU instead. Without a GPU: no GPU: <reason>.",
+        "random([1000, 1000], #{chunks: 250}).to_gpu().mean().compute()",
+    ),
+    doc(
+        "to_cpu",
+        "x.to_cpu() -> Array",
+        "Every block copied to the host (Dask: x.map_blocks(cupy.asnumpy)); an array already there is unchanged.",
+        "random([4, 4], #{chunks: 2}).to_cpu().sum().compute()",
+    ),
+    doc(
         "rechunk",
         "x.rechunk(chunks) -> Array",
         "The same array cut into different blocks: a number, a shape (-1 for a whole axis) or \"auto\".",

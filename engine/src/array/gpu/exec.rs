@@ -230,6 +230,76 @@ fn native(op: &ArrayOp, args: &[Value]) -> Result<Option<Value>, ArrayError> {
                 None => return Ok(None),
             }
         }
+        ArrayOp::PlaceLike => match args {
+            [v, Value::Gpu(g)] => upload(v.clone(), g.device())?,
+            [v, _] => download(v)?,
+            _ => return Err(ArrayError::Value("place-like takes 2 arguments".into())),
+        },
+        ArrayOp::Qr => match super::linalg::qr_factor(one()?)? {
+            Some(p) => list(p),
+            None => return Ok(None),
+        },
+        ArrayOp::QrStack => {
+            let rs = args
+                .iter()
+                .map(|v| match v {
+                    Value::List(_) => partials(v)?
+                        .get(1)
+                        .cloned()
+                        .ok_or_else(|| ArrayError::Value("QR parts missing".into())),
+                    other => gpu_arg(other).cloned(),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let stacked = super::concat_grid(&rs, &[rs.len(), 1])?;
+            match super::linalg::qr_factor(&stacked)? {
+                Some(p) => list(p),
+                None => return Ok(None),
+            }
+        }
+        ArrayOp::QrFormQ => {
+            let [v] = args else { return Err(ArrayError::Value("qr-form-q takes one QR value".into())) };
+            let parts = partials(v)?;
+            if super::linalg::is_factored(&parts) {
+                gpu_value(super::linalg::form_q(&parts)?)
+            } else {
+                return Ok(None);
+            }
+        }
+        ArrayOp::QrQ { offset, rows } => {
+            let [parts, q2] = args else { return Err(ArrayError::Value("qr-q takes 2 arguments".into())) };
+            let (parts, q2) = (partials(parts)?, gpu_arg(q2)?);
+            let cols = q2.shape().get(1).copied().unwrap_or(0);
+            let span = |start, stop| (crate::array::shape::AxisSlice { start, stop, step: 1 }, false);
+            let piece = q2.slice(&[span(*offset, offset + rows), span(0, cols)])?;
+            if super::linalg::is_factored(&parts) {
+                gpu_value(super::linalg::apply_q(&parts, &piece)?)
+            } else {
+                let Some(q) = parts.first() else { return Err(ArrayError::Value("QR parts missing".into())) };
+                match super::linalg::matmul_sum(std::slice::from_ref(q), &[piece])? {
+                    Some(r) => gpu_value(r),
+                    None => return Ok(None),
+                }
+            }
+        }
+        ArrayOp::Svd => match super::linalg::svd(one()?)? {
+            Some(p) => list(p),
+            None => return Ok(None),
+        },
+        ArrayOp::Solve | ArrayOp::SolveUpper => {
+            let [a, b] = args else {
+                return Err(ArrayError::Value(format!("{} takes 2 arguments", op.name())));
+            };
+            let (a, b) = (gpu_arg(a)?, gpu_arg(b)?);
+            let r = if matches!(op, ArrayOp::Solve) {
+                super::linalg::solve(a, b)?
+            } else {
+                super::linalg::solve_upper(a, b)?
+            };
+            match r {
+                Some(x) => gpu_value(x),
+                None => return Ok(None),
+            }
+        }
         // The last step of `compute`: the result comes to the host.
         ArrayOp::Concat { numblocks } => {
             let blocks = args.iter().map(|v| gpu_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;

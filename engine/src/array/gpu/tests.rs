@@ -426,3 +426,124 @@ fn without_a_gpu_every_gpu_call_says_why() {
     .expect_err("no GPU");
     assert!(e.to_string().starts_with("no GPU: "), "{e}");
 }
+
+/// Largest elementwise difference relative to the largest magnitude.
+fn rel_diff(a: &Chunk, b: &Chunk) -> f64 {
+    assert_eq!(a.shape(), b.shape());
+    let (x, y) = (a.cast::<f64>(), b.cast::<f64>());
+    let scale = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-300);
+    x.iter().zip(y.iter()).fold(0.0f64, |m, (p, q)| m.max((p - q).abs())) / scale
+}
+
+/// cuSOLVER factorizations through whole graphs: TSQR with blocks factored
+/// in stage one and blocks that go to stage two whole, SVDs of tall, wide
+/// and single blocks, solves and least squares, against the CPU path.
+/// Factors are unique up to signs, so Q and R are checked by what they
+/// must satisfy and R against the CPU's up to row signs.
+#[test]
+fn factorizations_match_the_cpu() {
+    let Some(_) = device() else { return };
+    let cpu = Ctx::default();
+    let mm = |a: &arr::Array, b: &arr::Array| arr::matmul(&cpu, a, b).expect("@");
+    let t = |a: &arr::Array| arr::transpose(&cpu, a, None).expect("T");
+    for (shape, chunks, dtype) in [
+        ([600usize, 40usize], [100i64, 40i64], DType::F64),
+        ([600, 40], [60, 40], DType::F64),
+        ([1000, 64], [250, 64], DType::F32),
+        ([90, 90], [90, 90], DType::F64),
+    ] {
+        let x = arr::random(&cpu, &shape, &spec(&chunks), 11, crate::array::create::Dist::Uniform, dtype)
+            .expect("x");
+        let g = arr::to_gpu(&cpu, &x).expect("to_gpu");
+        let what = format!("{shape:?} chunks {chunks:?} {dtype}");
+        let tol = if dtype == DType::F32 { 1e-4 } else { 1e-11 };
+        let host_x = run(&x);
+        let (q, r) = arr::qr(&cpu, &g).expect("qr");
+        assert!(rel_diff(&run(&mm(&q, &r)), &host_x) < tol, "Q·R = x: {what}");
+        let qtq = run(&mm(&t(&q), &q));
+        let eye = crate::array::create::eye(shape[1], shape[1], 0, dtype);
+        assert!(rel_diff(&qtq, &eye) < tol * 10.0, "QᵀQ = I: {what}");
+        let (gr, cr) = (run(&r).cast::<f64>(), run(&arr::qr(&cpu, &x).expect("cpu qr").1).cast::<f64>());
+        let n = shape[1];
+        for i in 0..n {
+            for j in 0..n {
+                let (p, c) = (gr[[i, j]], cr[[i, j]]);
+                if j < i {
+                    assert_eq!(p, 0.0, "R is upper triangular: {what}");
+                } else {
+                    assert!((p.abs() - c.abs()).abs() <= tol * 100.0 * (1.0 + c.abs()), "|R|: {what}");
+                }
+            }
+        }
+        let (u, s, vt) = arr::svd(&cpu, &g).expect("svd");
+        let (_, cs, _) = arr::svd(&cpu, &x).expect("cpu svd");
+        assert!(rel_diff(&run(&s), &run(&cs)) < tol * 10.0, "singular values: {what}");
+        let us = arr::binary(&cpu, BinOp::Mul, &Lazy::Array(u), &Lazy::Array(s)).expect("u·s");
+        assert!(rel_diff(&run(&mm(&us, &vt)), &host_x) < tol * 10.0, "U·S·Vᵀ = x: {what}");
+    }
+    // The randomized SVD: its test matrix follows the array to the GPU.
+    let x =
+        arr::random(&cpu, &[800, 120], &spec(&[200, 60]), 3, crate::array::create::Dist::Uniform, DType::F64)
+            .expect("x");
+    let g = arr::to_gpu(&cpu, &x).expect("to_gpu");
+    let (_, gs, _) = arr::svd_compressed(&cpu, &g, 10, 1, 10, 2).expect("svd_compressed");
+    let (_, cs, _) = arr::svd_compressed(&cpu, &x, 10, 1, 10, 2).expect("cpu svd_compressed");
+    assert!(rel_diff(&run(&gs), &run(&cs)) < 1e-10, "svd_compressed singular values");
+    // A wide single block, factored as its transpose.
+    let w =
+        arr::random(&cpu, &[30, 70], &spec(&[30, 70]), 4, crate::array::create::Dist::Uniform, DType::F64)
+            .expect("w");
+    let gw = arr::to_gpu(&cpu, &w).expect("to_gpu");
+    let (u, s, vt) = arr::svd(&cpu, &gw).expect("svd");
+    let (_, cs, _) = arr::svd(&cpu, &w).expect("cpu svd");
+    assert!(rel_diff(&run(&s), &run(&cs)) < 1e-11, "wide singular values");
+    let us = arr::binary(&cpu, BinOp::Mul, &Lazy::Array(u), &Lazy::Array(s)).expect("u·s");
+    assert!(rel_diff(&run(&mm(&us, &vt)), &run(&w)) < 1e-11, "wide U·S·Vᵀ");
+    // solve and lstsq.
+    let a = arr::random(
+        &cpu,
+        &[50, 50],
+        &spec(&[25, 25]),
+        5,
+        crate::array::create::Dist::Normal { mean: 0.0, std: 1.0 },
+        DType::F64,
+    )
+    .expect("a");
+    let b = arr::random(&cpu, &[50, 3], &spec(&[25, 3]), 6, crate::array::create::Dist::Uniform, DType::F64)
+        .expect("b");
+    let b1 = arr::random(&cpu, &[50], &spec(&[25]), 7, crate::array::create::Dist::Uniform, DType::F64)
+        .expect("b1");
+    let (ga, gb, gb1) = (
+        arr::to_gpu(&cpu, &a).expect("a"),
+        arr::to_gpu(&cpu, &b).expect("b"),
+        arr::to_gpu(&cpu, &b1).expect("b1"),
+    );
+    for (gb, hb, what) in [(&gb, &b, "solve 2-d"), (&gb1, &b1, "solve 1-d")] {
+        let gx = run(&arr::solve(&cpu, &ga, gb).expect("solve"));
+        let cx = run(&arr::solve(&cpu, &a, hb).expect("cpu solve"));
+        assert!(rel_diff(&gx, &cx) < 1e-10, "{what}");
+    }
+    let tall =
+        arr::random(&cpu, &[400, 20], &spec(&[100, 20]), 8, crate::array::create::Dist::Uniform, DType::F64)
+            .expect("tall");
+    let rhs = arr::random(&cpu, &[400], &spec(&[100]), 9, crate::array::create::Dist::Uniform, DType::F64)
+        .expect("rhs");
+    let (gx, gres, grank, gs) =
+        arr::lstsq(&cpu, &arr::to_gpu(&cpu, &tall).expect("t"), &arr::to_gpu(&cpu, &rhs).expect("r"))
+            .expect("lstsq");
+    let (cx, cres, crank, cs) = arr::lstsq(&cpu, &tall, &rhs).expect("cpu lstsq");
+    assert!(rel_diff(&run(&gx), &run(&cx)) < 1e-10, "lstsq x");
+    assert!(rel_diff(&run(&gres), &run(&cres)) < 1e-9, "lstsq residuals");
+    assert_eq!(run(&grank), run(&crank), "lstsq rank");
+    assert!(rel_diff(&run(&gs), &run(&cs)) < 1e-11, "lstsq singular values");
+    // A singular matrix is the CPU's error.
+    let z = arr::full(&cpu, &[4, 4], &spec(&[4, 4]), Scalar::Float(1.0), DType::F64).expect("ones");
+    let gz = arr::to_gpu(&cpu, &z).expect("z");
+    let four =
+        arr::to_gpu(&cpu, &arr::full(&cpu, &[4], &spec(&[4]), Scalar::Float(1.0), DType::F64).expect("b"))
+            .expect("b");
+    let rt = Runtime::new(LocalConfig { threads: 2, ..LocalConfig::default() }, Arc::new(NoUdfs));
+    let (layer, key) = arr::finalize(&arr::solve(&cpu, &gz, &four).expect("solve"));
+    let e = rt.compute(graph(&[layer]), &[key], &CancelToken::new()).expect_err("singular");
+    assert!(e.to_string().contains("singular"), "{e}");
+}

@@ -17,6 +17,7 @@ use crate::array::error::ArrayError;
 use crate::array::error::fmt_shape;
 use crate::array::op::ArrayOp;
 use crate::array::reduce::Reduction;
+use crate::array::shape::AxisSlice;
 use crate::graph::layer::{Layer, LayerRef};
 use crate::graph::token::Tokenizer;
 use crate::key::Key;
@@ -59,38 +60,74 @@ pub fn qr(ctx: &Ctx, x: &Array) -> Result<(Array, Array), ArrayError> {
     let tok = t.finish();
     let blocks: Arc<str> = Arc::from(format!("qr-block-{tok}"));
     let stage2: Arc<str> = Arc::from(format!("qr-stack-{tok}"));
+    let q2: Arc<str> = Arc::from(format!("qr-q2-{tok}"));
     let q_name: Arc<str> = Arc::from(format!("qr-q-{tok}"));
     let r_name: Arc<str> = Arc::from(format!("qr-r-{tok}"));
-    let nb = x.chunks[0].len();
-    let mut tasks = Vec::new();
-    for i in 0..nb {
-        tasks.push(array_task(
-            ctx,
-            block(&blocks, &[i]),
-            ArrayOp::Qr,
-            vec![Arg::Dep(0)],
-            vec![x.block_key(&[i, 0])],
-        ));
+    let rows = &x.chunks[0];
+    // A block less than twice as tall as wide goes to stage two whole (its
+    // Q is the identity): factoring it first would cost as much as stage
+    // two saves. Stage two stacks each block's contribution at `offsets`.
+    let factored: Vec<bool> = rows.iter().map(|&r| r >= 2 * n).collect();
+    let mut offsets = Vec::with_capacity(rows.len());
+    let mut stacked = 0;
+    for (&r, &f) in rows.iter().zip(&factored) {
+        offsets.push(stacked);
+        stacked += if f { n } else { r };
     }
-    let parts: Vec<Key> = (0..nb).map(|i| block(&blocks, &[i])).collect();
+    let mut tasks = Vec::new();
+    let mut parts = Vec::with_capacity(rows.len());
+    for (i, &f) in factored.iter().enumerate() {
+        if f {
+            tasks.push(array_task(
+                ctx,
+                block(&blocks, &[i]),
+                ArrayOp::Qr,
+                vec![Arg::Dep(0)],
+                vec![x.block_key(&[i, 0])],
+            ));
+            parts.push(block(&blocks, &[i]));
+        } else {
+            parts.push(x.block_key(&[i, 0]));
+        }
+    }
     tasks.push(array_task(
         ctx,
         block(&stage2, &[]),
         ArrayOp::QrStack,
-        (0..nb).map(|i| Arg::Dep(i as u32)).collect(),
+        (0..parts.len()).map(|i| Arg::Dep(i as u32)).collect(),
         parts.clone(),
     ));
+    tasks.push(array_task(
+        ctx,
+        block(&q2, &[]),
+        ArrayOp::QrFormQ,
+        vec![Arg::Dep(0)],
+        vec![block(&stage2, &[])],
+    ));
     let inner = Layer::new(format!("qr-{tok}"), tasks, vec![x.layer.clone()]);
-    // Q: each row block times its slice of stage two's Q.
-    let q_tasks = (0..nb)
+    // Q: each row block's Q times its rows of stage two's Q (just those
+    // rows for a block that went to stage two whole).
+    let q_tasks = (0..rows.len())
         .map(|i| {
-            array_task(
-                ctx,
-                block(&q_name, &[i, 0]),
-                ArrayOp::QrQ { offset: i * n, rows: n },
-                vec![Arg::Dep(0), Arg::Dep(1)],
-                vec![parts[i].clone(), block(&stage2, &[])],
-            )
+            let key = block(&q_name, &[i, 0]);
+            if factored[i] {
+                array_task(
+                    ctx,
+                    key,
+                    ArrayOp::QrQ { offset: offsets[i], rows: n },
+                    vec![Arg::Dep(0), Arg::Dep(1)],
+                    vec![parts[i].clone(), block(&q2, &[])],
+                )
+            } else {
+                let span = |start, stop| (AxisSlice { start, stop, step: 1 }, false);
+                array_task(
+                    ctx,
+                    key,
+                    ArrayOp::Slice(vec![span(offsets[i], offsets[i] + rows[i]), span(0, n)]),
+                    vec![Arg::Dep(0)],
+                    vec![block(&q2, &[])],
+                )
+            }
         })
         .collect();
     let q =
@@ -178,6 +215,7 @@ pub fn svd_compressed(
         Dist::Normal { mean: 0.0, std: 1.0 },
         DType::F64,
     )?;
+    let omega = place_like(ctx, &omega, x)?;
     let mut y = matmul(ctx, x, &omega)?;
     let xt = super::matmul::transpose(ctx, x, None)?;
     for _ in 0..n_power_iter {
@@ -192,6 +230,27 @@ pub fn svd_compressed(
     let keep = |a: &Array, idx: &[super::slicing::Index]| super::slicing::slice(ctx, a, idx);
     let r = super::slicing::Index::Range { start: Some(0), stop: Some(k as i64), step: 1 };
     Ok((keep(&u, &[super::slicing::Index::Full, r])?, keep(&s, &[r])?, keep(&vt, &[r])?))
+}
+
+/// `omega` (blocks along axis 0 matching `x`'s along axis 1) moved to
+/// where `x`'s blocks are, host or GPU: the test matrix follows the array.
+fn place_like(ctx: &Ctx, omega: &Array, x: &Array) -> Result<Array, ArrayError> {
+    let mut t = Tokenizer::new();
+    t.str("place-like").str(&omega.name).str(&x.name);
+    let name = t.name("place-like");
+    let key: Arc<str> = Arc::from(name.as_str());
+    let tasks = (0..omega.chunks[0].len())
+        .map(|i| {
+            array_task(
+                ctx,
+                block(&key, &[i, 0]),
+                ArrayOp::PlaceLike,
+                vec![Arg::Dep(0), Arg::Dep(1)],
+                vec![omega.block_key(&[i, 0]), x.block_key(&[0, i])],
+            )
+        })
+        .collect();
+    Ok(finish(name, tasks, vec![omega.layer.clone(), x.layer.clone()], omega.chunks.to_vec(), omega.dtype))
 }
 
 /// Both operands in single blocks (small systems are solved in one task).

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# G1–G4 on a GPU machine: brisk beside Dask + CuPy and plain CuPy, in one
+# run (the figures are only compared side by side). Run on the lent device:
+#   BRISK_BIN=path/to/brisk bash bench/gpu/run.sh OUTDIR
+# It needs the Dask wheels and the anchor script in gpu-run/ (git-ignored):
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#     --implementation cp --platform manylinux2014_x86_64 -d gpu-run/wheels \
+#     dask==2026.8.0 partd==1.4.2 locket==1.0.0
+#   cp ../shared/bench/gpu/dask_cupy_bench.py gpu-run/
+# First use is measured apart: the first brisk process starts with an empty
+# kernel cache (its warm-up compiles), the second finds the cache on disk.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out="${1:?usage: bench/gpu/run.sh OUTDIR}"
+mkdir -p "$out"
+bin="${BRISK_BIN:-target/release/brisk}"
+py="${BRISK_GPU_PYTHON:-/opt/torch/.venv/bin/python}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
+BRISK_KERNEL_CACHE="$(mktemp -d)"
+export BRISK_KERNEL_CACHE
+"$bin" run bench/gpu/g1234.rhai | tee "$out/brisk-cold.jsonl"
+"$bin" run bench/gpu/g1234.rhai | tee "$out/brisk-cached.jsonl"
+rm -rf "$BRISK_KERNEL_CACHE"
+if [ -d gpu-run/wheels ]; then
+    "$py" -m pip install -q --no-index --no-deps --no-compile --target /tmp/brisk-dask gpu-run/wheels/*.whl
+    PYTHONPATH=/tmp/brisk-dask PYTHONUNBUFFERED=1 "$py" gpu-run/dask_cupy_bench.py \
+        --out "$out/dask.jsonl" --only "${BENCH_ONLY:-check,phys,cupy,dask}" >/dev/null
+else
+    echo "no gpu-run/wheels: the Dask + CuPy side is skipped" >&2
+fi
+"$py" - "$out" <<'PY'
+import json, statistics, sys, pathlib
+out = pathlib.Path(sys.argv[1])
+rows = {}
+def load(name):
+    p = out / name
+    return [json.loads(l) for l in p.read_text().splitlines() if l.startswith("{")] if p.exists() else []
+for tag, name in (("cold", "brisk-cold.jsonl"), ("cached", "brisk-cached.jsonl")):
+    for r in load(name):
+        g = r["bench"].split("_")[1]
+        d = rows.setdefault(g, {})
+        if r["run"] == "warmup":
+            d[f"first_{tag}"] = r["seconds"]
+        elif tag == "cold":
+            d.setdefault("brisk", []).append(r["seconds"])
+for r in load("dask.jsonl"):
+    b, m = r.get("bench", ""), r.get("median_s")
+    for g, dask, cupy in (("G1", "dask_G1_svd", "cupy_G1_svd_s_incl_rng"), ("G2", "dask_G2_svd", "cupy_G2_qr_svd_incl_rng"),
+                          ("G3", "dask_G3_f32", "cupy_G3_f32_incl_rng"), ("G4", "dask_G4", "cupy_G4_incl_rng")):
+        if b == dask: rows.setdefault(g, {})["dask"] = m
+        if b == cupy: rows.setdefault(g, {})["cupy"] = m
+print("| test | brisk | Dask + CuPy | plain CuPy | brisk ÷ CuPy | brisk ÷ Dask | first use (no cache / cached) |")
+print("|---|---|---|---|---|---|---|")
+for g in sorted(rows):
+    d = rows[g]
+    b = statistics.median(d["brisk"]) if d.get("brisk") else None
+    f = lambda v: f"{v:.3f} s" if v else "–"
+    ratio = lambda a, c: f"{a / c:.2f}" if a and c else "–"
+    print(f"| {g} | {f(b)} | {f(d.get('dask'))} | {f(d.get('cupy'))} | {ratio(b, d.get('cupy'))} | {ratio(b, d.get('dask'))} | {f(d.get('first_cold'))} / {f(d.get('first_cached'))} |")
+PY
