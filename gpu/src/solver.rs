@@ -32,6 +32,8 @@ pub trait Lapack: Real {
         lda: Int,
         lw: *mut Int,
     ) -> sys::cusolverStatus_t;
+    /// # Safety
+    /// cuSOLVER's (or cuBLAS') contract for the call.
     #[allow(clippy::too_many_arguments)]
     unsafe fn geqrf(
         h: sys::cusolverDnHandle_t,
@@ -44,6 +46,8 @@ pub trait Lapack: Real {
         lw: Int,
         info: *mut Int,
     ) -> sys::cusolverStatus_t;
+    /// # Safety
+    /// cuSOLVER's (or cuBLAS') contract for the call.
     #[allow(clippy::too_many_arguments)]
     unsafe fn orgqr_ws(
         h: sys::cusolverDnHandle_t,
@@ -55,6 +59,8 @@ pub trait Lapack: Real {
         tau: *const Self,
         lw: *mut Int,
     ) -> sys::cusolverStatus_t;
+    /// # Safety
+    /// cuSOLVER's (or cuBLAS') contract for the call.
     #[allow(clippy::too_many_arguments)]
     unsafe fn orgqr(
         h: sys::cusolverDnHandle_t,
@@ -68,6 +74,8 @@ pub trait Lapack: Real {
         lw: Int,
         info: *mut Int,
     ) -> sys::cusolverStatus_t;
+    /// # Safety
+    /// cuSOLVER's (or cuBLAS') contract for the call.
     #[allow(clippy::too_many_arguments)]
     unsafe fn ormqr_ws(
         h: sys::cusolverDnHandle_t,
@@ -83,6 +91,8 @@ pub trait Lapack: Real {
         ldc: Int,
         lw: *mut Int,
     ) -> sys::cusolverStatus_t;
+    /// # Safety
+    /// cuSOLVER's (or cuBLAS') contract for the call.
     #[allow(clippy::too_many_arguments)]
     unsafe fn ormqr(
         h: sys::cusolverDnHandle_t,
@@ -100,7 +110,11 @@ pub trait Lapack: Real {
         lw: Int,
         info: *mut Int,
     ) -> sys::cusolverStatus_t;
+    /// # Safety
+    /// cuSOLVER's (or cuBLAS') contract for the call.
     unsafe fn gesvd_ws(h: sys::cusolverDnHandle_t, m: Int, n: Int, lw: *mut Int) -> sys::cusolverStatus_t;
+    /// # Safety
+    /// cuSOLVER's (or cuBLAS') contract for the call.
     #[allow(clippy::too_many_arguments)]
     unsafe fn gesvd(
         h: sys::cusolverDnHandle_t,
@@ -120,6 +134,8 @@ pub trait Lapack: Real {
         rw: *mut Self,
         info: *mut Int,
     ) -> sys::cusolverStatus_t;
+    /// # Safety
+    /// cuSOLVER's (or cuBLAS') contract for the call.
     unsafe fn getrf_ws(
         h: sys::cusolverDnHandle_t,
         m: Int,
@@ -128,6 +144,8 @@ pub trait Lapack: Real {
         lda: Int,
         lw: *mut Int,
     ) -> sys::cusolverStatus_t;
+    /// # Safety
+    /// cuSOLVER's (or cuBLAS') contract for the call.
     #[allow(clippy::too_many_arguments)]
     unsafe fn getrf(
         h: sys::cusolverDnHandle_t,
@@ -139,6 +157,8 @@ pub trait Lapack: Real {
         piv: *mut Int,
         info: *mut Int,
     ) -> sys::cusolverStatus_t;
+    /// # Safety
+    /// cuSOLVER's (or cuBLAS') contract for the call.
     #[allow(clippy::too_many_arguments)]
     unsafe fn getrs(
         h: sys::cusolverDnHandle_t,
@@ -152,6 +172,8 @@ pub trait Lapack: Real {
         ldb: Int,
         info: *mut Int,
     ) -> sys::cusolverStatus_t;
+    /// # Safety
+    /// cuSOLVER's (or cuBLAS') contract for the call.
     #[allow(clippy::too_many_arguments)]
     unsafe fn trsm(
         h: cudarc::cublas::sys::cublasHandle_t,

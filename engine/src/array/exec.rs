@@ -231,6 +231,11 @@ pub fn execute_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
             Value::array(super::linalg::matmul_sum(std::slice::from_ref(q), &[piece])?)
         }
         ArrayOp::Svd => Value::list(super::linalg::svd(&one(args)?)?.into_iter().map(Value::array).collect()),
+        ArrayOp::SvdVals => Value::list(vec![
+            Value::Unit,
+            Value::array(super::linalg::singular_values(&one(args)?)?),
+            Value::Unit,
+        ]),
         ArrayOp::Solve => {
             arity(op, args, 2)?;
             Value::array(super::linalg::solve(chunk_arg(&args[0])?, chunk_arg(&args[1])?)?)

@@ -235,6 +235,16 @@ pub fn svd(c: &Chunk) -> Result<Vec<Chunk>, ArrayError> {
     Ok(vec![from_mat(f.U(), t), vector((0..s.nrows()).map(|i| s[i]), t), from_mat(f.V().transpose(), t)])
 }
 
+/// The singular values of one block, largest first (as `svd`'s second
+/// factor).
+pub fn singular_values(c: &Chunk) -> Result<Chunk, ArrayError> {
+    let t = float_of(c);
+    let s = to_mat(c)?
+        .singular_values()
+        .map_err(|e| ArrayError::Value(format!("the SVD did not converge ({e:?})")))?;
+    Ok(vector(s.into_iter(), t))
+}
+
 /// Solve `a x = b` for a square `a` (LU with partial pivoting).
 pub fn solve(a: &Chunk, b: &Chunk) -> Result<Chunk, ArrayError> {
     use faer::linalg::solvers::Solve;

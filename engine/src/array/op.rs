@@ -102,6 +102,9 @@ pub enum ArrayOp {
     },
     /// Thin SVD of a block: `[U, S, Vt]`.
     Svd,
+    /// An `Svd` whose factors no task reads (`graph::narrow`): the singular
+    /// values alone, as `[(), S, ()]`, which costs far less than the factors.
+    SvdVals,
     /// `solve(a, b)` on whole blocks.
     Solve,
     /// Back substitution with an upper-triangular block.
@@ -160,6 +163,17 @@ pub enum ArrayOp {
 }
 
 impl ArrayOp {
+    /// This op computing only the items `used` of its list result, when it
+    /// has a cheaper form for them (`graph::narrow` asks).
+    pub fn narrow(&self, used: &std::collections::BTreeSet<usize>) -> Option<ArrayOp> {
+        match self {
+            ArrayOp::Svd if used.iter().all(|&k| k == 1) => Some(ArrayOp::SvdVals),
+            _ => None,
+        }
+    }
+}
+
+impl ArrayOp {
     /// The file or store this task reads, if any.
     pub fn file_read(&self) -> Option<&str> {
         match self {
@@ -197,6 +211,7 @@ impl ArrayOp {
             ArrayOp::PlaceLike => "place-like".into(),
             ArrayOp::QrQ { .. } => "qr-q".into(),
             ArrayOp::Svd => "svd".into(),
+            ArrayOp::SvdVals => "svd-values".into(),
             ArrayOp::Solve => "solve".into(),
             ArrayOp::SolveUpper => "solve-triangular".into(),
             ArrayOp::AddAll => "sum-partial-products".into(),

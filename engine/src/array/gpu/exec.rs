@@ -285,6 +285,10 @@ fn native(op: &ArrayOp, args: &[Value]) -> Result<Option<Value>, ArrayError> {
             Some(p) => list(p),
             None => return Ok(None),
         },
+        ArrayOp::SvdVals => match super::linalg::singular_values(one()?)? {
+            Some(s) => Value::list(vec![Value::Unit, gpu_value(s), Value::Unit]),
+            None => return Ok(None),
+        },
         ArrayOp::Solve | ArrayOp::SolveUpper => {
             let [a, b] = args else {
                 return Err(ArrayError::Value(format!("{} takes 2 arguments", op.name())));

@@ -142,9 +142,12 @@ impl Node {
     }
 }
 
+/// Terms joined: their nodes (renumbered), the shape, leaves and scalars.
+type Joined = (Vec<Node>, Vec<usize>, Vec<GpuChunk>, Vec<Scalar>);
+
 /// Join terms into one shape: their nodes (renumbered), leaves (broadcast)
 /// and scalars.
-fn join(terms: Vec<Term>) -> Result<(Vec<Node>, Vec<usize>, Vec<GpuChunk>, Vec<Scalar>), ArrayError> {
+fn join(terms: Vec<Term>) -> Result<Joined, ArrayError> {
     let mut shape: Vec<usize> = Vec::new();
     for t in &terms {
         shape = broadcast_shapes(&shape, t.shape())?;
@@ -546,9 +549,9 @@ pub fn lead_dims(shape: &[usize]) -> (String, Vec<KArg>) {
     let nd = shape.len();
     let mut p = String::new();
     let mut a = Vec::new();
-    for d in 0..nd.saturating_sub(1) {
+    for (d, &n) in shape.iter().enumerate().take(nd.saturating_sub(1)) {
         let _ = write!(p, ", u64 d{d}");
-        a.push(KArg::U64(shape[d] as u64));
+        a.push(KArg::U64(n as u64));
     }
     (p, a)
 }

@@ -166,7 +166,7 @@ fn upper_triangle(h: &GpuChunk, m: usize, n: usize) -> Result<GpuChunk, ArrayErr
 }
 
 fn factorable(x: &GpuChunk) -> bool {
-    x.ndim() == 2 && x.len() > 0 && matches!(float_of(x), DType::F32 | DType::F64)
+    x.ndim() == 2 && !x.is_empty() && matches!(float_of(x), DType::F32 | DType::F64)
 }
 
 /// Householder QR of a tall block (`m ≥ n`), kept in factored form:
@@ -271,6 +271,25 @@ pub fn svd(x: &GpuChunk) -> Result<Option<Vec<GpuChunk>>, ArrayError> {
         // column-major V'ᵀ buffer; X's Vᵀ likewise is U' read C-ordered.
         vec![vt, s, u]
     }))
+}
+
+/// The singular values of a block alone (gesvd without vectors).
+pub fn singular_values(x: &GpuChunk) -> Result<Option<GpuChunk>, ArrayError> {
+    if !factorable(x) {
+        return Ok(None);
+    }
+    let (m, n) = (x.shape()[0], x.shape()[1]);
+    let t = float_of(x);
+    let device = x.device().clone();
+    // A wide block has the singular values of its transpose, which its
+    // C-ordered copy is, column-major.
+    let (a, rows, cols) = if m >= n { (col_major(x, t)?, m, n) } else { (fresh(x, t)?, n, m) };
+    let s = GpuChunk::alloc(&device, t, &[cols])?;
+    match t {
+        DType::F32 => device.gesvd::<f32>(rows, cols, a.buffer(), s.buffer(), None)?,
+        _ => device.gesvd::<f64>(rows, cols, a.buffer(), s.buffer(), None)?,
+    }
+    Ok(Some(s))
 }
 
 /// `solve(a, b)` by LU with partial pivoting (getrf/getrs).

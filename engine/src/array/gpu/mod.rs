@@ -311,9 +311,9 @@ pub fn concat_grid(blocks: &[GpuChunk], numblocks: &[usize]) -> Result<GpuChunk,
     // Each axis' block lengths, read along that axis from the grid's origin.
     let mut offsets: Vec<Vec<usize>> = Vec::with_capacity(nd);
     let mut shape = Vec::with_capacity(nd);
-    for d in 0..nd {
+    for (d, &nb) in numblocks.iter().enumerate() {
         let mut acc = 0;
-        let mut offs = Vec::with_capacity(numblocks[d]);
+        let mut offs = Vec::with_capacity(nb);
         for (b, idx) in blocks.iter().zip(&grid) {
             if idx.iter().enumerate().all(|(e, &i)| e == d || i == 0) {
                 offs.push(acc);

@@ -116,8 +116,7 @@ fn fold_run(x: &GpuChunk, lo: usize, hi: usize, fold: Fold, acc: DType) -> Resul
 __device__ __forceinline__ {ty} comb({ty} a, {ty} b) {{ return {combine}; }}
 "#
     );
-    let launch;
-    if inner {
+    let launch = if inner {
         let _ = write!(
             src,
             r#"
@@ -142,7 +141,7 @@ extern "C" __global__ void red(unsigned char* __restrict__ out_raw, const {xs}* 
 }}
 "#
         );
-        launch = Launch { grid: (splits as u32, a.min(65535) as u32, 1), block: (256, 1, 1), shared: 0 };
+        Launch { grid: (splits as u32, a.min(65535) as u32, 1), block: (256, 1, 1), shared: 0 }
     } else {
         let _ = write!(
             src,
@@ -164,9 +163,8 @@ extern "C" __global__ void red(unsigned char* __restrict__ out_raw, const {xs}* 
 "#
         );
         let gx = b.div_ceil(256).min(65535);
-        launch =
-            Launch { grid: (gx as u32, splits as u32, a.min(65535) as u32), block: (256, 1, 1), shared: 0 };
-    }
+        Launch { grid: (gx as u32, splits as u32, a.min(65535) as u32), block: (256, 1, 1), shared: 0 }
+    };
     let kern = device.kernel(&src, "red")?;
     let mut args = vec![
         KArg::U64(out.ptr()),

@@ -282,7 +282,7 @@ fn matrix_products_match_the_cpu() {
             assert!((p - q).abs() <= tol_scale * (1.0 + q.abs()), "{t} matmul: {p} vs {q}");
         }
         let gram = linalg::gram_sum(&[up(&a)]).expect("gram").expect("native").to_host().expect("down");
-        let cg = crate::array::linalg::gram_sum(&[a.clone()]).expect("cpu gram");
+        let cg = crate::array::linalg::gram_sum(std::slice::from_ref(&a)).expect("cpu gram");
         for (p, q) in gram.cast::<f64>().iter().zip(cg.cast::<f64>().iter()) {
             assert!((p - q).abs() <= tol_scale * (1.0 + q.abs()), "{t} gram: {p} vs {q}");
         }
@@ -481,6 +481,16 @@ fn factorizations_match_the_cpu() {
         let us = arr::binary(&cpu, BinOp::Mul, &Lazy::Array(u), &Lazy::Array(s)).expect("u·s");
         assert!(rel_diff(&run(&mm(&us, &vt)), &host_x) < tol * 10.0, "U·S·Vᵀ = x: {what}");
     }
+    // Under the GPU backend TSQR factors the stacked blocks at once.
+    let gctx = Ctx { gpu: true, ..Ctx::default() };
+    let x =
+        arr::random(&cpu, &[900, 30], &spec(&[300, 30]), 12, crate::array::create::Dist::Uniform, DType::F64)
+            .expect("x");
+    let (q, r) = arr::qr(&gctx, &arr::to_gpu(&cpu, &x).expect("to_gpu")).expect("qr");
+    assert!(rel_diff(&run(&mm(&q, &r)), &run(&x)) < 1e-11, "whole TSQR: Q·R = x");
+    assert!(rel_diff(&run(&mm(&t(&q), &q)), &crate::array::create::eye(30, 30, 0, DType::F64)) < 1e-10);
+    let (_, s, _) = arr::svd(&gctx, &arr::to_gpu(&cpu, &x).expect("to_gpu")).expect("svd");
+    assert!(rel_diff(&run(&s), &run(&arr::svd(&cpu, &x).expect("cpu svd").1)) < 1e-11, "values alone");
     // The randomized SVD: its test matrix follows the array to the GPU.
     let x =
         arr::random(&cpu, &[800, 120], &spec(&[200, 60]), 3, crate::array::create::Dist::Uniform, DType::F64)

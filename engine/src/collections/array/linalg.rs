@@ -34,6 +34,9 @@ fn single(name: &Arc<str>, layer: LayerRef, shape: &[usize], dtype: DType) -> Ar
     }
 }
 
+/// The largest array whose TSQR skips stage one under the GPU backend.
+const WHOLE_ON_GPU: usize = 4 << 30;
+
 /// `qr(x)` → `(q, r)` for a tall-and-skinny 2-d array: one block along
 /// axis 1, each row block at least as tall as the array is wide.
 pub fn qr(ctx: &Ctx, x: &Array) -> Result<(Array, Array), ArrayError> {
@@ -66,8 +69,13 @@ pub fn qr(ctx: &Ctx, x: &Array) -> Result<(Array, Array), ArrayError> {
     let rows = &x.chunks[0];
     // A block less than twice as tall as wide goes to stage two whole (its
     // Q is the identity): factoring it first would cost as much as stage
-    // two saves. Stage two stacks each block's contribution at `offsets`.
-    let factored: Vec<bool> = rows.iter().map(|&r| r >= 2 * n).collect();
+    // two saves. Under the GPU backend every block does while the array is
+    // small next to a GPU's memory: one device factors the stacked blocks
+    // at once far faster than block by block, each of whose QRs is a long
+    // chain of small kernels (as CuPy factors the whole array). Stage two
+    // stacks each block's contribution at `offsets`.
+    let whole = ctx.gpu && x.nbytes() <= WHOLE_ON_GPU;
+    let factored: Vec<bool> = rows.iter().map(|&r| r >= 2 * n && !whole).collect();
     let mut offsets = Vec::with_capacity(rows.len());
     let mut stacked = 0;
     for (&r, &f) in rows.iter().zip(&factored) {
