@@ -388,6 +388,7 @@ print("exact");
 /// no worker process and no file of theirs is left.
 #[test]
 fn a_chaos_soak_of_random_worker_deaths_gives_exact_sums_and_leaves_nothing() {
+    let _alone = support::alone();
     let mut c = TestCluster::start_with(0, None, &["--allowed-failures", "10"]);
     let dir = std::env::temp_dir().join(format!("brisk-test-chaos-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("local directory");

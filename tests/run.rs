@@ -342,7 +342,7 @@ fn bad_input_is_refused_clearly() {
         ("config(#{schedular: \"sync\"})", "unknown option \"schedular\""),
         ("config(#{num_workers: 0})", "num_workers must be between 1 and 1024, got 0"),
         ("config(#{scheduler: \"bogus\"})", "unknown scheduler \"bogus\""),
-        ("config(#{\"array.backend\": \"gpu\"})", "no GPU was found"),
+        ("config(#{\"array.backend\": \"gpu\"})", "needs a GPU: no GPU: "),
         ("annotate(#{retry: 1}, || 1)", "annotate: unknown option \"retry\""),
         ("annotate(#{resources: #{GPU: 1}}, || delayed(|x| x).call(1)).compute()", "needs resource GPU=1"),
         (

@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use brisk_distributed::{RemoteClient, Security, TlsFiles};
@@ -25,6 +26,26 @@ pub fn brisk() -> Command {
     Command::new(env!("CARGO_BIN_EXE_brisk"))
 }
 
+/// Fixtures share the machine (read); a test whose timing is its subject
+/// takes it alone (write, `alone`): the chaos soak's kill schedule assumes
+/// its workers get the CPU, which two other clusters on 2 cores starve.
+static MACHINE: RwLock<()> = RwLock::new(());
+
+thread_local! {
+    static ALONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run the rest of this test with no other fixture's processes beside it.
+pub fn alone() -> RwLockWriteGuard<'static, ()> {
+    let g = MACHINE.write().unwrap_or_else(|e| e.into_inner());
+    ALONE.with(|a| a.set(true));
+    g
+}
+
+fn share() -> Option<RwLockReadGuard<'static, ()>> {
+    (!ALONE.with(|a| a.get())).then(|| MACHINE.read().unwrap_or_else(|e| e.into_inner()))
+}
+
 pub struct TestCluster {
     pub address: String,
     pub token: Option<String>,
@@ -37,6 +58,8 @@ pub struct TestCluster {
     scheduler_args: Vec<String>,
     pub workers: Vec<Child>,
     client: Option<RemoteClient>,
+    /// Held until the fixture's processes are gone (fields drop last).
+    _share: Option<RwLockReadGuard<'static, ()>>,
 }
 
 impl TestCluster {
@@ -57,6 +80,7 @@ impl TestCluster {
         tls: Option<&TlsFiles>,
         scheduler_args: &[&str],
     ) -> TestCluster {
+        let share = share();
         let scheduler_args: Vec<String> = scheduler_args.iter().map(|a| a.to_string()).collect();
         let (scheduler, address, http) = spawn_scheduler(token, tls, &scheduler_args);
         let files = tls.cloned().unwrap_or_default();
@@ -71,6 +95,7 @@ impl TestCluster {
             scheduler_args,
             workers: Vec::new(),
             client: Some(client),
+            _share: share,
         };
         for _ in 0..n {
             c.add_worker(&[]);

@@ -110,7 +110,7 @@ fn fits(what: &str, shape: &[usize], dtype: super::dtype::DType) -> Result<(), A
 /// them there), else here.
 pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
     if super::gpu::exec::wants_gpu(op, args) {
-        return super::gpu::exec::execute(op, args);
+        return super::gpu::exec::execute(op, args, &execute_host);
     }
     execute_host(op, args)
 }

@@ -185,6 +185,31 @@ pub fn reshape(c: &Chunk, shape: &[usize]) -> Result<Chunk, ArrayError> {
     crate::each_chunk!(c, a => go(a, shape))
 }
 
+/// Every index of a grid, in C order.
+pub fn grid(numblocks: &[usize]) -> Vec<Vec<usize>> {
+    let total: usize = numblocks.iter().product();
+    let mut out = Vec::with_capacity(total);
+    if total == 0 {
+        return out;
+    }
+    let mut idx = vec![0; numblocks.len()];
+    loop {
+        out.push(idx.clone());
+        let mut d = numblocks.len();
+        loop {
+            if d == 0 {
+                return out;
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < numblocks[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

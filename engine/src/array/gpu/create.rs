@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use brisk_gpu::{Device, KArg, Launch};
 
-use super::GpuChunk;
+use super::chunk::GpuChunk;
 use super::expr::{Expr, PRELUDE, ctype, materialize};
 use crate::array::create::Dist;
 use crate::array::dtype::{DType, Scalar};

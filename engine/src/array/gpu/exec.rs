@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use super::GpuChunk;
+use super::chunk::GpuChunk;
 use super::expr::{Expr, Term, materialize};
 use crate::array::chunk::Chunk;
 use crate::array::dtype::Scalar;
@@ -138,18 +138,23 @@ fn int_pow(x: &Term, y: &Term) -> bool {
 }
 
 /// Run one array task that involves a GPU.
-pub fn execute(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
+/// The CPU kernels (`array::exec::execute_host`), passed in: the host path
+/// calls this module, so this module takes it as an argument instead of
+/// importing it back.
+pub type Host<'a> = &'a dyn Fn(&ArrayOp, &[Value]) -> Result<Value, ArrayError>;
+
+pub fn execute(op: &ArrayOp, args: &[Value], host: Host<'_>) -> Result<Value, ArrayError> {
     if let Some(e) = elementwise(op, args) {
         return Ok(gpu_value(materialize(&e?)?));
     }
-    if let Some(v) = native(op, args)? {
+    if let Some(v) = native(op, args, host)? {
         return Ok(v);
     }
-    on_host(op, args)
+    on_host(op, args, host)
 }
 
 /// The ops with device kernels; `None` sends the task to the host.
-fn native(op: &ArrayOp, args: &[Value]) -> Result<Option<Value>, ArrayError> {
+fn native(op: &ArrayOp, args: &[Value], host: Host<'_>) -> Result<Option<Value>, ArrayError> {
     let one = || -> Result<&GpuChunk, ArrayError> {
         match args {
             [v] => gpu_arg(v),
@@ -158,7 +163,7 @@ fn native(op: &ArrayOp, args: &[Value]) -> Result<Option<Value>, ArrayError> {
     };
     Ok(Some(match op {
         ArrayOp::ToGpu => match args {
-            [Value::Array(c)] => gpu_value(GpuChunk::from_host(c, &super::default_device()?)?),
+            [Value::Array(c)] => gpu_value(GpuChunk::from_host(c, &super::chunk::default_device()?)?),
             [v @ Value::Gpu(_)] => v.clone(),
             _ => return Err(ArrayError::Value("to_gpu takes one array block".into())),
         },
@@ -168,7 +173,7 @@ fn native(op: &ArrayOp, args: &[Value]) -> Result<Option<Value>, ArrayError> {
             _ => return Err(ArrayError::Value("to_cpu takes one array block".into())),
         },
         ArrayOp::OnGpu(inner) => {
-            let device = super::default_device()?;
+            let device = super::chunk::default_device()?;
             match inner.as_ref() {
                 ArrayOp::Random { seed, shape, dist, dtype } => {
                     gpu_value(super::create::random(&device, *seed, shape, *dist, *dtype)?)
@@ -178,7 +183,7 @@ fn native(op: &ArrayOp, args: &[Value]) -> Result<Option<Value>, ArrayError> {
                 }
                 // Small or read from files: made on the host, then moved.
                 other => {
-                    let v = crate::array::exec::execute(other, args)?;
+                    let v = host(other, args)?;
                     upload(v, &device)?
                 }
             }
@@ -250,7 +255,7 @@ fn native(op: &ArrayOp, args: &[Value]) -> Result<Option<Value>, ArrayError> {
                     other => gpu_arg(other).cloned(),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let stacked = super::concat_grid(&rs, &[rs.len(), 1])?;
+            let stacked = super::layout::concat_grid(&rs, &[rs.len(), 1])?;
             match super::linalg::qr_factor(&stacked)? {
                 Some(p) => list(p),
                 None => return Ok(None),
@@ -307,7 +312,7 @@ fn native(op: &ArrayOp, args: &[Value]) -> Result<Option<Value>, ArrayError> {
         // The last step of `compute`: the result comes to the host.
         ArrayOp::Concat { numblocks } => {
             let blocks = args.iter().map(|v| gpu_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
-            Value::array(super::concat_grid(&blocks, numblocks)?.to_host()?)
+            Value::array(super::layout::concat_grid(&blocks, numblocks)?.to_host()?)
         }
         ArrayOp::Rechunk { pieces, numblocks } => {
             if pieces.len() != args.len() {
@@ -322,7 +327,7 @@ fn native(op: &ArrayOp, args: &[Value]) -> Result<Option<Value>, ArrayError> {
                 let r: Vec<_> = ranges.iter().map(|&x| (x, false)).collect();
                 blocks.push(gpu_arg(v)?.slice(&r)?);
             }
-            gpu_value(super::concat_grid(&blocks, numblocks)?)
+            gpu_value(super::layout::concat_grid(&blocks, numblocks)?)
         }
         ArrayOp::AddAll => {
             let mut it = args.iter();
@@ -371,7 +376,7 @@ fn upload(v: Value, device: &Arc<brisk_gpu::Device>) -> Result<Value, ArrayError
 }
 
 /// The CPU kernel on host copies, its blocks moved back to the device.
-fn on_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
+fn on_host(op: &ArrayOp, args: &[Value], host: Host<'_>) -> Result<Value, ArrayError> {
     if args.iter().any(has_host_array) && !matches!(op, ArrayOp::OnGpu(_)) {
         return Err(mixed());
     }
@@ -379,9 +384,9 @@ fn on_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
         .iter()
         .find_map(|v| first_gpu(v).map(|g| g.device().clone()))
         .map(Ok)
-        .unwrap_or_else(super::default_device)?;
-    let host = args.iter().map(download).collect::<Result<Vec<_>, _>>()?;
-    let r = crate::array::exec::execute_host(op, &host)?;
+        .unwrap_or_else(super::chunk::default_device)?;
+    let down = args.iter().map(download).collect::<Result<Vec<_>, _>>()?;
+    let r = host(op, &down)?;
     // Writers and scalars stay as they are.
     upload(r, &device)
 }
@@ -505,5 +510,5 @@ fn lazy_step(op: &ArrayOp, args: &[Arg], ins: &[Slot]) -> Option<Result<Expr, Ar
 
 /// A host block on the first GPU (for tests and `to_gpu` of results).
 pub fn to_device(c: &Chunk) -> Result<GpuChunk, ArrayError> {
-    GpuChunk::from_host(c, &super::default_device()?)
+    GpuChunk::from_host(c, &super::chunk::default_device()?)
 }

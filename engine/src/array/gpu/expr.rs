@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 use brisk_gpu::{KArg, Launch};
 
-use super::GpuChunk;
+use super::chunk::GpuChunk;
 use crate::array::dtype::{DType, Scalar};
 use crate::array::elementwise::{BinOp, UnOp, broadcast_shapes, result_dtype, unary_dtype};
 use crate::array::error::ArrayError;
@@ -281,7 +281,7 @@ impl Expr {
         match (self.leaves.first(), &self.home) {
             (Some(l), _) => Ok(l.device().clone()),
             (None, Some(d)) => Ok(d.clone()),
-            (None, None) => super::default_device(),
+            (None, None) => super::chunk::default_device(),
         }
     }
 }

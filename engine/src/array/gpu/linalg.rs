@@ -6,7 +6,7 @@
 
 use brisk_gpu::{Mat, Real};
 
-use super::GpuChunk;
+use super::chunk::GpuChunk;
 use super::expr::{Expr, materialize};
 use crate::array::dtype::DType;
 use crate::array::error::{ArrayError, fmt_shape};

@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 use brisk_gpu::{KArg, Launch};
 
-use super::GpuChunk;
+use super::chunk::GpuChunk;
 use super::expr::{Expr, PRELUDE, Term, ctype, materialize, store_type};
 use crate::array::dtype::{DType, Scalar};
 use crate::array::elementwise::BinOp;

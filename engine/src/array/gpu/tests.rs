@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use super::expr::{Expr, Term, materialize};
 use super::*;
+use crate::array::chunk::Chunk;
+use crate::array::dtype::DType;
 use crate::array::dtype::Scalar;
 use crate::array::elementwise::{self, BinOp, Operand, UnOp};
 use crate::array::reduce::{self, BlockPlace, Reduction};
@@ -15,6 +17,7 @@ use crate::graph::layer::materialize as graph;
 use crate::local::{LocalConfig, Runtime};
 use crate::runner::NoUdfs;
 use crate::value::Value;
+use brisk_gpu::Device;
 
 fn device() -> Option<Arc<Device>> {
     match default_device() {
@@ -227,7 +230,7 @@ fn reductions_match_the_cpu() {
                 for red in reds {
                     let place = BlockPlace::default();
                     let cpu = reduce::partial(red, &a, axes, &place).expect("cpu partial");
-                    let gp = super::exec::execute(
+                    let gp = crate::array::exec::execute(
                         &crate::array::op::ArrayOp::Partial {
                             red,
                             axes: axes.to_vec(),
@@ -240,7 +243,7 @@ fn reductions_match_the_cpu() {
                     let cpu_r =
                         reduce::finalize(red, &reduce::merge(red, &cpu, &cpu).expect("m"), axes, false, out)
                             .expect("cpu final");
-                    let gpu_r = super::exec::execute(
+                    let gpu_r = crate::array::exec::execute(
                         &crate::array::op::ArrayOp::Aggregate {
                             red,
                             axes: axes.to_vec(),
@@ -397,7 +400,7 @@ fn graphs_on_gpu_blocks_match_the_cpu() {
 fn mixing_host_and_gpu_blocks_is_refused() {
     let Some(_) = device() else { return };
     let a = sample(&[3], DType::F64, 0);
-    let e = super::exec::execute(
+    let e = crate::array::exec::execute(
         &crate::array::op::ArrayOp::Binary(BinOp::Add),
         &[Value::array(a.clone()), super::exec::gpu_value(up(&a))],
     )
@@ -415,7 +418,7 @@ fn without_a_gpu_every_gpu_call_says_why() {
     let x = arr::full(&cpu, &[4], &spec(&[2]), Scalar::Int(1), DType::I64).expect("x");
     let e = arr::to_gpu(&cpu, &x).expect_err("no GPU");
     assert!(e.to_string().starts_with("no GPU: "), "{e}");
-    let e = super::exec::execute(
+    let e = crate::array::exec::execute(
         &crate::array::op::ArrayOp::OnGpu(Box::new(crate::array::op::ArrayOp::Full {
             shape: vec![2],
             value: Scalar::Int(0),

@@ -7,6 +7,7 @@ use crate::array::dtype::DType;
 use crate::array::error::ArrayError;
 use crate::array::error::fmt_shape;
 use crate::array::op::ArrayOp;
+pub use crate::array::shape::grid;
 use crate::graph::layer::{Layer, LayerRef};
 use crate::graph::task::{Annotations, Task};
 use crate::graph::token::Tokenizer;
@@ -129,31 +130,6 @@ impl crate::collections::Collection for Array {
         let elems = shape.iter().fold(1u64, |a, &d| a.saturating_mul(d as u64));
         let bytes = crate::memory::times(elems, self.dtype.itemsize() as u64);
         Some((bytes, format!("an array of shape {} {}", fmt_shape(&shape), self.dtype)))
-    }
-}
-
-/// Every index of a grid, in C order.
-pub fn grid(numblocks: &[usize]) -> Vec<Vec<usize>> {
-    let total: usize = numblocks.iter().product();
-    let mut out = Vec::with_capacity(total);
-    if total == 0 {
-        return out;
-    }
-    let mut idx = vec![0; numblocks.len()];
-    loop {
-        out.push(idx.clone());
-        let mut d = numblocks.len();
-        loop {
-            if d == 0 {
-                return out;
-            }
-            d -= 1;
-            idx[d] += 1;
-            if idx[d] < numblocks[d] {
-                break;
-            }
-            idx[d] = 0;
-        }
     }
 }
 

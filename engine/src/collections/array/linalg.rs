@@ -58,8 +58,10 @@ pub fn qr(ctx: &Ctx, x: &Array) -> Result<(Array, Array), ArrayError> {
         )));
     }
     let dtype = x.dtype.to_float();
+    let at_once = ctx.gpu && x.nbytes() <= WHOLE_ON_GPU;
     let mut t = Tokenizer::new();
-    t.str("tsqr").str(&x.name);
+    // The two layouts factor differently (signs may differ): other keys.
+    t.str(if at_once { "tsqr-whole" } else { "tsqr" }).str(&x.name);
     let tok = t.finish();
     let blocks: Arc<str> = Arc::from(format!("qr-block-{tok}"));
     let stage2: Arc<str> = Arc::from(format!("qr-stack-{tok}"));
@@ -74,8 +76,7 @@ pub fn qr(ctx: &Ctx, x: &Array) -> Result<(Array, Array), ArrayError> {
     // at once far faster than block by block, each of whose QRs is a long
     // chain of small kernels (as CuPy factors the whole array). Stage two
     // stacks each block's contribution at `offsets`.
-    let whole = ctx.gpu && x.nbytes() <= WHOLE_ON_GPU;
-    let factored: Vec<bool> = rows.iter().map(|&r| r >= 2 * n && !whole).collect();
+    let factored: Vec<bool> = rows.iter().map(|&r| r >= 2 * n && !at_once).collect();
     let mut offsets = Vec::with_capacity(rows.len());
     let mut stacked = 0;
     for (&r, &f) in rows.iter().zip(&factored) {

@@ -1,0 +1,113 @@
+//! GPU chunks rearranged by kernels: into C order, reshaped, joined from a
+//! grid of blocks, and down to the host (also as their wire form).
+
+use super::chunk::{GpuChunk, c_strides, default_device};
+use super::expr;
+use crate::array::chunk::Chunk;
+use crate::array::dtype::DType;
+use crate::array::error::{ArrayError, fmt_shape};
+use crate::array::shape::AxisSlice;
+
+impl GpuChunk {
+    /// The elements on the host (waits for the kernels queued before).
+    pub fn to_host(&self) -> Result<Chunk, ArrayError> {
+        let c = self.contiguous()?;
+        let mut data = vec![0u8; c.nbytes() as usize];
+        c.buf.download_into(&mut data)?;
+        Chunk::from_wire_bytes(c.dtype, &c.shape, &data)
+    }
+
+    /// This chunk, C-ordered in its own memory (itself when it already is).
+    pub fn contiguous(&self) -> Result<GpuChunk, ArrayError> {
+        if self.is_c_contiguous() && self.offset == 0 && self.buf.len() == self.nbytes() as usize {
+            return Ok(self.clone());
+        }
+        expr::materialize(&expr::Expr::leaf(self.clone()))
+    }
+
+    /// The same elements in C order with another shape.
+    pub fn reshape(&self, to: &[usize]) -> Result<GpuChunk, ArrayError> {
+        if to.iter().product::<usize>() != self.len() {
+            return Err(ArrayError::Shape(format!(
+                "cannot reshape array of size {} into shape {}",
+                self.len(),
+                fmt_shape(to)
+            )));
+        }
+        let c = self.contiguous()?;
+        Ok(GpuChunk { shape: to.to_vec(), strides: c_strides(to), ..c })
+    }
+}
+
+/// A GPU chunk travels (to another process, to a spill file) as its host
+/// copy, and arrives on the receiver's first GPU.
+impl serde::Serialize for GpuChunk {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_host().map_err(serde::ser::Error::custom)?.serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for GpuChunk {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<GpuChunk, D::Error> {
+        let c = Chunk::deserialize(d)?;
+        let device = default_device().map_err(serde::de::Error::custom)?;
+        GpuChunk::from_host(&c, &device).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Join a grid of blocks (C order, `numblocks` per axis) into one block on
+/// the first block's device, each block copied into its region.
+pub fn concat_grid(blocks: &[GpuChunk], numblocks: &[usize]) -> Result<GpuChunk, ArrayError> {
+    let Some(first) = blocks.first() else {
+        return Err(ArrayError::Value("no blocks to join".into()));
+    };
+    if numblocks.iter().product::<usize>() != blocks.len() || numblocks.len() != first.ndim() {
+        return Err(ArrayError::Value(format!(
+            "{} blocks do not fill a grid of {numblocks:?}",
+            blocks.len()
+        )));
+    }
+    if blocks.len() == 1 {
+        return Ok(first.clone());
+    }
+    let nd = numblocks.len();
+    let grid = crate::array::shape::grid(numblocks);
+    // Each axis' block lengths, read along that axis from the grid's origin.
+    let mut offsets: Vec<Vec<usize>> = Vec::with_capacity(nd);
+    let mut shape = Vec::with_capacity(nd);
+    for (d, &nb) in numblocks.iter().enumerate() {
+        let mut acc = 0;
+        let mut offs = Vec::with_capacity(nb);
+        for (b, idx) in blocks.iter().zip(&grid) {
+            if idx.iter().enumerate().all(|(e, &i)| e == d || i == 0) {
+                offs.push(acc);
+                acc += b.shape()[d];
+            }
+        }
+        offsets.push(offs);
+        shape.push(acc);
+    }
+    let dtype = blocks.iter().map(GpuChunk::dtype).fold(first.dtype(), DType::promote);
+    let out = GpuChunk::alloc(first.device(), dtype, &shape)?;
+    for (b, idx) in blocks.iter().zip(&grid) {
+        let ranges: Vec<(AxisSlice, bool)> = (0..nd)
+            .map(|d| {
+                let start = offsets[d][idx[d]];
+                (AxisSlice { start, stop: start + b.shape()[d], step: 1 }, false)
+            })
+            .collect();
+        let region = out.slice(&ranges).map_err(|_| {
+            ArrayError::Shape(format!(
+                "block {idx:?} of shape {} does not fit the grid",
+                fmt_shape(b.shape())
+            ))
+        })?;
+        let b = if b.device().ordinal() == first.device().ordinal() {
+            b.clone()
+        } else {
+            GpuChunk::from_host(&b.to_host()?, first.device())?
+        };
+        expr::evaluate_into(&expr::Expr::cast(expr::Expr::leaf(b), dtype), &region)?;
+    }
+    Ok(out)
+}
