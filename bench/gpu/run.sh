@@ -18,8 +18,16 @@ py="${BRISK_GPU_PYTHON:-/opt/torch/.venv/bin/python}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 BRISK_KERNEL_CACHE="$(mktemp -d)"
 export BRISK_KERNEL_CACHE
-"$bin" run bench/gpu/g1234.rhai | tee "$out/brisk-cold.jsonl"
-"$bin" run bench/gpu/g1234.rhai | tee "$out/brisk-cached.jsonl"
+# G1–G4 against CuPy on one device (the local runtime would use them all).
+CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" "$bin" run bench/gpu/g1234.rhai | tee "$out/brisk-cold.jsonl"
+CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" "$bin" run bench/gpu/g1234.rhai | tee "$out/brisk-cached.jsonl"
+# Several GPUs: the same local runtime on one device, then on all of them.
+gpus="$(nvidia-smi -L | wc -l)"
+if [ "$gpus" -gt 1 ] && [ -z "${BENCH_SKIP_SPREAD:-}" ]; then
+    CUDA_VISIBLE_DEVICES=0 "$bin" run bench/gpu/spread.rhai | tee "$out/spread-1.jsonl"
+    all="$(seq -s, 0 $((gpus - 1)))"
+    CUDA_VISIBLE_DEVICES="$all" "$bin" run bench/gpu/spread.rhai | tee "$out/spread-$gpus.jsonl"
+fi
 rm -rf "$BRISK_KERNEL_CACHE"
 if [ -d gpu-run/wheels ]; then
     "$py" -m pip install -q --no-index --no-deps --no-compile --target /tmp/brisk-dask gpu-run/wheels/*.whl
@@ -57,4 +65,20 @@ for g in sorted(rows):
     f = lambda v: f"{v:.3f} s" if v else "–"
     ratio = lambda a, c: f"{a / c:.2f}" if a and c else "–"
     print(f"| {g} | {f(b)} | {f(d.get('dask'))} | {f(d.get('cupy'))} | {ratio(b, d.get('cupy'))} | {ratio(b, d.get('dask'))} | {f(d.get('first_cold'))} / {f(d.get('first_cached'))} |")
+spread = sorted(out.glob("spread-*.jsonl"))
+if spread:
+    times = {}
+    for p in spread:
+        n = p.stem.split("-")[1]
+        for r in load(p.name):
+            if r["run"] != "warmup":
+                times.setdefault(r["bench"].split("_")[1], {}).setdefault(n, []).append(r["seconds"])
+    ns = sorted({n for t in times.values() for n in t}, key=int)
+    print()
+    print("| test | " + " | ".join(f"{n} GPU" for n in ns) + " | speed-up |")
+    print("|---|" + "---|" * len(ns) + "---|")
+    for g, t in times.items():
+        m = [statistics.median(t[n]) if n in t else None for n in ns]
+        up = f"{m[0] / m[-1]:.2f}" if m[0] and m[-1] else "–"
+        print(f"| {g} | " + " | ".join(f"{v:.3f} s" if v else "–" for v in m) + f" | {up} |")
 PY

@@ -81,6 +81,15 @@ pub fn in_use() -> Vec<GpuInfo> {
     }
 }
 
+/// Every device in one line (`c.workers()`'s `gpu`): each as `describe`
+/// writes it, or `no GPU`.
+pub fn summary() -> String {
+    match probe() {
+        Gpus::Devices(d) => d.iter().map(describe).collect::<Vec<_>>().join("; "),
+        Gpus::None(_) => "no GPU".into(),
+    }
+}
+
 /// One line for a device: `GPU 0 NAME: brisk X, Y / Z in use`.
 pub fn describe(g: &GpuInfo) -> String {
     let own = g.brisk_used.map(|b| format!("brisk {}, ", crate::memory::fmt_bytes(b))).unwrap_or_default();

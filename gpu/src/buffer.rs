@@ -13,6 +13,10 @@ pub struct Buffer {
     ptr: sys::CUdeviceptr,
     bytes: usize,
     device: Arc<Device>,
+    /// Copies on other devices, made once and kept while this buffer lives:
+    /// a block read by several tasks on another GPU crosses once. A buffer
+    /// is written only before it is shared, so a copy never goes stale.
+    replicas: std::sync::Mutex<Vec<Arc<Buffer>>>,
 }
 
 impl std::fmt::Debug for Buffer {
@@ -36,7 +40,7 @@ impl Buffer {
     /// waits for pending frees once before it gives up.
     pub fn alloc(device: &Arc<Device>, bytes: usize, what: &dyn Fn() -> String) -> Result<Buffer> {
         if bytes == 0 {
-            return Ok(Buffer { ptr: 0, bytes, device: device.clone() });
+            return Ok(Buffer { ptr: 0, bytes, device: device.clone(), replicas: Default::default() });
         }
         device.bind()?;
         let attempt = || unsafe { result::malloc_async(device.cu_stream(), bytes) };
@@ -61,7 +65,7 @@ impl Buffer {
             }
             Err(e) => return Err(device.fail("allocating", e)),
         };
-        Ok(Buffer { ptr, bytes, device: device.clone() })
+        Ok(Buffer { ptr, bytes, device: device.clone(), replicas: Default::default() })
     }
 
     /// A copy of host bytes on the device.
@@ -112,22 +116,7 @@ impl Buffer {
             return Ok(());
         }
         if src.device.ordinal != self.device.ordinal {
-            self.device.bind()?;
-            // SAFETY: bounds checked; the source's device finishes its queued
-            // work first, so the copy reads what it wrote.
-            src.device.synchronize()?;
-            unsafe {
-                result::memcpy_peer_async(
-                    self.device.ctx.cu_ctx(),
-                    self.ptr + dst_off as u64,
-                    src.device.ctx.cu_ctx(),
-                    src.ptr + src_off as u64,
-                    bytes,
-                    self.device.cu_stream(),
-                )
-            }
-            .map_err(|e| self.device.fail("copying between devices", e))?;
-            return Ok(());
+            return self.copy_peer(dst_off, src, src_off, bytes);
         }
         self.device.bind()?;
         // SAFETY: bounds checked above; one stream orders the copy.
@@ -140,6 +129,56 @@ impl Buffer {
             )
         }
         .map_err(|e| self.device.fail("copying on the device", e))
+    }
+
+    /// A copy between two devices, queued without waiting: this stream
+    /// waits for what the source's stream queued before (its writes), and
+    /// the source's stream waits for the copy (so a free queued there after
+    /// cannot hand the bytes to a new owner while they are being read).
+    /// Direct over NVLink or PCIe where peer access is on, else the driver
+    /// stages through the host.
+    fn copy_peer(&self, dst_off: usize, src: &Buffer, src_off: usize, bytes: usize) -> Result<()> {
+        let written =
+            src.device.stream.record_event(None).map_err(|e| src.device.fail("recording an event", e))?;
+        self.device.stream.wait(&written).map_err(|e| self.device.fail("waiting for another GPU", e))?;
+        self.device.bind()?;
+        // SAFETY: bounds checked by the caller; both buffers live until the
+        // events below order their frees after the copy.
+        unsafe {
+            result::memcpy_peer_async(
+                self.device.ctx.cu_ctx(),
+                self.ptr + dst_off as u64,
+                src.device.ctx.cu_ctx(),
+                src.ptr + src_off as u64,
+                bytes,
+                self.device.cu_stream(),
+            )
+        }
+        .map_err(|e| self.device.fail("copying between devices", e))?;
+        let copied =
+            self.device.stream.record_event(None).map_err(|e| self.device.fail("recording an event", e))?;
+        src.device.stream.wait(&copied).map_err(|e| src.device.fail("waiting for another GPU", e))
+    }
+
+    /// This buffer's bytes on `device`: itself when it is there already, the
+    /// copy made there before, or a new copy (kept for the next reader).
+    pub fn to_device(
+        self: &Arc<Self>,
+        device: &Arc<Device>,
+        what: &dyn Fn() -> String,
+    ) -> Result<Arc<Buffer>> {
+        if device.ordinal == self.device.ordinal {
+            return Ok(self.clone());
+        }
+        let replicas = || self.replicas.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(r) = replicas().iter().find(|r| r.device.ordinal == device.ordinal) {
+            return Ok(r.clone());
+        }
+        let b = Buffer::alloc(device, self.bytes, what)?;
+        b.copy_from(0, self, 0, self.bytes)?;
+        let b = Arc::new(b);
+        replicas().push(b.clone());
+        Ok(b)
     }
 
     /// Set every byte to `v`.

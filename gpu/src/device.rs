@@ -45,6 +45,9 @@ impl std::fmt::Debug for Device {
 /// Every device, or why there are none.
 pub struct Runtime {
     devices: Vec<Arc<Device>>,
+    /// `peer[i][j]`: device `i` reads and writes device `j`'s memory
+    /// directly (NVLink or PCIe peer-to-peer), enabled at start.
+    peer: Vec<Vec<bool>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -96,12 +99,54 @@ fn open() -> std::result::Result<Runtime, String> {
     let devices = (0..count as usize)
         .map(|i| Device::open(i).map(Arc::new))
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(Runtime { devices })
+    let peer = devices.iter().map(|a| devices.iter().map(|b| enable_peer(a, b)).collect()).collect();
+    Ok(Runtime { devices, peer })
+}
+
+/// Turn on `a`'s direct access to `b`'s memory where the hardware allows;
+/// whether it is on. Copies between devices work either way (the driver
+/// stages through the host without it). Blocks live in `b`'s stream-ordered
+/// pool, whose memory the context switch alone does not open to `a`: the
+/// pool is told too (without it a copy ran at host-staging speed).
+fn enable_peer(a: &Device, b: &Device) -> bool {
+    if a.ordinal == b.ordinal {
+        return true;
+    }
+    let mut can = 0;
+    // SAFETY: plain queries and a context setting on live contexts.
+    unsafe {
+        if sys::cuDeviceCanAccessPeer(&mut can, a.ctx.cu_device(), b.ctx.cu_device())
+            != sys::CUresult::CUDA_SUCCESS
+            || can == 0
+            || a.ctx.bind_to_thread().is_err()
+        {
+            return false;
+        }
+        if !matches!(
+            sys::cuCtxEnablePeerAccess(b.ctx.cu_ctx(), 0),
+            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+        ) {
+            return false;
+        }
+        let desc = sys::CUmemAccessDesc {
+            location: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: a.ctx.cu_device(),
+            },
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        sys::cuMemPoolSetAccess(b.pool.0, &desc, 1) == sys::CUresult::CUDA_SUCCESS
+    }
 }
 
 impl Runtime {
     pub fn devices(&self) -> &[Arc<Device>] {
         &self.devices
+    }
+
+    /// Whether device `from` has direct access to `to`'s memory.
+    pub fn peer_access(&self, from: usize, to: usize) -> bool {
+        self.peer.get(from).and_then(|r| r.get(to)).copied().unwrap_or(false)
     }
 
     pub fn device(&self, ordinal: usize) -> Result<&Arc<Device>> {

@@ -67,17 +67,23 @@ pub fn cache_dir() -> Option<PathBuf> {
     Some(base.join("brisk").join("kernels"))
 }
 
+/// NVRTC's version, found once: the check opens the library under each of
+/// its candidate names, a file search per name, which no launch should pay.
 fn nvrtc_version() -> Result<(i32, i32)> {
-    // SAFETY: only checks whether the library can be opened.
-    if !unsafe { nvrtc_sys::is_culib_present() } {
-        return Err(GpuError::NoGpu(
-            "the NVRTC library (libnvrtc.so) of the CUDA toolkit could not be loaded".into(),
-        ));
-    }
-    let (mut a, mut b) = (0, 0);
-    // SAFETY: two out-parameters.
-    unsafe { nvrtc_sys::nvrtcVersion(&mut a, &mut b) };
-    Ok((a, b))
+    static VERSION: std::sync::OnceLock<Option<(i32, i32)>> = std::sync::OnceLock::new();
+    let v = VERSION.get_or_init(|| {
+        // SAFETY: only checks whether the library can be opened.
+        if !unsafe { nvrtc_sys::is_culib_present() } {
+            return None;
+        }
+        let (mut a, mut b) = (0, 0);
+        // SAFETY: two out-parameters.
+        unsafe { nvrtc_sys::nvrtcVersion(&mut a, &mut b) };
+        Some((a, b))
+    });
+    v.ok_or_else(|| {
+        GpuError::NoGpu("the NVRTC library (libnvrtc.so) of the CUDA toolkit could not be loaded".into())
+    })
 }
 
 /// Compile `source` to a CUBIN for `arch`.

@@ -217,7 +217,7 @@ impl Client for Runtime {
             memory: snap.memory_bytes,
             memory_limit: None,
             spilled: 0,
-            gpu: "no GPU".into(),
+            gpu: crate::gpu::summary(),
             resources: self.shared.config.resources.clone(),
             pid: std::process::id(),
         }]

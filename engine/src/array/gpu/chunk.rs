@@ -59,10 +59,20 @@ pub fn c_strides(shape: &[usize]) -> Vec<isize> {
     s
 }
 
-/// The GPU that new chunks go to: the first (several GPUs are spread over
-/// by the CUDA cluster, one worker per device).
+/// The GPU that new chunks made on this thread go to. Threads are dealt
+/// over the devices in turn as they first ask, so the local runtime's pool
+/// spreads new blocks over every GPU of the host; work on existing blocks
+/// runs where they are (`exec.rs` brings a task's blocks together). In a
+/// CUDA worker, which sees one device, it is always that one.
 pub fn default_device() -> Result<Arc<Device>, ArrayError> {
-    Ok(brisk_gpu::runtime()?.device(0)?.clone())
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static HOME: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    let devices = brisk_gpu::runtime()?.devices();
+    let k = HOME.with(|h| *h) % devices.len().max(1);
+    Ok(devices.get(k).ok_or_else(|| brisk_gpu::GpuError::NoGpu("no GPU device".into()))?.clone())
 }
 
 impl GpuChunk {

@@ -68,6 +68,12 @@ pub fn random(
         }
     };
     let ty = ctype(t);
+    // One 16-byte store per group (the pool's buffers are 256-byte aligned).
+    let store = if t == DType::F32 {
+        "reinterpret_cast<float4*>(out)[g] = make_float4(v[0], v[1], v[2], v[3]);"
+    } else {
+        "reinterpret_cast<double2*>(out)[g] = make_double2(v[0], v[1]);"
+    };
     let mut src = String::from(PRELUDE);
     src.push_str(PHILOX);
     let _ = write!(
@@ -83,8 +89,7 @@ extern "C" __global__ void rnd(unsigned char* __restrict__ out_raw, u64 n, unsig
     {body}
     u64 base = g * {per};
     if (base + {per} <= n) {{
-      #pragma unroll
-      for (int j = 0; j < {per}; ++j) out[base + j] = v[j];
+      {store}
     }} else {{
       for (int j = 0; base + j < n; ++j) out[base + j] = v[j];
     }}

@@ -1,10 +1,13 @@
 //! Which array tasks run on a GPU, and how. A task runs here when one of
 //! its arguments is a GPU block or its op makes one (`OnGpu`, `ToGpu`).
 //! Elementwise steps of a fused chain stay one lazy expression until
-//! something else needs the block, so `(x + x.T) * 2` is one kernel. Ops
-//! without a device kernel yet run on the host (the blocks go down and
-//! back up) with the CPU path's exact results; `GPU_NATIVE` lists the ones
-//! that do not.
+//! something else needs the block, so `(x + x.T) * 2` is one kernel, and a
+//! reduction right after it folds the expression as it computes it. A
+//! task's blocks from different GPUs of the host are first brought to one
+//! (`together`). Ops without a device kernel (`unique`, integer powers,
+//! the creation ops made small on the host: `arange`, `linspace`, `eye`,
+//! file readers) run on host copies with the CPU path's exact results (the
+//! blocks go down and back up); `native` lists the ones that do not.
 
 use std::sync::Arc;
 
@@ -144,6 +147,8 @@ fn int_pow(x: &Term, y: &Term) -> bool {
 pub type Host<'a> = &'a dyn Fn(&ArrayOp, &[Value]) -> Result<Value, ArrayError>;
 
 pub fn execute(op: &ArrayOp, args: &[Value], host: Host<'_>) -> Result<Value, ArrayError> {
+    let moved = together(args)?;
+    let args = moved.as_deref().unwrap_or(args);
     if let Some(e) = elementwise(op, args) {
         return Ok(gpu_value(materialize(&e?)?));
     }
@@ -151,6 +156,42 @@ pub fn execute(op: &ArrayOp, args: &[Value], host: Host<'_>) -> Result<Value, Ar
         return Ok(v);
     }
     on_host(op, args, host)
+}
+
+/// A task's GPU blocks on one device, the one that holds most of their
+/// bytes (blocks made on different GPUs of the host meet here; each move
+/// is one copy between devices); `None` when they already share one.
+fn together(args: &[Value]) -> Result<Option<Vec<Value>>, ArrayError> {
+    fn tally(v: &Value, bytes: &mut Vec<(usize, u64)>) {
+        match v {
+            Value::Gpu(g) => {
+                let d = g.device().ordinal();
+                match bytes.iter_mut().find(|(o, _)| *o == d) {
+                    Some((_, b)) => *b += g.nbytes(),
+                    None => bytes.push((d, g.nbytes())),
+                }
+            }
+            Value::List(items) => items.iter().for_each(|x| tally(x, bytes)),
+            _ => {}
+        }
+    }
+    fn moved(v: &Value, to: &Arc<brisk_gpu::Device>) -> Result<Value, ArrayError> {
+        Ok(match v {
+            Value::Gpu(g) if g.device().ordinal() != to.ordinal() => gpu_value(g.to_device(to)?),
+            Value::List(items) if items.iter().any(has_gpu) => {
+                Value::list(items.iter().map(|x| moved(x, to)).collect::<Result<_, _>>()?)
+            }
+            other => other.clone(),
+        })
+    }
+    let mut bytes = Vec::new();
+    args.iter().for_each(|v| tally(v, &mut bytes));
+    if bytes.len() < 2 {
+        return Ok(None);
+    }
+    let most = bytes.iter().max_by_key(|(_, b)| *b).map_or(0, |(o, _)| *o);
+    let to = brisk_gpu::runtime()?.device(most)?.clone();
+    Ok(Some(args.iter().map(|v| moved(v, &to)).collect::<Result<_, _>>()?))
 }
 
 /// The ops with device kernels; `None` sends the task to the host.
@@ -192,6 +233,15 @@ fn native(op: &ArrayOp, args: &[Value], host: Host<'_>) -> Result<Option<Value>,
         ArrayOp::Slice(ranges) => gpu_value(one()?.slice(ranges)?),
         ArrayOp::Reshape(to) => gpu_value(one()?.reshape(to)?),
         ArrayOp::ExpandDims(axis) => gpu_value(one()?.expand_dims(*axis)?),
+        ArrayOp::Cumsum(axis) => gpu_value(super::scan::cumsum(one()?, *axis)?),
+        ArrayOp::Len => Value::Int(one()?.shape().first().copied().unwrap_or(1) as i64),
+        ArrayOp::Mask => match args {
+            [x, c] => gpu_value(super::scan::mask(gpu_arg(x)?, gpu_arg(c)?)?),
+            _ => {
+                return Err(ArrayError::Value(format!("getitem-mask takes 2 arguments, got {}", args.len())));
+            }
+        },
+        ArrayOp::Histogram { bins, lo, hi } => gpu_value(super::scan::histogram(one()?, *bins, *lo, *hi)?),
         ArrayOp::Item(k) => match args {
             [Value::List(items)] => items
                 .get(*k)
@@ -199,6 +249,9 @@ fn native(op: &ArrayOp, args: &[Value], host: Host<'_>) -> Result<Option<Value>,
                 .ok_or_else(|| ArrayError::Value(format!("no item {k} in a list of {}", items.len())))?,
             _ => return Ok(None),
         },
+        ArrayOp::Partial { red, axes, place } if red.is_arg() => {
+            list(super::arg::partial(*red, one()?, axes, place)?)
+        }
         ArrayOp::Partial { red, axes, .. } => match super::reduce::partial(*red, one()?, axes)? {
             Some(p) => list(p),
             None => return Ok(None),
@@ -456,6 +509,16 @@ fn fused(steps: &[Step], inputs: &[Value], run_step: &mut RunStep<'_>) -> Result
             && let Some(e) = lazy_step(op, args, &ins)
         {
             slots.push(Slot::Lazy(e?));
+            continue;
+        }
+        // A reduction of an expression folds it as it is computed.
+        if let Op::Call { func: Func::Array(op), args } = &step.op
+            && let ArrayOp::Partial { red, axes, .. } = op.as_ref()
+            && let [Arg::Dep(i)] = args.as_slice()
+            && let Some(Slot::Lazy(e)) = ins.get(*i as usize)
+            && let Some(p) = super::reduce::partial_expr(*red, e, axes)?
+        {
+            slots.push(Slot::Done(list(p)));
             continue;
         }
         let values = ins.into_iter().map(Slot::value).collect::<Result<Vec<_>, _>>()?;

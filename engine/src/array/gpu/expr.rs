@@ -152,6 +152,12 @@ fn join(terms: Vec<Term>) -> Result<Joined, ArrayError> {
     for t in &terms {
         shape = broadcast_shapes(&shape, t.shape())?;
     }
+    // Every leaf on the first leaf's device (blocks made on different GPUs
+    // of the host meet here).
+    let target = terms.iter().find_map(|t| match t {
+        Term::Expr(e) => e.leaves.first().map(|l| l.device().clone()),
+        Term::Scalar(_) => None,
+    });
     let (mut nodes, mut leaves, mut scalars) = (Vec::new(), Vec::new(), Vec::new());
     for t in terms {
         match t {
@@ -162,7 +168,11 @@ fn join(terms: Vec<Term>) -> Result<Joined, ArrayError> {
             Term::Expr(e) => {
                 nodes.push(e.node.shifted(leaves.len(), scalars.len()));
                 for l in &e.leaves {
-                    leaves.push(broadcast_to(l, &shape)?);
+                    let l = match &target {
+                        Some(d) => l.to_device(d)?,
+                        None => l.clone(),
+                    };
+                    leaves.push(broadcast_to(&l, &shape)?);
                 }
                 scalars.extend(e.scalars);
             }
@@ -353,9 +363,12 @@ pub struct Parts {
     /// `, const double* __restrict__ l0, i64 t0_0, ...` (after the kernel's own).
     pub params: String,
     pub args: Vec<KArg>,
-    /// Statements at the top of the row loop (leaf row bases).
+    /// Statements at the top of the row loop (leaf row bases): only for
+    /// strided leaves of three or more axes.
     pub row_setup: String,
-    /// The value, of C type `ctype(expr.dtype)`.
+    /// The value, of C type `ctype(expr.dtype)`, written with `(r)` and
+    /// `(c)` in parentheses so that it can be the body of a macro
+    /// `VAL(r, c)` (kernels unroll by reading several elements at once).
     pub value: String,
 }
 
@@ -379,15 +392,19 @@ pub fn parts(e: &Expr) -> Parts {
                 let _ = write!(params, ", i64 t{i}_{d}");
                 args.push(KArg::I64(l.strides()[d] as i64));
             }
-            let _ = writeln!(row_setup, "    i64 b{i} = 0;");
-            if !lead.is_empty() {
-                let _ = writeln!(row_setup, "    {{ u64 q = r;");
-                for d in (0..lead.len()).rev() {
-                    let _ =
-                        writeln!(row_setup, "      b{i} += (i64)(q % (u64)d{d}) * t{i}_{d}; q /= (u64)d{d};");
-                }
-                let _ = writeln!(row_setup, "    }}");
+            // Up to two axes the index is computed inline (no setup).
+            if nd <= 2 {
+                continue;
             }
+            let _ = writeln!(row_setup, "    i64 b{i} = 0;");
+            let _ = writeln!(row_setup, "    {{ u64 q = r;");
+            // The outermost axis needs no modulo: what is left of the row
+            // index is below its length (64-bit division is slow).
+            for d in (1..lead.len()).rev() {
+                let _ = writeln!(row_setup, "      b{i} += (i64)(q % (u64)d{d}) * t{i}_{d}; q /= (u64)d{d};");
+            }
+            let _ = writeln!(row_setup, "      b{i} += (i64)q * t{i}_0;");
+            let _ = writeln!(row_setup, "    }}");
         }
     }
     for (i, s) in e.scalars.iter().enumerate() {
@@ -422,7 +439,7 @@ fn node_dtype(n: &Node, e: &Expr) -> DType {
 }
 
 /// `x` (of type `from`) converted to `to` with the CPU path's casts.
-fn emit_cast(from: DType, to: DType, x: &str, out: &mut String) {
+pub(super) fn emit_cast(from: DType, to: DType, x: &str, out: &mut String) {
     let _ = match (from, to) {
         (f, t) if f == t => write!(out, "{x}"),
         (_, DType::Bool) => write!(out, "(({x}) != 0)"),
@@ -443,11 +460,14 @@ fn emit(n: &Node, e: &Expr, out: &mut String) {
             let l = &e.leaves[*i];
             let nd = e.shape.len();
             let idx = if plain(l) {
-                "(r * cols + c)".to_string()
-            } else if nd == 0 {
-                format!("b{i}")
+                "((r) * cols + (c))".to_string()
             } else {
-                format!("(b{i} + (i64)c * t{i}_{})", nd - 1)
+                match nd {
+                    0 => "0".to_string(),
+                    1 => format!("((i64)(c) * t{i}_0)"),
+                    2 => format!("((i64)(r) * t{i}_0 + (i64)(c) * t{i}_1)"),
+                    _ => format!("(b{i} + (i64)(c) * t{i}_{})", nd - 1),
+                }
             };
             if l.dtype() == DType::Bool {
                 let _ = write!(out, "(l{i}[{idx}] != 0)");
@@ -604,9 +624,10 @@ pub fn evaluate_into(e: &Expr, dst: &GpuChunk) -> Result<(), ArrayError> {
         let mut setup = String::from("    i64 ob = 0;\n");
         if nd > 1 {
             setup.push_str("    { u64 q = r;\n");
-            for d in (0..nd - 1).rev() {
+            for d in (1..nd - 1).rev() {
                 let _ = writeln!(setup, "      ob += (i64)(q % (u64)d{d}) * o_{d}; q /= (u64)d{d};");
             }
+            setup.push_str("      ob += (i64)q * o_0;\n");
             setup.push_str("    }\n");
         }
         let idx = if nd == 0 { "ob".to_string() } else { format!("ob + (i64)c * o_{}", nd - 1) };

@@ -25,6 +25,23 @@ impl GpuChunk {
         expr::materialize(&expr::Expr::leaf(self.clone()))
     }
 
+    /// This block on `device`: itself when it is there, else a copy between
+    /// the devices (peer to peer where the hardware allows). A view of its
+    /// whole buffer (a transpose) travels as it is; other views are made
+    /// contiguous first, so only their own elements move.
+    pub fn to_device(&self, device: &std::sync::Arc<brisk_gpu::Device>) -> Result<GpuChunk, ArrayError> {
+        if self.device().ordinal() == device.ordinal() {
+            return Ok(self.clone());
+        }
+        let whole = self.offset == 0
+            && self.nbytes() as usize == self.buf.len()
+            && self.shape.iter().zip(&self.strides).all(|(&n, &s)| n <= 1 || s > 0);
+        let src = if whole { self.clone() } else { self.contiguous()? };
+        let what = || format!("a copy of a block of shape {} {}", fmt_shape(&src.shape), src.dtype);
+        let buf = src.buf.to_device(device, &what)?;
+        Ok(GpuChunk { buf, ..src })
+    }
+
     /// The same elements in C order with another shape.
     pub fn reshape(&self, to: &[usize]) -> Result<GpuChunk, ArrayError> {
         if to.iter().product::<usize>() != self.len() {

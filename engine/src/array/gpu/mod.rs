@@ -2,18 +2,20 @@
 //! NumPy's layout rules (strides, so transposes and slices are views, as on
 //! the host). Operations on them run as kernels generated from the same
 //! operator vocabulary as the CPU path (`expr`), reductions (`reduce`),
-//! creation on the device (`create`) and cuBLAS (`linalg`); `exec` decides
+//! creation on the device (`create`), scans (`scan`) and cuBLAS (`linalg`); `exec` decides
 //! which runs where. Work is queued on the device's stream and a task ends
 //! when its kernels are queued: only bringing a result to the host waits.
 
 pub mod exec;
 pub mod expr;
 
+mod arg;
 mod chunk;
 mod create;
 mod layout;
 mod linalg;
 mod reduce;
+mod scan;
 #[cfg(test)]
 mod tests;
 

@@ -12,7 +12,9 @@ use std::fmt::Write;
 use brisk_gpu::{KArg, Launch};
 
 use super::chunk::GpuChunk;
-use super::expr::{Expr, PRELUDE, Term, ctype, materialize, store_type};
+use super::expr::{
+    Expr, PRELUDE, Term, ctype, emit_cast, lead_dims, materialize, parts, rows_cols, store_type,
+};
 use crate::array::dtype::{DType, Scalar};
 use crate::array::elementwise::BinOp;
 use crate::array::error::ArrayError;
@@ -59,77 +61,104 @@ impl Fold {
     }
 }
 
-/// Fold `x` (contiguous, any dtype) over one run of axes `lo..=hi` into
+/// Fold `x` (any layout, any dtype) over one run of axes `lo..=hi` into
 /// type `acc`, keeping them at length 1.
 fn fold_run(x: &GpuChunk, lo: usize, hi: usize, fold: Fold, acc: DType) -> Result<GpuChunk, ArrayError> {
     let shape = x.shape();
     let a: usize = shape[..lo].iter().product();
     let k: usize = shape[lo..=hi].iter().product();
     let b: usize = shape[hi + 1..].iter().product();
+    // Seen as (A, K) or (A·K, B), a C-ordered block is one 2-d expression.
+    let flat = if b == 1 { [a, k] } else { [a * k, b] };
+    let e = Expr::leaf(x.reshape(&flat)?);
     let mut out_shape = shape.to_vec();
     for d in &mut out_shape[lo..=hi] {
         *d = 1;
     }
-    let device = x.device().clone();
+    let r = fold_expr(&e, a, k, b, b == 1, fold, acc)?;
+    r.reshape(&out_shape)
+}
+
+/// Whether `fold_expr` can read the expression itself for the run
+/// `lo..=hi`: the last axis alone (rows of the leading axes), or the axes
+/// just before it (the last axis is `B`). Other runs read its result.
+fn fusable(nd: usize, lo: usize, hi: usize) -> bool {
+    (lo == hi && hi + 1 == nd) || hi + 2 == nd
+}
+
+/// Fold an elementwise expression as it is computed, never writing it:
+/// seen as `(A, K, B)`, `inner` when `K` is its last axis (`B` is 1),
+/// else `B` is its last axis. The result has shape `(A, 1, B)`, reshaped
+/// to the expression's rank by the caller.
+fn fold_expr(
+    e: &Expr,
+    a: usize,
+    k: usize,
+    b: usize,
+    inner: bool,
+    fold: Fold,
+    acc: DType,
+) -> Result<GpuChunk, ArrayError> {
+    let device = e.device()?;
+    let (rows, cols) = rows_cols(&e.shape);
+    if (inner && (rows, cols) != (a, k)) || (!inner && (rows, cols) != (a * k, b)) {
+        return Err(ArrayError::Shape(format!(
+            "cannot fold a {} expression as ({a}, {k}, {b})",
+            crate::array::error::fmt_shape(&e.shape)
+        )));
+    }
     if k == 0 || a * b == 0 {
         // An empty fold is the identity: 0 for sums and `any`, 1 for
         // products and `all` (min and max of nothing are refused earlier).
         let v = if matches!(fold, Fold::Prod | Fold::All) { Scalar::Int(1) } else { Scalar::Int(0) };
-        return super::create::full(&device, &out_shape, v, acc);
+        return super::create::full(&device, &[a, 1, b], v, acc);
     }
     let target = device.sm_count() as usize * 2048;
-    let (splits, inner) = if b == 1 {
-        let rows_blocks = a.max(1);
-        (((device.sm_count() as usize * 8).div_ceil(rows_blocks)).clamp(1, k.div_ceil(2048).max(1)), true)
+    let splits = if inner {
+        ((device.sm_count() as usize * 8).div_ceil(a.max(1))).clamp(1, k.div_ceil(2048).max(1))
     } else {
         let threads = a * b.div_ceil(256) * 256;
-        ((target.div_ceil(threads)).clamp(1, k.div_ceil(64).max(1)), false)
+        (target.div_ceil(threads)).clamp(1, k.div_ceil(64).max(1))
     };
-    let x = if x.is_c_contiguous() { x.clone() } else { x.contiguous()? };
-    let part_shape: Vec<usize> = if splits == 1 { out_shape.clone() } else { vec![a, splits, b] };
-    let out = GpuChunk::alloc(&device, acc, &part_shape)?;
+    let out = GpuChunk::alloc(&device, acc, &[a, splits, b])?;
+    let p = parts(e);
+    let (dims, dim_args) = lead_dims(&e.shape);
+    let mut load = String::new();
+    emit_cast(e.dtype, acc, &p.value, &mut load);
     let ty = ctype(acc);
-    let load = {
-        let raw = if x.dtype() == DType::Bool { "(x[i] != 0)".to_string() } else { "x[i]".to_string() };
-        let mut s = String::new();
-        match (x.dtype(), acc) {
-            (f, t) if f == t => s = raw,
-            (_, DType::Bool) => {
-                let _ = write!(s, "(({raw}) != 0)");
-            }
-            (DType::F32 | DType::F64, DType::I64) => {
-                let _ = write!(s, "b_f2i({raw})");
-            }
-            (_, t) => {
-                let _ = write!(s, "(({})({raw}))", ctype(t));
-            }
-        }
-        s
-    };
-    let (combine, identity) = (fold.combine(acc), fold.identity(acc));
-    let xs = store_type(x.dtype());
     let st = store_type(acc);
+    let (combine, identity) = (fold.combine(acc), fold.identity(acc));
     let mut src = String::from(PRELUDE);
     let _ = write!(
         src,
         r#"
 __device__ __forceinline__ {ty} comb({ty} a, {ty} b) {{ return {combine}; }}
+#define VAL(r, c) ({load})
 "#
     );
+    let (params, setup) = (&p.params, &p.row_setup);
+    // Four accumulators keep four reads in flight per thread: one at a time
+    // cannot cover the memory's latency.
     let launch = if inner {
+        // One thread block per row (and piece of it), reduced in shared memory.
         let _ = write!(
             src,
             r#"
-extern "C" __global__ void red(unsigned char* __restrict__ out_raw, const {xs}* __restrict__ x0, u64 rows, u64 k, u64 splits) {{
+extern "C" __global__ void red(unsigned char* __restrict__ out_raw, u64 rows, u64 cols, u64 splits{dims}{params}) {{
   __shared__ {ty} sh[256];
   {st}* out = ({st}*)out_raw;
-  u64 per = (k + splits - 1) / splits;
-  u64 lo = blockIdx.x * per, hi = lo + per < k ? lo + per : k;
+  u64 per = (cols + splits - 1) / splits;
+  u64 lo = blockIdx.x * per, hi = lo + per < cols ? lo + per : cols;
   for (u64 r = blockIdx.y; r < rows; r += gridDim.y) {{
-    const {xs}* x = x0 + r * k;
-    {ty} acc = {identity};
-    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) acc = comb(acc, {load});
-    sh[threadIdx.x] = acc;
+{setup}    {ty} a0 = {identity}, a1 = {identity}, a2 = {identity}, a3 = {identity};
+    const u64 bd = blockDim.x;
+    u64 c = lo + threadIdx.x;
+    for (; c + 3 * bd < hi; c += 4 * bd) {{
+      a0 = comb(a0, VAL(r, c)); a1 = comb(a1, VAL(r, c + bd));
+      a2 = comb(a2, VAL(r, c + 2 * bd)); a3 = comb(a3, VAL(r, c + 3 * bd));
+    }}
+    for (; c < hi; c += bd) a0 = comb(a0, VAL(r, c));
+    sh[threadIdx.x] = comb(comb(a0, a1), comb(a2, a3));
     __syncthreads();
     for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {{
       if (threadIdx.x < s) sh[threadIdx.x] = comb(sh[threadIdx.x], sh[threadIdx.x + s]);
@@ -143,20 +172,30 @@ extern "C" __global__ void red(unsigned char* __restrict__ out_raw, const {xs}* 
         );
         Launch { grid: (splits as u32, a.min(65535) as u32, 1), block: (256, 1, 1), shared: 0 }
     } else {
+        // A thread per column of B (coalesced reads), looping over K; four
+        // rows at a time where no row needs setup.
+        let unrolled = if setup.is_empty() {
+            "      for (; j + 3 < hi; j += 4) {\n        u64 r = ai * k + j;\n        a0 = comb(a0, VAL(r, c)); a1 = comb(a1, VAL(r + 1, c));\n        a2 = comb(a2, VAL(r + 2, c)); a3 = comb(a3, VAL(r + 3, c));\n      }\n"
+        } else {
+            ""
+        };
         let _ = write!(
             src,
             r#"
-extern "C" __global__ void red(unsigned char* __restrict__ out_raw, const {xs}* __restrict__ x0, u64 rows, u64 k, u64 splits, u64 cols) {{
+extern "C" __global__ void red(unsigned char* __restrict__ out_raw, u64 an, u64 k, u64 splits, u64 cols{dims}{params}) {{
   {st}* out = ({st}*)out_raw;
   u64 per = (k + splits - 1) / splits;
   u64 s = blockIdx.y;
   u64 lo = s * per, hi = lo + per < k ? lo + per : k;
-  for (u64 r = blockIdx.z; r < rows; r += gridDim.z) {{
+  for (u64 ai = blockIdx.z; ai < an; ai += gridDim.z) {{
     for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += (u64)gridDim.x * blockDim.x) {{
-      const {xs}* x = x0 + r * k * cols + c;
-      {ty} acc = {identity};
-      for (u64 j = lo; j < hi; ++j) {{ u64 i = j * cols; acc = comb(acc, {load}); }}
-      out[(r * splits + s) * cols + c] = ({st})acc;
+      {ty} a0 = {identity}, a1 = {identity}, a2 = {identity}, a3 = {identity};
+      u64 j = lo;
+{unrolled}      for (; j < hi; ++j) {{
+        u64 r = ai * k + j;
+{setup}        a0 = comb(a0, VAL(r, c));
+      }}
+      out[(ai * splits + s) * cols + c] = ({st})comb(comb(a0, a1), comb(a2, a3));
     }}
   }}
 }}
@@ -166,23 +205,63 @@ extern "C" __global__ void red(unsigned char* __restrict__ out_raw, const {xs}* 
         Launch { grid: (gx as u32, splits as u32, a.min(65535) as u32), block: (256, 1, 1), shared: 0 }
     };
     let kern = device.kernel(&src, "red")?;
-    let mut args = vec![
-        KArg::U64(out.ptr()),
-        KArg::U64(x.ptr()),
-        KArg::U64(a as u64),
-        KArg::U64(k as u64),
-        KArg::U64(splits as u64),
-    ];
-    if !inner {
-        args.push(KArg::U64(b as u64));
+    let mut args = vec![KArg::U64(out.ptr())];
+    if inner {
+        args.extend([KArg::U64(a as u64), KArg::U64(k as u64), KArg::U64(splits as u64)]);
+    } else {
+        args.extend([
+            KArg::U64(a as u64),
+            KArg::U64(k as u64),
+            KArg::U64(splits as u64),
+            KArg::U64(b as u64),
+        ]);
     }
+    args.extend(dim_args);
+    args.extend(p.args);
     device.launch(&kern, launch, &args)?;
+    // The expression's leaves stay alive until here: their frees queue
+    // after the kernel.
     if splits == 1 {
         return Ok(out);
     }
     // Join the pieces: the middle axis of (A, splits, B).
-    let joined = fold_run(&out, 1, 1, fold, acc)?;
-    joined.reshape(&out_shape)
+    fold_run(&out, 1, 1, fold, acc)
+}
+
+/// Fold the expression over `axes` (sorted): the run that `fold_expr` can
+/// read fused, the rest on its (small) result. A run ending at the last
+/// axis is split so that its last axis is the fused one.
+fn fold_axes_expr(e: &Expr, axes: &[usize], fold: Fold, acc: DType) -> Result<GpuChunk, ArrayError> {
+    let nd = e.shape.len();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &ax in axes {
+        match runs.last_mut() {
+            Some((_, hi)) if *hi + 1 == ax => *hi = ax,
+            _ => runs.push((ax, ax)),
+        }
+    }
+    let Some(&(lo, hi)) = runs.last() else {
+        return materialize(&Expr::cast(e.clone(), acc));
+    };
+    let (lo, hi, rest) = if hi + 1 == nd && lo < hi { (hi, hi, Some((lo, hi - 1))) } else { (lo, hi, None) };
+    if !fusable(nd, lo, hi) {
+        return fold_axes(&materialize(e)?, axes, fold, acc);
+    }
+    let a: usize = e.shape[..lo].iter().product();
+    let k: usize = e.shape[lo..=hi].iter().product();
+    let b: usize = e.shape[hi + 1..].iter().product();
+    let mut out_shape = e.shape.clone();
+    for d in &mut out_shape[lo..=hi] {
+        *d = 1;
+    }
+    let mut cur = fold_expr(e, a, k, b, hi + 1 == nd, fold, acc)?.reshape(&out_shape)?;
+    if let Some((l, h)) = rest {
+        cur = fold_run(&cur, l, h, fold, acc)?;
+    }
+    for &(l, h) in runs.iter().rev().skip(1) {
+        cur = fold_run(&cur, l, h, fold, acc)?;
+    }
+    Ok(cur)
 }
 
 /// Fold every axis of `axes` (sorted), one adjacent run at a time.
@@ -207,15 +286,42 @@ fn fold_axes(x: &GpuChunk, axes: &[usize], fold: Fold, acc: DType) -> Result<Gpu
 /// The chunk step on the device, or `None` for reductions that run on the
 /// host (arg reductions).
 pub fn partial(red: Reduction, x: &GpuChunk, axes: &[usize]) -> Result<Option<Vec<GpuChunk>>, ArrayError> {
-    let n: usize = axes.iter().map(|&a| x.shape()[a]).product();
+    partial_of(red, &Expr::leaf(x.clone()), axes)
+}
+
+/// The chunk step of an elementwise expression not yet evaluated: the
+/// folds read it as they go (`(x + x.T) * 2` then `mean(0)` reads `x` twice
+/// and writes only the partial); other reductions evaluate it first.
+pub fn partial_expr(red: Reduction, e: &Expr, axes: &[usize]) -> Result<Option<Vec<GpuChunk>>, ArrayError> {
+    partial_of(red, e, axes)
+}
+
+fn partial_of(red: Reduction, e: &Expr, axes: &[usize]) -> Result<Option<Vec<GpuChunk>>, ArrayError> {
+    if axes.iter().any(|&a| a >= e.shape.len()) {
+        return Err(ArrayError::Value(format!(
+            "axes {axes:?} out of range for a block of dimension {}",
+            e.shape.len()
+        )));
+    }
+    let n: usize = axes.iter().map(|&a| e.shape[a]).product();
     if n == 0 && matches!(red, Reduction::Min | Reduction::Max | Reduction::ArgMin | Reduction::ArgMax) {
         return Err(ArrayError::Value(format!(
             "zero-size array to reduction operation {} which has no identity",
             red.name()
         )));
     }
-    let t = x.dtype();
-    let simple = |f: Fold, acc: DType| fold_axes(x, axes, f, acc);
+    let t = e.dtype;
+    let simple = |f: Fold, acc: DType| match e.as_leaf() {
+        Some(x) => fold_axes(x, axes, f, acc),
+        None => fold_axes_expr(e, axes, f, acc),
+    };
+    // What reads the block more than once gets it evaluated.
+    let block = || -> Result<GpuChunk, ArrayError> {
+        match e.as_leaf() {
+            Some(x) => Ok(x.clone()),
+            None => materialize(e),
+        }
+    };
     Ok(Some(match red {
         Reduction::Sum => vec![simple(Fold::Sum, red.out_dtype(t))?],
         Reduction::Prod => vec![simple(Fold::Prod, red.out_dtype(t))?],
@@ -225,11 +331,12 @@ pub fn partial(red: Reduction, x: &GpuChunk, axes: &[usize]) -> Result<Option<Ve
         Reduction::All => vec![simple(Fold::All, DType::Bool)?],
         Reduction::Mean => {
             let sum = simple(Fold::Sum, t.to_float())?;
-            let count = super::create::full(x.device(), sum.shape(), Scalar::Float(n as f64), DType::F64)?;
+            let count = super::create::full(&e.device()?, sum.shape(), Scalar::Float(n as f64), DType::F64)?;
             vec![sum, count]
         }
         Reduction::Var { .. } | Reduction::Std { .. } => {
-            let sum = simple(Fold::Sum, DType::F64)?;
+            let x = &block()?;
+            let sum = fold_axes(x, axes, Fold::Sum, DType::F64)?;
             let mean = if n == 0 {
                 super::create::full(x.device(), sum.shape(), Scalar::Float(0.0), DType::F64)?
             } else {
@@ -244,8 +351,8 @@ pub fn partial(red: Reduction, x: &GpuChunk, axes: &[usize]) -> Result<Option<Ve
                 Term::Expr(Expr::cast(Expr::leaf(x.clone()), DType::F64)),
                 Term::Expr(Expr::leaf(mean.clone())),
             )?;
-            let sq = materialize(&Expr::binary(BinOp::Mul, Term::Expr(d.clone()), Term::Expr(d))?)?;
-            let m2 = fold_axes(&sq, axes, Fold::Sum, DType::F64)?;
+            let sq = Expr::binary(BinOp::Mul, Term::Expr(d.clone()), Term::Expr(d))?;
+            let m2 = fold_axes_expr(&sq, axes, Fold::Sum, DType::F64)?;
             let count = super::create::full(x.device(), mean.shape(), Scalar::Float(n as f64), DType::F64)?;
             vec![count, mean, m2]
         }
@@ -262,6 +369,7 @@ pub fn merge(red: Reduction, a: &[GpuChunk], b: &[GpuChunk]) -> Result<Option<Ve
         Reduction::Max => BinOp::Maximum,
         Reduction::Any => BinOp::Or,
         Reduction::All => BinOp::And,
+        Reduction::ArgMin | Reduction::ArgMax => return super::arg::merge(red, a, b).map(Some),
         _ => return Ok(None),
     };
     if a.len() != b.len() {
@@ -293,6 +401,7 @@ pub fn finalize(
             )?;
             materialize(&Expr::cast(q, out))?
         }
+        (Reduction::ArgMin | Reduction::ArgMax, [_, idx]) => idx.clone(),
         (Reduction::Var { .. } | Reduction::Std { .. } | Reduction::ArgMin | Reduction::ArgMax, _) => {
             return Ok(None);
         }

@@ -266,6 +266,222 @@ fn reductions_match_the_cpu() {
     }
 }
 
+/// Reductions that read an elementwise expression as they fold it (never
+/// writing it) against the CPU path on the evaluated expression: the last
+/// axis alone, the axes before it, runs split around the last axis, a
+/// transposed leaf and a broadcast one.
+#[test]
+fn reductions_of_expressions_match_the_cpu() {
+    let Some(_) = device() else { return };
+    let reds = [
+        Reduction::Sum,
+        Reduction::Prod,
+        Reduction::Min,
+        Reduction::Max,
+        Reduction::Any,
+        Reduction::All,
+        Reduction::Mean,
+        Reduction::Var { ddof: 0 },
+    ];
+    let cases: [(&[usize], &[&[usize]]); 6] = [
+        (&[37, 37], &[&[0], &[1], &[0, 1]]),
+        (&[9, 1], &[&[0], &[1], &[0, 1]]),
+        (&[1, 9], &[&[0], &[1], &[0, 1]]),
+        (&[6, 5, 7], &[&[0, 1], &[2], &[1, 2], &[0, 2], &[0, 1, 2], &[1]]),
+        (&[3000], &[&[0]]),
+        (&[9, 4100], &[&[1], &[0]]),
+    ];
+    let mut checked = 0;
+    for (shape, axes_sets) in cases {
+        for &t in &[DType::F64, DType::F32, DType::I64] {
+            let a = sample(shape, t, 1);
+            // The second leaf: the transpose of a block of the reversed
+            // shape (a strided view), and a broadcast last row.
+            let rev: Vec<usize> = shape.iter().rev().copied().collect();
+            let b = sample(&rev, t, 4);
+            let axes_rev: Vec<usize> = (0..shape.len()).rev().collect();
+            let bt = crate::array::shape::transpose(&b, &axes_rev).expect("t");
+            let row = sample(&shape[shape.len() - 1..], DType::F64, 2);
+            let sum = elementwise::binary(BinOp::Add, Operand::Chunk(&a), Operand::Chunk(&bt)).expect("+");
+            let scaled =
+                elementwise::binary(BinOp::Div, Operand::Chunk(&sum), Operand::Scalar(Scalar::Int(8)))
+                    .expect("/");
+            let cpu_x =
+                elementwise::binary(BinOp::Sub, Operand::Chunk(&scaled), Operand::Chunk(&row)).expect("-");
+            let e = Expr::binary(
+                BinOp::Add,
+                Term::Expr(Expr::leaf(up(&a))),
+                Term::Expr(Expr::leaf(up(&b).transpose(&axes_rev).expect("t"))),
+            )
+            .and_then(|e| Expr::binary(BinOp::Div, Term::Expr(e), Term::Scalar(Scalar::Int(8))))
+            .and_then(|e| Expr::binary(BinOp::Sub, Term::Expr(e), Term::Expr(Expr::leaf(up(&row)))))
+            .expect("expr");
+            for axes in axes_sets {
+                for red in reds {
+                    let place = BlockPlace::default();
+                    let cpu = reduce::partial(red, &cpu_x, axes, &place).expect("cpu partial");
+                    let out = red.out_dtype(cpu_x.dtype());
+                    let cpu_r = reduce::finalize(red, &cpu, axes, true, out).expect("cpu final");
+                    let gp =
+                        super::reduce::partial_expr(red, &e, axes).expect("gpu partial").expect("on the GPU");
+                    let gpu_r = super::reduce::finalize(red, &gp, axes, true, out).expect("gpu final");
+                    let got = match gpu_r {
+                        Some(g) => g.to_host().expect("down"),
+                        // Var finishes on the host.
+                        None => {
+                            let host: Vec<Chunk> = gp.iter().map(|g| g.to_host().expect("down")).collect();
+                            reduce::finalize(red, &host, axes, true, out).expect("host final")
+                        }
+                    };
+                    let what = format!("{} of {t} {shape:?} over {axes:?}", red.name());
+                    if red == Reduction::Prod {
+                        continue;
+                    }
+                    close(&got, &cpu_r, &what);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "{checked} checks");
+}
+
+/// argmin / argmax on the device against the CPU path: ties (the values
+/// repeat) keep the first occurrence, NaN wins, indices carry the block's
+/// place, and two blocks' partials merge as the CPU merges them.
+#[test]
+fn arg_reductions_match_the_cpu() {
+    let Some(_) = device() else { return };
+    let cases: [(&[usize], &[&[usize]]); 4] = [
+        (&[37, 53], &[&[0], &[1], &[0, 1]]),
+        (&[4, 5, 6], &[&[0], &[1], &[2], &[0, 1, 2]]),
+        (&[70001], &[&[0]]),
+        (&[3, 9000], &[&[1], &[0, 1]]),
+    ];
+    let mut checked = 0;
+    for (shape, axes_sets) in cases {
+        for &t in &DTYPES {
+            for nan in [false, true] {
+                if nan && !t.is_float() {
+                    continue;
+                }
+                let mut a = sample(shape, t, 5);
+                let mut b = sample(shape, t, 9);
+                if nan {
+                    let n = a.len();
+                    let with_nan = |c: &Chunk, at: usize| {
+                        let mut v = c.cast::<f64>().iter().copied().collect::<Vec<_>>();
+                        v[at % n] = f64::NAN;
+                        Chunk::from_vec(shape, v).expect("nan").astype(t)
+                    };
+                    a = with_nan(&a, n / 3);
+                    b = with_nan(&b, n / 2);
+                }
+                let nd = shape.len();
+                let global: Vec<usize> = shape.iter().map(|&d| 2 * d).collect();
+                let pa = BlockPlace { offsets: vec![0; nd], shape: global.clone() };
+                let mut off_b = vec![0; nd];
+                off_b[0] = shape[0];
+                let pb = BlockPlace { offsets: off_b, shape: global };
+                for axes in axes_sets {
+                    for red in [Reduction::ArgMin, Reduction::ArgMax] {
+                        let what = format!("{} of {t} {shape:?} over {axes:?} (NaN: {nan})", red.name());
+                        let cpu_a = reduce::partial(red, &a, axes, &pa).expect("cpu a");
+                        let cpu_b = reduce::partial(red, &b, axes, &pb).expect("cpu b");
+                        let gpu_a = arg::partial(red, &up(&a), axes, &pa).expect("gpu a");
+                        let gpu_b = arg::partial(red, &up(&b), axes, &pb).expect("gpu b");
+                        for (g, c) in gpu_a.iter().zip(&cpu_a) {
+                            close(&g.to_host().expect("down"), c, &format!("{what}: partial"));
+                        }
+                        // Merging needs one output shape: along axis 0 the
+                        // two blocks are stacked, elsewhere side by side.
+                        if axes.len() == 1 && axes[0] == 0 || axes.len() == nd {
+                            let cpu = reduce::merge(red, &cpu_a, &cpu_b).expect("cpu merge");
+                            let gpu = arg::merge(red, &gpu_a, &gpu_b).expect("gpu merge");
+                            let out =
+                                reduce::finalize(red, &cpu, axes, false, DType::I64).expect("cpu final");
+                            let got = super::reduce::finalize(red, &gpu, axes, false, DType::I64)
+                                .expect("gpu final")
+                                .expect("on the GPU");
+                            close(&got.to_host().expect("down"), &out, &format!("{what}: merged"));
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 80, "{checked} checks");
+}
+
+/// Boolean-mask selection and histograms on the device against the CPU's:
+/// masks of every dtype (nonzero is true), long enough for several scan
+/// segments; bins in shared memory and in global memory, NaN and values
+/// outside the range left out.
+#[test]
+fn masks_and_histograms_match_the_cpu() {
+    let Some(_) = device() else { return };
+    for shape in [&[7usize, 9][..], &[100_003], &[0]] {
+        for &t in &DTYPES {
+            let x = sample(shape, t, 2);
+            for &ct in &DTYPES {
+                let cond = sample(shape, ct, 7);
+                let cpu = crate::array::shape::mask(&x, &cond).expect("cpu");
+                let gpu = scan::mask(&up(&x), &up(&cond)).expect("gpu").to_host().expect("down");
+                close(&gpu, &cpu, &format!("{t}[{ct} mask] of {shape:?}"));
+            }
+            for (bins, lo, hi) in [(10, -3.0, 4.0), (5000, -5.0, 10.0), (1, 0.0, 1.0)] {
+                let mut v = x.cast::<f64>().iter().copied().collect::<Vec<_>>();
+                if t.is_float() && !v.is_empty() {
+                    v[0] = f64::NAN;
+                }
+                let xs = Chunk::from_vec(shape, v).expect("x").astype(t);
+                let cpu = reduce::histogram(&xs, bins, lo, hi).expect("cpu");
+                let gpu = scan::histogram(&up(&xs), bins, lo, hi).expect("gpu").to_host().expect("down");
+                assert_eq!(gpu, cpu, "histogram of {t} {shape:?}, {bins} bins over [{lo}, {hi}]");
+            }
+        }
+    }
+    let e =
+        scan::mask(&up(&sample(&[3], DType::F64, 0)), &up(&sample(&[4], DType::Bool, 0))).expect_err("shape");
+    assert!(e.to_string().contains("does not match"), "{e}");
+    assert!(scan::histogram(&up(&sample(&[3], DType::F64, 0)), 0, 0.0, 1.0).is_err());
+}
+
+/// Cumulative sums on the device, along every axis, against the CPU's:
+/// rows longer than one tile (the carry), and views.
+#[test]
+fn cumsum_matches_the_cpu() {
+    let Some(_) = device() else { return };
+    let cases: [&[usize]; 5] = [&[10_007], &[37, 4099], &[3, 50_000], &[5, 6, 7], &[1, 1]];
+    let mut checked = 0;
+    for shape in cases {
+        for &t in &DTYPES {
+            let a = sample(shape, t, 3);
+            for axis in 0..shape.len() {
+                let cpu = reduce::cumsum(&a, axis).expect("cpu");
+                let gpu = scan::cumsum(&up(&a), axis).expect("gpu").to_host().expect("down");
+                // Long f32 rows: the device adds in another order.
+                let what = format!("cumsum of {t} {shape:?} along {axis}");
+                if t.is_float() {
+                    let tol = if t == DType::F32 { 1e-3 } else { 1e-10 };
+                    for (p, q) in gpu.cast::<f64>().iter().zip(cpu.cast::<f64>().iter()) {
+                        assert!((p - q).abs() <= tol * (1.0 + q.abs()), "{what}: {p} vs {q}");
+                    }
+                    assert_eq!(gpu.shape(), cpu.shape());
+                } else {
+                    close(&gpu, &cpu, &what);
+                }
+                checked += 1;
+            }
+        }
+    }
+    let v = up(&sample(&[40, 30], DType::F64, 1)).transpose(&[1, 0]).expect("view");
+    let cpu = reduce::cumsum(&v.to_host().expect("down"), 1).expect("cpu");
+    close(&scan::cumsum(&v, 1).expect("gpu").to_host().expect("down"), &cpu, "cumsum of a transposed view");
+    assert!(checked >= 30, "{checked}");
+}
+
 #[test]
 fn matrix_products_match_the_cpu() {
     let Some(_) = device() else { return };
@@ -344,6 +560,29 @@ fn graphs_on_gpu_blocks_match_the_cpu() {
         },
         "(x @ x.T).sum()",
     );
+    // Reductions fused with the chain before them.
+    both(
+        &|a| {
+            let m = arr::binary(&cpu, BinOp::Mul, &Lazy::Array(a.clone()), &Lazy::Scalar(Scalar::Int(3)))
+                .expect("*");
+            let d =
+                arr::binary(&cpu, BinOp::Sub, &Lazy::Array(m), &Lazy::Scalar(Scalar::Float(1.0))).expect("-");
+            arr::reduction(&cpu, &d, Reduction::Sum, None, false, None).expect("sum")
+        },
+        "(x * 3 - 1).sum()",
+    );
+    both(
+        &|a| {
+            let d = arr::binary(&cpu, BinOp::Sub, &Lazy::Array(a.clone()), &Lazy::Scalar(Scalar::Float(0.5)))
+                .expect("-");
+            let q = arr::binary(&cpu, BinOp::Mul, &Lazy::Array(d.clone()), &Lazy::Array(d)).expect("*");
+            let v =
+                arr::reduction(&cpu, &q, Reduction::Var { ddof: 1 }, Some(&[0]), false, None).expect("var");
+            let mx = arr::reduction(&cpu, &q, Reduction::Max, Some(&[1]), false, None).expect("max");
+            arr::binary(&cpu, BinOp::Add, &Lazy::Array(v), &Lazy::Array(mx)).expect("+")
+        },
+        "((x - 0.5)**2).var(0) + ((x - 0.5)**2).max(1)",
+    );
     both(&|a| arr::rechunk(&cpu, a, &spec(&[77, 150])).expect("rechunk"), "rechunk");
     both(
         &|a| arr::reduction(&cpu, a, Reduction::Std { ddof: 0 }, Some(&[1]), true, None).expect("std"),
@@ -394,6 +633,83 @@ fn graphs_on_gpu_blocks_match_the_cpu() {
     assert!((m - 3.0).abs() < 0.02 && (sd - 2.0).abs() < 0.02, "normal: mean {m}, std {sd}");
     let z = arr::full(&gpu, &[5, 3], &spec(&[2, 3]), Scalar::Float(1.5), DType::F32).expect("full");
     assert_eq!(run(&z), Chunk::full(&[5, 3], Scalar::Float(1.5), DType::F32));
+}
+
+/// On a host with several GPUs: threads are dealt over the devices, and a
+/// task whose blocks lie on different devices brings them together (peer
+/// copies) with the answers of one device.
+#[test]
+fn blocks_on_different_gpus_meet_on_one() {
+    let Some(_) = device() else { return };
+    let rt = brisk_gpu::runtime().expect("runtime");
+    let devices = rt.devices();
+    if devices.len() < 2 {
+        eprintln!("skipped: one GPU here ({} peer access needs two)", devices[0].name());
+        return;
+    }
+    let homes: std::collections::BTreeSet<usize> = (0..2 * devices.len())
+        .map(|_| std::thread::spawn(|| default_device().expect("home").ordinal()).join().expect("thread"))
+        .collect();
+    assert_eq!(homes.len(), devices.len(), "threads dealt over every device: {homes:?}");
+    eprintln!("peer access 0 -> 1: {}", rt.peer_access(0, 1));
+    let (d0, d1) = (&devices[0], &devices[1]);
+    let a = sample(&[300, 200], DType::F64, 1);
+    let b = sample(&[200, 300], DType::F64, 2);
+    let ga = GpuChunk::from_host(&a, d0).expect("up 0");
+    let gb = GpuChunk::from_host(&b, d1).expect("up 1");
+    // A whole buffer moved, and a transposed view of it, and a slice.
+    let moved = gb.to_device(d0).expect("peer copy");
+    assert_eq!(moved.device().ordinal(), 0);
+    assert_eq!(moved.to_host().expect("down"), b);
+    let bt = crate::array::shape::transpose(&b, &[1, 0]).expect("t");
+    assert_eq!(gb.transpose(&[1, 0]).expect("t").to_device(d0).expect("copy").to_host().expect("down"), bt);
+    // An expression over leaves on two devices.
+    let e = Expr::binary(
+        BinOp::Add,
+        Term::Expr(Expr::leaf(ga.clone())),
+        Term::Expr(Expr::leaf(gb.transpose(&[1, 0]).expect("t"))),
+    )
+    .expect("expr");
+    let cpu = elementwise::binary(BinOp::Add, Operand::Chunk(&a), Operand::Chunk(&bt)).expect("cpu");
+    close(&materialize(&e).expect("eval").to_host().expect("down"), &cpu, "a (GPU 0) + b.T (GPU 1)");
+    // A product and a reduction merge through the task executor.
+    let prod = crate::array::exec::execute(
+        &crate::array::op::ArrayOp::Matmul { nk: 1 },
+        &[exec::gpu_value(ga.clone()), exec::gpu_value(gb.clone())],
+    )
+    .expect("matmul across devices");
+    let Value::Gpu(p) = prod else { panic!("not on a GPU: {prod:?}") };
+    let cpu_p = crate::array::linalg::matmul_sum(std::slice::from_ref(&a), std::slice::from_ref(&b))
+        .expect("cpu matmul");
+    for (x, y) in p.to_host().expect("down").cast::<f64>().iter().zip(cpu_p.cast::<f64>().iter()) {
+        assert!((x - y).abs() <= 1e-9 * (1.0 + y.abs()), "matmul: {x} vs {y}");
+    }
+    let red = Reduction::Sum;
+    let part = |g: &GpuChunk| {
+        crate::array::exec::execute(
+            &crate::array::op::ArrayOp::Partial { red, axes: vec![0], place: BlockPlace::default() },
+            &[exec::gpu_value(g.clone())],
+        )
+        .expect("partial")
+    };
+    let b2 = GpuChunk::from_host(&a, d1).expect("up 1");
+    let merged = crate::array::exec::execute(
+        &crate::array::op::ArrayOp::Aggregate { red, axes: vec![0], keepdims: false, out: DType::F64 },
+        &[part(&ga), part(&b2)],
+    )
+    .expect("merge across devices");
+    let Value::Gpu(m) = merged else { panic!("not on a GPU: {merged:?}") };
+    let col = reduce::finalize(
+        red,
+        &reduce::partial(red, &a, &[0], &BlockPlace::default()).expect("p"),
+        &[0],
+        false,
+        DType::F64,
+    )
+    .expect("f");
+    let twice =
+        elementwise::binary(BinOp::Mul, Operand::Chunk(&col), Operand::Scalar(Scalar::Int(2))).expect("2x");
+    close(&m.to_host().expect("down"), &twice, "sum over blocks on two GPUs");
 }
 
 #[test]
