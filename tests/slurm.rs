@@ -141,11 +141,15 @@ fn cluster_options(name: &str, extra: &str) -> String {
 }
 
 const WAIT_ENDED: &str = r#"
+// COMPLETING once the worker left is SLURM's clean-up (assert_no_jobs
+// waits for that to end).
+fn ended(j) {
+    if j.state == "ENDED" || j.state == "CANCELLED" { return true; }
+    j.state == "COMPLETING" && !j.connected
+}
 fn wait_ended(cluster, secs) {
     let t = timestamp();
-    // COMPLETING once the worker left is SLURM's clean-up (assert_no_jobs
-    // waits for that to end).
-    while cluster.status().filter(|j| j.state != "ENDED" && j.state != "CANCELLED" && (j.state != "COMPLETING" || j.connected)).len() > 0 {
+    while cluster.status().filter(|j| !ended(j)).len() > 0 {
         if t.elapsed > secs { throw `jobs still running after ${secs}s: ${cluster.status()}`; }
         sleep(0.2);
     }
