@@ -46,12 +46,7 @@ fn best(
 ) -> Result<(GpuChunk, GpuChunk), ArrayError> {
     let device = x.device().clone();
     let inner = b == 1;
-    let splits = if inner {
-        ((device.sm_count() as usize * 8).div_ceil(a.max(1))).clamp(1, k.div_ceil(2048).max(1))
-    } else {
-        let threads = a * b.div_ceil(256) * 256;
-        ((device.sm_count() as usize * 2048).div_ceil(threads)).clamp(1, k.div_ceil(64).max(1))
-    };
+    let splits = super::reduce::splits(&device, a, k, b, inner);
     let vals = GpuChunk::alloc(&device, x.dtype(), &[a, splits, b])?;
     let ids = GpuChunk::alloc(&device, DType::I64, &[a, splits, b])?;
     let t = store_type(x.dtype());
@@ -243,8 +238,7 @@ extern "C" __global__ void pick(unsigned char* __restrict__ ov_raw, i64* __restr
 "#
     );
     let kern = device.kernel(&src, "pick")?;
-    let launch =
-        Launch { grid: (n.div_ceil(256).clamp(1, 65535) as u32, 1, 1), block: (256, 1, 1), shared: 0 };
+    let launch = Launch::linear(&device, n, 256);
     let args = [
         KArg::U64(ov.ptr()),
         KArg::U64(oi.ptr()),

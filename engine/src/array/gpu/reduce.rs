@@ -86,6 +86,20 @@ fn fusable(nd: usize, lo: usize, hi: usize) -> bool {
     (lo == hi && hi + 1 == nd) || hi + 2 == nd
 }
 
+/// How many pieces a fold over `K` of `(A, K, B)` is cut into so that a
+/// few outputs still fill the device (a second pass joins the pieces):
+/// `inner` folds give a thread block per row piece, others a thread per
+/// column of `B`. Arg reductions cut the same way.
+pub(super) fn splits(device: &brisk_gpu::Device, a: usize, k: usize, b: usize, inner: bool) -> usize {
+    let sms = device.sm_count() as usize;
+    if inner {
+        (sms * 8).div_ceil(a.max(1)).clamp(1, k.div_ceil(2048).max(1))
+    } else {
+        let threads = a * b.div_ceil(256) * 256;
+        (sms * 2048).div_ceil(threads.max(1)).clamp(1, k.div_ceil(64).max(1))
+    }
+}
+
 /// Fold an elementwise expression as it is computed, never writing it:
 /// seen as `(A, K, B)`, `inner` when `K` is its last axis (`B` is 1),
 /// else `B` is its last axis. The result has shape `(A, 1, B)`, reshaped
@@ -113,13 +127,7 @@ fn fold_expr(
         let v = if matches!(fold, Fold::Prod | Fold::All) { Scalar::Int(1) } else { Scalar::Int(0) };
         return super::create::full(&device, &[a, 1, b], v, acc);
     }
-    let target = device.sm_count() as usize * 2048;
-    let splits = if inner {
-        ((device.sm_count() as usize * 8).div_ceil(a.max(1))).clamp(1, k.div_ceil(2048).max(1))
-    } else {
-        let threads = a * b.div_ceil(256) * 256;
-        (target.div_ceil(threads)).clamp(1, k.div_ceil(64).max(1))
-    };
+    let splits = splits(&device, a, k, b, inner);
     let out = GpuChunk::alloc(&device, acc, &[a, splits, b])?;
     let p = parts(e);
     let (dims, dim_args) = lead_dims(&e.shape);

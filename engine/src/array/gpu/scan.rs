@@ -65,8 +65,7 @@ extern "C" __global__ void scan(unsigned char* __restrict__ out_raw, const {xs}*
 }}
 "#
     );
-    let launch =
-        Launch { grid: ((a * b).div_ceil(256).clamp(1, 65535) as u32, 1, 1), block: (256, 1, 1), shared: 0 };
+    let launch = Launch::linear(&device, a * b, 256);
     let kern = device.kernel(&src, "scan")?;
     let args = [
         KArg::U64(out.ptr()),
@@ -249,8 +248,7 @@ extern "C" __global__ void pick(unsigned char* __restrict__ out_raw, const {xs}*
 "#
     );
     let kern = device.kernel(&src, "pick")?;
-    let launch =
-        Launch { grid: (n.div_ceil(256).clamp(1, 65535) as u32, 1, 1), block: (256, 1, 1), shared: 0 };
+    let launch = Launch::linear(&device, n, 256);
     let args = [
         KArg::U64(out.ptr()),
         KArg::U64(x.ptr()),
