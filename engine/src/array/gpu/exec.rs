@@ -400,6 +400,10 @@ fn merged(red: crate::array::reduce::Reduction, args: &[Value]) -> Result<Option
     let mut it = args.iter();
     let mut acc = partials(it.next().ok_or_else(|| ArrayError::Value("no partials to combine".into()))?)?;
     for v in it {
+        if red.is_arg() {
+            acc = super::arg::merge(red, &acc, &partials(v)?)?;
+            continue;
+        }
         match super::reduce::merge(red, &acc, &partials(v)?)? {
             Some(p) => acc = p,
             None => return Ok(None),

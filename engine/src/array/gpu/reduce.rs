@@ -377,7 +377,6 @@ pub fn merge(red: Reduction, a: &[GpuChunk], b: &[GpuChunk]) -> Result<Option<Ve
         Reduction::Max => BinOp::Maximum,
         Reduction::Any => BinOp::Or,
         Reduction::All => BinOp::And,
-        Reduction::ArgMin | Reduction::ArgMax => return super::arg::merge(red, a, b).map(Some),
         _ => return Ok(None),
     };
     if a.len() != b.len() {
