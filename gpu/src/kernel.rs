@@ -155,6 +155,21 @@ impl Device {
         Ok(k)
     }
 
+    /// How many blocks of `threads` threads (and `shared` bytes of dynamic
+    /// shared memory) of `kernel` one SM holds at once: its registers and
+    /// shared memory decide, so a grid sized to fill the device in one wave
+    /// asks here rather than assuming full occupancy. 1 if the driver
+    /// cannot say.
+    pub fn resident_blocks(&self, kernel: &Kernel, threads: u32, shared: usize) -> u32 {
+        if self.bind().is_err() {
+            return 1;
+        }
+        kernel
+            .func
+            .occupancy_max_active_blocks_per_multiprocessor(threads, shared, None)
+            .map_or(1, |n| n.max(1))
+    }
+
     /// Queue `kernel` on this device's stream.
     pub fn launch(&self, kernel: &Kernel, cfg: Launch, args: &[KArg]) -> Result<()> {
         if cfg.grid.0 == 0 || cfg.grid.1 == 0 || cfg.grid.2 == 0 {

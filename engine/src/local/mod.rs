@@ -133,7 +133,29 @@ struct State {
     shutdown: bool,
     /// Actions the scheduler decided and `apply` has not carried out yet.
     out: Vec<Action>,
+    /// The GPUs offered as the `GPU` resource (0 until a graph needs one).
+    gpus: usize,
 }
+
+impl State {
+    /// What the worker offers: the configured resources and its GPUs.
+    fn resources(&self, config: &LocalConfig) -> Vec<(String, f64)> {
+        let mut r = config.resources.clone();
+        if self.gpus > 0 {
+            r.push((crate::array::gpu::resource::GPU.into(), self.gpus as f64));
+        }
+        r
+    }
+}
+
+/// The `GPU` a task on GPU blocks takes: a whole one, as Dask's
+/// `resources={"GPU": 1}`, so as many at once as there are devices. A task
+/// only queues kernels (the device runs them later), so the device stays
+/// busy; on an H100, a sum of 64 tiny blocks took 1.9 ms this way against
+/// 2.3, 2.4 and 2.8 ms with two, four and a hundred at a time (threads
+/// queuing on one stream get in each other's way), and G1–G4 did not
+/// change.
+const GPU_TASK_SHARE: f64 = 1.0;
 
 impl Runtime {
     pub fn new(config: LocalConfig, udfs: Arc<dyn UdfRunner>) -> Runtime {
@@ -165,6 +187,7 @@ impl Runtime {
             hub: Hub::default(),
             shutdown: false,
             out,
+            gpus: 0,
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
@@ -208,17 +231,23 @@ impl Client for Runtime {
 
     fn workers(&self) -> Vec<WorkerInfo> {
         let snap = self.shared.snapshot();
+        // One lock, taken and dropped here: a guard held as a temporary
+        // across the literal below would deadlock a second `lock()`.
+        let (in_memory, resources) = {
+            let st = self.shared.lock();
+            (st.store.len(), st.resources(&self.shared.config))
+        };
         vec![WorkerInfo {
             name: "local".into(),
             address: "inproc://local".into(),
             threads: snap.threads,
             running: snap.busy_threads,
-            in_memory: self.shared.lock().store.len(),
+            in_memory,
             memory: snap.memory_bytes,
             memory_limit: None,
             spilled: 0,
             gpu: crate::gpu::summary(),
-            resources: self.shared.config.resources.clone(),
+            resources,
             pid: std::process::id(),
         }]
     }
@@ -265,8 +294,9 @@ impl Shared {
             let st = self.lock();
             graph::optimize(graph, outputs, self.config.fuse, |k| st.core.lookup(k).is_some())
         };
-        self.check_resources(&optimized)?;
-        let tasks = optimized.into_tasks();
+        let mut tasks = optimized.into_tasks();
+        self.take_gpus(&mut tasks);
+        self.check_resources(&tasks)?;
         let new: Vec<NewTask> = tasks
             .iter()
             .zip(order)
@@ -311,14 +341,47 @@ impl Shared {
         Ok(futures)
     }
 
+    /// Tasks on GPU blocks take a share of the `GPU` resource, of which the
+    /// worker offers one per device from the first graph that has them.
+    /// Without a usable GPU nothing changes: such tasks fail when run, with
+    /// the reason there is no GPU.
+    fn take_gpus(&self, tasks: &mut [crate::graph::task::Task]) {
+        use crate::array::gpu::resource;
+        let runtime = match brisk_gpu::opened() {
+            Some(rt) => rt,
+            None if resource::makes_gpu_blocks(tasks) => match brisk_gpu::runtime() {
+                Ok(rt) => rt,
+                Err(_) => return,
+            },
+            None => return,
+        };
+        let devices = runtime.devices().len();
+        if devices == 0 {
+            return;
+        }
+        let mut st = self.lock();
+        let on_gpu = |k: &Key| {
+            st.core
+                .lookup(k)
+                .and_then(|id| st.store.get(&id))
+                .is_some_and(|(v, _)| matches!(v, Value::Gpu(_)))
+        };
+        if resource::take_gpu(tasks, true, on_gpu, GPU_TASK_SHARE) > 0 && st.gpus == 0 {
+            let st = &mut *st;
+            st.gpus = devices;
+            st.core.set_resource(st.worker, resource::GPU, devices as f64, &mut st.out);
+        }
+    }
+
     /// A task that needs a resource the local worker lacks would wait forever.
-    fn check_resources(&self, g: &Graph) -> Result<(), EngineError> {
-        for t in g.tasks() {
+    fn check_resources(&self, tasks: &[crate::graph::task::Task]) -> Result<(), EngineError> {
+        let st = self.lock();
+        for t in tasks {
             let Some(a) = &t.annotations else { continue };
             for (name, amount) in &a.resources {
                 let have: f64 =
                     // A fold from 0.0: an empty float sum is -0.0, which prints as "-0".
-                    self.config.resources.iter().filter(|(n, _)| n == name).fold(0.0, |s, (_, x)| s + x);
+                    st.resources(&self.config).iter().filter(|(n, _)| n == name).fold(0.0, |s, (_, x)| s + x);
                 if have < *amount {
                     return Err(EngineError::MissingResource {
                         task: t.key.clone(),

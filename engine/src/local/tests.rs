@@ -354,3 +354,33 @@ fn subscribers_see_tasks_run() {
     let ran = rx.try_iter().filter(|e| matches!(e, Event::TaskRan { ok: true, .. })).count();
     assert!(ran >= 19, "saw {ran} task events");
 }
+
+#[test]
+fn tasks_sharing_a_resource_all_run() {
+    for config in both() {
+        let config = LocalConfig { resources: vec![("GPU".into(), 1.0)], ..config };
+        let rt = Runtime::new(config.clone(), Arc::new(NoUdfs));
+        let (g, out) = tree(500);
+        let quarter =
+            Arc::new(Annotations { resources: vec![("GPU".into(), 0.25)], ..Annotations::default() });
+        let tasks: Vec<Task> = g
+            .into_tasks()
+            .into_iter()
+            .map(|mut t| {
+                t.annotations = Some(quarter.clone());
+                t
+            })
+            .collect();
+        let v = rt.compute(Graph::from_tasks(tasks), &[out], &CancelToken::new()).expect("compute");
+        assert_eq!(v, vec![Value::Int(500 * 501 / 2)], "{config:?}");
+        rt.validate().expect("valid");
+    }
+}
+
+#[test]
+fn workers_lists_the_offered_resources() {
+    let config = LocalConfig { threads: 1, resources: vec![("MEM".into(), 2.0)], ..LocalConfig::default() };
+    let rt = Runtime::new(config, Arc::new(NoUdfs));
+    let w = rt.workers();
+    assert_eq!((w.len(), w[0].resources.clone()), (1, vec![("MEM".to_string(), 2.0)]));
+}

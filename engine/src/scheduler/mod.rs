@@ -304,6 +304,9 @@ struct WorkerRec {
     retiring: bool,
 }
 
+/// A task's resource needs as a queue key: (resource id, amount's bits).
+type Needs = Vec<(u16, u64)>;
+
 /// The scheduler state machine.
 #[derive(Debug)]
 pub struct Scheduler {
@@ -318,8 +321,11 @@ pub struct Scheduler {
     depth: f64,
     /// Ready tasks without a worker: roots, and tasks waiting for any worker.
     queue: BinaryHeap<std::cmp::Reverse<(Priority, TaskId)>>,
-    /// Ready tasks that need resources, dispatched only where they are free.
-    restricted: Vec<TaskId>,
+    /// Ready tasks that need resources, dispatched only where they are
+    /// free: a queue per set of needs (best priority first), so a dispatch
+    /// stops at the head of each queue that does not fit instead of
+    /// trying every waiting task (a GPU graph's tasks all need `GPU`).
+    restricted: FxHashMap<Needs, BinaryHeap<std::cmp::Reverse<(Priority, TaskId)>>>,
     /// Something changed that may let a restricted task run.
     restricted_dirty: bool,
     resource_names: Vec<String>,
@@ -342,7 +348,7 @@ impl Scheduler {
             workers: Slab::default(),
             free: Vec::new(),
             queue: BinaryHeap::new(),
-            restricted: Vec::new(),
+            restricted: FxHashMap::default(),
             restricted_dirty: false,
             resource_names: Vec::new(),
             groups: Vec::new(),

@@ -14,7 +14,7 @@
 
 use std::cmp::Reverse;
 
-use super::{Action, Scheduler, TaskId, TaskState, WorkerId};
+use super::{Action, Needs, Priority, Scheduler, TaskId, TaskState, WorkerId};
 
 /// The most root tasks one thread may hold, however short they are.
 const MAX_DEPTH: f64 = 64.0;
@@ -25,7 +25,9 @@ impl Scheduler {
         self.set_state(t, TaskState::Queued);
         let r = self.rec(t);
         if !r.resources.is_empty() {
-            self.restricted.push(t);
+            let needs = r.resources.iter().map(|&(id, x)| (id, x.to_bits())).collect();
+            let p = r.priority;
+            self.restricted.entry(needs).or_default().push(Reverse((p, t)));
             self.restricted_dirty = true;
         } else if r.deps.is_empty() || self.workers.len() == 0 {
             let p = r.priority;
@@ -225,32 +227,61 @@ impl Scheduler {
         }
     }
 
-    /// Run restricted tasks, best priority first, where their resources are free.
+    /// Run restricted tasks, best priority first, where their resources
+    /// are free. Each round takes the best head among the queues whose head
+    /// still fits somewhere; a queue whose head does not fit is done for
+    /// the round (what it needs is not free, and only grows scarcer).
     fn dispatch_restricted(&mut self, out: &mut Vec<Action>) {
-        let mut list = std::mem::take(&mut self.restricted);
-        list.retain(|t| {
-            self.tasks.get(t.0).is_some_and(|r| r.state == TaskState::Queued && r.processing_on.is_none())
-        });
-        list.sort_unstable_by_key(|t| (self.rec(*t).priority, *t));
-        list.dedup();
-        let mut waiting = Vec::new();
-        for t in list {
-            let needs = self.rec(t).resources.clone();
-            let mut best: Option<(usize, WorkerId)> = None;
-            for (id, wr) in self.workers.iter().filter(|(_, wr)| !wr.paused) {
-                // Amounts are fractions (GPU: 0.5); allow for float rounding.
-                let fits = needs
-                    .iter()
-                    .all(|(r, amount)| wr.available.get(*r as usize).is_some_and(|a| *a + 1e-9 >= *amount));
-                if fits && best.is_none_or(|(n, _)| wr.processing.len() < n) {
-                    best = Some((wr.processing.len(), WorkerId(id)));
+        let mut queues = std::mem::take(&mut self.restricted);
+        let mut done: Vec<Needs> = Vec::new();
+        loop {
+            let mut best: Option<(&Needs, Priority, TaskId)> = None;
+            for (needs, q) in queues.iter_mut() {
+                if done.contains(needs) {
+                    continue;
+                }
+                // Entries of tasks assigned or forgotten since go unread.
+                while let Some(&Reverse((_, t))) = q.peek() {
+                    if self
+                        .tasks
+                        .get(t.0)
+                        .is_some_and(|r| r.state == TaskState::Queued && r.processing_on.is_none())
+                    {
+                        break;
+                    }
+                    q.pop();
+                }
+                if let Some(&Reverse((p, t))) = q.peek()
+                    && best.is_none_or(|(_, bp, bt)| (p, t) < (bp, bt))
+                {
+                    best = Some((needs, p, t));
                 }
             }
-            match best {
-                Some((_, w)) => self.assign(t, w, out),
-                None => waiting.push(t),
+            let Some((needs, _, t)) = best else { break };
+            let needs = needs.clone();
+            match self.fitting_worker(t) {
+                // The queue's head is `t`: popped as stale next round.
+                Some(w) => self.assign(t, w, out),
+                None => done.push(needs),
             }
         }
-        self.restricted = waiting;
+        queues.retain(|_, q| !q.is_empty());
+        self.restricted = queues;
+    }
+
+    /// The unpaused worker with the fewest tasks where all `t` needs is free.
+    fn fitting_worker(&self, t: TaskId) -> Option<WorkerId> {
+        let needs = &self.rec(t).resources;
+        let mut best: Option<(usize, WorkerId)> = None;
+        for (id, wr) in self.workers.iter().filter(|(_, wr)| !wr.paused) {
+            // Amounts are fractions (GPU: 0.5); allow for float rounding.
+            let fits = needs
+                .iter()
+                .all(|(r, amount)| wr.available.get(*r as usize).is_some_and(|a| *a + 1e-9 >= *amount));
+            if fits && best.is_none_or(|(n, _)| wr.processing.len() < n) {
+                best = Some((wr.processing.len(), WorkerId(id)));
+            }
+        }
+        best.map(|(_, w)| w)
     }
 }

@@ -57,6 +57,12 @@ impl TestEnv {
         w
     }
 
+    pub fn set_resource(&mut self, worker: &str, name: &str, amount: f64) {
+        let w = self.ids[worker];
+        self.s.set_resource(w, name, amount, &mut self.out);
+        self.check();
+    }
+
     /// Worker `name` reports that it holds a copy of `key`.
     pub fn replicated(&mut self, key: &str, name: &str) {
         let (w, t) = (self.ids[name], self.id(key));

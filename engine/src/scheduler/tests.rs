@@ -230,6 +230,33 @@ fn resource_tasks_run_only_where_the_resource_is_free() {
 }
 
 #[test]
+fn restricted_tasks_run_by_priority_across_different_needs() {
+    let mut e = TestEnv::new();
+    e.worker_with("gpu", 4, &[("GPU", 1.0), ("MEM", 1.0)]);
+    // A quarter of the GPU each: four at once; the whole MEM: one.
+    let quarter = ann(0, 0, &[("GPU", 0.25)]);
+    let urgent = ann(5, 0, &[("MEM", 1.0)]);
+    let tasks: Vec<String> = (0..6).map(|i| format!("q{i}")).collect();
+    let mut spec: Vec<(&str, &[&str])> = tasks.iter().map(|t| (t.as_str(), &[][..])).collect();
+    spec.push(("m1", &[]));
+    spec.push(("m2", &[]));
+    let mut anns: Vec<(&str, _)> = tasks.iter().map(|t| (t.as_str(), quarter.clone())).collect();
+    anns.push(("m1", urgent.clone()));
+    anns.push(("m2", urgent));
+    let wanted: Vec<&str> = spec.iter().map(|(k, _)| *k).collect();
+    e.submit_annotated(&spec, &wanted, &anns);
+    // The higher priority first, then four quarters; the rest wait.
+    e.expect(&["run m1 on gpu", "run q0 on gpu", "run q1 on gpu", "run q2 on gpu", "run q3 on gpu"]);
+    e.finish("q1");
+    e.expect(&["done q1", "run q4 on gpu"]);
+    e.finish("m1");
+    e.expect(&["done m1", "run m2 on gpu"]);
+    // The worker offers more GPU later (the local runtime's first GPU graph).
+    e.set_resource("gpu", "GPU", 2.0);
+    e.expect(&["run q5 on gpu"]);
+}
+
+#[test]
 fn resource_tasks_wait_for_a_worker_that_has_the_resource() {
     let mut e = TestEnv::new();
     e.worker("cpu", 1);

@@ -42,6 +42,20 @@ impl Scheduler {
         w
     }
 
+    /// Worker `w` now offers `amount` of a resource in all (a local worker
+    /// offers `GPU` once a graph needs it); what is in use stays in use.
+    pub fn set_resource(&mut self, w: WorkerId, name: &str, amount: f64, out: &mut Vec<Action>) {
+        self.stimulus += 1;
+        let id = self.resource_id(name) as usize;
+        let Some(wr) = self.workers.get_mut(w.0) else { return };
+        let amount = amount.max(0.0);
+        let in_use = wr.resources[id] - wr.available[id];
+        wr.resources[id] = amount;
+        wr.available[id] = (amount - in_use).max(0.0);
+        self.restricted_dirty = true;
+        self.after_stimulus(out);
+    }
+
     /// A worker's memory passed its pause threshold (`true`) or fell back:
     /// a paused worker keeps its running tasks and results but gets no new
     /// task; others take the work meanwhile.

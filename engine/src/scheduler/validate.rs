@@ -122,7 +122,7 @@ impl Scheduler {
             .queue
             .iter()
             .map(|std::cmp::Reverse((_, t))| *t)
-            .chain(self.restricted.iter().copied())
+            .chain(self.restricted.values().flat_map(|q| q.iter().map(|std::cmp::Reverse((_, t))| *t)))
             .collect();
         for (id, r) in self.tasks.iter() {
             if r.state == TaskState::Queued && !waiting_in_queues.contains(&super::TaskId(id)) {

@@ -260,6 +260,13 @@ fn native(op: &ArrayOp, args: &[Value], host: Host<'_>) -> Result<Option<Value>,
             Some(p) => list(p),
             None => return Ok(None),
         },
+        ArrayOp::Aggregate { red, axes, keepdims, out } if !red.is_arg() => {
+            let parts = args.iter().map(partials).collect::<Result<Vec<_>, _>>()?;
+            match super::reduce::aggregate(*red, &parts, axes, *keepdims, *out)? {
+                Some(r) => gpu_value(r),
+                None => return Ok(None),
+            }
+        }
         ArrayOp::Aggregate { red, axes, keepdims, out } => {
             let Some(p) = merged(*red, args)? else { return Ok(None) };
             match super::reduce::finalize(*red, &p, axes, *keepdims, *out)? {
@@ -397,17 +404,14 @@ fn native(op: &ArrayOp, args: &[Value], host: Host<'_>) -> Result<Option<Value>,
 }
 
 fn merged(red: crate::array::reduce::Reduction, args: &[Value]) -> Result<Option<Vec<GpuChunk>>, ArrayError> {
+    if !red.is_arg() {
+        let parts = args.iter().map(partials).collect::<Result<Vec<_>, _>>()?;
+        return super::reduce::merge_all(red, &parts);
+    }
     let mut it = args.iter();
     let mut acc = partials(it.next().ok_or_else(|| ArrayError::Value("no partials to combine".into()))?)?;
     for v in it {
-        if red.is_arg() {
-            acc = super::arg::merge(red, &acc, &partials(v)?)?;
-            continue;
-        }
-        match super::reduce::merge(red, &acc, &partials(v)?)? {
-            Some(p) => acc = p,
-            None => return Ok(None),
-        }
+        acc = super::arg::merge(red, &acc, &partials(v)?)?;
     }
     Ok(Some(acc))
 }

@@ -280,6 +280,11 @@ impl Expr {
     }
 
     /// The leaf itself when the expression is one plain leaf.
+    /// The blocks the expression reads, numbered as `parts` names them.
+    pub fn leaves(&self) -> &[GpuChunk] {
+        &self.leaves
+    }
+
     pub fn as_leaf(&self) -> Option<&GpuChunk> {
         match self.node {
             Node::Leaf(0) if self.leaves.len() == 1 => self.leaves.first(),
@@ -378,6 +383,14 @@ fn plain(l: &GpuChunk) -> bool {
 }
 
 pub fn parts(e: &Expr) -> Parts {
+    parts_staged(e, &[])
+}
+
+/// As `parts`, but the leaves `staged` are read through a macro
+/// `S<i>(r, c)` that the kernel defines: a tile of the leaf it has put in
+/// shared memory (a transposed leaf read row by row would touch a
+/// different memory line in every thread of a warp).
+pub fn parts_staged(e: &Expr, staged: &[usize]) -> Parts {
     let nd = e.shape.len();
     let mut params = String::new();
     let mut args = Vec::new();
@@ -424,7 +437,7 @@ pub fn parts(e: &Expr) -> Parts {
         }
     }
     let mut value = String::new();
-    emit(&e.node, e, &mut value);
+    emit(&e.node, &Src { e, staged }, &mut value);
     Parts { params, args, row_setup, value }
 }
 
@@ -448,14 +461,29 @@ pub(super) fn emit_cast(from: DType, to: DType, x: &str, out: &mut String) {
     };
 }
 
-fn emit_as(n: &Node, e: &Expr, to: DType, out: &mut String) {
-    let mut inner = String::new();
-    emit(n, e, &mut inner);
-    emit_cast(node_dtype(n, e), to, &inner, out);
+/// What `emit` writes from: the expression and its leaves read from
+/// shared memory.
+struct Src<'a> {
+    e: &'a Expr,
+    staged: &'a [usize],
 }
 
-fn emit(n: &Node, e: &Expr, out: &mut String) {
+fn emit_as(n: &Node, s: &Src<'_>, to: DType, out: &mut String) {
+    let mut inner = String::new();
+    emit(n, s, &mut inner);
+    emit_cast(node_dtype(n, s.e), to, &inner, out);
+}
+
+fn emit(n: &Node, s: &Src<'_>, out: &mut String) {
+    let e = s.e;
     match n {
+        Node::Leaf(i) if s.staged.contains(i) => {
+            let _ = if e.leaves[*i].dtype() == DType::Bool {
+                write!(out, "(S{i}((r), (c)) != 0)")
+            } else {
+                write!(out, "S{i}((r), (c))")
+            };
+        }
         Node::Leaf(i) => {
             let l = &e.leaves[*i];
             let nd = e.shape.len();
@@ -481,21 +509,21 @@ fn emit(n: &Node, e: &Expr, out: &mut String) {
                 _ => write!(out, "s{i}"),
             };
         }
-        Node::Cast { out: t, a } => emit_as(a, e, *t, out),
+        Node::Cast { out: t, a } => emit_as(a, s, *t, out),
         Node::Where { out: t, c, a, b } => {
             out.push('(');
-            emit_as(c, e, DType::Bool, out);
+            emit_as(c, s, DType::Bool, out);
             out.push_str(" ? ");
-            emit_as(a, e, *t, out);
+            emit_as(a, s, *t, out);
             out.push_str(" : ");
-            emit_as(b, e, *t, out);
+            emit_as(b, s, *t, out);
             out.push(')');
         }
         Node::Un { op, out: t, a } => {
             let from = node_dtype(a, e);
             let mut x = String::new();
             // Float functions of integers compute in the float type.
-            emit_as(a, e, if t.is_float() { *t } else { from }, &mut x);
+            emit_as(a, s, if t.is_float() { *t } else { from }, &mut x);
             let _ = match (op, from) {
                 (UnOp::Neg, DType::I64) => write!(out, "b_sub(0LL, {x})"),
                 (UnOp::Neg, _) => write!(out, "(-{x})"),
@@ -523,8 +551,8 @@ fn emit(n: &Node, e: &Expr, out: &mut String) {
         }
         Node::Bin { op, work, a, b, .. } => {
             let (mut x, mut y) = (String::new(), String::new());
-            emit_as(a, e, *work, &mut x);
-            emit_as(b, e, *work, &mut y);
+            emit_as(a, s, *work, &mut x);
+            emit_as(b, s, *work, &mut y);
             let boolean = *work == DType::Bool;
             let _ = match op {
                 BinOp::Add | BinOp::Or | BinOp::Maximum if boolean => write!(out, "({x} || {y})"),

@@ -15,6 +15,7 @@ mod create;
 mod layout;
 mod linalg;
 mod reduce;
+pub mod resource;
 mod scan;
 #[cfg(test)]
 mod tests;

@@ -240,9 +240,10 @@ fn reductions_match_the_cpu() {
                     )
                     .expect("gpu partial");
                     let out = red.out_dtype(t);
-                    let cpu_r =
-                        reduce::finalize(red, &reduce::merge(red, &cpu, &cpu).expect("m"), axes, false, out)
-                            .expect("cpu final");
+                    // Three partials: merged in one kernel on the device.
+                    let cpu_m =
+                        reduce::merge(red, &reduce::merge(red, &cpu, &cpu).expect("m"), &cpu).expect("m");
+                    let cpu_r = reduce::finalize(red, &cpu_m, axes, false, out).expect("cpu final");
                     let gpu_r = crate::array::exec::execute(
                         &crate::array::op::ArrayOp::Aggregate {
                             red,
@@ -250,7 +251,7 @@ fn reductions_match_the_cpu() {
                             keepdims: false,
                             out,
                         },
-                        &[gp.clone(), gp],
+                        &[gp.clone(), gp.clone(), gp],
                     )
                     .expect("gpu aggregate");
                     let Value::Gpu(gr) = gpu_r else { panic!("not on the GPU: {gpu_r:?}") };
@@ -283,8 +284,11 @@ fn reductions_of_expressions_match_the_cpu() {
         Reduction::Mean,
         Reduction::Var { ddof: 0 },
     ];
-    let cases: [(&[usize], &[&[usize]]); 6] = [
+    // Over axis 0 a 2-d transposed leaf is staged in tiles: (37, 37) has
+    // a part tile, (300, 45) cuts the rows in ten pieces.
+    let cases: [(&[usize], &[&[usize]]); 7] = [
         (&[37, 37], &[&[0], &[1], &[0, 1]]),
+        (&[300, 45], &[&[0]]),
         (&[9, 1], &[&[0], &[1], &[0, 1]]),
         (&[1, 9], &[&[0], &[1], &[0, 1]]),
         (&[6, 5, 7], &[&[0, 1], &[2], &[1, 2], &[0, 2], &[0, 1, 2], &[1]]),
@@ -293,7 +297,7 @@ fn reductions_of_expressions_match_the_cpu() {
     ];
     let mut checked = 0;
     for (shape, axes_sets) in cases {
-        for &t in &[DType::F64, DType::F32, DType::I64] {
+        for &t in &[DType::F64, DType::F32, DType::I64, DType::Bool] {
             let a = sample(shape, t, 1);
             // The second leaf: the transpose of a block of the reversed
             // shape (a strided view), and a broadcast last row.
@@ -615,6 +619,19 @@ fn graphs_on_gpu_blocks_match_the_cpu() {
     .expect("r");
     let (a, b) = (run(&r1), run(&r2));
     assert_eq!(a, b, "same seed and chunks, same numbers");
+    // The local worker offers the GPUs once a graph has GPU tasks.
+    let rt = Runtime::new(LocalConfig { threads: 2, ..LocalConfig::default() }, Arc::new(NoUdfs));
+    let gpus = |rt: &Runtime| -> f64 {
+        rt.workers()[0].resources.iter().filter(|(n, _)| n == "GPU").map(|(_, x)| x).sum()
+    };
+    let host = arr::full(&cpu, &[10], &spec(&[5]), Scalar::Float(1.0), DType::F64).expect("ones");
+    let (layer, key) = arr::finalize(&host);
+    rt.compute(graph(&[layer]), &[key], &CancelToken::new()).expect("host compute");
+    assert_eq!(gpus(&rt), 0.0, "a host graph takes no GPU");
+    let (layer, key) = arr::finalize(&r1);
+    rt.compute(graph(&[layer]), &[key], &CancelToken::new()).expect("gpu compute");
+    let devices = brisk_gpu::runtime().expect("runtime").devices().len() as f64;
+    assert_eq!(gpus(&rt), devices, "one GPU resource per device");
     let v = a.cast::<f64>();
     assert!(v.iter().all(|&p| (0.0..1.0).contains(&p)));
     let mean = v.iter().sum::<f64>() / v.len() as f64;
