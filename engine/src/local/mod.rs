@@ -375,13 +375,13 @@ impl Shared {
 
     /// A task that needs a resource the local worker lacks would wait forever.
     fn check_resources(&self, tasks: &[crate::graph::task::Task]) -> Result<(), EngineError> {
-        let st = self.lock();
+        let offered = self.lock().resources(&self.config);
         for t in tasks {
             let Some(a) = &t.annotations else { continue };
             for (name, amount) in &a.resources {
                 let have: f64 =
                     // A fold from 0.0: an empty float sum is -0.0, which prints as "-0".
-                    st.resources(&self.config).iter().filter(|(n, _)| n == name).fold(0.0, |s, (_, x)| s + x);
+                    offered.iter().filter(|(n, _)| n == name).fold(0.0, |s, (_, x)| s + x);
                 if have < *amount {
                     return Err(EngineError::MissingResource {
                         task: t.key.clone(),

@@ -100,6 +100,25 @@ pub(super) fn splits(device: &brisk_gpu::Device, a: usize, k: usize, b: usize, i
     }
 }
 
+/// The start of a fold kernel's source: the prelude, `comb` (the fold's
+/// step in type `acc`) and `VAL(r, c)` (the expression's `value` there,
+/// cast to `acc`).
+fn fold_source(e: &Expr, value: &str, fold: Fold, acc: DType) -> String {
+    let mut load = String::new();
+    emit_cast(e.dtype, acc, value, &mut load);
+    let ty = ctype(acc);
+    let combine = fold.combine(acc);
+    let mut src = String::from(PRELUDE);
+    let _ = write!(
+        src,
+        r#"
+__device__ __forceinline__ {ty} comb({ty} a, {ty} b) {{ return {combine}; }}
+#define VAL(r, c) ({load})
+"#
+    );
+    src
+}
+
 /// Fold an elementwise expression as it is computed, never writing it:
 /// seen as `(A, K, B)`, `inner` when `K` is its last axis (`B` is 1),
 /// else `B` is its last axis. The result has shape `(A, 1, B)`, reshaped
@@ -140,19 +159,10 @@ fn fold_expr(
     let out = GpuChunk::alloc(&device, acc, &[a, splits, b])?;
     let p = parts(e);
     let (dims, dim_args) = lead_dims(&e.shape);
-    let mut load = String::new();
-    emit_cast(e.dtype, acc, &p.value, &mut load);
     let ty = ctype(acc);
     let st = store_type(acc);
-    let (combine, identity) = (fold.combine(acc), fold.identity(acc));
-    let mut src = String::from(PRELUDE);
-    let _ = write!(
-        src,
-        r#"
-__device__ __forceinline__ {ty} comb({ty} a, {ty} b) {{ return {combine}; }}
-#define VAL(r, c) ({load})
-"#
-    );
+    let identity = fold.identity(acc);
+    let mut src = fold_source(e, &p.value, fold, acc);
     let (params, setup) = (&p.params, &p.row_setup);
     // Four accumulators keep four reads in flight per thread: one at a time
     // cannot cover the memory's latency.
@@ -269,11 +279,9 @@ fn fold_tiled(e: &Expr, staged: &[usize], fold: Fold, acc: DType) -> Result<GpuC
     let (k, cols) = (e.shape[0], e.shape[1]);
     let gx = cols.div_ceil(TILE);
     let p = parts_staged(e, staged);
-    let mut load = String::new();
-    emit_cast(e.dtype, acc, &p.value, &mut load);
     let ty = ctype(acc);
     let st = store_type(acc);
-    let (combine, identity) = (fold.combine(acc), fold.identity(acc));
+    let identity = fold.identity(acc);
     let (mut tiles, mut stage) = (String::new(), String::new());
     for &i in staged {
         let _ = writeln!(
@@ -287,12 +295,10 @@ fn fold_tiled(e: &Expr, staged: &[usize], fold: Fold, acc: DType) -> Result<GpuC
     }
     let macros: String =
         staged.iter().map(|i| format!("#define S{i}(r, c) sh{i}[threadIdx.x][(r) - j0]\n")).collect();
-    let mut src = String::from(PRELUDE);
+    let mut src = fold_source(e, &p.value, fold, acc);
     let _ = write!(
         src,
         r#"
-__device__ __forceinline__ {ty} comb({ty} a, {ty} b) {{ return {combine}; }}
-#define VAL(r, c) ({load})
 {macros}
 extern "C" __global__ void red(unsigned char* __restrict__ out_raw, u64 k, u64 per, u64 cols{params}) {{
 {tiles}  __shared__ {ty} part[{TILE_ROWS}][{TILE}];
