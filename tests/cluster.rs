@@ -1381,3 +1381,64 @@ fn dask_scaling_endpoints_answer_on_the_http_port() {
     }
     c.finish();
 }
+
+/// Without a GPU (or with every GPU hidden, as here, so the test reads the
+/// same on any machine) the CUDA cluster's three ways in refuse clearly:
+/// `local_cuda_cluster`, `brisk cuda-worker`, and a worker given a device
+/// memory limit, which stops before it joins. Nothing is left running.
+#[test]
+fn cuda_workers_refuse_clearly_without_a_gpu() {
+    let before = cluster_children();
+    let script = r#"
+try { local_cuda_cluster(); } catch (e) { print(e); }
+try { local_cuda_cluster(#{devices: ["GPU-00000000-0000-0000-0000-000000000000"], device_memory_limit: 0.5}); } catch (e) { print(e); }
+try { local_cuda_cluster(#{gpus: 1}); } catch (e) { print(e); }
+print(config().scheduler);
+"#;
+    let file = ScriptFile::new(script);
+    let out = run_with_deadline(
+        brisk().args(["run", "--no-progress"]).arg(&file.0).env("CUDA_VISIBLE_DEVICES", "-1"),
+        DEADLINE,
+        String::new,
+    );
+    assert_ok(&out, "the local_cuda_cluster script");
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(lines[0].contains("local_cuda_cluster: no GPU: "), "{stdout}");
+    // A device no machine has: on one without a GPU that is said first;
+    // on one with GPUs the worker finds no such device and ends at once.
+    assert!(
+        lines[1].contains("local_cuda_cluster: no GPU: ") || lines[1].contains("ended before joining"),
+        "{stdout}"
+    );
+    assert!(lines[2].contains("gpus") && lines[2].contains("devices"), "{stdout}");
+    assert_eq!(lines[3], "threads", "the session goes on, on its own threads");
+
+    let out = run_with_deadline(
+        brisk().args(["cuda-worker", "tcp://127.0.0.1:9"]).env("CUDA_VISIBLE_DEVICES", "-1"),
+        DEADLINE,
+        String::new,
+    );
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("brisk cuda-worker: no GPU: "), "{}", text(&out.stderr));
+
+    let c = TestCluster::start(0);
+    for nanny in [&["--no-nanny"][..], &[]] {
+        let out = run_with_deadline(
+            brisk()
+                .args(["worker", &c.address, "--device-memory-limit", "0.5"])
+                .args(nanny)
+                .env("CUDA_VISIBLE_DEVICES", "-1"),
+            DEADLINE,
+            String::new,
+        );
+        assert!(!out.status.success());
+        let err = text(&out.stderr);
+        assert!(err.contains("a CUDA worker needs a GPU: no GPU"), "{err}");
+    }
+    assert!(c.client().worker_rows().expect("workers").is_empty(), "a worker without its GPU joined");
+    c.finish();
+    let left: Vec<u32> = cluster_children().into_iter().filter(|p| !before.contains(p)).collect();
+    assert_eq!(wait_gone(&left), Vec::<u32>::new(), "processes left behind");
+}

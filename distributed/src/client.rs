@@ -389,14 +389,25 @@ impl Shared {
         }
     }
 
-    fn submit(self: &Arc<Self>, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
+    /// Send `graph` for `outputs`; with `gpu`, its tasks on GPU blocks take
+    /// the `GPU` resource.
+    fn submit(
+        self: &Arc<Self>,
+        graph: Graph,
+        outputs: &[Key],
+        gpu: bool,
+    ) -> Result<Vec<Future>, EngineError> {
         let (optimized, order) = {
             let st = self.lock();
             graph::optimize(graph, outputs, self.fuse, |k| st.held.contains_key(k))
         };
-        let mut tasks = Vec::with_capacity(optimized.len());
+        let mut all = optimized.into_tasks();
+        if gpu {
+            brisk_engine::array::gpu::resource::take_gpu(&mut all, false, |_| false, 1.0);
+        }
+        let mut tasks = Vec::with_capacity(all.len());
         let mut codes: FxHashMap<u128, Arc<Code>> = FxHashMap::default();
-        for (t, o) in optimized.into_tasks().into_iter().zip(order) {
+        for (t, o) in all.into_iter().zip(order) {
             let (op, used) = shipped::by_reference(|| rmp_serde::to_vec(&t.op));
             let op = op.map_err(|e| {
                 EngineError::Internal(format!("task {} cannot be sent to the cluster: {e}", t.key))
@@ -490,9 +501,11 @@ impl Shared {
                 });
                 match got {
                     None => return Err(EngineError::Cancelled),
-                    Some(Ok(values)) => {
+                    // Results that belong on a GPU come as host copies: the
+                    // client keeps them there.
+                    Some(Ok(got)) => {
                         let mut st = self.lock();
-                        st.prefetched.extend(values.into_iter().filter_map(|(k, v)| Some((k, v?))));
+                        st.prefetched.extend(got.values.into_iter().filter_map(|(k, v)| Some((k, v?))));
                     }
                     // `fetch` tries again, and other holders.
                     Some(Err(_)) => {}
@@ -525,7 +538,7 @@ impl Shared {
                 });
                 match got {
                     None => return Err(EngineError::Cancelled),
-                    Some(Ok(mut values)) => match values.pop().and_then(|(_, v)| v) {
+                    Some(Ok(mut got)) => match got.values.pop().and_then(|(_, v)| v) {
                         Some(v) => return Ok(v),
                         None => last = format!("{addr} no longer holds it"),
                     },
@@ -554,6 +567,11 @@ fn worker_info(w: WorkerRow) -> WorkerInfo {
         memory_limit: w.memory_limit,
         spilled: w.spilled,
         gpu: w.gpu,
+        device: w.device_memory_limit.map(|limit| brisk_engine::client::DeviceMemory {
+            used: w.device_memory,
+            limit,
+            spilled: w.device_spilled,
+        }),
         resources: w.resources,
         pid: w.pid,
     }
@@ -617,7 +635,14 @@ impl FutureHost for Shared {
 
 impl Client for RemoteClient {
     fn submit(&self, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
-        self.shared.submit(graph, outputs)
+        // Tasks on GPU blocks go to workers that offer a GPU, one such task
+        // at a time each, when the cluster has any (a CUDA cluster's all do);
+        // elsewhere they run wherever they are placed, as on a GPU host.
+        let gpu = brisk_engine::array::gpu::resource::makes_gpu_blocks(graph.tasks())
+            && self.worker_rows()?.iter().any(|w| {
+                w.resources.iter().any(|(k, v)| k == brisk_engine::array::gpu::resource::GPU && *v > 0.0)
+            });
+        self.shared.submit(graph, outputs, gpu)
     }
 
     /// As the default, but the results come from each worker in batches.

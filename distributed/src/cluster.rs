@@ -40,6 +40,10 @@ pub enum ClusterError {
     Spawn { what: String, error: std::io::Error },
     #[error("the scheduler did not start: {0}")]
     Scheduler(String),
+    #[error("{0}")]
+    Cuda(#[from] crate::cuda::CudaError),
+    #[error("every GPU ({0}) has its worker: a CUDA cluster runs one worker per GPU")]
+    NoFreeDevice(usize),
 }
 
 /// What to start.
@@ -54,6 +58,17 @@ pub struct LocalClusterOptions {
     /// The address the scheduler listens on (default 127.0.0.1: this
     /// machine only).
     pub scheduler_host: Option<String>,
+    /// One worker per GPU (`local_cuda_cluster`).
+    pub cuda: Option<CudaWorkers>,
+}
+
+/// A CUDA cluster's workers: one per device, each seeing only its own
+/// (`CUDA_VISIBLE_DEVICES`), offering `GPU: 1`, with a device memory limit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CudaWorkers {
+    /// As `CUDA_VISIBLE_DEVICES` names them ([`crate::cuda::visible_devices`]).
+    pub devices: Vec<String>,
+    pub device_memory_limit: crate::worker::DeviceLimit,
 }
 
 /// The processes of a local cluster; dropping it stops them. Shared:
@@ -68,8 +83,8 @@ pub struct LocalCluster {
 
 struct Procs {
     scheduler: Child,
-    /// Worker processes by name (`local-N`).
-    workers: Vec<(String, Child)>,
+    /// Worker processes by name (`local-N`), with a CUDA worker's device.
+    workers: Vec<(String, Child, Option<String>)>,
     started: usize,
 }
 
@@ -117,15 +132,15 @@ impl LocalCluster {
     /// The names of the worker processes still running.
     pub fn running(&self) -> Vec<String> {
         let mut p = self.procs();
-        p.workers.retain_mut(|(_, c)| matches!(c.try_wait(), Ok(None)));
-        p.workers.iter().map(|(n, _)| n.clone()).collect()
+        p.workers.retain_mut(|(_, c, _)| matches!(c.try_wait(), Ok(None)));
+        p.workers.iter().map(|(n, ..)| n.clone()).collect()
     }
 
     /// Stop worker `name`: SIGTERM (it hands its results over and leaves),
     /// or at once.
     pub fn stop_worker(&self, name: &str, graceful: bool) {
         let mut p = self.procs();
-        let Some((_, c)) = p.workers.iter_mut().find(|(n, _)| n == name) else { return };
+        let Some((_, c, _)) = p.workers.iter_mut().find(|(n, ..)| n == name) else { return };
         if graceful {
             if let Ok(pid) = i32::try_from(c.id()) {
                 let _ = nix::sys::signal::kill(
@@ -145,6 +160,18 @@ impl LocalCluster {
         let mut names = Vec::new();
         for _ in 0..n {
             let mut p = self.procs();
+            // A CUDA worker takes the first device without a running worker.
+            let device = match &self.options.cuda {
+                None => None,
+                Some(cuda) => {
+                    p.workers.retain_mut(|(_, c, _)| matches!(c.try_wait(), Ok(None)));
+                    let taken: Vec<&String> = p.workers.iter().filter_map(|(.., d)| d.as_ref()).collect();
+                    match cuda.devices.iter().find(|d| !taken.contains(d)) {
+                        Some(d) => Some(d.clone()),
+                        None => return Err(ClusterError::NoFreeDevice(cuda.devices.len())),
+                    }
+                }
+            };
             let name = format!("local-{}", p.started);
             p.started += 1;
             drop(p);
@@ -165,16 +192,24 @@ impl LocalCluster {
             if self.options.thresholds != crate::worker::MemoryThresholds::default() {
                 cmd.args(self.options.thresholds.to_args());
             }
-            if !self.options.resources.is_empty() {
-                let r: Vec<String> = self.options.resources.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                cmd.args(["--resources", &r.join(",")]);
+            let mut resources: Vec<String> =
+                self.options.resources.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            if let (Some(device), Some(cuda)) = (&device, &self.options.cuda) {
+                cmd.env("CUDA_VISIBLE_DEVICES", device);
+                cmd.args(["--device-memory-limit", &cuda.device_memory_limit.to_arg()]);
+                if !self.options.resources.iter().any(|(k, _)| k == "GPU") {
+                    resources.push("GPU=1".into());
+                }
+            }
+            if !resources.is_empty() {
+                cmd.args(["--resources", &resources.join(",")]);
             }
             if let Some(t) = &self.options.token {
                 cmd.args(["--token", t]);
             }
             cmd.stdout(Stdio::null());
             let child = cmd.spawn().map_err(|error| ClusterError::Spawn { what: name.clone(), error })?;
-            self.procs().workers.push((name.clone(), child));
+            self.procs().workers.push((name.clone(), child, device));
             names.push(name);
         }
         Ok(names)
@@ -187,12 +222,12 @@ impl LocalCluster {
         // Workers first, and the scheduler only once they are gone: a
         // worker that saw its scheduler close before its parent pipe would
         // report a lost scheduler on the way out.
-        for (_, c) in p.workers.iter_mut() {
+        for (_, c, _) in p.workers.iter_mut() {
             // Closing the pipe asks the child to go; a kill makes sure.
             drop(c.stdin.take());
         }
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        let stopped = p.workers.iter_mut().all(|(_, c)| end(c, deadline));
+        let stopped = p.workers.iter_mut().all(|(_, c, _)| end(c, deadline));
         if stopped && !p.workers.is_empty() {
             // Each nanny's own worker follows it through its pipe.
             std::thread::sleep(Duration::from_millis(100));

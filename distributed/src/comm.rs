@@ -215,6 +215,12 @@ pub async fn send_batches<T: Serialize>(mut w: FrameWriter, mut rx: UnboundedRec
     w.shutdown().await;
 }
 
+/// A `GetData` answer.
+pub struct Fetched {
+    pub values: Vec<(Key, Option<Value>)>,
+    pub on_device: Vec<Key>,
+}
+
 /// Connections to workers' data ports, kept open for the next request:
 /// how workers fetch inputs and clients fetch results.
 pub struct PeerPool {
@@ -228,10 +234,11 @@ impl PeerPool {
         PeerPool { security, name: name.to_string(), idle: Mutex::new(FxHashMap::default()) }
     }
 
-    /// The values of `keys` held at `addr` (`None` for those it does not hold).
-    pub async fn get_data(&self, addr: &str, keys: Vec<Key>) -> Result<Vec<(Key, Option<Value>)>, CommError> {
+    /// The values of `keys` held at `addr` (`None` for those it does not
+    /// hold), and which of them belong on a GPU (they come as host copies).
+    pub async fn get_data(&self, addr: &str, keys: Vec<Key>) -> Result<Fetched, CommError> {
         match self.ask(addr, &PeerMsg::GetData { keys }).await? {
-            PeerReply::Data { values } => Ok(values),
+            PeerReply::Data { values, on_device } => Ok(Fetched { values, on_device }),
             PeerReply::Pieces { .. } => Err(CommError::Refused("the peer answered another question".into())),
         }
     }

@@ -13,6 +13,7 @@
 pub mod client;
 pub mod cluster;
 pub mod comm;
+pub mod cuda;
 pub mod deploy;
 mod http;
 pub mod journal;

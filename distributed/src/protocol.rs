@@ -153,6 +153,14 @@ pub struct WorkerRow {
     pub resources: Vec<(String, f64)>,
     /// "NAME, N GiB" or "no GPU".
     pub gpu: String,
+    /// A CUDA worker's device memory limit for results (`None`: not one),
+    /// the device bytes its results hold, and those moved off the device.
+    #[serde(default)]
+    pub device_memory_limit: Option<u64>,
+    #[serde(default)]
+    pub device_memory: u64,
+    #[serde(default)]
+    pub device_spilled: u64,
     pub pid: u32,
     /// Bytes it fetched from peers so far.
     pub transferred: u64,
@@ -291,6 +299,9 @@ pub enum WorkerMsg {
     Register {
         nthreads: u32,
         memory_limit: Option<u64>,
+        /// A CUDA worker's device memory limit for results.
+        #[serde(default)]
+        device_memory_limit: Option<u64>,
         resources: Vec<(String, f64)>,
         /// Where the worker serves its data.
         address: String,
@@ -340,6 +351,12 @@ pub enum WorkerMsg {
         transferred: u64,
         /// Bytes of results spilled to disk (their size in memory).
         spilled: u64,
+        /// Device bytes of results on this worker's GPU.
+        #[serde(default)]
+        device: u64,
+        /// Bytes of GPU results moved to host memory or disk for room.
+        #[serde(default)]
+        device_spilled: u64,
     },
     /// This worker now holds a copy of `key` (asked by `Replicate`).
     Replicated {
@@ -396,6 +413,15 @@ pub enum ToWorker {
     Close { reason: String, restart: bool },
 }
 
+/// Where a result belongs: a CUDA worker's GPU results live on its device,
+/// and go back there when they were moved to the host or to disk for room
+/// or travelled between processes (always as host copies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Home {
+    Host,
+    Device,
+}
+
 /// A request to a worker's data port.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerMsg {
@@ -417,11 +443,13 @@ pub enum PeerMsg {
 pub enum PeerReply {
     Data {
         values: Vec<(Key, Option<Value>)>,
+        /// The keys among them whose values belong on a GPU: they travel
+        /// as host copies, and a CUDA worker puts them back on its device.
+        #[serde(default)]
+        on_device: Vec<Key>,
     },
     /// The pieces in the order asked, or why they cannot be read.
-    Pieces {
-        pieces: Result<Vec<Blob>, String>,
-    },
+    Pieces { pieces: Result<Vec<Blob>, String> },
 }
 
 /// `msg` as one frame: the length, then the MessagePack bytes.
@@ -509,6 +537,7 @@ mod tests {
             ])
             .expect("encodes"),
             encode(&PeerReply::Data {
+                on_device: Vec::new(),
                 values: vec![
                     (Key::new("a"), Some(Value::Array(Arc::new(chunk)))),
                     (
@@ -534,7 +563,7 @@ mod tests {
         assert_eq!(deps[0].who_has, vec!["tcp://127.0.0.1:1".to_string()]);
         let op: Op = decode(&op.0).expect("op");
         assert!(matches!(op, Op::Call { func: Func::Builtin(Builtin::Add), .. }));
-        let Ok(PeerReply::Data { values }) = decode_frame(&frames[2], MAX_FRAME) else { panic!("data") };
+        let Ok(PeerReply::Data { values, .. }) = decode_frame(&frames[2], MAX_FRAME) else { panic!("data") };
         assert_eq!(values.len(), 3);
         assert!(matches!(&values[0].1, Some(Value::Array(c)) if c.shape() == [2, 2]));
         assert_eq!(values[2].1, None);

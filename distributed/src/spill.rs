@@ -23,16 +23,24 @@ use std::path::{Path, PathBuf};
 
 use brisk_engine::array::chunk::Chunk;
 use brisk_engine::array::dtype::DType;
+use brisk_engine::array::gpu::place;
 use brisk_engine::key::Key;
 use brisk_engine::value::Value;
 use rustc_hash::FxHashMap;
 
+pub use crate::protocol::Home;
+
 struct Fast {
     value: Value,
+    /// Host bytes.
     nbytes: u64,
+    /// Device bytes (0: no GPU block in it).
+    device: u64,
+    home: Home,
     /// Its place in the access order.
     tick: u64,
-    /// Being written to disk by this spill (0: not).
+    /// Being moved by this spill (0: not): to disk for a host value, to
+    /// the host for a value on the device.
     spilling: u64,
 }
 
@@ -41,18 +49,24 @@ struct Slow {
     nbytes: u64,
     /// The file's size.
     disk: u64,
+    home: Home,
 }
 
 /// Where a result is.
+#[derive(Clone)]
 pub enum Lookup {
-    Memory(Value),
+    /// In memory; with `Home::Device` a value not on the device now is its
+    /// host copy, to be put back ([`place::to_device`]) before use and
+    /// offered back with [`SpillBuffer::back_on_device`].
+    Memory(Value, Home),
     /// On disk: read it with [`read`], then offer it back with
-    /// [`SpillBuffer::read_back`].
-    Disk(PathBuf),
+    /// [`SpillBuffer::read_back`] (or, for `Home::Device`,
+    /// [`SpillBuffer::back_on_device`]).
+    Disk(PathBuf, Home),
     Missing,
 }
 
-/// A result chosen to go to disk.
+/// A result chosen to go to disk, or from the device to the host.
 pub struct Victim {
     pub key: Key,
     pub value: Value,
@@ -71,6 +85,12 @@ pub struct SpillBuffer {
     disk_bytes: u64,
     /// Being written now.
     spilling_bytes: u64,
+    /// Device bytes of results on the device, and of those being copied
+    /// to the host now.
+    device_bytes: u64,
+    moving_bytes: u64,
+    /// Bytes of device results now on the host or on disk.
+    off_device: u64,
     tick: u64,
     dir: PathBuf,
 }
@@ -86,6 +106,9 @@ impl SpillBuffer {
             slow_bytes: 0,
             disk_bytes: 0,
             spilling_bytes: 0,
+            device_bytes: 0,
+            moving_bytes: 0,
+            off_device: 0,
             tick: 0,
             dir,
         }
@@ -98,12 +121,30 @@ impl SpillBuffer {
 
     /// Store a result in memory (replacing any older one under its key).
     pub fn insert(&mut self, key: Key, value: Value) {
+        let device = place::device_bytes(&value);
+        let home = if device > 0 { Home::Device } else { Home::Host };
+        self.insert_at(key, value, device, home);
+    }
+
+    /// Store a result that belongs at `home` (a device result's host copy
+    /// fetched from a peer, say).
+    pub fn insert_placed(&mut self, key: Key, value: Value, home: Home) {
+        let device = place::device_bytes(&value);
+        let home = if device > 0 { Home::Device } else { home };
+        self.insert_at(key, value, device, home);
+    }
+
+    fn insert_at(&mut self, key: Key, value: Value, device: u64, home: Home) {
         self.remove(&key);
         let nbytes = value.nbytes();
         let tick = self.next_tick();
         self.order.insert(tick, key.clone());
         self.fast_bytes += nbytes;
-        self.fast.insert(key, Fast { value, nbytes, tick, spilling: 0 });
+        self.device_bytes += device;
+        if home == Home::Device && device == 0 {
+            self.off_device += nbytes;
+        }
+        self.fast.insert(key, Fast { value, nbytes, device, home, tick, spilling: 0 });
     }
 
     /// Where `key` is; a hit in memory counts as a use.
@@ -113,10 +154,10 @@ impl SpillBuffer {
             self.order.remove(&f.tick);
             f.tick = tick;
             self.order.insert(tick, key.clone());
-            return Lookup::Memory(f.value.clone());
+            return Lookup::Memory(f.value.clone(), f.home);
         }
         match self.slow.get(key) {
-            Some(s) => Lookup::Disk(s.path.clone()),
+            Some(s) => Lookup::Disk(s.path.clone(), s.home),
             None => Lookup::Missing,
         }
     }
@@ -125,10 +166,10 @@ impl SpillBuffer {
     /// read is not a reason to keep it there).
     pub fn peek(&self, key: &Key) -> Lookup {
         if let Some(f) = self.fast.get(key) {
-            return Lookup::Memory(f.value.clone());
+            return Lookup::Memory(f.value.clone(), f.home);
         }
         match self.slow.get(key) {
-            Some(s) => Lookup::Disk(s.path.clone()),
+            Some(s) => Lookup::Disk(s.path.clone(), s.home),
             None => Lookup::Missing,
         }
     }
@@ -142,14 +183,25 @@ impl SpillBuffer {
         if let Some(f) = self.fast.remove(key) {
             self.order.remove(&f.tick);
             self.fast_bytes -= f.nbytes;
+            self.device_bytes -= f.device;
             if f.spilling != 0 {
-                self.spilling_bytes -= f.nbytes;
+                if f.device > 0 {
+                    self.moving_bytes -= f.device;
+                } else {
+                    self.spilling_bytes -= f.nbytes;
+                }
+            }
+            if f.home == Home::Device && f.device == 0 {
+                self.off_device -= f.nbytes;
             }
             return true;
         }
         if let Some(s) = self.slow.remove(key) {
             self.slow_bytes -= s.nbytes;
             self.disk_bytes -= s.disk;
+            if s.home == Home::Device {
+                self.off_device -= s.nbytes;
+            }
             let _ = std::fs::remove_file(&s.path);
             return true;
         }
@@ -176,24 +228,63 @@ impl SpillBuffer {
         (self.slow_bytes, self.disk_bytes)
     }
 
-    /// The least recently used result in memory that no spill is writing,
-    /// marked as being written.
+    /// Device bytes of results on the device, those being copied out
+    /// included.
+    pub fn on_device(&self) -> u64 {
+        self.device_bytes
+    }
+
+    /// Device bytes of results on the device that no spill is moving yet.
+    pub fn unmoved(&self) -> u64 {
+        self.device_bytes - self.moving_bytes
+    }
+
+    /// Bytes of device results that are on the host or on disk now.
+    pub fn off_device(&self) -> u64 {
+        self.off_device
+    }
+
+    /// The least recently used host result in memory that no spill is
+    /// writing, marked as being written.
     pub fn victim(&mut self) -> Option<Victim> {
-        let key = self.order.values().find(|k| self.fast.get(*k).is_some_and(|f| f.spilling == 0))?.clone();
+        self.oldest(|f| f.device == 0)
+    }
+
+    /// The least recently used result on the device that no spill is
+    /// moving, marked as being moved to the host.
+    pub fn device_victim(&mut self) -> Option<Victim> {
+        self.oldest(|f| f.device > 0)
+    }
+
+    fn oldest(&mut self, kind: impl Fn(&Fast) -> bool) -> Option<Victim> {
+        let key = self
+            .order
+            .values()
+            .find(|k| self.fast.get(*k).is_some_and(|f| f.spilling == 0 && kind(f)))?
+            .clone();
         let id = self.next_tick();
         let path = self.dir.join(format!("{id}"));
         let f = self.fast.get_mut(&key)?;
         f.spilling = id;
-        self.spilling_bytes += f.nbytes;
+        if f.device > 0 {
+            self.moving_bytes += f.device;
+        } else {
+            self.spilling_bytes += f.nbytes;
+        }
         Some(Victim { key, value: f.value.clone(), path, id })
+    }
+
+    /// Whether `victim` is still the value it names (not freed or replaced
+    /// while it was moved).
+    fn current(&self, victim: &Victim) -> bool {
+        self.fast.get(&victim.key).is_some_and(|f| f.spilling == victim.id)
     }
 
     /// The outcome of writing `victim`: on success the result leaves
     /// memory (unless it was freed or replaced meanwhile: then the file
     /// goes); on failure it stays in memory and may be chosen again.
     pub fn spilled_to_disk(&mut self, victim: Victim, written: Result<u64, ()>) {
-        let current = self.fast.get(&victim.key).is_some_and(|f| f.spilling == victim.id);
-        if !current {
+        if !self.current(&victim) {
             if written.is_ok() {
                 let _ = std::fs::remove_file(&victim.path);
             }
@@ -208,10 +299,30 @@ impl SpillBuffer {
                 self.fast_bytes -= f.nbytes;
                 self.slow_bytes += f.nbytes;
                 self.disk_bytes += disk;
-                self.slow.insert(victim.key, Slow { path: victim.path, nbytes: f.nbytes, disk });
+                let slow = Slow { path: victim.path, nbytes: f.nbytes, disk, home: f.home };
+                self.slow.insert(victim.key, slow);
             }
             Err(()) => f.spilling = 0,
         }
+    }
+
+    /// The outcome of copying device `victim` to the host: on success its
+    /// host copy takes its place (in the same place of the access order),
+    /// and may be spilled to disk like any host result; on failure it stays
+    /// on the device.
+    pub fn moved_to_host(&mut self, victim: Victim, copied: Result<Value, ()>) {
+        if !self.current(&victim) {
+            return;
+        }
+        let Some(f) = self.fast.get_mut(&victim.key) else { return };
+        self.moving_bytes -= f.device;
+        f.spilling = 0;
+        let Ok(host) = copied else { return };
+        let nbytes = host.nbytes();
+        self.device_bytes -= f.device;
+        self.fast_bytes = self.fast_bytes - f.nbytes + nbytes;
+        self.off_device += nbytes;
+        *f = Fast { value: host, nbytes, device: 0, home: Home::Device, tick: f.tick, spilling: 0 };
     }
 
     /// A spilled result was read back: it returns to memory (and its file
@@ -219,11 +330,31 @@ impl SpillBuffer {
     /// otherwise only the reader uses it and it stays on disk.
     pub fn read_back(&mut self, key: &Key, path: &Path, value: &Value, target: u64) {
         let fits = self.fast_bytes + value.nbytes() <= target;
-        if !fits || self.slow.get(key).is_none_or(|s| s.path != path) {
+        if !fits || self.slow.get(key).is_none_or(|s| s.path != path || s.home != Home::Host) {
             return;
         }
         self.remove(key);
         self.insert(key.clone(), value.clone());
+    }
+
+    /// A device result read from the host (`path`: `None`) or from disk
+    /// was put back on the device for a task: it stays there (its host
+    /// copy or file goes) if it fits under `target` device bytes;
+    /// otherwise only the task uses it.
+    pub fn back_on_device(&mut self, key: &Key, path: Option<&Path>, value: &Value, target: u64) {
+        let device = place::device_bytes(value);
+        if device == 0 || self.device_bytes + device > target {
+            return;
+        }
+        let same = match path {
+            None => {
+                self.fast.get(key).is_some_and(|f| f.home == Home::Device && f.device == 0 && f.spilling == 0)
+            }
+            Some(p) => self.slow.get(key).is_some_and(|s| s.path == p),
+        };
+        if same {
+            self.insert_at(key.clone(), value.clone(), device, Home::Device);
+        }
     }
 }
 
@@ -390,17 +521,17 @@ mod tests {
             b.insert(key(i), block(i as f64));
         }
         // Touch 0: 1 and 2 are now the oldest.
-        assert!(matches!(b.get(&key(0)), Lookup::Memory(_)));
+        assert!(matches!(b.get(&key(0)), Lookup::Memory(..)));
         let n = block(0.0).nbytes();
         spill_to(&mut b, 3 * n);
         assert_eq!(b.memory(), 3 * n);
         assert_eq!(b.spilled().0, 2 * n);
         assert!(b.spilled().1 >= 2 * 8000);
         for i in [1, 2] {
-            let Lookup::Disk(p) = b.get(&key(i)) else { panic!("key {i} should be on disk") };
+            let Lookup::Disk(p, _) = b.get(&key(i)) else { panic!("key {i} should be on disk") };
             assert_eq!(read(&p).expect("read back"), block(i as f64));
         }
-        assert!(matches!(b.get(&key(0)), Lookup::Memory(_)));
+        assert!(matches!(b.get(&key(0)), Lookup::Memory(..)));
         assert_eq!(std::fs::read_dir(&d).expect("dir").count(), 2);
         // Freeing a spilled result removes its file.
         assert!(b.remove(&key(1)));
@@ -419,7 +550,7 @@ mod tests {
         assert_eq!(v.key, key(0));
         // While it is written, it is still readable from memory, and not
         // chosen twice.
-        assert!(matches!(b.peek(&key(0)), Lookup::Memory(_)));
+        assert!(matches!(b.peek(&key(0)), Lookup::Memory(..)));
         assert_eq!(b.victim().map(|v| v.key), Some(key(1)));
         b.remove(&key(0));
         let w = write(&v.path, &v.value).map_err(|_| ());
@@ -433,7 +564,7 @@ mod tests {
         b.insert(k.clone(), block(9.0));
         let w = write(&v.path, &v.value).map_err(|_| ());
         b.spilled_to_disk(v, w);
-        let Lookup::Memory(now) = b.get(&k) else { panic!("the new value stays in memory") };
+        let Lookup::Memory(now, _) = b.get(&k) else { panic!("the new value stays in memory") };
         assert_eq!(now, block(9.0));
         assert_eq!(b.spilled(), (0, 0));
         let _ = std::fs::remove_dir_all(&d);
@@ -447,7 +578,7 @@ mod tests {
         let w = write(&v.path, &v.value).map_err(|_| ());
         assert!(w.is_err());
         b.spilled_to_disk(v, w);
-        assert!(matches!(b.get(&key(0)), Lookup::Memory(_)));
+        assert!(matches!(b.get(&key(0)), Lookup::Memory(..)));
         assert_eq!(b.unspilled(), block(0.0).nbytes());
         assert!(b.victim().is_some(), "it may be tried again");
     }
@@ -459,13 +590,13 @@ mod tests {
         b.insert(key(0), block(0.0));
         b.insert(key(1), block(1.0));
         spill_to(&mut b, 0);
-        let Lookup::Disk(p) = b.get(&key(0)) else { panic!("on disk") };
+        let Lookup::Disk(p, _) = b.get(&key(0)) else { panic!("on disk") };
         let v = read(&p).expect("read");
         let n = v.nbytes();
         b.read_back(&key(0), &p, &v, n - 1);
-        assert!(matches!(b.get(&key(0)), Lookup::Disk(_)), "no room: stays on disk");
+        assert!(matches!(b.get(&key(0)), Lookup::Disk(..)), "no room: stays on disk");
         b.read_back(&key(0), &p, &v, n);
-        assert!(matches!(b.get(&key(0)), Lookup::Memory(_)));
+        assert!(matches!(b.get(&key(0)), Lookup::Memory(..)));
         assert!(!p.exists());
         assert_eq!((b.memory(), b.spilled().0), (n, n));
         let _ = std::fs::remove_dir_all(&d);

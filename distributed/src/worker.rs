@@ -28,9 +28,10 @@ use tokio::sync::mpsc;
 
 use crate::comm::{self, CommError, Conn, PeerPool};
 use crate::log;
-use crate::protocol::{Blob, DepAt, HeldResult, PeerMsg, PeerReply, Role, ToWorker, WorkerMsg};
+use crate::protocol::{Blob, DepAt, HeldResult, Home, PeerMsg, PeerReply, Role, ToWorker, WorkerMsg};
 use crate::security::Security;
 use crate::spill::{self, Lookup, SpillBuffer};
+use brisk_engine::array::gpu::place;
 
 /// How a worker runs (`brisk worker` flags).
 #[derive(Clone, Debug)]
@@ -62,6 +63,55 @@ pub struct WorkerOptions {
     /// The lifetime moves by up to this much either way, so the workers of
     /// jobs started together do not all leave at once.
     pub lifetime_stagger: Duration,
+    /// A CUDA worker (`brisk cuda-worker`, `local_cuda_cluster`): it must
+    /// see a GPU, and keeps its GPU results on the device up to this limit,
+    /// the least recently used beyond it moved to host memory.
+    pub device_memory_limit: Option<DeviceLimit>,
+}
+
+/// How much device memory a CUDA worker's results may hold.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DeviceLimit {
+    /// A fraction of the device's memory, in (0, 1] (dask-cuda's default is 0.8).
+    Fraction(f64),
+    Bytes(u64),
+}
+
+impl DeviceLimit {
+    /// `0.8`, `"10GB"`, `"16GiB"`, or a number of bytes.
+    pub fn parse(text: &str) -> Result<DeviceLimit, String> {
+        let t = text.trim();
+        if let Ok(x) = t.parse::<f64>()
+            && x <= 1.0
+        {
+            if x > 0.0 {
+                return Ok(DeviceLimit::Fraction(x));
+            }
+            return Err(format!("device memory limit {text:?}: a fraction must be in (0, 1]"));
+        }
+        match brisk_engine::memory::parse_size(t) {
+            Ok(0) | Err(_) => Err(format!(
+                "device memory limit {text:?} is neither a fraction of the device in (0, 1] nor a size such as \"16GiB\""
+            )),
+            Ok(b) => Ok(DeviceLimit::Bytes(b)),
+        }
+    }
+
+    /// The limit in bytes on a device of `total` bytes (at most the device).
+    pub fn bytes(self, total: u64) -> u64 {
+        match self {
+            DeviceLimit::Fraction(f) => (total as f64 * f) as u64,
+            DeviceLimit::Bytes(b) => b.min(total),
+        }
+    }
+
+    /// As a `brisk worker` flag's value.
+    pub fn to_arg(self) -> String {
+        match self {
+            DeviceLimit::Fraction(f) => f.to_string(),
+            DeviceLimit::Bytes(b) => b.to_string(),
+        }
+    }
 }
 
 /// A point where a worker started with `--kill-at` dies at once (as under
@@ -171,6 +221,7 @@ impl WorkerOptions {
             death_timeout: None,
             lifetime: None,
             lifetime_stagger: Duration::ZERO,
+            device_memory_limit: None,
         }
     }
 }
@@ -185,6 +236,9 @@ pub enum WorkerError {
     /// The scheduler removed this worker (a nanny starts a new one).
     #[error("removed by the scheduler: {0}")]
     Removed(String),
+    /// A CUDA worker that sees no GPU.
+    #[error("a CUDA worker needs a GPU: {0}")]
+    NoGpu(String),
     #[error("the local directory {path}: {error}")]
     LocalDirectory { path: PathBuf, error: std::io::Error },
     #[error("{0}")]
@@ -248,8 +302,9 @@ struct WState {
     /// Results of tasks run here (the scheduler knows of them), in memory
     /// or spilled.
     data: SpillBuffer,
-    /// Inputs fetched from peers, with the number of tasks here that need them.
-    fetched: FxHashMap<Key, (Value, u32)>,
+    /// Inputs fetched from peers, with the number of tasks here that need
+    /// them and where they belong (a GPU value arrives as its host copy).
+    fetched: FxHashMap<Key, (Value, u32, Home)>,
     tasks: FxHashMap<Key, WTask>,
     ready: BinaryHeap<Ready>,
     /// Inputs on their way, and the tasks waiting for each.
@@ -299,7 +354,7 @@ impl WState {
 
     /// Bytes of results and fetched inputs in memory.
     fn managed(&self) -> u64 {
-        self.data.memory() + self.fetched.values().map(|(v, _)| v.nbytes()).sum::<u64>()
+        self.data.memory() + self.fetched.values().map(|(v, ..)| v.nbytes()).sum::<u64>()
     }
 }
 
@@ -321,6 +376,8 @@ struct Shared {
     codes: Arc<CodeTable>,
     memory_limit: Option<u64>,
     thresholds: MemoryThresholds,
+    /// A CUDA worker's device memory limit for results, in bytes.
+    device_limit: Option<u64>,
     /// Set once a spill failed (a full disk), so it is logged once.
     spill_failed: AtomicBool,
     kill_at: Option<KillAt>,
@@ -380,6 +437,10 @@ impl Shared {
     }
 }
 
+/// How an error of a device allocation that did not fit begins
+/// (`brisk_gpu::GpuError::OutOfMemory`).
+const GPU_OOM: &str = "out of GPU memory";
+
 /// How long a worker whose scheduler keeps a journal waits for it to come
 /// back, unless `death_timeout` says.
 const RECONNECT_WAIT: Duration = Duration::from_secs(60);
@@ -424,8 +485,41 @@ fn leave_at_lifetime(options: &WorkerOptions, name: &str) {
     });
 }
 
+/// The one GPU a CUDA worker runs on (the first it sees: its launcher
+/// sets `CUDA_VISIBLE_DEVICES` to one device), or why there is none.
+fn cuda_device() -> Result<Arc<brisk_gpu::Device>, WorkerError> {
+    let rt = brisk_gpu::runtime().map_err(|e| WorkerError::NoGpu(e.to_string()))?;
+    rt.devices().first().cloned().ok_or_else(|| WorkerError::NoGpu("no GPU device is visible".into()))
+}
+
 async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), WorkerError> {
     let name = options.name.clone().unwrap_or_else(|| format!("worker-{}", std::process::id()));
+    // A CUDA worker without its GPU stops before it joins.
+    let (gpu, device_limit) = match options.device_memory_limit {
+        Some(limit) => {
+            let device = cuda_device()?;
+            let bytes = limit.bytes(device.total_memory());
+            // Named as its launcher named it (an index or a UUID).
+            let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok().filter(|v| !v.contains(','));
+            let gpu = format!(
+                "{}{}, {}",
+                visible.map(|v| format!("GPU {v}: ")).unwrap_or_default(),
+                device.name(),
+                brisk_engine::memory::fmt_bytes(device.total_memory())
+            );
+            (gpu, Some(bytes))
+        }
+        None => {
+            let gpu = match brisk_engine::gpu::probe() {
+                brisk_engine::gpu::Gpus::Devices(d) => d
+                    .first()
+                    .map(|g| format!("{}, {}", g.name, brisk_engine::memory::fmt_bytes(g.memory_total)))
+                    .unwrap_or_else(|| "no GPU".into()),
+                brisk_engine::gpu::Gpus::None(_) => "no GPU".into(),
+            };
+            (gpu, None)
+        }
+    };
     let conn = first_connect(&options, &name).await?;
     // Serve data where the scheduler's connection left this machine, unless told.
     let host = match &options.host {
@@ -447,16 +541,10 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
 
     let (reports_tx, reports_rx) = mpsc::unbounded_channel::<Vec<WorkerMsg>>();
     let uid = comm::random_id();
-    let gpu = match brisk_engine::gpu::probe() {
-        brisk_engine::gpu::Gpus::Devices(d) => d
-            .first()
-            .map(|g| format!("{}, {}", g.name, brisk_engine::memory::fmt_bytes(g.memory_total)))
-            .unwrap_or_else(|| "no GPU".into()),
-        brisk_engine::gpu::Gpus::None(_) => "no GPU".into(),
-    };
     let register = |held| WorkerMsg::Register {
         nthreads: options.nthreads.max(1) as u32,
         memory_limit: options.memory_limit,
+        device_memory_limit: device_limit,
         resources: options.resources.clone(),
         address: address.clone(),
         gpu: gpu.clone(),
@@ -476,6 +564,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         codes: Arc::default(),
         memory_limit: options.memory_limit,
         thresholds: options.thresholds,
+        device_limit,
         spill_failed: AtomicBool::new(false),
         kill_at: options.kill_at,
     });
@@ -505,12 +594,19 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
             let mut tick = tokio::time::interval(every);
             loop {
                 tick.tick().await;
-                let (memory, running, spilled) = {
+                let (memory, running, spilled, device, device_spilled) = {
                     let st = s.lock();
-                    (st.managed(), st.running, st.data.spilled().0)
+                    (st.managed(), st.running, st.data.spilled().0, st.data.on_device(), st.data.off_device())
                 };
                 let transferred = s.transferred.load(Ordering::Relaxed);
-                s.report(WorkerMsg::Heartbeat { memory, running, transferred, spilled });
+                s.report(WorkerMsg::Heartbeat {
+                    memory,
+                    running,
+                    transferred,
+                    spilled,
+                    device,
+                    device_spilled,
+                });
             }
         })
     };
@@ -724,7 +820,7 @@ fn compute(st: &mut WState, task: Assigned, to_fetch: &mut FxHashMap<Vec<String>
     let mut seen = FxHashSet::default();
     for d in deps {
         if st.data.contains(&d.key) || !seen.insert(d.key.clone()) {
-        } else if let Some((_, refs)) = st.fetched.get_mut(&d.key) {
+        } else if let Some((_, refs, _)) = st.fetched.get_mut(&d.key) {
             *refs += 1;
             holds.push(d.key.clone());
         } else {
@@ -767,7 +863,7 @@ fn compute(st: &mut WState, task: Assigned, to_fetch: &mut FxHashMap<Vec<String>
 
 fn release_holds(st: &mut WState, holds: &[Key]) {
     for k in holds {
-        if let Some((_, refs)) = st.fetched.get_mut(k) {
+        if let Some((_, refs, _)) = st.fetched.get_mut(k) {
             *refs -= 1;
             if *refs == 0 {
                 st.fetched.remove(k);
@@ -787,13 +883,15 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>)
         for addr in &who_has {
             let ask = left.iter().map(|(k, _)| k.clone()).collect();
             match shared.peers.get_data(addr, ask).await {
-                Ok(values) => {
+                Ok(fetched) => {
+                    let on_device: FxHashSet<Key> = fetched.on_device.into_iter().collect();
                     let mut got: FxHashMap<Key, Value> =
-                        values.into_iter().filter_map(|(k, v)| Some((k, v?))).collect();
+                        fetched.values.into_iter().filter_map(|(k, v)| Some((k, v?))).collect();
                     left.retain(|(k, _)| match got.remove(k) {
                         Some(v) => {
                             shared.transferred.fetch_add(v.nbytes(), Ordering::Relaxed);
-                            land(&shared, k.clone(), v);
+                            let home = if on_device.contains(k) { Home::Device } else { Home::Host };
+                            land(&shared, k.clone(), v, home);
                             false
                         }
                         None => true,
@@ -840,18 +938,22 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>)
 /// Keep a copy of `key`, held by the worker at `from`, and say so. A copy
 /// that cannot be had is no harm: nothing waits for it.
 async fn replicate(shared: Arc<Shared>, key: Key, from: String) {
-    let value = match shared.peers.get_data(&from, vec![key.clone()]).await {
-        Ok(mut values) => values.pop().and_then(|(k, v)| v.filter(|_| k == key)),
+    let (value, home) = match shared.peers.get_data(&from, vec![key.clone()]).await {
+        Ok(mut got) => {
+            let home = if got.on_device.contains(&key) { Home::Device } else { Home::Host };
+            (got.values.pop().and_then(|(k, v)| v.filter(|_| k == key)), home)
+        }
         Err(e) => {
             log::info("worker", &format!("no copy of {key} from {from}: {e}"));
-            None
+            (None, Home::Host)
         }
     };
     let Some(value) = value else { return };
     shared.transferred.fetch_add(value.nbytes(), Ordering::Relaxed);
     let mut st = shared.lock();
     if !st.data.contains(&key) {
-        st.data.insert(key.clone(), value);
+        // A copy of a GPU result stays a host copy until a task here reads it.
+        st.data.insert_placed(key.clone(), value, home);
     }
     drop(st);
     shared.report(WorkerMsg::Replicated { key });
@@ -877,7 +979,7 @@ fn missing(shared: &Shared, key: Key, id: u64, who_has: &[String]) {
 
 /// An input arrived: the tasks waiting for it move on (whichever fetch
 /// brought it).
-fn land(shared: &Shared, key: Key, value: Value) {
+fn land(shared: &Shared, key: Key, value: Value, home: Home) {
     let mut woke = 0;
     {
         let mut st = shared.lock();
@@ -887,7 +989,7 @@ fn land(shared: &Shared, key: Key, value: Value) {
         waiting.dedup();
         waiting.retain(|t| st.tasks.contains_key(t));
         if !waiting.is_empty() {
-            st.fetched.insert(key.clone(), (value, waiting.len() as u32));
+            st.fetched.insert(key.clone(), (value, waiting.len() as u32, home));
         }
         for t in waiting {
             let Some(task) = st.tasks.get_mut(&t) else { continue };
@@ -940,7 +1042,7 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                                 .map(|k| {
                                     let at = match st.data.peek(&k) {
                                         Lookup::Missing => match st.fetched.get(&k) {
-                                            Some((v, _)) => Lookup::Memory(v.clone()),
+                                            Some((v, _, home)) => Lookup::Memory(v.clone(), *home),
                                             None => Lookup::Missing,
                                         },
                                         at => at,
@@ -949,34 +1051,53 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                                 })
                                 .collect::<Vec<(Key, Lookup)>>()
                         };
-                        // Spilled results are read for the peer (off the I/O
-                        // threads) and stay on disk.
-                        let on_disk = found.iter().any(|(_, at)| matches!(at, Lookup::Disk(_)));
+                        // Spilled results are read for the peer, and GPU
+                        // results copied to the host, off the I/O threads;
+                        // both stay where they are.
+                        let blocking = found.iter().any(|(_, at)| match at {
+                            Lookup::Disk(..) => true,
+                            Lookup::Memory(v, Home::Device) => place::device_bytes(v) > 0,
+                            _ => false,
+                        });
                         let read_all = move || {
-                            found
+                            let mut on_device = Vec::new();
+                            let values = found
                                 .into_iter()
-                                .map(|(k, at)| match at {
-                                    Lookup::Memory(v) => (k, Some(v)),
-                                    Lookup::Disk(path) => {
-                                        let v = spill::read(&path);
-                                        if let Err(e) = &v {
-                                            log::warn("worker", &format!("cannot read back {k}: {e}"));
+                                .map(|(k, at)| {
+                                    let (v, home) = match at {
+                                        Lookup::Memory(v, home) => (Ok(v), home),
+                                        Lookup::Disk(path, home) => (spill::read(&path), home),
+                                        Lookup::Missing => return (k, None),
+                                    };
+                                    let v = v.map_err(|e| e.to_string()).and_then(|v| match home {
+                                        Home::Host => Ok(v),
+                                        Home::Device => place::to_host(&v).map_err(|e| e.to_string()),
+                                    });
+                                    match v {
+                                        Ok(v) => {
+                                            if home == Home::Device {
+                                                on_device.push(k.clone());
+                                            }
+                                            (k, Some(v))
                                         }
-                                        (k, v.ok())
+                                        Err(e) => {
+                                            log::warn("worker", &format!("cannot read back {k}: {e}"));
+                                            (k, None)
+                                        }
                                     }
-                                    Lookup::Missing => (k, None),
                                 })
-                                .collect::<Vec<(Key, Option<Value>)>>()
+                                .collect::<Vec<(Key, Option<Value>)>>();
+                            (values, on_device)
                         };
-                        let values = if on_disk {
-                            let Ok(values) = tokio::task::spawn_blocking(read_all).await else { return };
-                            values
+                        let (values, on_device) = if blocking {
+                            let Ok(read) = tokio::task::spawn_blocking(read_all).await else { return };
+                            read
                         } else {
                             read_all()
                         };
                         hint =
                             values.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.nbytes() as usize).sum();
-                        PeerReply::Data { values }
+                        PeerReply::Data { values, on_device }
                     }
                     PeerMsg::GetPieces { name, out, inputs } => {
                         let read =
@@ -1102,7 +1223,7 @@ impl Shared {
                 .deps
                 .iter()
                 .map(|d| match data.get(d) {
-                    Lookup::Missing => fetched.get(d).map(|(v, _)| Lookup::Memory(v.clone())),
+                    Lookup::Missing => fetched.get(d).map(|(v, _, home)| Lookup::Memory(v.clone(), *home)),
                     at => Some(at),
                 })
                 .collect();
@@ -1112,22 +1233,38 @@ impl Shared {
             st.running += 1;
             drop(st);
             let start = Instant::now();
-            let from_disk = inputs.iter().flatten().any(|i| matches!(i, Lookup::Disk(_)));
-            let inputs = match inputs {
-                Some(inputs) => self.load(&next.key, inputs),
-                None => Err(TaskError::internal("an input of the task is not on this worker")),
-            };
-            PIECES_LOST.with(|l| l.borrow_mut().take());
-            let (result, splits, lost) = match inputs {
-                Ok(inputs) => {
-                    let (result, splits) = self.run_task(&next.key, &op, &inputs, &cancel, timeout);
-                    let lost = match (&result, PIECES_LOST.with(|l| l.borrow_mut().take())) {
-                        (Err(_), Some(host)) => split_on(&inputs, &host).map(|i| (i, host)),
-                        _ => None,
-                    };
-                    (result, splits, lost)
+            let from_disk = inputs.iter().flatten().any(|i| matches!(i, Lookup::Disk(..)));
+            let mut retried = false;
+            let (result, splits, lost) = loop {
+                let loaded = match inputs.clone() {
+                    Some(inputs) => self.load(&next.key, inputs),
+                    None => Err(TaskError::internal("an input of the task is not on this worker")),
+                };
+                PIECES_LOST.with(|l| l.borrow_mut().take());
+                let out = match loaded {
+                    Ok(inputs) => {
+                        let (result, splits) = self.run_task(&next.key, &op, &inputs, &cancel, timeout);
+                        let lost = match (&result, PIECES_LOST.with(|l| l.borrow_mut().take())) {
+                            (Err(_), Some(host)) => split_on(&inputs, &host).map(|i| (i, host)),
+                            _ => None,
+                        };
+                        (result, splits, lost)
+                    }
+                    Err(e) => (Err(e), Vec::new(), None),
+                };
+                // Out of device memory with results still on the device:
+                // they all go to the host, and the task runs once more
+                // (dask-cuda spills on a failed allocation, too).
+                let oom = out.0.as_ref().is_err_and(|e| e.message.starts_with(GPU_OOM));
+                if oom && !retried && self.device_limit.is_some() {
+                    retried = true;
+                    let st = self.lock();
+                    if st.data.unmoved() > 0 {
+                        drop(self.move_while(st, |st| st.data.unmoved() > 0));
+                        continue;
+                    }
                 }
-                Err(e) => (Err(e), Vec::new(), None),
+                break out;
             };
             if result.is_ok() && !splits.is_empty() {
                 die_if(self.kill_at, KillAt::Split);
@@ -1193,8 +1330,13 @@ impl Shared {
                         duration_us: micros,
                         pinned,
                     });
-                    // The thread that stored past the target writes the
-                    // oldest results out before it takes more work.
+                    // The thread that stored past the device limit moves
+                    // the oldest GPU results to the host, and past the
+                    // host target writes the oldest out, before it takes
+                    // more work.
+                    if let Some(limit) = self.device_limit {
+                        st = self.move_while(st, |st| st.data.unmoved() > limit);
+                    }
                     if let Some(target) = self.at(self.thresholds.target) {
                         st = self.spill_while(st, |st| st.data.unspilled() > target);
                     }
@@ -1204,27 +1346,55 @@ impl Shared {
         }
     }
 
-    /// The inputs' values, spilled ones read back from disk (outside the
-    /// lock); each returns to memory if it fits under the target.
+    /// The inputs' values: spilled ones read back from disk (outside the
+    /// lock), each returning to memory if it fits under the target; GPU
+    /// results moved off the device put back on it (where this process has
+    /// a GPU), each staying there if it fits under the device limit.
     fn load(&self, key: &Key, inputs: Vec<Lookup>) -> Result<Vec<Value>, TaskError> {
-        if !inputs.iter().any(|i| matches!(i, Lookup::Disk(_))) {
+        let moved = |at: &Lookup| match at {
+            Lookup::Disk(..) => true,
+            Lookup::Memory(v, Home::Device) => place::device_bytes(v) == 0,
+            _ => false,
+        };
+        if !inputs.iter().any(moved) {
             return Ok(inputs
                 .into_iter()
-                .filter_map(|i| if let Lookup::Memory(v) = i { Some(v) } else { None })
+                .filter_map(|i| if let Lookup::Memory(v, _) = i { Some(v) } else { None })
                 .collect());
         }
+        let gpu = brisk_gpu::runtime().is_ok_and(|rt| !rt.devices().is_empty());
+        let upload = |i: usize, v: Value| -> Result<Value, TaskError> {
+            if !gpu {
+                return Ok(v);
+            }
+            place::to_device(&v).map_err(|e| {
+                let mut e = TaskError::from(e);
+                if !e.message.starts_with(GPU_OOM) {
+                    e.message = format!("input {i} of {key} cannot go back to the GPU: {}", e.message);
+                }
+                e
+            })
+        };
         let mut values = Vec::with_capacity(inputs.len());
-        let mut read = Vec::new();
+        let mut read: Vec<(usize, Option<PathBuf>, Value, Home)> = Vec::new();
+        let mut from_disk = false;
         for (i, at) in inputs.into_iter().enumerate() {
             match at {
-                Lookup::Memory(v) => values.push(v),
-                Lookup::Disk(path) => {
+                Lookup::Memory(v, Home::Device) if place::device_bytes(&v) == 0 => {
+                    let v = upload(i, v)?;
+                    read.push((i, None, v.clone(), Home::Device));
+                    values.push(v);
+                }
+                Lookup::Memory(v, _) => values.push(v),
+                Lookup::Disk(path, home) => {
+                    from_disk = true;
                     let v = spill::read(&path).map_err(|e| {
                         TaskError::internal(format!(
                             "input {i} of {key} was spilled to disk and cannot be read back: {e}"
                         ))
                     })?;
-                    read.push((i, path, v.clone()));
+                    let v = if home == Home::Device { upload(i, v)? } else { v };
+                    read.push((i, Some(path), v.clone(), home));
                     values.push(v);
                 }
                 Lookup::Missing => {
@@ -1232,17 +1402,22 @@ impl Shared {
                 }
             }
         }
-        // The files' bytes are freed now; hand them back at once, or they
-        // count as used (mimalloc keeps freed blocks for a second) and a
-        // worker reading spilled inputs outgrows its limit.
-        brisk_engine::memory::release();
+        if from_disk {
+            // The files' bytes are freed now; hand them back at once, or
+            // they count as used (mimalloc keeps freed blocks for a second)
+            // and a worker reading spilled inputs outgrows its limit.
+            brisk_engine::memory::release();
+        }
         let target = self.at(self.thresholds.target).unwrap_or(u64::MAX);
         let mut st = self.lock();
         let WState { tasks, data, .. } = &mut *st;
         if let Some(task) = tasks.get(key) {
-            for (i, path, v) in &read {
-                if let Some(dep) = task.deps.get(*i) {
-                    data.read_back(dep, path, v, target);
+            for (i, path, v, home) in &read {
+                let Some(dep) = task.deps.get(*i) else { continue };
+                match (home, path, self.device_limit) {
+                    (Home::Host, Some(path), _) => data.read_back(dep, path, v, target),
+                    (Home::Device, path, Some(limit)) => data.back_on_device(dep, path.as_deref(), v, limit),
+                    _ => {}
                 }
             }
         }
@@ -1286,6 +1461,32 @@ impl Shared {
             drop(st);
             brisk_engine::memory::release();
             st = self.lock();
+        }
+        st
+    }
+
+    /// Move the least recently used GPU results to host memory, one at a
+    /// time, while `more` holds and one is left on the device. The copies
+    /// run without the lock; a failed one stops the moving and the result
+    /// stays on the device.
+    fn move_while<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, WState>,
+        mut more: impl FnMut(&WState) -> bool,
+    ) -> MutexGuard<'a, WState> {
+        while more(&st) {
+            let Some(victim) = st.data.device_victim() else { break };
+            drop(st);
+            let copied = place::to_host(&victim.value);
+            if let Err(e) = &copied {
+                log::warn("worker", &format!("cannot move {} off the GPU: {e}", victim.key));
+            }
+            let failed = copied.is_err();
+            st = self.lock();
+            st.data.moved_to_host(victim, copied.map_err(|_| ()));
+            if failed {
+                break;
+            }
         }
         st
     }
@@ -1358,6 +1559,22 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_limits_are_fractions_or_sizes() {
+        assert_eq!(DeviceLimit::parse("0.8"), Ok(DeviceLimit::Fraction(0.8)));
+        assert_eq!(DeviceLimit::parse("1"), Ok(DeviceLimit::Fraction(1.0)));
+        assert_eq!(DeviceLimit::parse("16GiB"), Ok(DeviceLimit::Bytes(16 << 30)));
+        assert_eq!(DeviceLimit::parse("2000000000"), Ok(DeviceLimit::Bytes(2_000_000_000)));
+        for bad in ["0", "-0.5", "half", "", "0B"] {
+            assert!(DeviceLimit::parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(DeviceLimit::Fraction(0.5).bytes(80 << 30), 40 << 30);
+        assert_eq!(DeviceLimit::Bytes(100 << 30).bytes(80 << 30), 80 << 30, "at most the device");
+        for l in [DeviceLimit::Fraction(0.25), DeviceLimit::Bytes(12345)] {
+            assert_eq!(DeviceLimit::parse(&l.to_arg()), Ok(l));
+        }
+    }
 
     #[test]
     fn thresholds_parse_and_travel_as_flags() {

@@ -123,8 +123,23 @@ fn watch(state: &SessionState, out: &UnboundedSender<Out>, stop: &AtomicBool, id
         }
         let pending = now.groups.iter().any(|g| g.waiting + g.queued + g.processing > 0);
         if pending && t0.elapsed() >= DELAY {
-            let gpus: Vec<String> =
-                brisk_engine::gpu::in_use().iter().map(brisk_engine::gpu::describe).collect();
+            // A cluster's CUDA workers, else this process's own GPUs.
+            let cuda: Vec<String> = if state.with_cluster(|_| ()).is_some() {
+                state
+                    .client()
+                    .workers()
+                    .iter()
+                    .filter(|w| w.device.is_some())
+                    .map(|w| format!("{}: {}", w.name, w.gpu_line()))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let gpus: Vec<String> = if cuda.is_empty() {
+                brisk_engine::gpu::in_use().iter().map(brisk_engine::gpu::describe).collect()
+            } else {
+                cuda
+            };
             let (plain, html) = render(&last, &gpus, t0.elapsed());
             let _ = out.send(Out::Progress { id: id.into(), plain, html, first: !shown });
             shown = true;

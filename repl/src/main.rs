@@ -46,6 +46,10 @@ enum Command {
     Scheduler(serve::SchedulerArgs),
     /// Start a worker that joins the scheduler at tcp://HOST:PORT.
     Worker(serve::WorkerArgs),
+    /// Start one worker per GPU that join the scheduler at tcp://HOST:PORT
+    /// (dask-cuda's `dask cuda worker`): each sees only its GPU, offers
+    /// GPU=1 and keeps its GPU results under a device memory limit.
+    CudaWorker(serve::CudaWorkerArgs),
     /// The job script for a batch system (slurm, pbs, lsf), as
     /// dask-jobqueue writes it (--print-script), or --jobs N of them submitted.
     Jobqueue(jobqueue::JobqueueArgs),
@@ -163,12 +167,16 @@ fn brisk() -> ExitCode {
         brisk_distributed::cluster::set_program(me);
     }
     // The servers and the operator handle SIGTERM themselves.
-    if !matches!(cli.command, Some(Command::Scheduler(_) | Command::Worker(_) | Command::Operator(_))) {
+    if !matches!(
+        cli.command,
+        Some(Command::Scheduler(_) | Command::Worker(_) | Command::CudaWorker(_) | Command::Operator(_))
+    ) {
         terminal::clean_up_on_termination();
     }
     let result = match cli.command {
         Some(Command::Scheduler(args)) => serve::scheduler(args),
         Some(Command::Worker(args)) => serve::worker(args),
+        Some(Command::CudaWorker(args)) => serve::cuda_worker(args),
         Some(Command::Jobqueue(args)) => jobqueue::run(args),
         Some(Command::Top(args)) => top(args),
         Some(Command::K8s { action }) => k8s::k8s(action),

@@ -153,6 +153,30 @@ pub struct WorkerArgs {
     /// collect) the first time it is reached.
     #[arg(long, hide = true)]
     kill_at: Option<brisk_distributed::worker::KillAt>,
+    /// Make this a CUDA worker: it must see a GPU (the first one visible),
+    /// and keeps its GPU results on the device up to this limit (a fraction
+    /// of the device, "0.8", or a size, "16GiB"), moving the least recently
+    /// used to host memory beyond it. `brisk cuda-worker` sets it.
+    #[arg(long, value_name = "LIMIT", value_parser = device_limit)]
+    device_memory_limit: Option<brisk_distributed::worker::DeviceLimit>,
+}
+
+/// `brisk cuda-worker`: one worker per GPU, as dask-cuda's `dask cuda worker`.
+#[derive(clap::Args)]
+pub struct CudaWorkerArgs {
+    /// The GPUs to start a worker on: "0,2" (indices or UUIDs; default:
+    /// those CUDA_VISIBLE_DEVICES lists, else every GPU).
+    #[arg(long, value_name = "LIST")]
+    devices: Option<String>,
+    /// Every worker flag, as for `brisk worker`; here --nthreads defaults
+    /// to 1, --memory-limit "auto" shares the machine's memory between the
+    /// GPUs' workers, and --device-memory-limit defaults to 0.8.
+    #[command(flatten)]
+    worker: WorkerArgs,
+}
+
+fn device_limit(text: &str) -> Result<brisk_distributed::worker::DeviceLimit, String> {
+    brisk_distributed::worker::DeviceLimit::parse(text)
 }
 
 pub fn scheduler(args: SchedulerArgs) -> anyhow::Result<ExitCode> {
@@ -234,6 +258,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     options.host = host;
     options.local_directory = args.local_directory;
     options.kill_at = args.kill_at;
+    options.device_memory_limit = args.device_memory_limit;
     options.security = args.tls.security(args.token)?;
     if !args.no_nanny {
         return crate::nanny::run(options.memory_limit, options.thresholds.terminate);
@@ -265,11 +290,90 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `brisk cuda-worker ADDR`: one `brisk worker` (each with its nanny) per
+/// GPU, started with `CUDA_VISIBLE_DEVICES` set to its device, offering
+/// `GPU: 1` and a device memory limit, named NAME-DEVICE; signals go to all
+/// of them, and this process ends when they have.
+pub fn cuda_worker(args: CudaWorkerArgs) -> anyhow::Result<ExitCode> {
+    let w = &args.worker;
+    if w.exit_with_parent {
+        brisk_distributed::cluster::exit_with_parent();
+    }
+    brisk_distributed::comm::parse_address(&w.scheduler)?;
+    anyhow::ensure!(
+        w.nworkers == 1,
+        "--nworkers: brisk cuda-worker starts one worker per GPU (see --devices)"
+    );
+    let requested = args.devices.as_deref().map(|d| d.split(',').map(str::to_string).collect());
+    let devices = brisk_distributed::cuda::visible_devices(requested)
+        .map_err(|e| anyhow::anyhow!("brisk cuda-worker: {e}"))?;
+    let nthreads = w.nthreads.unwrap_or(1);
+    anyhow::ensure!(nthreads > 0, "--nthreads must be at least 1");
+    let memory = match w.memory_limit.trim().to_ascii_lowercase().as_str() {
+        "auto" => (brisk_engine::memory::machine_bytes() / devices.len() as u64).to_string(),
+        _ => w.memory_limit.clone(),
+    };
+    memory_limit(&memory, nthreads)?;
+    let device_limit = w.device_memory_limit.unwrap_or(brisk_distributed::worker::DeviceLimit::Fraction(0.8));
+    let mut resources = match &w.resources {
+        Some(r) => parse_resources(r)?,
+        None => Vec::new(),
+    };
+    if !resources.iter().any(|(k, _)| k == "GPU") {
+        resources.push(("GPU".into(), 1.0));
+    }
+    let resources: Vec<String> = resources.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    // This command line, as `brisk worker`'s, less what differs per worker.
+    let set_here = [
+        "--devices",
+        "--name",
+        "--nthreads",
+        "--memory-limit",
+        "--device-memory-limit",
+        "--resources",
+        "--nworkers",
+    ];
+    let mut base: Vec<std::ffi::OsString> = vec!["worker".into()];
+    let mut skip = false;
+    let mut seen_command = false;
+    for a in std::env::args_os().skip(1) {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        let text = a.to_string_lossy();
+        if !seen_command && text == "cuda-worker" {
+            seen_command = true;
+            continue;
+        }
+        if set_here.contains(&text.as_ref()) {
+            skip = true;
+            continue;
+        }
+        if set_here.iter().any(|f| text.starts_with(&format!("{f}="))) {
+            continue;
+        }
+        base.push(a);
+    }
+    let prefix = w.name.clone().unwrap_or_else(|| format!("cuda-worker-{}", std::process::id()));
+    let children = devices
+        .iter()
+        .map(|d| {
+            let mut cmd = std::process::Command::new(std::env::current_exe()?);
+            cmd.args(&base)
+                .args(["--name", &format!("{prefix}-{d}"), "--nthreads", &nthreads.to_string()])
+                .args(["--memory-limit", &memory, "--device-memory-limit", &device_limit.to_arg()])
+                .args(["--resources", &resources.join(",")])
+                .env("CUDA_VISIBLE_DEVICES", d);
+            Ok(cmd)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    supervise(children, &base)
+}
+
 /// `--nworkers N`: N worker processes from this command line, named
 /// NAME-0 … NAME-(N-1), each a child of this one; signals go to all of
 /// them, and this process ends when they have.
 fn worker_group(n: usize, name: Option<&str>) -> anyhow::Result<ExitCode> {
-    use std::sync::atomic::{AtomicBool, Ordering};
     let program = std::env::current_exe()?;
     let mut base: Vec<std::ffi::OsString> = Vec::new();
     let mut skip = false;
@@ -288,14 +392,27 @@ fn worker_group(n: usize, name: Option<&str>) -> anyhow::Result<ExitCode> {
         base.push(a);
     }
     let prefix = name.map_or_else(|| format!("worker-{}", std::process::id()), str::to_string);
+    let children = (0..n)
+        .map(|i| {
+            let mut cmd = std::process::Command::new(&program);
+            cmd.args(&base).args(["--name", &format!("{prefix}-{i}")]);
+            cmd
+        })
+        .collect();
+    supervise(children, &base)
+}
+
+/// Start `commands` (worker command lines) as children of this process and
+/// wait for them all: signals to this process go to each, and the exit code
+/// is the worst of theirs.
+fn supervise(commands: Vec<std::process::Command>, base: &[std::ffi::OsString]) -> anyhow::Result<ExitCode> {
+    use std::sync::atomic::{AtomicBool, Ordering};
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT, signal_hook::consts::SIGHUP] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
     let mut children = Vec::new();
-    for i in 0..n {
-        let mut cmd = std::process::Command::new(&program);
-        cmd.args(&base).args(["--name", &format!("{prefix}-{i}")]);
+    for mut cmd in commands {
         if !base.iter().any(|a| a == brisk_distributed::cluster::PARENT_PIPE_FLAG) {
             // Each child ends with this process, even when it is killed.
             cmd.arg(brisk_distributed::cluster::PARENT_PIPE_FLAG).stdin(std::process::Stdio::piped());

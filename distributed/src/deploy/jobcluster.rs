@@ -97,6 +97,7 @@ impl JobQueueCluster {
             resources: Vec::new(),
             token: token.clone(),
             scheduler_host: Some(host),
+            cuda: None,
         })
         .map_err(|e| format!("cannot start the scheduler: {e}"))?;
         let address = scheduler.address.clone();

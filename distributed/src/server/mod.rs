@@ -440,6 +440,11 @@ struct WorkerConn {
     pid: u32,
     memory: u64,
     spilled: u64,
+    /// A CUDA worker's device memory limit, device bytes of its results,
+    /// and those moved off the device (its last heartbeat).
+    device_memory_limit: Option<u64>,
+    device_memory: u64,
+    device_spilled: u64,
     /// Bytes it fetched from peers (its last heartbeat).
     transferred: u64,
     last_seen: Instant,
@@ -845,7 +850,17 @@ impl State {
         reg: WorkerMsg,
         tx: mpsc::UnboundedSender<Vec<ToWorker>>,
     ) {
-        let WorkerMsg::Register { nthreads, memory_limit, resources, address, gpu, pid, id: uid, held } = reg
+        let WorkerMsg::Register {
+            nthreads,
+            memory_limit,
+            device_memory_limit,
+            resources,
+            address,
+            gpu,
+            pid,
+            id: uid,
+            held,
+        } = reg
         else {
             return;
         };
@@ -883,6 +898,9 @@ impl State {
                 pid,
                 memory: 0,
                 spilled: 0,
+                device_memory_limit,
+                device_memory: 0,
+                device_spilled: 0,
                 transferred: 0,
                 last_seen: Instant::now(),
                 tx,
@@ -1041,11 +1059,13 @@ impl State {
                     self.core.missing_data(wid, t, run, &dep, &holders, &mut self.out);
                 }
             }
-            WorkerMsg::Heartbeat { memory, transferred, spilled, .. } => {
+            WorkerMsg::Heartbeat { memory, transferred, spilled, device, device_spilled, .. } => {
                 if let Some(w) = self.workers.get_mut(&conn) {
                     w.memory = memory;
                     w.transferred = transferred;
                     w.spilled = spilled;
+                    w.device_memory = device;
+                    w.device_spilled = device_spilled;
                 }
             }
             // Retiring workers are checked on the tick, not per copy:
@@ -1737,6 +1757,9 @@ impl State {
                     spilled: w.spilled,
                     resources: w.resources.clone(),
                     gpu: w.gpu.clone(),
+                    device_memory_limit: w.device_memory_limit,
+                    device_memory: w.device_memory,
+                    device_spilled: w.device_spilled,
                     pid: w.pid,
                     transferred: w.transferred,
                 }
@@ -1797,6 +1820,38 @@ impl State {
         m.family("brisk_worker_spilled_bytes", "gauge", "Bytes of results each worker spilled to disk.");
         for r in &rows {
             m.sample("brisk_worker_spilled_bytes", &[("worker", &r.name)], r.spilled as f64);
+        }
+        let cuda: Vec<&WorkerRow> = rows.iter().filter(|r| r.device_memory_limit.is_some()).collect();
+        if !cuda.is_empty() {
+            m.family(
+                "brisk_worker_device_memory_bytes",
+                "gauge",
+                "Device bytes of each CUDA worker's results.",
+            );
+            for r in &cuda {
+                m.sample("brisk_worker_device_memory_bytes", &[("worker", &r.name)], r.device_memory as f64);
+            }
+            m.family(
+                "brisk_worker_device_memory_limit_bytes",
+                "gauge",
+                "Each CUDA worker's device memory limit.",
+            );
+            for r in &cuda {
+                let l = r.device_memory_limit.unwrap_or_default();
+                m.sample("brisk_worker_device_memory_limit_bytes", &[("worker", &r.name)], l as f64);
+            }
+            m.family(
+                "brisk_worker_device_spilled_bytes",
+                "gauge",
+                "Bytes of each CUDA worker's GPU results moved to host memory or disk.",
+            );
+            for r in &cuda {
+                m.sample(
+                    "brisk_worker_device_spilled_bytes",
+                    &[("worker", &r.name)],
+                    r.device_spilled as f64,
+                );
+            }
         }
         m.family("brisk_worker_processing", "gauge", "Tasks assigned to each worker.");
         for r in &rows {

@@ -32,6 +32,17 @@ pub fn scatter_graph(values: Vec<Value>) -> (Graph, Vec<Key>) {
     (Graph::from_tasks(tasks), keys)
 }
 
+/// What a CUDA worker's results hold of its GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceMemory {
+    /// Device bytes of results on the GPU.
+    pub used: u64,
+    /// Past this, the least recently used go to host memory.
+    pub limit: u64,
+    /// Bytes of GPU results now in host memory or on disk.
+    pub spilled: u64,
+}
+
 /// One worker as a client sees it (`c.workers()`, the dashboard).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WorkerInfo {
@@ -50,10 +61,30 @@ pub struct WorkerInfo {
     pub spilled: u64,
     /// The GPU's name and memory, or "no GPU".
     pub gpu: String,
+    /// A CUDA worker's results in device memory (`None`: not a CUDA worker).
+    #[serde(default)]
+    pub device: Option<DeviceMemory>,
     /// Abstract resources offered (`GPU: 1`).
     pub resources: Vec<(String, f64)>,
     /// The process that runs its tasks.
     pub pid: u32,
+}
+
+impl WorkerInfo {
+    /// Its GPU in one line, with what a CUDA worker's results hold of it:
+    /// `GPU 0: NAME, 80 GiB · 1.2 GiB / 64 GiB, 3 GiB moved off`.
+    pub fn gpu_line(&self) -> String {
+        match &self.device {
+            None => self.gpu.clone(),
+            Some(d) => format!(
+                "{} · {} / {}, {} moved off",
+                self.gpu,
+                crate::memory::fmt_bytes(d.used),
+                crate::memory::fmt_bytes(d.limit),
+                crate::memory::fmt_bytes(d.spilled)
+            ),
+        }
+    }
 }
 
 /// One step in a key's story (`story()`, beyond Dask: why a task failed,

@@ -247,6 +247,7 @@ impl Client for Runtime {
             memory_limit: None,
             spilled: 0,
             gpu: crate::gpu::summary(),
+            device: None,
             resources,
             pid: std::process::id(),
         }]

@@ -178,7 +178,7 @@ impl Model {
                 spilled: w.spilled,
                 cpu_percent: None,
                 gpus: Gpus::None(String::new()),
-                gpu_label: Some(w.gpu),
+                gpu_label: Some(w.gpu_line()),
                 name: w.name,
             })
             .collect();

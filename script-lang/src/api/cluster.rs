@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use brisk_distributed::cluster::CudaWorkers;
 use brisk_distributed::deploy::manager::Manager;
+use brisk_distributed::worker::DeviceLimit;
 use brisk_distributed::{LocalCluster, LocalClusterOptions, RemoteClient, Security, TlsFiles};
 use rhai::{Dynamic, Engine, EvalAltResult, Map};
 
@@ -27,6 +29,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "local_cluster(#{workers, threads, memory_limit, processes, resources, token}) -> Client",
         "Start a scheduler and worker processes on this machine and run the session's graphs on them (LocalCluster + Client). Defaults: one worker per 4 cores, threads to fill the cores; processes must be true. The processes stop with the session, or at c.close().",
         "let c = local_cluster(#{workers: 2, threads: 1});\nc.workers().len()",
+    ),
+    doc(
+        "local_cuda_cluster",
+        "local_cuda_cluster(#{devices, threads_per_worker, device_memory_limit, memory_limit, token}) -> Client",
+        "Start a scheduler and one worker process per GPU (dask-cuda's LocalCUDACluster + Client): each sees only its device, offers the resource GPU: 1, and keeps its GPU results on the device up to device_memory_limit (a fraction of the device, default 0.8, or a size such as \"16GiB\"), moving the least recently used to host memory beyond it (and on to disk under memory_limit, default the machine's memory shared by the workers). devices: the GPUs to use (indices or UUIDs; default: those CUDA_VISIBLE_DEVICES lists, else all). threads_per_worker defaults to 1. An error on a machine without a GPU.",
+        "let c = local_cuda_cluster(#{device_memory_limit: 0.5});\nc.workers().len()",
     ),
     doc(
         "connect",
@@ -66,6 +74,10 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("local_cluster", move |m: Map| local_cluster(&st, Some(m)));
     let st = state.clone();
+    engine.register_fn("local_cuda_cluster", move || local_cuda_cluster(&st, Map::new()));
+    let st = state.clone();
+    engine.register_fn("local_cuda_cluster", move |m: Map| local_cuda_cluster(&st, m));
+    let st = state.clone();
     engine.register_fn("connect", move |addr: &str| connect(&st, addr, None));
     let st = state.clone();
     engine.register_fn("connect", move |addr: &str, m: Map| connect(&st, addr, Some(m)));
@@ -88,13 +100,128 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     });
 }
 
-fn int_option(m: &Map, key: &str, min: i64, max: i64) -> Res<Option<usize>> {
+fn int_option(f: &str, m: &Map, key: &str, min: i64, max: i64) -> Res<Option<usize>> {
     let Some(v) = m.get(key) else { return Ok(None) };
-    let n = v.as_int().map_err(|_| wrong_type("local_cluster", &format!("an int for {key}"), v))?;
+    let n = v.as_int().map_err(|_| wrong_type(f, &format!("an int for {key}"), v))?;
     if !(min..=max).contains(&n) {
-        return Err(runtime(format!("local_cluster: {key} must be between {min} and {max}, got {n}")));
+        return Err(runtime(format!("{f}: {key} must be between {min} and {max}, got {n}")));
     }
     Ok(Some(n as usize))
+}
+
+/// The `token` option, else BRISK_TOKEN.
+fn token_option(f: &str, m: &Map) -> Res<Option<String>> {
+    match m.get("token") {
+        None => Ok(Security::with_token(None).token),
+        Some(v) => Ok(Some(v.clone().into_string().map_err(|_| wrong_type(f, "a string for token", v))?)),
+    }
+}
+
+/// Start `opts`' processes, connect, wait for the workers and make the
+/// cluster the session's.
+fn start_local(state: &Arc<SessionState>, f: &str, opts: LocalClusterOptions) -> Res<Client> {
+    state.detach_cluster();
+    let (workers, token) = (opts.workers, opts.token.clone());
+    let local = LocalCluster::start(opts).map_err(|e| runtime(format!("{f}: {e}")))?;
+    let security = Security { token, tls: None };
+    let client = RemoteClient::connect(&local.address, security, state.config().fuse)
+        .map_err(|e| runtime(format!("{f}: cannot connect to its scheduler: {e}")))?;
+    // Workers that cannot start (a CUDA worker whose device is gone) end
+    // at once, having said why on stderr: no need to wait for them.
+    let deadline = std::time::Instant::now() + JOIN_TIMEOUT;
+    while let Err(e) = client.wait_for_workers(workers, Duration::from_millis(200)) {
+        if std::time::Instant::now() > deadline {
+            return Err(engine_error(e));
+        }
+        let running = local.nworkers();
+        if running < workers {
+            return Err(runtime(format!(
+                "{f}: {} of its {workers} worker processes ended before joining (their errors are above)",
+                workers - running
+            )));
+        }
+    }
+    state.attach_cluster(Cluster {
+        client: Arc::new(client),
+        local: Some(Arc::new(local)),
+        adaptive: None,
+        deployed: None,
+    });
+    Ok(Client { state: state.clone() })
+}
+
+/// `local_cuda_cluster(#{...})`: one worker process per GPU.
+fn local_cuda_cluster(state: &Arc<SessionState>, m: Map) -> Res<Client> {
+    const F: &str = "local_cuda_cluster";
+    let m = options(
+        Some(m),
+        F,
+        &["devices", "threads_per_worker", "device_memory_limit", "memory_limit", "token"],
+    )?;
+    let requested = match m.get("devices") {
+        None => None,
+        Some(v) => Some(device_list(v)?),
+    };
+    let devices =
+        brisk_distributed::cuda::visible_devices(requested).map_err(|e| runtime(format!("{F}: {e}")))?;
+    let threads = int_option(F, &m, "threads_per_worker", 1, 1024)?.unwrap_or(1);
+    let device_memory_limit = match m.get("device_memory_limit") {
+        None => DeviceLimit::Fraction(0.8),
+        Some(v) => {
+            let text = if let Ok(x) = v.as_float() {
+                x.to_string()
+            } else if let Ok(i) = v.as_int() {
+                i.to_string()
+            } else {
+                v.clone().into_string().map_err(|_| {
+                    wrong_type(
+                        F,
+                        "a fraction of the device or a size such as \"16GiB\" for device_memory_limit",
+                        v,
+                    )
+                })?
+            };
+            DeviceLimit::parse(&text).map_err(|e| runtime(format!("{F}: {e}")))?
+        }
+    };
+    let memory_limit = match m.get("memory_limit") {
+        None => None,
+        Some(v) => crate::state::memory_limit(F, v).map_err(runtime)?,
+    };
+    let opts = LocalClusterOptions {
+        workers: devices.len(),
+        threads,
+        memory_limit,
+        thresholds: state.config().thresholds,
+        resources: Vec::new(),
+        token: token_option(F, &m)?,
+        scheduler_host: None,
+        cuda: Some(CudaWorkers { devices, device_memory_limit }),
+    };
+    start_local(state, F, opts)
+}
+
+/// `devices`: `[0, 2]`, `["GPU-…"]` or `"0,2"`.
+fn device_list(v: &Dynamic) -> Res<Vec<String>> {
+    let bad = || {
+        wrong_type("local_cuda_cluster", "an array of device indices or UUIDs, or \"0,1\", for devices", v)
+    };
+    if let Some(s) = v.read_lock::<rhai::ImmutableString>() {
+        return Ok(s.split(',').map(|d| d.trim().to_string()).collect());
+    }
+    let list = v.read_lock::<rhai::Array>().ok_or_else(bad)?;
+    list.iter()
+        .map(|d| {
+            if let Ok(i) = d.as_int() {
+                if i < 0 {
+                    return Err(runtime(format!("local_cuda_cluster: devices: {i} is not a device index")));
+                }
+                Ok(i.to_string())
+            } else {
+                d.clone().into_string().map_err(|_| bad())
+            }
+        })
+        .collect()
 }
 
 fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
@@ -104,8 +231,10 @@ fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
         &["workers", "threads", "memory_limit", "processes", "resources", "token"],
     )?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let workers = int_option(&m, "workers", 0, 256)?.unwrap_or_else(|| cores.div_ceil(4).max(1));
-    let threads = int_option(&m, "threads", 1, 1024)?.unwrap_or_else(|| (cores / workers.max(1)).max(1));
+    let workers =
+        int_option("local_cluster", &m, "workers", 0, 256)?.unwrap_or_else(|| cores.div_ceil(4).max(1));
+    let threads = int_option("local_cluster", &m, "threads", 1, 1024)?
+        .unwrap_or_else(|| (cores / workers.max(1)).max(1));
     if let Some(p) = m.get("processes")
         && !p.as_bool().map_err(|_| wrong_type("local_cluster", "a bool for processes", p))?
     {
@@ -138,35 +267,17 @@ fn local_cluster(state: &Arc<SessionState>, m: Option<Map>) -> Res<Client> {
             out
         }
     };
-    let token = match m.get("token") {
-        None => Security::with_token(None).token,
-        Some(v) => {
-            Some(v.clone().into_string().map_err(|_| wrong_type("local_cluster", "a string for token", v))?)
-        }
-    };
-    state.detach_cluster();
-    let thresholds = state.config().thresholds;
     let opts = LocalClusterOptions {
         workers,
         threads,
         memory_limit,
-        thresholds,
+        thresholds: state.config().thresholds,
         resources,
-        token: token.clone(),
+        token: token_option("local_cluster", &m)?,
         scheduler_host: None,
+        cuda: None,
     };
-    let local = LocalCluster::start(opts).map_err(|e| runtime(format!("local_cluster: {e}")))?;
-    let security = Security { token, tls: None };
-    let client = RemoteClient::connect(&local.address, security, state.config().fuse)
-        .map_err(|e| runtime(format!("local_cluster: cannot connect to its scheduler: {e}")))?;
-    client.wait_for_workers(workers, JOIN_TIMEOUT).map_err(engine_error)?;
-    state.attach_cluster(Cluster {
-        client: Arc::new(client),
-        local: Some(Arc::new(local)),
-        adaptive: None,
-        deployed: None,
-    });
-    Ok(Client { state: state.clone() })
+    start_local(state, "local_cluster", opts)
 }
 
 fn connect(state: &Arc<SessionState>, address: &str, m: Option<Map>) -> Res<Client> {

@@ -210,7 +210,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "workers",
         "c.workers() -> array of maps",
-        "The workers of the cluster: name, address, threads, running tasks, memory, spilled bytes, GPU, pid.",
+        "The workers of the cluster: name, address, threads, running tasks, memory, spilled bytes, GPU, pid; a CUDA worker's also device_memory (bytes of results on its GPU), device_memory_limit and device_spilled (bytes of GPU results moved to host memory or disk).",
         "client().workers()[0].threads",
     ),
 ];
@@ -302,6 +302,13 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
                 m.insert("memory_limit".into(), w.memory_limit.map_or(Dynamic::UNIT, int));
                 m.insert("spilled".into(), int(w.spilled));
                 m.insert("gpu".into(), Dynamic::from(w.gpu));
+                // A CUDA worker's results in device memory, its limit, and
+                // those moved to the host or disk for room.
+                if let Some(d) = w.device {
+                    m.insert("device_memory".into(), int(d.used));
+                    m.insert("device_memory_limit".into(), int(d.limit));
+                    m.insert("device_spilled".into(), int(d.spilled));
+                }
                 m.insert("pid".into(), int(u64::from(w.pid)));
                 let mut r = Map::new();
                 for (k, v) in w.resources {

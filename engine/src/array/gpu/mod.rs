@@ -14,6 +14,7 @@ mod chunk;
 mod create;
 mod layout;
 mod linalg;
+pub mod place;
 mod reduce;
 pub mod resource;
 mod scan;
