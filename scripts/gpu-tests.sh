@@ -47,3 +47,5 @@ else
     echo "$out" | tail -5 >&2
     exit 1
 fi
+# The CUDA cluster: one worker per GPU, spilling, moves, a failing GPU.
+BRISK_BIN="$bin" bash scripts/gpu-cluster-tests.sh

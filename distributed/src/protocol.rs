@@ -370,6 +370,13 @@ pub enum WorkerMsg {
     /// The worker is leaving on purpose (SIGTERM): its work moves elsewhere
     /// and does not count as a death; answered by `Close`.
     Closing,
+    /// This CUDA worker's GPU failed (a CUDA error that leaves its context
+    /// unusable): it leaves at once, and its work runs elsewhere, counted
+    /// as a death (a task that breaks every GPU it runs on ends as
+    /// KilledWorker).
+    GpuFailed {
+        error: String,
+    },
 }
 
 /// A dependency of a task and the data addresses of the workers holding it.

@@ -441,6 +441,13 @@ impl Shared {
 /// (`brisk_gpu::GpuError::OutOfMemory`).
 const GPU_OOM: &str = "out of GPU memory";
 
+/// What the error of a failed CUDA call says (`brisk_gpu::GpuError::Call`).
+const GPU_CALL_FAILED: &str = "GPU error on device";
+
+/// The exit code of a CUDA worker whose GPU failed: its nanny starts a new
+/// one, with a new CUDA context (which fails to start if the device is gone).
+pub const EXIT_GPU_FAILED: u8 = 76;
+
 /// How long a worker whose scheduler keeps a journal waits for it to come
 /// back, unless `death_timeout` says.
 const RECONNECT_WAIT: Duration = Duration::from_secs(60);
@@ -1269,6 +1276,12 @@ impl Shared {
             if result.is_ok() && !splits.is_empty() {
                 die_if(self.kill_at, KillAt::Split);
             }
+            if let Err(e) = &result
+                && self.device_limit.is_some()
+                && e.message.contains(GPU_CALL_FAILED)
+            {
+                self.check_gpu(&e.message);
+            }
             if from_disk {
                 // Inputs read back for this task alone are freed now: hand
                 // them back before they count against the limit.
@@ -1463,6 +1476,29 @@ impl Shared {
             st = self.lock();
         }
         st
+    }
+
+    /// A task failed in a CUDA call: if the device no longer works (a
+    /// sticky error, such as an illegal address, leaves the context
+    /// unusable), say so to the scheduler, which runs this worker's work
+    /// elsewhere, and leave at once. A device that still works was the
+    /// task's error alone.
+    fn check_gpu(&self, error: &str) {
+        let Err(broken) =
+            cuda_device().and_then(|d| d.synchronize().map_err(|e| WorkerError::NoGpu(e.to_string())))
+        else {
+            return;
+        };
+        let error = format!("{error} (the device then: {broken})");
+        log::warn(
+            "worker",
+            &format!("the GPU failed: {error}; leaving, so that the work here runs elsewhere"),
+        );
+        self.report(WorkerMsg::GpuFailed { error });
+        // Time for the writer to send it; then go as a crashed process goes.
+        std::thread::sleep(Duration::from_millis(300));
+        brisk_engine::pieces::Cleanup::now();
+        std::process::exit(i32::from(EXIT_GPU_FAILED));
     }
 
     /// Move the least recently used GPU results to host memory, one at a

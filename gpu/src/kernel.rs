@@ -171,9 +171,12 @@ impl Device {
     }
 
     /// Queue `kernel` on this device's stream.
-    pub fn launch(&self, kernel: &Kernel, cfg: Launch, args: &[KArg]) -> Result<()> {
+    pub fn launch(self: &Arc<Self>, kernel: &Kernel, cfg: Launch, args: &[KArg]) -> Result<()> {
         if cfg.grid.0 == 0 || cfg.grid.1 == 0 || cfg.grid.2 == 0 {
             return Ok(());
+        }
+        if fault_armed() {
+            self.fault()?;
         }
         self.bind()?;
         let mut b = self.stream.launch_builder(&kernel.func);
@@ -192,6 +195,28 @@ impl Device {
         // the buffers they address outlive the queued launch (frees are
         // stream-ordered after it).
         unsafe { b.launch(lc) }.map(|_| ()).map_err(|e| self.fail(&format!("launching {}", kernel.name), e))
+    }
+}
+
+/// For the reliability tests: `BRISK_GPU_FAULT=FILE` makes the first launch
+/// of any process that finds FILE (and removes it: once per file, however
+/// many processes share it) queue a kernel that writes to an invalid
+/// address first, a real fault that leaves the CUDA context unusable, as a
+/// failing GPU or a bad kernel does. Read once per process.
+fn fault_armed() -> bool {
+    static FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let file = FILE.get_or_init(|| std::env::var_os("BRISK_GPU_FAULT").map(PathBuf::from));
+    file.as_ref().is_some_and(|f| std::fs::remove_file(f).is_ok())
+}
+
+impl Device {
+    /// Queue the faulting kernel of [`fault_armed`].
+    fn fault(self: &Arc<Self>) -> Result<()> {
+        const SOURCE: &str =
+            "extern \"C\" __global__ void brisk_fault(unsigned long long p) { *(volatile int*)p = 1; }";
+        let k = self.kernel(SOURCE, "brisk_fault")?;
+        let one = Launch { grid: (1, 1, 1), block: (1, 1, 1), shared: 0 };
+        self.launch(&k, one, &[KArg::U64(8)])
     }
 }
 

@@ -43,7 +43,11 @@ fn restart(ended: &Ended) -> bool {
         Ended::OutOfMemory(_) => true,
         // A signal (SIGKILL, an abort), a panic (70), or a lost scheduler.
         Ended::Exited(None) => true,
-        Ended::Exited(Some(code)) => *code == 70 || *code == i32::from(EXIT_LOST),
+        Ended::Exited(Some(code)) => {
+            *code == 70
+                || *code == i32::from(EXIT_LOST)
+                || *code == i32::from(brisk_distributed::worker::EXIT_GPU_FAILED)
+        }
     }
 }
 

@@ -277,7 +277,8 @@ fn visualize_writes_graphviz_and_refuses_unknown_files() {
 /// run in `tests/cluster.rs` and `tests/slurm.rs` instead.
 #[test]
 fn every_documented_example_runs() {
-    const NEED_A_CLUSTER: &[&str] = &["local_cluster", "connect", "scale", "close", "dashboard_link"];
+    const NEED_A_CLUSTER: &[&str] =
+        &["local_cluster", "local_cuda_cluster", "connect", "scale", "close", "dashboard_link"];
     let deployed = |example: &str| {
         ["slurm_cluster", "jobqueue_cluster", "cluster.", "kube_cluster", "k.add_worker_group"]
             .iter()

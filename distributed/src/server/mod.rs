@@ -929,7 +929,9 @@ impl State {
             WorkerMsg::Paused { paused } => Why::Paused(*paused),
             WorkerMsg::Closing => Why::Leaving,
             WorkerMsg::Holds { .. } => Why::Held,
-            WorkerMsg::Register { .. } | WorkerMsg::Heartbeat { .. } => Why::Nothing,
+            WorkerMsg::Register { .. } | WorkerMsg::Heartbeat { .. } | WorkerMsg::GpuFailed { .. } => {
+                Why::Nothing
+            }
         };
         self.on_worker_msg(conn, wid, msg);
         self.chronicle(|s| {
@@ -1086,6 +1088,15 @@ impl State {
                 self.retiring.entry(conn).or_insert_with(Instant::now);
                 self.core.retire_worker(wid, &mut self.out);
                 self.check_retiring();
+            }
+            WorkerMsg::GpuFailed { error } => {
+                if let Some(w) = self.workers.get(&conn) {
+                    log::warn(
+                        "scheduler",
+                        &format!("worker {}: its GPU ({}) failed: {error}", w.name, w.gpu),
+                    );
+                }
+                self.gone(conn, &format!("its GPU failed: {error}"));
             }
         }
     }

@@ -462,15 +462,26 @@ impl Chunk {
     /// no second copy (a spilled block of 200 MB is read back at the
     /// speed of one copy out of the page cache).
     pub fn read_raw(dtype: DType, shape: &[usize], r: &mut impl std::io::Read) -> std::io::Result<Chunk> {
+        Chunk::fill_raw(dtype, shape, |bytes| r.read_exact(bytes))
+    }
+
+    /// A new block whose memory `fill` writes as raw little-endian bytes
+    /// (a file read, a copy from a GPU): straight into the block, no
+    /// staging buffer. Bool blocks have no raw form.
+    pub fn fill_raw(
+        dtype: DType,
+        shape: &[usize],
+        fill: impl FnOnce(&mut [u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<Chunk> {
         let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "the shape's size overflows");
         let n = shape.iter().try_fold(1usize, |acc, &x| acc.checked_mul(x)).ok_or_else(bad)?;
-        fn fill<T: Elem + bytemuck::Pod + Default>(
+        fn typed<T: Elem + bytemuck::Pod + Default>(
             n: usize,
             shape: &[usize],
-            r: &mut impl std::io::Read,
+            fill: impl FnOnce(&mut [u8]) -> std::io::Result<()>,
         ) -> std::io::Result<Chunk> {
             let mut v = vec![T::default(); n];
-            r.read_exact(bytemuck::cast_slice_mut(&mut v))?;
+            fill(bytemuck::cast_slice_mut(&mut v))?;
             Chunk::from_vec(shape, v).map_err(std::io::Error::other)
         }
         if !cfg!(target_endian = "little") {
@@ -478,9 +489,9 @@ impl Chunk {
         }
         match dtype {
             DType::Bool => Err(std::io::Error::other("bool chunks have no raw form")),
-            DType::I64 => fill::<i64>(n, shape, r),
-            DType::F32 => fill::<f32>(n, shape, r),
-            DType::F64 => fill::<f64>(n, shape, r),
+            DType::I64 => typed::<i64>(n, shape, fill),
+            DType::F32 => typed::<f32>(n, shape, fill),
+            DType::F64 => typed::<f64>(n, shape, fill),
         }
     }
 }

@@ -894,3 +894,46 @@ fn factorizations_match_the_cpu() {
     let e = rt.compute(graph(&[layer]), &[key], &CancelToken::new()).expect_err("singular");
     assert!(e.to_string().contains("singular"), "{e}");
 }
+
+/// Whole results move off the device and back exactly (a CUDA worker's
+/// spill), lists of blocks included; the copy rates are printed for
+/// bench/README.md (scripts/gpu-tests.sh keeps the test's output).
+#[test]
+fn results_move_to_the_host_and_back_exactly() {
+    let Some(dev) = device() else { return };
+    let c = sample(&[1000, 3], DType::F64, 5);
+    let g = Value::Gpu(Arc::new(up(&c)));
+    let t = Value::Gpu(Arc::new(up(&c).transpose(&[1, 0]).expect("a view")));
+    let v = Value::list(vec![g.clone(), Value::Int(3), t]);
+    assert_eq!(place::device_bytes(&v), 2 * 24_000);
+    let host = place::to_host(&v).expect("to the host");
+    assert_eq!(place::device_bytes(&host), 0);
+    let Value::List(items) = &host else { panic!("a list") };
+    assert!(matches!(&items[0], Value::Array(a) if **a == c));
+    assert_eq!(items[1], Value::Int(3));
+    assert!(matches!(&items[2], Value::Array(a) if a.shape() == [3, 1000]));
+    let back = place::to_device(&host).expect("back on the device");
+    assert_eq!(place::device_bytes(&back), 2 * 24_000);
+    assert_eq!(place::to_host(&back).expect("again"), host);
+    // One 1 GiB block each way, timed (a plain pinned copy is bench/gpu's reference).
+    let big = GpuChunk::alloc(&dev, DType::F64, &[1 << 27]).expect("1 GiB");
+    big.buffer().fill_bytes(0x3f).expect("fill");
+    dev.synchronize().expect("sync");
+    let v = Value::Gpu(Arc::new(big));
+    for _ in 0..2 {
+        let t0 = std::time::Instant::now();
+        let host = place::to_host(&v).expect("to the host");
+        let down = t0.elapsed().as_secs_f64();
+        let t0 = std::time::Instant::now();
+        let back = place::to_device(&host).expect("back");
+        dev.synchronize().expect("sync");
+        let upload = t0.elapsed().as_secs_f64();
+        let gb = (1u64 << 30) as f64 / 1e9;
+        eprintln!(
+            "spill copy of 1 GiB: device to host {:.1} GB/s, host to device {:.1} GB/s",
+            gb / down,
+            gb / upload
+        );
+        assert_eq!(place::device_bytes(&back), 1 << 30);
+    }
+}
