@@ -16,6 +16,7 @@ impl GpuChunk {
             // Straight into the new block's memory.
             let mut failed = None;
             let copied = Chunk::fill_raw(c.dtype, &c.shape, |bytes| {
+                prefault(bytes);
                 c.buf.download_into(bytes).map_err(|e| {
                     failed = Some(e);
                     std::io::Error::other("the copy failed")
@@ -69,6 +70,30 @@ impl GpuChunk {
         let c = self.contiguous()?;
         Ok(GpuChunk { shape: to.to_vec(), strides: c_strides(to), ..c })
     }
+}
+
+/// Fresh memory is mapped page by page on first touch, and a copy from the
+/// GPU into it pays every fault inside the driver's copy, on one thread:
+/// 1 GiB came down at 1.1 GB/s on an H100 host, against 12.5 GB/s into
+/// memory already touched. Large blocks are touched by several threads
+/// first.
+fn prefault(bytes: &mut [u8]) {
+    const LARGE: usize = 64 << 20;
+    const PAGE: usize = 4096;
+    if bytes.len() < LARGE {
+        return;
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    let per = bytes.len().div_ceil(threads).next_multiple_of(PAGE);
+    std::thread::scope(|s| {
+        for part in bytes.chunks_mut(per) {
+            s.spawn(move || {
+                for i in (0..part.len()).step_by(PAGE) {
+                    part[i] = 0;
+                }
+            });
+        }
+    });
 }
 
 /// A GPU chunk travels (to another process, to a spill file) as its host
