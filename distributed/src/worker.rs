@@ -1423,12 +1423,21 @@ impl Shared {
         }
         let target = self.at(self.thresholds.target).unwrap_or(u64::MAX);
         let mut st = self.lock();
-        let WState { tasks, data, .. } = &mut *st;
+        let WState { tasks, data, fetched, .. } = &mut *st;
         if let Some(task) = tasks.get(key) {
             for (i, path, v, home) in &read {
                 let Some(dep) = task.deps.get(*i) else { continue };
                 match (home, path, self.device_limit) {
                     (Home::Host, Some(path), _) => data.read_back(dep, path, v, target),
+                    // An input fetched from a peer stays on the device for
+                    // the other tasks here that read it.
+                    (Home::Device, None, _) if !data.contains(dep) => {
+                        if let Some(f) = fetched.get_mut(dep)
+                            && place::device_bytes(v) > 0
+                        {
+                            f.0 = v.clone();
+                        }
+                    }
                     (Home::Device, path, Some(limit)) => data.back_on_device(dep, path.as_deref(), v, limit),
                     _ => {}
                 }
