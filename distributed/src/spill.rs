@@ -602,6 +602,38 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
+    /// A GPU result's host copy (how a peer's GPU result arrives, and what a
+    /// CUDA worker keeps past its device limit) stays marked for the device
+    /// through memory and disk, and the bytes moved off the device are
+    /// counted until it goes. (Values on a real device: scripts/gpu-tests.sh.)
+    #[test]
+    fn host_copies_of_device_results_keep_their_home_and_their_count() {
+        let d = dir("home");
+        let mut b = SpillBuffer::new(d.clone());
+        let n = block(0.0).nbytes();
+        b.insert_placed(key(0), block(0.0), Home::Device);
+        b.insert(key(1), block(1.0));
+        assert_eq!((b.on_device(), b.off_device(), b.memory()), (0, n, 2 * n));
+        assert!(b.device_victim().is_none(), "nothing is on the device");
+        assert!(matches!(b.get(&key(0)), Lookup::Memory(_, Home::Device)));
+        assert!(matches!(b.get(&key(1)), Lookup::Memory(_, Home::Host)));
+        // Key 0 is the least recently used: it goes to disk, still the device's.
+        spill_to(&mut b, n);
+        let Lookup::Disk(p, Home::Device) = b.get(&key(0)) else { panic!("on disk, for the device") };
+        assert_eq!(b.off_device(), n);
+        // A host read-back does not take it (it goes back to the device).
+        let v = read(&p).expect("read");
+        b.read_back(&key(0), &p, &v, u64::MAX);
+        assert!(matches!(b.get(&key(0)), Lookup::Disk(_, Home::Device)));
+        // A value with nothing on a device is never put back as one.
+        b.back_on_device(&key(0), Some(&p), &v, u64::MAX);
+        assert!(matches!(b.get(&key(0)), Lookup::Disk(_, Home::Device)));
+        assert!(b.remove(&key(0)));
+        assert_eq!((b.off_device(), b.spilled()), (0, (0, 0)));
+        assert!(!p.exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
     #[test]
     fn frames_and_nested_values_survive_the_disk() {
         let d = dir("kinds");

@@ -345,6 +345,46 @@ mod tests {
         assert_eq!(rows[2].trim(), "NVIDIA H100 0 B / 80.0 GiB");
     }
 
+    /// A CUDA cluster's workers: each row names its GPU and what its
+    /// results hold of it (`WorkerInfo::gpu_line`, as `brisk top` and
+    /// `:dash` show it).
+    #[test]
+    fn cuda_workers_show_device_memory_and_spilled_bytes() {
+        let info = |name: &str, device| brisk_engine::client::WorkerInfo {
+            name: name.into(),
+            address: "tcp://127.0.0.1:1".into(),
+            threads: 1,
+            running: 1,
+            in_memory: 4,
+            memory: 1 << 30,
+            memory_limit: Some(32 << 30),
+            spilled: 0,
+            gpu: "GPU 0: NVIDIA H100, 79.2 GiB".into(),
+            device,
+            resources: vec![("GPU".into(), 1.0)],
+            pid: 1,
+        };
+        let d = brisk_engine::client::DeviceMemory { used: 3 << 29, limit: 2 << 30, spilled: 1 << 29 };
+        let sample = crate::dash::model::Sample {
+            at: Duration::from_millis(100),
+            snapshot: Default::default(),
+            cpu_seconds: None,
+            memory_limit: None,
+            gpus: Gpus::None("none".into()),
+            cluster: Some(vec![info("cuda-0", Some(d)), info("cpu-0", None)]),
+        };
+        let mut m = model(Gpus::None("none".into()));
+        m.update(sample);
+        let rows = draw(&m, 150, worker_table_height(&m) + 3, false);
+        let text = rows.join("\n");
+        assert!(
+            rows[1].starts_with("cuda-0")
+                && rows[1].ends_with("GPU 0: NVIDIA H100, 79.2 GiB · 1.5 GiB / 2.0 GiB, 512.0 MiB moved off"),
+            "{text}"
+        );
+        assert!(rows[2].starts_with("cpu-0") && rows[2].ends_with("GPU 0: NVIDIA H100, 79.2 GiB"), "{text}");
+    }
+
     #[test]
     fn many_groups_are_counted_not_listed() {
         let mut m = model(Gpus::None("none".into()));
