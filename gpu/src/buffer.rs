@@ -89,10 +89,15 @@ impl Buffer {
 
     /// Copy the first `out.len()` bytes to the host.
     pub fn download_into(&self, out: &mut [u8]) -> Result<()> {
-        if out.len() > self.bytes {
+        self.download_at(0, out)
+    }
+
+    /// Copy `out.len()` bytes from `offset` to the host.
+    pub fn download_at(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        if offset.checked_add(out.len()).is_none_or(|end| end > self.bytes) {
             return Err(self.device.fail(
                 "copying to the host",
-                format!("{} bytes from a buffer of {}", out.len(), self.bytes),
+                format!("{} bytes at {offset} from a buffer of {}", out.len(), self.bytes),
             ));
         }
         if out.is_empty() {
@@ -101,7 +106,7 @@ impl Buffer {
         self.device.bind()?;
         // SAFETY: bounds checked above; the stream is synchronized before
         // `out` is read.
-        unsafe { result::memcpy_dtoh_async(out, self.ptr, self.device.cu_stream()) }
+        unsafe { result::memcpy_dtoh_async(out, self.ptr + offset as u64, self.device.cu_stream()) }
             .map_err(|e| self.device.fail("copying to the host", e))?;
         self.device.synchronize()
     }
