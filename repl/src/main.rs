@@ -49,6 +49,10 @@ enum Command {
     /// Start one worker per GPU that join the scheduler at tcp://HOST:PORT
     /// (dask-cuda's `dask cuda worker`): each sees only its GPU, offers
     /// GPU=1 and keeps its GPU results under a device memory limit.
+    ///
+    /// Every `brisk worker` flag applies to each worker; here --nthreads
+    /// defaults to 1, --memory-limit "auto" to the machine's memory over
+    /// the GPUs, and --device-memory-limit to 0.8.
     CudaWorker(serve::CudaWorkerArgs),
     /// The job script for a batch system (slurm, pbs, lsf), as
     /// dask-jobqueue writes it (--print-script), or --jobs N of them submitted.
