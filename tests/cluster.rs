@@ -1442,3 +1442,72 @@ print(config().scheduler);
     let left: Vec<u32> = cluster_children().into_iter().filter(|p| !before.contains(p)).collect();
     assert_eq!(wait_gone(&left), Vec::<u32>::new(), "processes left behind");
 }
+
+/// The scheduler's side of a CUDA worker, without a GPU: a worker that
+/// registers a device memory limit and reports device bytes shows them in
+/// the worker rows and in `/metrics`; when it says its GPU failed, it is
+/// removed at once and the cluster goes on.
+#[test]
+fn a_cuda_workers_device_memory_is_shown_and_its_gpu_failure_removes_it() {
+    use brisk_distributed::protocol::WorkerMsg;
+    let c = TestCluster::start(1);
+    let mut s = greeted(&c.address, Role::Worker);
+    let register = WorkerMsg::Register {
+        nthreads: 1,
+        memory_limit: Some(8 << 30),
+        device_memory_limit: Some(2 << 30),
+        resources: vec![("GPU".into(), 1.0)],
+        address: "tcp://127.0.0.1:9".into(),
+        gpu: "GPU 0: NVIDIA H100, 79.2 GiB".into(),
+        pid: 1,
+        id: 77,
+        held: vec![],
+    };
+    let heartbeat = WorkerMsg::Heartbeat {
+        memory: 0,
+        running: 0,
+        transferred: 0,
+        spilled: 0,
+        device: 3 << 29,
+        device_spilled: 1 << 29,
+    };
+    s.write_all(&protocol::encode(&vec![register, heartbeat]).expect("encode")).expect("register");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let row = loop {
+        let rows = c.client().worker_rows().expect("rows");
+        match rows.into_iter().find(|r| r.device_memory_limit.is_some()) {
+            Some(r) if r.device_memory > 0 => break r,
+            _ if std::time::Instant::now() > deadline => panic!("the CUDA worker's heartbeat never showed"),
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    assert_eq!(
+        (row.device_memory_limit, row.device_memory, row.device_spilled),
+        (Some(2 << 30), 3 << 29, 1 << 29)
+    );
+    let (status, metrics) = http_get(&c.http, "/metrics", "");
+    assert_eq!(status, 200, "{metrics}");
+    let name = &row.name;
+    for (series, want) in [
+        ("brisk_worker_device_memory_bytes", 3u64 << 29),
+        ("brisk_worker_device_memory_limit_bytes", 2 << 30),
+        ("brisk_worker_device_spilled_bytes", 1 << 29),
+    ] {
+        let line = format!("{series}{{worker=\"{name}\"}} {want}");
+        assert!(metrics.lines().any(|l| l == line), "{line:?} missing:\n{metrics}");
+    }
+    assert!(!metrics.contains("device_memory_bytes{worker=\"w0\"}"), "w0 is no CUDA worker:\n{metrics}");
+
+    let failed = WorkerMsg::GpuFailed { error: "GPU error on device 0: an illegal memory access".into() };
+    s.write_all(&protocol::encode(&vec![failed]).expect("encode")).expect("gpu failed");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while c.client().worker_rows().expect("rows").len() > 1 {
+        assert!(std::time::Instant::now() < deadline, "the worker whose GPU failed stayed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(s);
+    let out = c.run("print(gather(map(|x| x + 1, [1, 2, 3])));", DEADLINE);
+    assert_ok(&out, "a run after the GPU failure");
+    assert_eq!(text(&out.stdout), "[2, 3, 4]\n");
+    c.finish();
+}

@@ -121,13 +121,11 @@ impl SpillBuffer {
 
     /// Store a result in memory (replacing any older one under its key).
     pub fn insert(&mut self, key: Key, value: Value) {
-        let device = place::device_bytes(&value);
-        let home = if device > 0 { Home::Device } else { Home::Host };
-        self.insert_at(key, value, device, home);
+        self.insert_placed(key, value, Home::Host);
     }
 
     /// Store a result that belongs at `home` (a device result's host copy
-    /// fetched from a peer, say).
+    /// fetched from a peer, say); one holding GPU blocks belongs there.
     pub fn insert_placed(&mut self, key: Key, value: Value, home: Home) {
         let device = place::device_bytes(&value);
         let home = if device > 0 { Home::Device } else { home };

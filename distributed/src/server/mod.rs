@@ -1832,36 +1832,28 @@ impl State {
         for r in &rows {
             m.sample("brisk_worker_spilled_bytes", &[("worker", &r.name)], r.spilled as f64);
         }
+        // Families for CUDA workers only.
         let cuda: Vec<&WorkerRow> = rows.iter().filter(|r| r.device_memory_limit.is_some()).collect();
-        if !cuda.is_empty() {
-            m.family(
-                "brisk_worker_device_memory_bytes",
-                "gauge",
-                "Device bytes of each CUDA worker's results.",
-            );
-            for r in &cuda {
-                m.sample("brisk_worker_device_memory_bytes", &[("worker", &r.name)], r.device_memory as f64);
-            }
-            m.family(
-                "brisk_worker_device_memory_limit_bytes",
-                "gauge",
-                "Each CUDA worker's device memory limit.",
-            );
-            for r in &cuda {
-                let l = r.device_memory_limit.unwrap_or_default();
-                m.sample("brisk_worker_device_memory_limit_bytes", &[("worker", &r.name)], l as f64);
-            }
-            m.family(
+        type Gauge = (&'static str, &'static str, fn(&WorkerRow) -> u64);
+        let device: [Gauge; 3] = [
+            ("brisk_worker_device_memory_bytes", "Device bytes of each CUDA worker's results.", |r| {
+                r.device_memory
+            }),
+            ("brisk_worker_device_memory_limit_bytes", "Each CUDA worker's device memory limit.", |r| {
+                r.device_memory_limit.unwrap_or_default()
+            }),
+            (
                 "brisk_worker_device_spilled_bytes",
-                "gauge",
                 "Bytes of each CUDA worker's GPU results moved to host memory or disk.",
-            );
-            for r in &cuda {
-                m.sample(
-                    "brisk_worker_device_spilled_bytes",
-                    &[("worker", &r.name)],
-                    r.device_spilled as f64,
-                );
+                |r| r.device_spilled,
+            ),
+        ];
+        if !cuda.is_empty() {
+            for (name, help, value) in device {
+                m.family(name, "gauge", help);
+                for r in &cuda {
+                    m.sample(name, &[("worker", &r.name)], value(r) as f64);
+                }
             }
         }
         m.family("brisk_worker_processing", "gauge", "Tasks assigned to each worker.");

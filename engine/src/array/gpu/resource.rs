@@ -167,13 +167,18 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn gpu_blocks_and_what_reads_them_take_the_gpu() {
-        let host = ArrayOp::Full {
+    /// A small block made on the host.
+    fn host_block() -> ArrayOp {
+        ArrayOp::Full {
             value: crate::array::dtype::Scalar::Int(1),
             shape: vec![2],
             dtype: crate::array::dtype::DType::I64,
-        };
+        }
+    }
+
+    #[test]
+    fn gpu_blocks_and_what_reads_them_take_the_gpu() {
+        let host = host_block();
         let mut tasks = vec![
             // Listed out of order: the pass follows dependencies.
             array("sum", ArrayOp::Concat { numblocks: vec![2] }, &["neg", "cpu"]),
@@ -196,11 +201,7 @@ mod tests {
 
     #[test]
     fn fused_chains_and_host_graphs() {
-        let host = ArrayOp::Full {
-            value: crate::array::dtype::Scalar::Int(1),
-            shape: vec![2],
-            dtype: crate::array::dtype::DType::I64,
-        };
+        let host = host_block();
         let step = |key: &str, op: ArrayOp, input: StepInput| Step {
             key: Key::new(key),
             op: Op::Call { func: Func::Array(Arc::new(op)), args: vec![Arg::Dep(0)] },
