@@ -4,7 +4,9 @@
 #  1. G1–G4 on a one-GPU local_cuda_cluster: the local runtime's answers.
 #  2. A working set twice the device memory limit: exact, by spilling.
 #  3. Two `brisk cuda-worker`s beside a `brisk scheduler`: GPU blocks move
-#     between them; then one worker's GPU fails mid-graph (a real illegal
+#     between them, device to device (CUDA IPC) to one and through the host
+#     to the other, whose imports are refused (BRISK_GPU_IPC_REFUSE, as a
+#     driver without peer access would); then one worker's GPU fails mid-graph (a real illegal
 #     address, BRISK_GPU_FAULT): it is reported with the error, its work
 #     runs on the other, the answers stay exact, and nothing is left behind.
 set -euo pipefail
@@ -33,12 +35,15 @@ addr="$(grep -o 'tcp://[^ ]*' "$tmp/scheduler.out" | head -1)"
 [ -n "$addr" ] || fail "the scheduler printed no address"
 "$bin" cuda-worker "$addr" --devices 0 --name a --device-memory-limit 0.4 2> "$tmp/a.err" &
 pids+=($!)
-BRISK_GPU_FAULT="$tmp/fault" "$bin" cuda-worker "$addr" --devices 0 --name b --device-memory-limit 0.4 2> "$tmp/b.err" &
+BRISK_GPU_IPC_REFUSE=1 BRISK_GPU_FAULT="$tmp/fault" "$bin" cuda-worker "$addr" --devices 0 --name b --device-memory-limit 0.4 2> "$tmp/b.err" &
 pids+=($!)
 for _ in $(seq 200); do [ "$(grep -c 'joined' "$tmp/scheduler.err")" -ge 2 ] && break; sleep 0.1; done
 BRISK_SCHEDULER_ADDRESS="$addr" "$bin" run tests/gpu/cluster_moves.rhai > "$tmp/cluster.out" || fail "cluster_moves.rhai on the cluster"
 diff "$tmp/local.out" "$tmp/cluster.out" || fail "two CUDA workers gave other answers than the local runtime"
 echo "ok: GPU blocks move between two CUDA workers, answers exact"
+BRISK_SCHEDULER_ADDRESS="$addr" "$bin" run tests/gpu/cluster_ipc.rhai || fail "no block moved device to device"
+grep -q "come through the host" "$tmp/b.err" || { cat "$tmp/b.err" >&2; fail "refused device-to-device blocks did not fall back to host copies"; }
+echo "ok: blocks move device to device (CUDA IPC), and through the host where refused"
 : > "$tmp/fault"
 BRISK_SCHEDULER_ADDRESS="$addr" "$bin" run tests/gpu/cluster_moves.rhai > "$tmp/fault.out" || fail "cluster_moves.rhai with a GPU failing"
 [ ! -e "$tmp/fault" ] || fail "no worker reached the fault"

@@ -1470,6 +1470,7 @@ fn a_cuda_workers_device_memory_is_shown_and_its_gpu_failure_removes_it() {
         spilled: 0,
         device: 3 << 29,
         device_spilled: 1 << 29,
+        device_transferred: 5 << 20,
     };
     s.write_all(&protocol::encode(&vec![register, heartbeat]).expect("encode")).expect("register");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -1482,8 +1483,8 @@ fn a_cuda_workers_device_memory_is_shown_and_its_gpu_failure_removes_it() {
         }
     };
     assert_eq!(
-        (row.device_memory_limit, row.device_memory, row.device_spilled),
-        (Some(2 << 30), 3 << 29, 1 << 29)
+        (row.device_memory_limit, row.device_memory, row.device_spilled, row.device_transferred),
+        (Some(2 << 30), 3 << 29, 1 << 29, 5 << 20)
     );
     let (status, metrics) = http_get(&c.http, "/metrics", "");
     assert_eq!(status, 200, "{metrics}");
@@ -1492,6 +1493,7 @@ fn a_cuda_workers_device_memory_is_shown_and_its_gpu_failure_removes_it() {
         ("brisk_worker_device_memory_bytes", 3u64 << 29),
         ("brisk_worker_device_memory_limit_bytes", 2 << 30),
         ("brisk_worker_device_spilled_bytes", 1 << 29),
+        ("brisk_worker_device_transferred_bytes", 5 << 20),
     ] {
         let line = format!("{series}{{worker=\"{name}\"}} {want}");
         assert!(metrics.lines().any(|l| l == line), "{line:?} missing:\n{metrics}");

@@ -495,7 +495,7 @@ impl Shared {
             for batch in keys.chunks(512) {
                 let got = self.handle.block_on(async {
                     tokio::select! {
-                        r = self.peers.get_data(&addr, batch.to_vec()) => Some(r),
+                        r = self.peers.get_data(&addr, batch.to_vec(), None) => Some(r),
                         _ = cancelled(cancel) => None,
                     }
                 });
@@ -532,7 +532,7 @@ impl Shared {
             for addr in &who_has {
                 let got = self.handle.block_on(async {
                     tokio::select! {
-                        r = self.peers.get_data(addr, vec![key.clone()]) => Some(r),
+                        r = self.peers.get_data(addr, vec![key.clone()], None) => Some(r),
                         _ = cancelled(cancel) => None,
                     }
                 });
@@ -571,6 +571,7 @@ fn worker_info(w: WorkerRow) -> WorkerInfo {
             used: w.device_memory,
             limit,
             spilled: w.device_spilled,
+            transferred: w.device_transferred,
         }),
         resources: w.resources,
         pid: w.pid,

@@ -6,6 +6,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use brisk_engine::array::gpu::place;
 use brisk_engine::key::Key;
 use brisk_engine::value::Value;
 use rustc_hash::FxHashMap;
@@ -219,6 +220,11 @@ pub async fn send_batches<T: Serialize>(mut w: FrameWriter, mut rx: UnboundedRec
 pub struct Fetched {
     pub values: Vec<(Key, Option<Value>)>,
     pub on_device: Vec<Key>,
+    /// Why the blocks lent device to device could not be copied (their
+    /// keys are answered `None`): ask this peer for host copies from now on.
+    pub ipc_failed: Option<String>,
+    /// Device bytes of the values that came device to device.
+    pub lent_bytes: u64,
 }
 
 /// Connections to workers' data ports, kept open for the next request:
@@ -235,12 +241,52 @@ impl PeerPool {
     }
 
     /// The values of `keys` held at `addr` (`None` for those it does not
-    /// hold), and which of them belong on a GPU (they come as host copies).
-    pub async fn get_data(&self, addr: &str, keys: Vec<Key>) -> Result<Fetched, CommError> {
-        match self.ask(addr, &PeerMsg::GetData { keys }).await? {
-            PeerReply::Data { values, on_device } => Ok(Fetched { values, on_device }),
-            PeerReply::Pieces { .. } => Err(CommError::Refused("the peer answered another question".into())),
+    /// hold), and which of them belong on a GPU. A CUDA worker names its
+    /// `host`: a CUDA worker there lends GPU blocks device to device, which
+    /// are copied onto this process's GPU off the I/O threads before the
+    /// peer is told it may reuse their staging memory. Everything else
+    /// comes as host copies.
+    pub async fn get_data(
+        &self,
+        addr: &str,
+        keys: Vec<Key>,
+        host: Option<&str>,
+    ) -> Result<Fetched, CommError> {
+        let msg = PeerMsg::GetData { keys, host: host.map(str::to_string) };
+        let (reply, mut conn) = self.exchange(addr, &msg).await?;
+        let PeerReply::Data { mut values, mut on_device, shipped } = reply else {
+            return Err(CommError::Refused("the peer answered another question".into()));
+        };
+        let mut ipc_failed = None;
+        let mut lent_bytes = 0;
+        if !shipped.is_empty() {
+            let import = move || {
+                shipped.into_iter().map(|(k, s)| (k, place::import(&s).map_err(|e| e.to_string()))).collect()
+            };
+            let imported: Vec<(Key, Result<Value, String>)> = tokio::task::spawn_blocking(import)
+                .await
+                .map_err(|e| CommError::Refused(format!("copying lent GPU blocks failed: {e}")))?;
+            // The peer holds the staging memory until told, whatever happened here.
+            match Self::send_on(&mut conn, &PeerMsg::Release).await? {
+                PeerReply::Released => {}
+                _ => return Err(CommError::Refused("the peer answered another question".into())),
+            }
+            for (k, v) in imported {
+                match v {
+                    Ok(v) => {
+                        lent_bytes += place::device_bytes(&v);
+                        on_device.push(k.clone());
+                        values.push((k, Some(v)));
+                    }
+                    Err(e) => {
+                        ipc_failed.get_or_insert(e);
+                        values.push((k, None));
+                    }
+                }
+            }
         }
+        self.keep(addr, conn);
+        Ok(Fetched { values, on_device, ipc_failed, lent_bytes })
     }
 
     /// The shuffle pieces `inputs` of output `out` of the shuffle folder
@@ -254,25 +300,40 @@ impl PeerPool {
     ) -> Result<Result<Vec<Blob>, String>, CommError> {
         match self.ask(addr, &PeerMsg::GetPieces { name: name.to_string(), out, inputs }).await? {
             PeerReply::Pieces { pieces } => Ok(pieces),
-            PeerReply::Data { .. } => Err(CommError::Refused("the peer answered another question".into())),
+            _ => Err(CommError::Refused("the peer answered another question".into())),
         }
     }
 
     async fn ask(&self, addr: &str, msg: &PeerMsg) -> Result<PeerReply, CommError> {
+        let (reply, conn) = self.exchange(addr, msg).await?;
+        self.keep(addr, conn);
+        Ok(reply)
+    }
+
+    /// Send `msg` on a pooled or new connection to `addr`; the answer and
+    /// the connection, for [`PeerPool::keep`] once its exchange is over.
+    async fn exchange(&self, addr: &str, msg: &PeerMsg) -> Result<(PeerReply, Conn), CommError> {
         let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).get_mut(addr).and_then(Vec::pop);
         let mut conn = match pooled {
             Some(c) => c,
             None => connect(addr, Role::Peer, &self.name, &self.security).await?,
         };
+        let reply = Self::send_on(&mut conn, msg).await?;
+        Ok((reply, conn))
+    }
+
+    async fn send_on(conn: &mut Conn, msg: &PeerMsg) -> Result<PeerReply, CommError> {
         tokio::time::timeout(PEER_STALL, conn.writer.send(msg))
             .await
             .map_err(|_| CommError::Timeout(PEER_STALL))??;
         let Some(body) = conn.reader.frame_within(PEER_STALL).await? else {
             return Err(CommError::Refused("the peer closed the connection".into()));
         };
-        let reply: PeerReply = protocol::decode(&body)?;
+        Ok(protocol::decode(&body)?)
+    }
+
+    fn keep(&self, addr: &str, conn: Conn) {
         self.idle.lock().unwrap_or_else(|e| e.into_inner()).entry(addr.to_string()).or_default().push(conn);
-        Ok(reply)
     }
 }
 

@@ -62,6 +62,19 @@ fn pick(
     Ok(list)
 }
 
+/// This machine's identity for CUDA IPC: the kernel's boot id (the same
+/// for every process of this boot, new after a restart), else the host
+/// name. Two CUDA workers with the same id try device-to-device transfers
+/// and fall back to host copies where the driver refuses.
+pub fn host_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +119,12 @@ mod tests {
             pick(Some(v(&["first"])), None, Ok(2)).expect_err("an error").to_string().contains("neither")
         );
         assert!(pick(Some(vec![]), None, Ok(2)).is_err());
+    }
+
+    #[test]
+    fn the_host_id_is_stable_and_named() {
+        let id = host_id();
+        assert!(!id.is_empty());
+        assert_eq!(id, host_id());
     }
 }

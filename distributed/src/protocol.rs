@@ -13,6 +13,7 @@
 
 use std::sync::Arc;
 
+use brisk_engine::array::gpu::place::Shipped;
 use brisk_engine::client::StoryRow;
 use brisk_engine::diagnostics::Snapshot;
 use brisk_engine::error::{SchedulerError, TaskError};
@@ -161,6 +162,9 @@ pub struct WorkerRow {
     pub device_memory: u64,
     #[serde(default)]
     pub device_spilled: u64,
+    /// Bytes of GPU blocks it received device to device.
+    #[serde(default)]
+    pub device_transferred: u64,
     pub pid: u32,
     /// Bytes it fetched from peers so far.
     pub transferred: u64,
@@ -357,6 +361,9 @@ pub enum WorkerMsg {
         /// Bytes of GPU results moved to host memory or disk for room.
         #[serde(default)]
         device_spilled: u64,
+        /// Bytes of GPU blocks received device to device (CUDA IPC).
+        #[serde(default)]
+        device_transferred: u64,
     },
     /// This worker now holds a copy of `key` (asked by `Replicate`).
     Replicated {
@@ -434,14 +441,18 @@ pub enum Home {
 pub enum PeerMsg {
     GetData {
         keys: Vec<Key>,
+        /// The asker's host, when it is a CUDA worker that takes GPU
+        /// blocks device to device ([`crate::cuda::host_id`]): a CUDA
+        /// worker of the same host lends them through CUDA IPC.
+        #[serde(default)]
+        host: Option<String>,
     },
+    /// The asker has copied the blocks the last answer lent (`shipped`):
+    /// their staging memory may be reused.
+    Release,
     /// Shuffle pieces this worker wrote: of folder `name`, output `out`,
     /// written by the splits `inputs`.
-    GetPieces {
-        name: String,
-        out: u32,
-        inputs: Vec<u32>,
-    },
+    GetPieces { name: String, out: u32, inputs: Vec<u32> },
 }
 
 /// The answer: the value of each key asked for, `None` where the worker
@@ -454,7 +465,13 @@ pub enum PeerReply {
         /// as host copies, and a CUDA worker puts them back on its device.
         #[serde(default)]
         on_device: Vec<Key>,
+        /// Values whose GPU blocks are lent device to device, until the
+        /// asker sends `Release` on this connection.
+        #[serde(default)]
+        shipped: Vec<(Key, Shipped)>,
     },
+    /// The answer to `Release`.
+    Released,
     /// The pieces in the order asked, or why they cannot be read.
     Pieces { pieces: Result<Vec<Blob>, String> },
 }
@@ -545,6 +562,19 @@ mod tests {
             .expect("encodes"),
             encode(&PeerReply::Data {
                 on_device: Vec::new(),
+                shipped: vec![(
+                    Key::new("d"),
+                    Shipped::List(vec![
+                        Shipped::Block {
+                            handle: vec![7; 64],
+                            bytes: 32,
+                            kept: true,
+                            dtype: brisk_engine::array::dtype::DType::F64,
+                            shape: vec![2, 2],
+                        },
+                        Shipped::Value(Value::Int(3)),
+                    ]),
+                )],
                 values: vec![
                     (Key::new("a"), Some(Value::Array(Arc::new(chunk)))),
                     (
@@ -570,8 +600,14 @@ mod tests {
         assert_eq!(deps[0].who_has, vec!["tcp://127.0.0.1:1".to_string()]);
         let op: Op = decode(&op.0).expect("op");
         assert!(matches!(op, Op::Call { func: Func::Builtin(Builtin::Add), .. }));
-        let Ok(PeerReply::Data { values, .. }) = decode_frame(&frames[2], MAX_FRAME) else { panic!("data") };
+        let Ok(PeerReply::Data { values, shipped, .. }) = decode_frame(&frames[2], MAX_FRAME) else {
+            panic!("data")
+        };
         assert_eq!(values.len(), 3);
+        let Shipped::List(parts) = &shipped[0].1 else { panic!("a list") };
+        assert!(
+            matches!(&parts[0], Shipped::Block { handle, kept: true, shape, .. } if handle.len() == 64 && shape == &[2, 2])
+        );
         assert!(matches!(&values[0].1, Some(Value::Array(c)) if c.shape() == [2, 2]));
         assert_eq!(values[2].1, None);
     }

@@ -27,10 +27,10 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::comm::{self, CommError, Conn, PeerPool};
-use crate::log;
 use crate::protocol::{Blob, DepAt, HeldResult, Home, PeerMsg, PeerReply, Role, ToWorker, WorkerMsg};
 use crate::security::Security;
 use crate::spill::{self, Lookup, SpillBuffer};
+use crate::{cuda, log};
 use brisk_engine::array::gpu::place;
 
 /// How a worker runs (`brisk worker` flags).
@@ -372,6 +372,8 @@ struct Shared {
     peers: Arc<PeerPool>,
     /// Bytes fetched from peers (inputs and shuffle pieces).
     transferred: Arc<AtomicU64>,
+    /// Of those, device bytes of GPU blocks that came device to device.
+    device_transferred: AtomicU64,
     /// Closures' code the scheduler sent; tasks refer to it by id.
     codes: Arc<CodeTable>,
     memory_limit: Option<u64>,
@@ -381,11 +383,24 @@ struct Shared {
     /// Set once a spill failed (a full disk), so it is logged once.
     spill_failed: AtomicBool,
     kill_at: Option<KillAt>,
+    /// A CUDA worker's host ([`cuda::host_id`]): GPU blocks move device to
+    /// device between CUDA workers with the same one.
+    ipc_host: Option<String>,
+    /// Peers whose lent GPU blocks could not be copied here (the driver
+    /// refused): they are asked for host copies.
+    no_ipc: Mutex<FxHashSet<String>>,
 }
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, WState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The host to name when fetching from `addr`: this CUDA worker's,
+    /// unless `addr`'s lent blocks could not be copied before.
+    fn ipc_host_for(&self, addr: &str) -> Option<&str> {
+        let refused = || self.no_ipc.lock().unwrap_or_else(|e| e.into_inner()).contains(addr);
+        self.ipc_host.as_deref().filter(|_| !refused())
     }
 
     fn report(&self, msg: WorkerMsg) {
@@ -568,12 +583,15 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         security: options.security.clone(),
         peers: peers.clone(),
         transferred,
+        device_transferred: AtomicU64::new(0),
         codes: Arc::default(),
         memory_limit: options.memory_limit,
         thresholds: options.thresholds,
         device_limit,
         spill_failed: AtomicBool::new(false),
         kill_at: options.kill_at,
+        ipc_host: device_limit.map(|_| cuda::host_id()),
+        no_ipc: Mutex::default(),
     });
     log::info("worker", &format!("{name} serving data at {address}, scheduler {}", options.scheduler));
     leave_at_lifetime(&options, &name);
@@ -606,6 +624,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
                     (st.managed(), st.running, st.data.spilled().0, st.data.on_device(), st.data.off_device())
                 };
                 let transferred = s.transferred.load(Ordering::Relaxed);
+                let device_transferred = s.device_transferred.load(Ordering::Relaxed);
                 s.report(WorkerMsg::Heartbeat {
                     memory,
                     running,
@@ -613,6 +632,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
                     spilled,
                     device,
                     device_spilled,
+                    device_transferred,
                 });
             }
         })
@@ -889,8 +909,13 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>)
     for attempt in 0..6u32 {
         for addr in &who_has {
             let ask = left.iter().map(|(k, _)| k.clone()).collect();
-            match shared.peers.get_data(addr, ask).await {
+            match shared.peers.get_data(addr, ask, shared.ipc_host_for(addr)).await {
                 Ok(fetched) => {
+                    if let Some(e) = fetched.ipc_failed {
+                        log::warn("worker", &format!("GPU blocks from {addr} come through the host: {e}"));
+                        shared.no_ipc.lock().unwrap_or_else(|e| e.into_inner()).insert(addr.clone());
+                    }
+                    shared.device_transferred.fetch_add(fetched.lent_bytes, Ordering::Relaxed);
                     let on_device: FxHashSet<Key> = fetched.on_device.into_iter().collect();
                     let mut got: FxHashMap<Key, Value> =
                         fetched.values.into_iter().filter_map(|(k, v)| Some((k, v?))).collect();
@@ -945,7 +970,7 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>)
 /// Keep a copy of `key`, held by the worker at `from`, and say so. A copy
 /// that cannot be had is no harm: nothing waits for it.
 async fn replicate(shared: Arc<Shared>, key: Key, from: String) {
-    let (value, home) = match shared.peers.get_data(&from, vec![key.clone()]).await {
+    let (value, home) = match shared.peers.get_data(&from, vec![key.clone()], None).await {
         Ok(mut got) => {
             let home = if got.on_device.contains(&key) { Home::Device } else { Home::Host };
             (got.values.pop().and_then(|(k, v)| v.filter(|_| k == key)), home)
@@ -1027,6 +1052,9 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                     return;
                 }
             };
+            // Staging memory lent by the last answer, held until the peer
+            // has copied it (it says `Release`) or goes.
+            let mut lent: Vec<brisk_gpu::Lease> = Vec::new();
             loop {
                 let msg = match conn.reader.next::<PeerMsg>().await {
                     Ok(Some(m)) => m,
@@ -1037,8 +1065,12 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                     }
                 };
                 let mut hint = 0;
+                lent.clear();
                 let reply = match msg {
-                    PeerMsg::GetData { mut keys } => {
+                    PeerMsg::Release => PeerReply::Released,
+                    PeerMsg::GetData { mut keys, host } => {
+                        // Device to device to a CUDA worker of this host.
+                        let lend = host.is_some() && host == shared.ipc_host;
                         // A key asked for twice is sent once (a peer cannot
                         // make this worker encode one large value N times).
                         keys.sort_unstable();
@@ -1068,19 +1100,33 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                         });
                         let read_all = move || {
                             let mut on_device = Vec::new();
+                            let mut shipped = Vec::new();
+                            let mut leases = Vec::new();
                             let values = found
                                 .into_iter()
-                                .map(|(k, at)| {
+                                .filter_map(|(k, at)| {
+                                    if let (true, Lookup::Memory(v, Home::Device)) = (lend, &at) {
+                                        match place::export(v, &mut leases) {
+                                            Ok(s) => {
+                                                shipped.push((k, s));
+                                                return None;
+                                            }
+                                            Err(e) => log::warn(
+                                                "worker",
+                                                &format!("{k} goes through the host: cannot lend it: {e}"),
+                                            ),
+                                        }
+                                    }
                                     let (v, home) = match at {
                                         Lookup::Memory(v, home) => (Ok(v), home),
                                         Lookup::Disk(path, home) => (spill::read(&path), home),
-                                        Lookup::Missing => return (k, None),
+                                        Lookup::Missing => return Some((k, None)),
                                     };
                                     let v = v.map_err(|e| e.to_string()).and_then(|v| match home {
                                         Home::Host => Ok(v),
                                         Home::Device => place::to_host(&v).map_err(|e| e.to_string()),
                                     });
-                                    match v {
+                                    Some(match v {
                                         Ok(v) => {
                                             if home == Home::Device {
                                                 on_device.push(k.clone());
@@ -1091,12 +1137,12 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                                             log::warn("worker", &format!("cannot read back {k}: {e}"));
                                             (k, None)
                                         }
-                                    }
+                                    })
                                 })
                                 .collect::<Vec<(Key, Option<Value>)>>();
-                            (values, on_device)
+                            (values, on_device, shipped, leases)
                         };
-                        let (values, on_device) = if blocking {
+                        let (values, on_device, shipped, leases) = if blocking {
                             let Ok(read) = tokio::task::spawn_blocking(read_all).await else { return };
                             read
                         } else {
@@ -1104,7 +1150,8 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                         };
                         hint =
                             values.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.nbytes() as usize).sum();
-                        PeerReply::Data { values, on_device }
+                        lent = leases;
+                        PeerReply::Data { values, on_device, shipped }
                     }
                     PeerMsg::GetPieces { name, out, inputs } => {
                         let read =

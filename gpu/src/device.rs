@@ -27,6 +27,8 @@ pub struct Device {
     pub(crate) kernels: Mutex<HashMap<u64, Arc<Kernel>>>,
     pub(crate) blas: OnceLock<std::result::Result<crate::blas::Blas, String>>,
     pub(crate) solver: OnceLock<std::result::Result<crate::solver::Solver, String>>,
+    /// Staging memory lent to other processes, and theirs mapped here.
+    pub(crate) ipc: crate::ipc::Ipc,
 }
 
 /// The device's default memory pool (a driver handle).
@@ -212,6 +214,7 @@ impl Device {
             kernels: Mutex::new(HashMap::new()),
             blas: OnceLock::new(),
             solver: OnceLock::new(),
+            ipc: Default::default(),
         })
     }
 

@@ -13,6 +13,7 @@ mod blas;
 mod buffer;
 mod device;
 mod error;
+mod ipc;
 mod kernel;
 mod solver;
 
@@ -20,6 +21,7 @@ pub use blas::{Mat, Real};
 pub use buffer::Buffer;
 pub use device::{Device, Runtime, available, opened, runtime};
 pub use error::{GpuError, Result, bytes};
+pub use ipc::{Exported, Lease};
 pub use kernel::{KArg, Kernel, Launch, cache_dir};
 pub use solver::Lapack;
 

@@ -445,6 +445,7 @@ struct WorkerConn {
     device_memory_limit: Option<u64>,
     device_memory: u64,
     device_spilled: u64,
+    device_transferred: u64,
     /// Bytes it fetched from peers (its last heartbeat).
     transferred: u64,
     last_seen: Instant,
@@ -901,6 +902,7 @@ impl State {
                 device_memory_limit,
                 device_memory: 0,
                 device_spilled: 0,
+                device_transferred: 0,
                 transferred: 0,
                 last_seen: Instant::now(),
                 tx,
@@ -1061,13 +1063,22 @@ impl State {
                     self.core.missing_data(wid, t, run, &dep, &holders, &mut self.out);
                 }
             }
-            WorkerMsg::Heartbeat { memory, transferred, spilled, device, device_spilled, .. } => {
+            WorkerMsg::Heartbeat {
+                memory,
+                transferred,
+                spilled,
+                device,
+                device_spilled,
+                device_transferred,
+                ..
+            } => {
                 if let Some(w) = self.workers.get_mut(&conn) {
                     w.memory = memory;
                     w.transferred = transferred;
                     w.spilled = spilled;
                     w.device_memory = device;
                     w.device_spilled = device_spilled;
+                    w.device_transferred = device_transferred;
                 }
             }
             // Retiring workers are checked on the tick, not per copy:
@@ -1771,6 +1782,7 @@ impl State {
                     device_memory_limit: w.device_memory_limit,
                     device_memory: w.device_memory,
                     device_spilled: w.device_spilled,
+                    device_transferred: w.device_transferred,
                     pid: w.pid,
                     transferred: w.transferred,
                 }
@@ -1835,7 +1847,7 @@ impl State {
         // Families for CUDA workers only.
         let cuda: Vec<&WorkerRow> = rows.iter().filter(|r| r.device_memory_limit.is_some()).collect();
         type Gauge = (&'static str, &'static str, fn(&WorkerRow) -> u64);
-        let device: [Gauge; 3] = [
+        let device: [Gauge; 4] = [
             ("brisk_worker_device_memory_bytes", "Device bytes of each CUDA worker's results.", |r| {
                 r.device_memory
             }),
@@ -1846,6 +1858,11 @@ impl State {
                 "brisk_worker_device_spilled_bytes",
                 "Bytes of each CUDA worker's GPU results moved to host memory or disk.",
                 |r| r.device_spilled,
+            ),
+            (
+                "brisk_worker_device_transferred_bytes",
+                "Bytes of GPU blocks each CUDA worker received device to device (CUDA IPC).",
+                |r| r.device_transferred,
             ),
         ];
         if !cuda.is_empty() {

@@ -41,6 +41,10 @@ pub struct DeviceMemory {
     pub limit: u64,
     /// Bytes of GPU results now in host memory or on disk.
     pub spilled: u64,
+    /// Bytes of GPU blocks that came from other CUDA workers device to
+    /// device (CUDA IPC) rather than through the host.
+    #[serde(default)]
+    pub transferred: u64,
 }
 
 /// One worker as a client sees it (`c.workers()`, the dashboard).

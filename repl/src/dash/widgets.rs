@@ -364,7 +364,12 @@ mod tests {
             resources: vec![("GPU".into(), 1.0)],
             pid: 1,
         };
-        let d = brisk_engine::client::DeviceMemory { used: 3 << 29, limit: 2 << 30, spilled: 1 << 29 };
+        let d = brisk_engine::client::DeviceMemory {
+            used: 3 << 29,
+            limit: 2 << 30,
+            spilled: 1 << 29,
+            transferred: 0,
+        };
         let sample = crate::dash::model::Sample {
             at: Duration::from_millis(100),
             snapshot: Default::default(),

@@ -210,7 +210,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "workers",
         "c.workers() -> array of maps",
-        "The workers of the cluster: name, address, threads, running tasks, memory, spilled bytes, GPU, pid; a CUDA worker's also device_memory (bytes of results on its GPU), device_memory_limit and device_spilled (bytes of GPU results moved to host memory or disk).",
+        "The workers of the cluster: name, address, threads, running tasks, memory, spilled bytes, GPU, pid; a CUDA worker's also device_memory (bytes of results on its GPU), device_memory_limit, device_spilled (bytes of GPU results moved to host memory or disk) and device_transferred (bytes of GPU blocks received from other CUDA workers device to device).",
         "client().workers()[0].threads",
     ),
 ];
@@ -308,6 +308,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
                     m.insert("device_memory".into(), int(d.used));
                     m.insert("device_memory_limit".into(), int(d.limit));
                     m.insert("device_spilled".into(), int(d.spilled));
+                    m.insert("device_transferred".into(), int(d.transferred));
                 }
                 m.insert("pid".into(), int(u64::from(w.pid)));
                 let mut r = Map::new();

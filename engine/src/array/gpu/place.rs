@@ -3,10 +3,15 @@
 //! disk), and come back to the device when a task reads them; a GPU result
 //! travels between processes as its host copy. A result may hold several
 //! GPU blocks (a list: a QR's `[H, R, tau]`), so the walk is recursive.
+//! Between two CUDA workers of one host a result travels [`Shipped`]: its
+//! GPU blocks by CUDA IPC handle, device to device.
 
 use std::sync::Arc;
 
-use super::chunk::{GpuChunk, default_device};
+use serde::{Deserialize, Serialize};
+
+use super::chunk::{GpuChunk, c_strides, default_device};
+use crate::array::dtype::DType;
 use crate::array::error::ArrayError;
 use crate::value::Value;
 
@@ -46,5 +51,65 @@ pub fn to_device(v: &Value) -> Result<Value, ArrayError> {
             m.iter().map(|(k, x)| Ok((k.clone(), to_device(x)?))).collect::<Result<_, ArrayError>>()?,
         )),
         other => other.clone(),
+    })
+}
+
+/// A result on its way to another process of this host: its GPU blocks as
+/// handles to staging memory the sender lends until the receiver has
+/// copied them ([`export`], [`import`]), everything else as it is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Shipped {
+    Value(Value),
+    Block { handle: Vec<u8>, bytes: u64, kept: bool, dtype: DType, shape: Vec<usize> },
+    List(Vec<Shipped>),
+}
+
+/// `v` with its GPU blocks lent through staging memory; the leases in
+/// `leases` must live until the receiver is done.
+pub fn export(v: &Value, leases: &mut Vec<brisk_gpu::Lease>) -> Result<Shipped, ArrayError> {
+    Ok(match v {
+        Value::Gpu(g) => {
+            let c = g.contiguous()?;
+            let (e, lease) = c.buf.export()?;
+            leases.push(lease);
+            Shipped::Block {
+                handle: e.handle,
+                bytes: e.bytes as u64,
+                kept: e.kept,
+                dtype: c.dtype,
+                shape: c.shape,
+            }
+        }
+        Value::List(items) if items.iter().any(|x| device_bytes(x) > 0) => {
+            Shipped::List(items.iter().map(|x| export(x, leases)).collect::<Result<_, _>>()?)
+        }
+        other => Shipped::Value(other.clone()),
+    })
+}
+
+/// The value [`export`] shipped, its blocks copied onto this thread's GPU.
+pub fn import(s: &Shipped) -> Result<Value, ArrayError> {
+    Ok(match s {
+        Shipped::Value(v) => v.clone(),
+        Shipped::List(items) => Value::list(items.iter().map(import).collect::<Result<Vec<_>, _>>()?),
+        Shipped::Block { handle, bytes, kept, dtype, shape } => {
+            let len = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+            if len.and_then(|n| n.checked_mul(dtype.itemsize())) != Some(*bytes as usize) {
+                return Err(ArrayError::Value(format!(
+                    "a shipped block of shape {shape:?} {dtype} cannot hold {bytes} bytes"
+                )));
+            }
+            let device = default_device()?;
+            let from = brisk_gpu::Exported { handle: handle.clone(), bytes: *bytes as usize, kept: *kept };
+            let what = || format!("a block of shape {shape:?} {dtype} from a peer");
+            let buf = brisk_gpu::Buffer::import(&device, &from, &what)?;
+            Value::Gpu(Arc::new(GpuChunk {
+                buf: Arc::new(buf),
+                dtype: *dtype,
+                strides: c_strides(shape),
+                shape: shape.clone(),
+                offset: 0,
+            }))
+        }
     })
 }
