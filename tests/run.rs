@@ -898,3 +898,42 @@ fn keys_are_the_same_in_two_processes_and_follow_every_argument() {
         }
     }
 }
+
+/// `brisk run s.rhai | head`: when the reader of its output goes, brisk
+/// stops quietly with 141 (as a program SIGPIPE ends), no panic.
+#[test]
+fn a_closed_output_pipe_stops_brisk_quietly() {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("brisk-e2e-{}-pipe", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("lines.rhai");
+    std::fs::write(&path, "for i in 0..1000000 { print(`line ${i}`); }\n").expect("write script");
+    let mut child = brisk()
+        .arg("run")
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("RUST_BACKTRACE")
+        .spawn()
+        .expect("spawn");
+    let mut first = String::new();
+    let out = child.stdout.take().expect("stdout");
+    std::io::BufReader::new(out).read_line(&mut first).expect("a line");
+    assert_eq!(first, "line 0\n");
+    // The reader is dropped here: brisk's next writes find the pipe closed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("brisk went on after its reader left");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().expect("output");
+    assert_no_panic(&out);
+    assert_eq!(status.code(), Some(141), "{}", stderr(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -259,13 +259,16 @@ impl Drop for LocalCluster {
     }
 }
 
-/// A child process of the cluster: quiet logs, the parent pipe on stdin,
-/// and no TLS from the environment (a local cluster runs on loopback
-/// with plain TCP, and its client connects without TLS).
+/// A child process of the cluster: quiet logs (unless the session sets
+/// `BRISK_LOG` itself), the parent pipe on stdin, and no TLS from the
+/// environment (a local cluster runs on loopback with plain TCP, and its
+/// client connects without TLS).
 fn child(program: &Path) -> Command {
     let mut cmd = Command::new(program);
-    cmd.env("BRISK_LOG", "warning")
-        .env_remove("BRISK_TLS_CERT")
+    if std::env::var_os("BRISK_LOG").is_none() {
+        cmd.env("BRISK_LOG", "warning");
+    }
+    cmd.env_remove("BRISK_TLS_CERT")
         .env_remove("BRISK_TLS_KEY")
         .env_remove("BRISK_TLS_CA")
         .stdin(Stdio::piped())

@@ -252,41 +252,60 @@ impl PeerPool {
         keys: Vec<Key>,
         host: Option<&str>,
     ) -> Result<Fetched, CommError> {
-        let msg = PeerMsg::GetData { keys, host: host.map(str::to_string) };
-        let (reply, mut conn) = self.exchange(addr, &msg).await?;
-        let PeerReply::Data { mut values, mut on_device, shipped } = reply else {
-            return Err(CommError::Refused("the peer answered another question".into()));
-        };
-        let mut ipc_failed = None;
-        let mut lent_bytes = 0;
-        if !shipped.is_empty() {
-            let import = move || {
-                shipped.into_iter().map(|(k, s)| (k, place::import(&s).map_err(|e| e.to_string()))).collect()
+        let mut fetched =
+            Fetched { values: Vec::new(), on_device: Vec::new(), ipc_failed: None, lent_bytes: 0 };
+        let mut ask = keys;
+        // Rounds: an answer lends a bounded amount and names the rest `later`.
+        while !ask.is_empty() {
+            let asked = ask.len();
+            let msg = PeerMsg::GetData { keys: ask, host: host.map(str::to_string) };
+            let (reply, mut conn) = self.exchange(addr, &msg).await?;
+            let PeerReply::Data { values, on_device, shipped, later } = reply else {
+                return Err(CommError::Refused("the peer answered another question".into()));
             };
-            let imported: Vec<(Key, Result<Value, String>)> = tokio::task::spawn_blocking(import)
-                .await
-                .map_err(|e| CommError::Refused(format!("copying lent GPU blocks failed: {e}")))?;
-            // The peer holds the staging memory until told, whatever happened here.
-            match Self::send_on(&mut conn, &PeerMsg::Release).await? {
-                PeerReply::Released => {}
-                _ => return Err(CommError::Refused("the peer answered another question".into())),
-            }
-            for (k, v) in imported {
-                match v {
-                    Ok(v) => {
-                        lent_bytes += place::device_bytes(&v);
-                        on_device.push(k.clone());
-                        values.push((k, Some(v)));
-                    }
-                    Err(e) => {
-                        ipc_failed.get_or_insert(e);
-                        values.push((k, None));
+            fetched.values.extend(values);
+            fetched.on_device.extend(on_device);
+            if !shipped.is_empty() {
+                let import = move || {
+                    shipped
+                        .into_iter()
+                        .map(|(k, s)| (k, place::import(&s).map_err(|e| e.to_string())))
+                        .collect()
+                };
+                let imported: Vec<(Key, Result<Value, String>)> =
+                    tokio::task::spawn_blocking(import)
+                        .await
+                        .map_err(|e| CommError::Refused(format!("copying lent GPU blocks failed: {e}")))?;
+                // The peer holds the staging memory until told, whatever happened here.
+                match Self::send_on(&mut conn, &PeerMsg::Release).await? {
+                    PeerReply::Released => {}
+                    _ => return Err(CommError::Refused("the peer answered another question".into())),
+                }
+                for (k, v) in imported {
+                    match v {
+                        Ok(v) => {
+                            fetched.lent_bytes += place::device_bytes(&v);
+                            fetched.on_device.push(k.clone());
+                            fetched.values.push((k, Some(v)));
+                        }
+                        Err(e) => {
+                            fetched.ipc_failed.get_or_insert(e);
+                            fetched.values.push((k, None));
+                        }
                     }
                 }
             }
+            self.keep(addr, conn);
+            // After a refusal (or an answer that lent nothing) the rest is
+            // left to the caller, who asks again or for host copies.
+            ask = if fetched.ipc_failed.is_some() || later.len() >= asked {
+                fetched.values.extend(later.into_iter().map(|k| (k, None)));
+                Vec::new()
+            } else {
+                later
+            };
         }
-        self.keep(addr, conn);
-        Ok(Fetched { values, on_device, ipc_failed, lent_bytes })
+        Ok(fetched)
     }
 
     /// The shuffle pieces `inputs` of output `out` of the shuffle folder

@@ -436,6 +436,17 @@ pub enum Home {
     Device,
 }
 
+/// Device bytes one answer lends at most (past its first block): the
+/// sender stages each lent block in memory of its own until the asker has
+/// copied it, so a fetch of many large blocks goes in rounds.
+pub const LEND_AT_ONCE: u64 = 1 << 30;
+
+/// Device bytes from which a value is lent rather than copied through the
+/// host: a first mapping of staging memory costs ~13 ms between two GPUs
+/// and a lent value a round trip more, while a few KiB through the host
+/// cost well under a millisecond (8-byte partial sums took 9–12 ms lent).
+pub const LEND_FROM: u64 = 1 << 20;
+
 /// A request to a worker's data port.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerMsg {
@@ -469,6 +480,10 @@ pub enum PeerReply {
         /// asker sends `Release` on this connection.
         #[serde(default)]
         shipped: Vec<(Key, Shipped)>,
+        /// GPU values held back, to be asked for again after `Release`: an
+        /// answer lends about [`LEND_AT_ONCE`] bytes of staging memory.
+        #[serde(default)]
+        later: Vec<Key>,
     },
     /// The answer to `Release`.
     Released,
@@ -562,6 +577,7 @@ mod tests {
             .expect("encodes"),
             encode(&PeerReply::Data {
                 on_device: Vec::new(),
+                later: vec![Key::new("e")],
                 shipped: vec![(
                     Key::new("d"),
                     Shipped::List(vec![

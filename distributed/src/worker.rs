@@ -27,7 +27,9 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::comm::{self, CommError, Conn, PeerPool};
-use crate::protocol::{Blob, DepAt, HeldResult, Home, PeerMsg, PeerReply, Role, ToWorker, WorkerMsg};
+use crate::protocol::{
+    Blob, DepAt, HeldResult, Home, LEND_AT_ONCE, LEND_FROM, PeerMsg, PeerReply, Role, ToWorker, WorkerMsg,
+};
 use crate::security::Security;
 use crate::spill::{self, Lookup, SpillBuffer};
 use crate::{cuda, log};
@@ -909,8 +911,20 @@ async fn fetch(shared: Arc<Shared>, keys: Vec<(Key, u64)>, who_has: Vec<String>)
     for attempt in 0..6u32 {
         for addr in &who_has {
             let ask = left.iter().map(|(k, _)| k.clone()).collect();
+            let started = Instant::now();
             match shared.peers.get_data(addr, ask, shared.ipc_host_for(addr)).await {
                 Ok(fetched) => {
+                    if fetched.lent_bytes > 0 {
+                        let secs = started.elapsed().as_secs_f64();
+                        let rate = fetched.lent_bytes as f64 / secs / 1e9;
+                        let n = fetched.lent_bytes;
+                        log::info(
+                            "worker",
+                            &format!(
+                                "{n} bytes device to device from {addr} in {secs:.4} s ({rate:.1} GB/s)"
+                            ),
+                        );
+                    }
                     if let Some(e) = fetched.ipc_failed {
                         log::warn("worker", &format!("GPU blocks from {addr} come through the host: {e}"));
                         shared.no_ipc.lock().unwrap_or_else(|e| e.into_inner()).insert(addr.clone());
@@ -1101,20 +1115,35 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                         let read_all = move || {
                             let mut on_device = Vec::new();
                             let mut shipped = Vec::new();
+                            let mut later = Vec::new();
                             let mut leases = Vec::new();
+                            let mut staged = 0;
                             let values = found
                                 .into_iter()
                                 .filter_map(|(k, at)| {
-                                    if let (true, Lookup::Memory(v, Home::Device)) = (lend, &at) {
-                                        match place::export(v, &mut leases) {
-                                            Ok(s) => {
-                                                shipped.push((k, s));
-                                                return None;
+                                    // Small values go through the host, below.
+                                    let bytes = match (lend, &at) {
+                                        (true, Lookup::Memory(v, Home::Device)) => place::device_bytes(v),
+                                        _ => 0,
+                                    };
+                                    if let (true, Lookup::Memory(v, _)) = (bytes >= LEND_FROM, &at) {
+                                        if staged > 0 && staged + bytes > LEND_AT_ONCE {
+                                            later.push(k);
+                                            return None;
+                                        } else {
+                                            staged += bytes;
+                                            match place::export(v, &mut leases) {
+                                                Ok(s) => {
+                                                    shipped.push((k, s));
+                                                    return None;
+                                                }
+                                                Err(e) => log::warn(
+                                                    "worker",
+                                                    &format!(
+                                                        "{k} goes through the host: cannot lend it: {e}"
+                                                    ),
+                                                ),
                                             }
-                                            Err(e) => log::warn(
-                                                "worker",
-                                                &format!("{k} goes through the host: cannot lend it: {e}"),
-                                            ),
                                         }
                                     }
                                     let (v, home) = match at {
@@ -1140,9 +1169,9 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                                     })
                                 })
                                 .collect::<Vec<(Key, Option<Value>)>>();
-                            (values, on_device, shipped, leases)
+                            (values, on_device, shipped, later, leases)
                         };
-                        let (values, on_device, shipped, leases) = if blocking {
+                        let (values, on_device, shipped, later, leases) = if blocking {
                             let Ok(read) = tokio::task::spawn_blocking(read_all).await else { return };
                             read
                         } else {
@@ -1151,7 +1180,7 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                         hint =
                             values.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.nbytes() as usize).sum();
                         lent = leases;
-                        PeerReply::Data { values, on_device, shipped }
+                        PeerReply::Data { values, on_device, shipped, later }
                     }
                     PeerMsg::GetPieces { name, out, inputs } => {
                         let read =

@@ -39,7 +39,13 @@ pub fn print_line(text: &str) {
         let _ = err.flush();
         *rows = 0;
     }
-    println!("{text}");
+    if let Err(e) = writeln!(std::io::stdout().lock(), "{text}")
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        // The reader is gone (`brisk run s.rhai | head`): stop quietly, as
+        // a program that SIGPIPE ends would (128 + 13).
+        std::process::exit(141);
+    }
 }
 
 /// The panel's thread; dropping it stops the thread and clears the panel.
