@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::chunk::{GpuChunk, c_strides, default_device};
 use crate::array::dtype::DType;
-use crate::array::error::ArrayError;
+use crate::array::error::{ArrayError, fmt_shape};
 use crate::value::Value;
 
 /// Bytes of device memory the GPU blocks inside `v` hold (a view counts
@@ -83,7 +83,8 @@ pub fn export(v: &Value, leases: &mut Vec<brisk_gpu::Lease>) -> Result<Shipped, 
         Value::List(items) if items.iter().any(|x| device_bytes(x) > 0) => {
             Shipped::List(items.iter().map(|x| export(x, leases)).collect::<Result<_, _>>()?)
         }
-        other => Shipped::Value(other.clone()),
+        // A map's blocks (rare) travel as host copies.
+        other => Shipped::Value(to_host(other)?),
     })
 }
 
@@ -96,12 +97,13 @@ pub fn import(s: &Shipped) -> Result<Value, ArrayError> {
             let len = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
             if len.and_then(|n| n.checked_mul(dtype.itemsize())) != Some(*bytes as usize) {
                 return Err(ArrayError::Value(format!(
-                    "a shipped block of shape {shape:?} {dtype} cannot hold {bytes} bytes"
+                    "a shipped block of shape {} {dtype} cannot hold {bytes} bytes",
+                    fmt_shape(shape)
                 )));
             }
             let device = default_device()?;
             let from = brisk_gpu::Exported { handle: handle.clone(), bytes: *bytes as usize, kept: *kept };
-            let what = || format!("a block of shape {shape:?} {dtype} from a peer");
+            let what = || format!("a block of shape {} {dtype} from a peer", fmt_shape(shape));
             let buf = brisk_gpu::Buffer::import(&device, &from, &what)?;
             Value::Gpu(Arc::new(GpuChunk {
                 buf: Arc::new(buf),
@@ -112,4 +114,31 @@ pub fn import(s: &Shipped) -> Result<Value, ArrayError> {
             }))
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What holds no GPU block ships as it is, and a block whose byte
+    /// count disagrees with its shape is refused before any device is
+    /// touched (no GPU needed).
+    #[test]
+    fn host_values_ship_as_they_are_and_bad_blocks_are_refused() {
+        let v = Value::list(vec![Value::Int(3), Value::Str("s".into())]);
+        let mut leases = Vec::new();
+        let shipped = export(&v, &mut leases).expect("export");
+        assert_eq!(shipped, Shipped::Value(v.clone()));
+        assert!(leases.is_empty());
+        assert_eq!(import(&shipped).expect("import"), v);
+        let bad = Shipped::Block {
+            handle: vec![0; 64],
+            bytes: 7,
+            kept: false,
+            dtype: DType::F64,
+            shape: vec![2, 2],
+        };
+        let e = import(&Shipped::List(vec![bad])).expect_err("7 bytes cannot be a 2x2 f64 block");
+        assert!(e.to_string().contains("shape (2, 2) f64 cannot hold 7 bytes"), "{e}");
+    }
 }
