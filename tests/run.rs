@@ -196,15 +196,27 @@ fn run_within(args: &[&str], stdin: Stdio, limit: std::time::Duration) -> Output
         .env_remove("RUST_BACKTRACE")
         .spawn()
         .expect("spawn");
+    wait_within(&mut child, limit, &format!("brisk {args:?}"));
+    child.wait_with_output().expect("output")
+}
+
+/// Wait for `child` to end, killing it (and failing) after `limit`.
+fn wait_within(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+    what: &str,
+) -> std::process::ExitStatus {
     let deadline = std::time::Instant::now() + limit;
-    while child.try_wait().expect("try_wait").is_none() {
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
-            panic!("brisk {args:?} still ran after {limit:?}");
+            panic!("{what} still ran after {limit:?}");
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    child.wait_with_output().expect("output")
 }
 
 /// `brisk run` on what is not a script refuses at once with one clear
@@ -921,17 +933,7 @@ fn a_closed_output_pipe_stops_brisk_quietly() {
     std::io::BufReader::new(out).read_line(&mut first).expect("a line");
     assert_eq!(first, "line 0\n");
     // The reader is dropped here: brisk's next writes find the pipe closed.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            break s;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("brisk went on after its reader left");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = wait_within(&mut child, std::time::Duration::from_secs(30), "brisk, its reader gone,");
     let out = child.wait_with_output().expect("output");
     assert_no_panic(&out);
     assert_eq!(status.code(), Some(141), "{}", stderr(&out));
