@@ -939,3 +939,57 @@ fn a_closed_output_pipe_stops_brisk_quietly() {
     assert_eq!(status.code(), Some(141), "{}", stderr(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `run_command`: a program as a task, on the local runtime and on a
+/// local cluster's worker process. Output, environment, folder, exit
+/// status, a missing program, bad options; a timeout and a cancel stop the
+/// program and what it started (its process group), leaving nothing behind.
+#[test]
+fn run_command_runs_programs_as_tasks_and_stops_them() {
+    let marker = format!("3{}.25", std::process::id() % 1000);
+    let body = format!(
+        r#"
+let r = run_command(["sh", "-c", "echo out; echo err >&2; echo $GREETING; pwd"], #{{env: #{{GREETING: "hi"}}, cwd: "/"}}).result();
+print(r.stdout); print(r.stderr); print(r.returncode);
+let f = run_command(["sh", "-c", "echo first >&2; echo bad thing >&2; exit 3"]);
+wait([f]); print(f.exception());
+let f = run_command(["no-such-program-brisk"]); wait([f]); print(f.exception());
+let f = run_command([]); wait([f]); print(f.exception());
+try {{ run_command(["echo"], #{{colour: 1}}); }} catch (e) {{ print(e); }}
+let t0 = timestamp();
+let f = run_command(["sh", "-c", "sleep {marker} & sleep {marker}"], #{{timeout: 1}});
+wait([f]); print(f.exception()); print(t0.elapsed < 15.0);
+let f = run_command(["sh", "-c", "sleep {marker} & sleep {marker}"]);
+sleep(0.5); f.cancel(); sleep(0.5); print(f.status);
+let again = [run_command(["date", "+%N"]), run_command(["date", "+%N"])];
+print(again[0].key != again[1].key);
+"#
+    );
+    for (name, head) in [("local", ""), ("cluster", "let c = local_cluster(#{workers: 1, threads: 2});\n")] {
+        let (out, path) = run_script(&format!("cmd-{name}"), &format!("{head}{body}"));
+        assert_no_panic(&out);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let text = stdout(&out);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(&lines[..6], ["out", "hi", "/", "", "err", ""], "{name}: {text}");
+        assert_eq!(lines[6], "0", "{name}: {text}");
+        assert!(text.contains("\"sh\" exited with status 3:\nfirst\nbad thing"), "{name}: {text}");
+        assert!(text.contains("cannot start \"no-such-program-brisk\""), "{name}: {text}");
+        assert!(text.contains("the command must be a non-empty array of strings"), "{name}: {text}");
+        assert!(text.contains("unknown option 'colour' (env, cwd, resources, timeout)"), "{name}: {text}");
+        assert!(text.contains("longer than its timeout"), "{name}: {text}");
+        assert!(text.contains("true\ncancelled\ntrue"), "{name}: {text}");
+        // The programs stopped by the timeout and the cancel, and their children, are gone.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let left =
+                Command::new("pgrep").args(["-f", &format!("sleep {marker}")]).output().expect("pgrep");
+            if left.stdout.is_empty() {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{name}: left running: {}", stdout(&left));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = std::fs::remove_dir_all(path.parent().expect("dir"));
+    }
+}

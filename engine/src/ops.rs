@@ -111,6 +111,8 @@ pub enum Builtin {
     Neg,
     /// `x[i]` on lists (int index) and maps (string key).
     GetItem,
+    /// An external program (`run_command`): `[argv, #{env, cwd}]`.
+    RunCommand,
 }
 
 impl Builtin {
@@ -124,6 +126,7 @@ impl Builtin {
             Builtin::Rem => "mod",
             Builtin::Neg => "neg",
             Builtin::GetItem => "getitem",
+            Builtin::RunCommand => "run_command",
         }
     }
 }

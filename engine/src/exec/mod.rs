@@ -2,6 +2,7 @@
 //! closure runner or the array, bag or frame kernel it names, and runs
 //! fused chains step by step (or as one loop, `fused`, for array arithmetic).
 
+mod command;
 pub mod deadline;
 mod fused;
 
@@ -20,6 +21,8 @@ fn call(
 ) -> Result<Value, TaskError> {
     match func {
         Func::Udf(udf) => udfs.call(udf, args, ctx),
+        // It polls its cancellation while the program runs.
+        Func::Builtin(Builtin::RunCommand) => command::run(args, ctx),
         Func::Builtin(b) => builtin(*b, args),
         Func::Array(op) => Ok(crate::array::exec::execute(op, &args)?),
         Func::Bag(op) => crate::bag::exec::execute(op, &args, udfs, ctx),
@@ -145,6 +148,9 @@ fn builtin(b: Builtin, args: Vec<Value>) -> Result<Value, TaskError> {
     use Value::{Float, Int};
     let arity = match b {
         Builtin::Identity | Builtin::Neg => 1,
+        Builtin::RunCommand => {
+            return Err(TaskError::internal("run_command runs apart from the other builtins"));
+        }
         _ => 2,
     };
     if args.len() != arity {
@@ -163,6 +169,9 @@ fn builtin(b: Builtin, args: Vec<Value>) -> Result<Value, TaskError> {
     };
     Ok(match b {
         Builtin::Identity => a,
+        Builtin::RunCommand => {
+            return Err(TaskError::internal("run_command runs apart from the other builtins"));
+        }
         Builtin::Neg => match a {
             Int(i) => Int(i.checked_neg().ok_or_else(|| TaskError::user("integer overflow in neg"))?),
             Float(f) => Float(-f),

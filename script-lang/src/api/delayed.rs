@@ -21,8 +21,23 @@ type Res<T> = Result<T, Box<EvalAltResult>>;
 
 /// Build one task calling `func` on `args`; its key is `<label>-<token>`.
 pub fn call_task(state: &SessionState, func: &Func, label: &str, args: &[Dynamic]) -> Res<Delayed> {
+    call_task_salted(state, func, label, args, None)
+}
+
+/// [`call_task`], with `salt` mixed into the key: a call with effects
+/// (Dask's `pure=False`) is a new task each time.
+pub fn call_task_salted(
+    state: &SessionState,
+    func: &Func,
+    label: &str,
+    args: &[Dynamic],
+    salt: Option<u64>,
+) -> Res<Delayed> {
     let mut b = ArgBuilder::default();
     b.token.str(label);
+    if let Some(s) = salt {
+        b.token.u64(s);
+    }
     match func {
         Func::Udf(u) => {
             // The function's own source, not the whole session's: the same

@@ -9,7 +9,7 @@ use brisk_engine::{Future, Graph, Key};
 use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
 use super::args::wrong_type;
-use super::delayed::call_task;
+use super::delayed::{call_task, call_task_salted};
 use super::fndoc::{FnDoc, doc};
 use crate::collection::compute_all;
 use crate::convert::to_dynamic;
@@ -25,6 +25,42 @@ fn submit_call(state: &SessionState, f: &FnPtr, args: &[Dynamic]) -> Res<RFuture
     let graph = materialize(std::slice::from_ref(&d.layer));
     let mut futs = state.submit(graph, std::slice::from_ref(&d.key))?;
     futs.pop().map(RFuture).ok_or_else(|| runtime("submit returned no future"))
+}
+
+/// `run_command(argv, #{env, cwd, resources, timeout})`: an external
+/// program as a task (`Builtin::RunCommand` runs it). Where it runs and for
+/// how long are annotations, as `annotate` gives them; each call is a new
+/// task, since a program has effects.
+fn run_command(state: &SessionState, argv: Dynamic, opts: Map) -> Res<RFuture> {
+    let mut call = Map::new();
+    let mut placed = Map::new();
+    for (k, v) in opts {
+        match k.as_str() {
+            "env" | "cwd" => call.insert(k, v),
+            "resources" | "timeout" => placed.insert(k, v),
+            other => {
+                return Err(runtime(format!(
+                    "run_command: unknown option '{other}' (env, cwd, resources, timeout)"
+                )));
+            }
+        };
+    }
+    // Unique across calls and across clients of one scheduler.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static BORN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let born = *BORN.get_or_init(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        t.as_nanos() as u64 ^ (u64::from(std::process::id()) << 32)
+    });
+    let salt = born.wrapping_add(CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    state.push_annotations(crate::state::annotations(&placed)?);
+    let func = brisk_engine::ops::Func::Builtin(brisk_engine::ops::Builtin::RunCommand);
+    let d = call_task_salted(state, &func, "run_command", &[argv, Dynamic::from_map(call)], Some(salt));
+    state.pop_annotations();
+    let d = d?;
+    let graph = materialize(std::slice::from_ref(&d.layer));
+    let mut futs = state.submit(graph, std::slice::from_ref(&d.key))?;
+    futs.pop().map(RFuture).ok_or_else(|| runtime("run_command returned no future"))
 }
 
 /// One task per element, submitted as one graph.
@@ -136,6 +172,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "let f = submit(|a, b| a + b, 1, 2);\nf.result()",
     ),
     doc(
+        "run_command",
+        "run_command(argv, #{env, cwd, resources, timeout}) -> Future",
+        "Run a program as a task on a worker (as a Dask user submits subprocess.run): its result is #{stdout, stderr, returncode}; a non-zero exit fails the task with stderr's last lines; a timeout or cancel stops it and what it started. env adds variables, cwd sets its folder; resources (#{GPU: 1}) picks a worker that offers them, where the program sees that worker's GPU (CUDA_VISIBLE_DEVICES). Each call runs anew.",
+        "run_command([\"echo\", \"hello\"]).result().stdout",
+    ),
+    doc(
         "map",
         "map(f, array) -> array of Future",
         "Submit one task per element (Client.map); with two arrays, one per pair.",
@@ -220,6 +262,10 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<Client>("Client");
     engine.register_type_with_name::<AsCompletedIter>("AsCompleted");
     engine.register_iterator_result::<AsCompletedIter, RFuture>();
+    let st = state.clone();
+    engine.register_fn("run_command", move |argv: Dynamic| run_command(&st, argv, Map::new()));
+    let st = state.clone();
+    engine.register_fn("run_command", move |argv: Dynamic, opts: Map| run_command(&st, argv, opts));
     register_submit!(engine, state;);
     register_submit!(engine, state; a);
     register_submit!(engine, state; a, b);

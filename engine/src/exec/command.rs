@@ -1,0 +1,179 @@
+//! `run_command`: an external program as a task. Dask users run their GPU
+//! programs (a PyTorch script) as tasks on the worker that owns a device;
+//! the program inherits the worker's environment, so on a CUDA worker it
+//! sees that worker's GPU alone (`CUDA_VISIBLE_DEVICES`).
+//!
+//! The program runs in a process group of its own, so a cancelled or timed
+//! out task stops it and everything it started (SIGTERM, then SIGKILL after
+//! a grace period). Its output is captured, up to a bound per stream.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::TaskError;
+use crate::runner::TaskContext;
+use crate::value::Value;
+
+/// Output kept per stream; the rest is read and dropped (a program that
+/// writes gigabytes must not fill the worker's memory, nor block on a full pipe).
+const KEEP: usize = 16 << 20;
+/// How often the task checks the program and its own cancellation.
+const POLL: Duration = Duration::from_millis(20);
+/// Between SIGTERM and SIGKILL for a cancelled program.
+const GRACE: Duration = Duration::from_secs(2);
+/// Lines of stderr quoted in the error of a failed program.
+const QUOTED: usize = 20;
+
+/// Run `[argv, options]`: `argv` a non-empty list of strings, `options` a
+/// map with `env` (a map of strings, added to the inherited environment)
+/// and `cwd`. The result is `#{stdout, stderr, returncode}`; a non-zero
+/// exit or a signal is the task's error, with stderr's last lines.
+pub(super) fn run(args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, TaskError> {
+    let mut args = args.into_iter();
+    let (argv, options) = (args.next().unwrap_or_default(), args.next().unwrap_or_default());
+    let argv = strings(&argv).filter(|a| !a.is_empty()).ok_or_else(|| {
+        TaskError::user(format!(
+            "run_command: the command must be a non-empty array of strings, got {}",
+            argv.type_name()
+        ))
+    })?;
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    match &options {
+        Value::Map(m) => {
+            if let Some(bad) = m.keys().find(|k| !["env", "cwd"].contains(&k.as_str())) {
+                return Err(TaskError::user(format!("run_command: unknown option '{bad}' (env, cwd)")));
+            }
+            match m.get("env") {
+                None | Some(Value::Unit) => {}
+                Some(Value::Map(env)) => {
+                    for (k, v) in env.iter() {
+                        let Value::Str(v) = v else {
+                            return Err(TaskError::user(format!(
+                                "run_command: env value of '{k}' must be a string, got {}",
+                                v.type_name()
+                            )));
+                        };
+                        cmd.env(k, &**v);
+                    }
+                }
+                Some(other) => {
+                    return Err(TaskError::user(format!(
+                        "run_command: env must be a map, got {}",
+                        other.type_name()
+                    )));
+                }
+            }
+            match m.get("cwd") {
+                None | Some(Value::Unit) => {}
+                Some(Value::Str(d)) => {
+                    cmd.current_dir(&**d);
+                }
+                Some(other) => {
+                    return Err(TaskError::user(format!(
+                        "run_command: cwd must be a string, got {}",
+                        other.type_name()
+                    )));
+                }
+            }
+        }
+        Value::Unit => {}
+        other => {
+            return Err(TaskError::user(format!(
+                "run_command: options must be a map, got {}",
+                other.type_name()
+            )));
+        }
+    }
+    let program = &argv[0];
+    let mut child =
+        cmd.spawn().map_err(|e| TaskError::user(format!("run_command: cannot start {program:?}: {e}")))?;
+    let group = nix::unistd::Pid::from_raw(child.id() as i32);
+    let readers = [child.stdout.take().map(drain), child.stderr.take().map(drain)];
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => return Err(TaskError::user(format!("run_command: waiting for {program:?}: {e}"))),
+        }
+        if ctx.is_cancelled() {
+            stop(&mut child, group);
+            return Err(TaskError::cancelled());
+        }
+        std::thread::sleep(POLL);
+    };
+    // The program's own children may hold the pipes open: they belong to
+    // the task, which is over.
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    let [stdout, stderr] = readers.map(|r| r.and_then(|h| h.join().ok()).unwrap_or_default());
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&stdout).into_owned(), String::from_utf8_lossy(&stderr).into_owned());
+    if !status.success() {
+        use std::os::unix::process::ExitStatusExt;
+        let how = match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(sig)) => format!("was killed by signal {sig}"),
+            _ => "failed".into(),
+        };
+        let lines: Vec<&str> = stderr.lines().collect();
+        let tail = lines[lines.len().saturating_sub(QUOTED)..].join("\n");
+        let tail = if tail.is_empty() { String::new() } else { format!(":\n{tail}") };
+        return Err(TaskError::user(format!("run_command: {program:?} {how}{tail}")));
+    }
+    let mut m = BTreeMap::new();
+    m.insert("stdout".to_string(), Value::str(&stdout));
+    m.insert("stderr".to_string(), Value::str(&stderr));
+    m.insert("returncode".to_string(), Value::Int(0));
+    Ok(Value::Map(Arc::new(m)))
+}
+
+fn strings(v: &Value) -> Option<Vec<String>> {
+    match v {
+        Value::List(items) => items
+            .iter()
+            .map(|x| match x {
+                Value::Str(s) => Some(s.to_string()),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// Read a stream to its end on a thread of its own, keeping the first
+/// [`KEEP`] bytes.
+fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut buf = [0u8; 64 << 10];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) | Err(_) => return kept,
+                Ok(n) => {
+                    let room = KEEP.saturating_sub(kept.len()).min(n);
+                    kept.extend_from_slice(&buf[..room]);
+                }
+            }
+        }
+    })
+}
+
+/// Stop the program's process group: SIGTERM, then SIGKILL after the
+/// grace period; the program is reaped either way.
+fn stop(child: &mut std::process::Child, group: nix::unistd::Pid) {
+    use nix::sys::signal::{Signal, killpg};
+    let _ = killpg(group, Signal::SIGTERM);
+    let until = Instant::now() + GRACE;
+    while Instant::now() < until {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    let _ = killpg(group, Signal::SIGKILL);
+    let _ = child.wait();
+}
