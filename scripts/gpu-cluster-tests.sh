@@ -3,6 +3,8 @@
 # scripts/gpu-tests.sh; BRISK_BIN names the binary (default target/release/brisk).
 #  1. G1–G4 on a one-GPU local_cuda_cluster: the local runtime's answers.
 #  2. A working set twice the device memory limit: exact, by spilling.
+#     Programs run with run_command on the CUDA cluster see one GPU each
+#     (where python3 has PyTorch).
 #  3. Two `brisk cuda-worker`s beside a `brisk scheduler`: GPU blocks move
 #     between them, device to device (CUDA IPC) to one and through the host
 #     to the other, whose imports are refused (BRISK_GPU_IPC_REFUSE, as a
@@ -17,6 +19,10 @@ fail() { echo "FAILED: $*" >&2; exit 1; }
 "$bin" run bench/gpu/cluster.rhai > /tmp/brisk-gpu-cluster.jsonl || fail "bench/gpu/cluster.rhai"
 grep -E '^\{"check"|^ok' /tmp/brisk-gpu-cluster.jsonl
 "$bin" run tests/gpu/cluster_spill.rhai || fail "tests/gpu/cluster_spill.rhai"
+if python3 -c "import torch" 2> /dev/null; then
+    "$bin" run tests/gpu/run_command.rhai || fail "tests/gpu/run_command.rhai"
+    echo "ok: run_command's programs see their worker's one GPU"
+fi
 
 tmp="$(mktemp -d)"
 pids=()
