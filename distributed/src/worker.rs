@@ -1112,75 +1112,22 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
                             Lookup::Memory(v, Home::Device) => place::device_bytes(v) > 0,
                             _ => false,
                         });
-                        let read_all = move || {
-                            let mut on_device = Vec::new();
-                            let mut shipped = Vec::new();
-                            let mut later = Vec::new();
-                            let mut leases = Vec::new();
-                            let mut staged = 0;
-                            let values = found
-                                .into_iter()
-                                .filter_map(|(k, at)| {
-                                    // Small values go through the host, below.
-                                    let bytes = match (lend, &at) {
-                                        (true, Lookup::Memory(v, Home::Device)) => place::device_bytes(v),
-                                        _ => 0,
-                                    };
-                                    if let (true, Lookup::Memory(v, _)) = (bytes >= LEND_FROM, &at) {
-                                        if staged > 0 && staged + bytes > LEND_AT_ONCE {
-                                            later.push(k);
-                                            return None;
-                                        } else {
-                                            staged += bytes;
-                                            match place::export(v, &mut leases) {
-                                                Ok(s) => {
-                                                    shipped.push((k, s));
-                                                    return None;
-                                                }
-                                                Err(e) => log::warn(
-                                                    "worker",
-                                                    &format!(
-                                                        "{k} goes through the host: cannot lend it: {e}"
-                                                    ),
-                                                ),
-                                            }
-                                        }
-                                    }
-                                    let (v, home) = match at {
-                                        Lookup::Memory(v, home) => (Ok(v), home),
-                                        Lookup::Disk(path, home) => (spill::read(&path), home),
-                                        Lookup::Missing => return Some((k, None)),
-                                    };
-                                    let v = v.map_err(|e| e.to_string()).and_then(|v| match home {
-                                        Home::Host => Ok(v),
-                                        Home::Device => place::to_host(&v).map_err(|e| e.to_string()),
-                                    });
-                                    Some(match v {
-                                        Ok(v) => {
-                                            if home == Home::Device {
-                                                on_device.push(k.clone());
-                                            }
-                                            (k, Some(v))
-                                        }
-                                        Err(e) => {
-                                            log::warn("worker", &format!("cannot read back {k}: {e}"));
-                                            (k, None)
-                                        }
-                                    })
-                                })
-                                .collect::<Vec<(Key, Option<Value>)>>();
-                            (values, on_device, shipped, later, leases)
-                        };
-                        let (values, on_device, shipped, later, leases) = if blocking {
+                        let read_all = move || answer(found, lend);
+                        let (reply, leases) = if blocking {
                             let Ok(read) = tokio::task::spawn_blocking(read_all).await else { return };
                             read
                         } else {
                             read_all()
                         };
-                        hint =
-                            values.iter().filter_map(|(_, v)| v.as_ref()).map(|v| v.nbytes() as usize).sum();
+                        if let PeerReply::Data { values, .. } = &reply {
+                            hint = values
+                                .iter()
+                                .filter_map(|(_, v)| v.as_ref())
+                                .map(|v| v.nbytes() as usize)
+                                .sum();
+                        }
                         lent = leases;
-                        PeerReply::Data { values, on_device, shipped, later }
+                        reply
                     }
                     PeerMsg::GetPieces { name, out, inputs } => {
                         let read =
@@ -1199,6 +1146,62 @@ async fn data_server(listener: TcpListener, shared: Arc<Shared>) {
             }
         });
     }
+}
+
+/// The answer to `GetData` for what was found: values in memory as they
+/// are, spilled ones read back, GPU values copied to the host, except that
+/// with `lend` (an asker of this host) GPU values of `LEND_FROM` bytes or
+/// more are lent device to device, about `LEND_AT_ONCE` per answer (the
+/// rest named `later`). The leases keep the lent staging memory until the
+/// asker says `Release`.
+fn answer(found: Vec<(Key, Lookup)>, lend: bool) -> (PeerReply, Vec<brisk_gpu::Lease>) {
+    let (mut values, mut on_device, mut shipped, mut later) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut leases = Vec::new();
+    let mut staged = 0;
+    for (k, at) in found {
+        let (v, home) = match at {
+            Lookup::Memory(v, Home::Device) if lend && place::device_bytes(&v) >= LEND_FROM => {
+                let bytes = place::device_bytes(&v);
+                if staged > 0 && staged + bytes > LEND_AT_ONCE {
+                    later.push(k);
+                    continue;
+                }
+                staged += bytes;
+                match place::export(&v, &mut leases) {
+                    Ok(s) => {
+                        shipped.push((k, s));
+                        continue;
+                    }
+                    Err(e) => log::warn("worker", &format!("{k} goes through the host: cannot lend it: {e}")),
+                }
+                (Ok(v), Home::Device)
+            }
+            Lookup::Memory(v, home) => (Ok(v), home),
+            Lookup::Disk(path, home) => (spill::read(&path), home),
+            Lookup::Missing => {
+                values.push((k, None));
+                continue;
+            }
+        };
+        let v = v.map_err(|e| e.to_string()).and_then(|v| match home {
+            Home::Host => Ok(v),
+            Home::Device => place::to_host(&v).map_err(|e| e.to_string()),
+        });
+        match v {
+            Ok(v) => {
+                if home == Home::Device {
+                    on_device.push(k.clone());
+                }
+                values.push((k, Some(v)));
+            }
+            Err(e) => {
+                log::warn("worker", &format!("cannot read back {k}: {e}"));
+                values.push((k, None));
+            }
+        }
+    }
+    (PeerReply::Data { values, on_device, shipped, later }, leases)
 }
 
 /// Which of a collect's inputs is a split whose pieces are on `host` (its

@@ -93,17 +93,18 @@ impl Buffer {
         let device = self.device();
         device.bind()?;
         let slot = device.ipc.stage(device, self.len())?;
+        let (ptr, kept) = (slot.ptr, slot.kept);
+        let handle = slot.handle.reserved.iter().map(|&c| c as u8).collect();
+        // Leased before the copy, so a failed copy still returns the slot.
         let lease = Lease { slot: Some(slot), device: device.clone() };
-        let slot = lease.slot.as_ref().expect("a new lease holds its slot");
         if !self.is_empty() {
             // SAFETY: the slot holds at least `len` bytes; the stream is
             // synchronized before the handle is given out.
-            unsafe { result::memcpy_dtod_async(slot.ptr, self.ptr(), self.len(), device.cu_stream()) }
+            unsafe { result::memcpy_dtod_async(ptr, self.ptr(), self.len(), device.cu_stream()) }
                 .map_err(|e| device.fail("copying to staging memory", e))?;
         }
         device.synchronize()?;
-        let handle = slot.handle.reserved.iter().map(|&c| c as u8).collect();
-        Ok((Exported { handle, bytes: self.len(), kept: slot.kept }, lease))
+        Ok((Exported { handle, bytes: self.len(), kept }, lease))
     }
 
     /// A copy, in `device`'s pool, of a block another process of this host
