@@ -961,6 +961,10 @@ let f = run_command(["sh", "-c", "sleep {marker} & sleep {marker}"], #{{timeout:
 wait([f]); print(f.exception()); print(t0.elapsed < 15.0);
 let f = run_command(["sh", "-c", "sleep {marker} & sleep {marker}"]);
 sleep(0.5); f.cancel(); sleep(0.5); print(f.status);
+let t0 = timestamp();
+let out = run_command(["sh", "-c", "echo early; setsid sleep 6 &"]).result().stdout;
+out.trim();
+print(out == "early" && t0.elapsed < 5.0);
 let again = [run_command(["date", "+%N"]), run_command(["date", "+%N"])];
 print(again[0].key != again[1].key);
 "#
@@ -978,7 +982,7 @@ print(again[0].key != again[1].key);
         assert!(text.contains("the command must be a non-empty array of strings"), "{name}: {text}");
         assert!(text.contains("unknown option 'colour' (env, cwd, resources, timeout)"), "{name}: {text}");
         assert!(text.contains("longer than its timeout"), "{name}: {text}");
-        assert!(text.contains("true\ncancelled\ntrue"), "{name}: {text}");
+        assert!(text.contains("true\ncancelled\ntrue\ntrue"), "{name}: {text}");
         // The programs stopped by the timeout and the cancel, and their children, are gone.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {

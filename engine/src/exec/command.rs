@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::TaskError;
@@ -93,7 +93,11 @@ pub(super) fn run(args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, Task
     let mut child =
         cmd.spawn().map_err(|e| TaskError::user(format!("run_command: cannot start {program:?}: {e}")))?;
     let group = nix::unistd::Pid::from_raw(child.id() as i32);
-    let readers = [child.stdout.take().map(drain), child.stderr.take().map(drain)];
+    let outputs = [Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new()))];
+    let readers = [
+        child.stdout.take().map(|o| drain(o, outputs[0].clone())),
+        child.stderr.take().map(|e| drain(e, outputs[1].clone())),
+    ];
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
@@ -107,9 +111,14 @@ pub(super) fn run(args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, Task
         std::thread::sleep(POLL);
     };
     // The program's own children may hold the pipes open: they belong to
-    // the task, which is over.
+    // the task, which is over. One that left the group (setsid) may still
+    // hold them: its output is waited for a grace period, not for ever.
     let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
-    let [stdout, stderr] = readers.map(|r| r.and_then(|h| h.join().ok()).unwrap_or_default());
+    let until = Instant::now() + GRACE;
+    while readers.iter().flatten().any(|h| !h.is_finished()) && Instant::now() < until {
+        std::thread::sleep(POLL);
+    }
+    let [stdout, stderr] = outputs.map(|o| std::mem::take(&mut *o.lock().unwrap_or_else(|e| e.into_inner())));
     let (stdout, stderr) =
         (String::from_utf8_lossy(&stdout).into_owned(), String::from_utf8_lossy(&stderr).into_owned());
     if !status.success() {
@@ -145,15 +154,15 @@ fn strings(v: &Value) -> Option<Vec<String>> {
 }
 
 /// Read a stream to its end on a thread of its own, keeping the first
-/// [`KEEP`] bytes.
-fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+/// [`KEEP`] bytes in `into`.
+fn drain(mut r: impl Read + Send + 'static, into: Arc<Mutex<Vec<u8>>>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let mut kept = Vec::new();
         let mut buf = [0u8; 64 << 10];
         loop {
             match r.read(&mut buf) {
-                Ok(0) | Err(_) => return kept,
+                Ok(0) | Err(_) => return,
                 Ok(n) => {
+                    let mut kept = into.lock().unwrap_or_else(|e| e.into_inner());
                     let room = KEEP.saturating_sub(kept.len()).min(n);
                     kept.extend_from_slice(&buf[..room]);
                 }
