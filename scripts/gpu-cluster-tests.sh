@@ -4,7 +4,8 @@
 #  1. G1–G4 on a one-GPU local_cuda_cluster: the local runtime's answers.
 #  2. A working set twice the device memory limit: exact, by spilling.
 #     Programs run with run_command on the CUDA cluster see one GPU each
-#     (where python3 has PyTorch).
+#     (where python3 has PyTorch). Users' kernels on the cluster; one that
+#     faults fails its task and its worker restarts (tests/gpu/kernels.rhai).
 #  3. Two `brisk cuda-worker`s beside a `brisk scheduler`: GPU blocks move
 #     between them, device to device (CUDA IPC) to one and through the host
 #     to the other, whose imports are refused (BRISK_GPU_IPC_REFUSE, as a
@@ -19,6 +20,7 @@ fail() { echo "FAILED: $*" >&2; exit 1; }
 "$bin" run bench/gpu/cluster.rhai > /tmp/brisk-gpu-cluster.jsonl || fail "bench/gpu/cluster.rhai"
 grep -E '^\{"check"|^ok' /tmp/brisk-gpu-cluster.jsonl
 "$bin" run tests/gpu/cluster_spill.rhai || fail "tests/gpu/cluster_spill.rhai"
+"$bin" run tests/gpu/kernels.rhai || fail "tests/gpu/kernels.rhai"
 if python3 -c "import torch" 2> /dev/null; then
     "$bin" run tests/gpu/run_command.rhai || fail "tests/gpu/run_command.rhai"
     echo "ok: run_command's programs see their worker's one GPU"

@@ -22,13 +22,16 @@ else
     for t in "$BRISK_TEST_BINS"/brisk_engine-*; do "$t" gpu::; done
 fi
 bin="${BRISK_BIN:-target/release/brisk}"
-# The GPU example prints what its golden file says.
-if diff <("$bin" run examples/gpu.rhai) tests/golden/examples/gpu.out; then
-    echo "ok: examples/gpu.rhai"
-else
-    echo "FAILED: examples/gpu.rhai printed something else than tests/golden/examples/gpu.out" >&2
-    exit 1
-fi
+# The GPU examples print what their golden files say.
+for ex in examples/gpu*.rhai; do
+    name="$(basename "$ex" .rhai)"
+    if diff <("$bin" run "$ex") "tests/golden/examples/$name.out"; then
+        echo "ok: $ex"
+    else
+        echo "FAILED: $ex printed something else than tests/golden/examples/$name.out" >&2
+        exit 1
+    fi
+done
 # End to end: the live panel of a compute longer than half a second names
 # the GPU and its memory (as nvidia-smi does above).
 script_file="$(mktemp --suffix .rhai)"

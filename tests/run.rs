@@ -997,3 +997,67 @@ print(again[0].key != again[1].key);
         let _ = std::fs::remove_dir_all(path.parent().expect("dir"));
     }
 }
+
+/// Users' GPU kernels where there is no GPU (CI): definitions are checked
+/// where they are written, a kernel on host arrays says it needs GPU
+/// arrays, a launch says `no GPU`, and a raw kernel captured by a closure
+/// travels to a worker process and back. The kernels themselves run in
+/// the GPU tests (`engine/src/array/gpu/tests.rs`, `tests/gpu/kernels.rhai`).
+#[test]
+fn users_kernels_are_checked_without_a_gpu() {
+    if brisk_engine::array::gpu::default_device().is_ok() {
+        eprintln!("skipped: this machine has a GPU; scripts/gpu-tests.sh runs the kernels");
+        return;
+    }
+    let (out, _) = run_script(
+        "user-kernels",
+        r#"
+fn show(f) { try { f.call(); print("accepted"); } catch (e) { print(`${e}`.split("\n")[0]); } }
+show(|| elementwise_kernel("int32 x", "T z", "z = x", "k1"));
+show(|| elementwise_kernel("float64 x", "U z", "z = x", "k2"));
+show(|| elementwise_kernel("float64 x", "float64 z", "z = x", "9k"));
+show(|| elementwise_kernel("raw T x", "T z", "z = x", "k3"));
+show(|| reduction_kernel("T x", "T a", "x", "a + b", "", "0", "r1"));
+let k = elementwise_kernel("int64 n", "int64 m", "m = n + 1", "inc");
+show(|| k.call(random([4])));
+let x = random([6, 4], #{chunks: 3});
+show(|| k.call(x, x));
+show(|| k.call(x.astype("i64")).compute());
+let r = reduction_kernel("T x", "T y", "x", "a + b", "y = a", "0", "total");
+print(r.call(x, #{axis: 1, keepdims: true}).shape);
+show(|| r.call(x, #{axes: 1}));
+let raw = raw_kernel("extern \"C\" __global__ void twice(double* y) {}", "twice");
+show(|| raw_kernel("__global__ void f() {}", "g"));
+show(|| x.map_blocks_gpu(raw, #{block: [32, 64]}));
+show(|| x.map_blocks_gpu(raw, #{grid: 0}));
+show(|| raw.launch(#{grid: 1, block: 32, args: [x.compute()]}));
+let c = local_cluster(#{workers: 1, threads: 1});
+print(submit(|v| `${raw.name} ${v}`, 7).result());
+c.close();
+"#,
+    );
+    assert_no_panic(&out);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let lines: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
+    let want = [
+        "elementwise_kernel k1: brisk arrays hold bool, int64, float32 and float64; int32 is not one of them",
+        "elementwise_kernel k2: the output's type U is not the type of any input, so nothing binds it",
+        "elementwise_kernel: the kernel name \"9k\" must be a C identifier",
+        "elementwise_kernel k3: raw parameters (\"raw T x\") are not supported here",
+        "reduction_kernel r1: the output cannot be named a",
+        "elementwise_kernel inc: n is i64: a f64 array cannot be passed as i64",
+        "elementwise_kernel inc: takes 1 argument(s), got 2",
+        "the GPU kernel inc takes GPU arrays, and this block is in host memory",
+        "[6, 1]",
+        "total has no option \"axes\"",
+        "raw_kernel: the source has no kernel named g",
+        "a block of [32, 64, 1] threads: between 1 and 1024 threads in all",
+        "a grid of [0, 1, 1] blocks: at least 1 along each axis",
+        "no GPU: ",
+        "twice 7",
+    ];
+    assert_eq!(lines.len(), want.len(), "{lines:#?}");
+    for (got, w) in lines.iter().zip(want) {
+        assert!(got.contains(w), "expected {w:?} in {got:?}");
+    }
+}

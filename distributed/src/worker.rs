@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use brisk_engine::array::gpu::raw::USER_KERNEL_FAILED;
 use brisk_engine::error::TaskError;
 use brisk_engine::exec::execute_timed;
 use brisk_engine::key::Key;
@@ -1359,7 +1360,14 @@ impl Shared {
                 && self.device_limit.is_some()
                 && e.message.contains(GPU_CALL_FAILED)
             {
-                self.check_gpu(&e.message);
+                // A user's kernel that failed on the device fails its task
+                // (it would fail wherever it ran) before the worker leaves.
+                let own = e.message.contains(&format!(": {USER_KERNEL_FAILED}")).then(|| WorkerMsg::Failed {
+                    key: next.key.clone(),
+                    run: next.run,
+                    error: e.clone(),
+                });
+                self.check_gpu(&e.message, own);
             }
             if from_disk {
                 // Inputs read back for this task alone are freed now: hand
@@ -1569,14 +1577,18 @@ impl Shared {
     /// A task failed in a CUDA call: if the device no longer works (a
     /// sticky error, such as an illegal address, leaves the context
     /// unusable), say so to the scheduler, which runs this worker's work
-    /// elsewhere, and leave at once. A device that still works was the
-    /// task's error alone.
-    fn check_gpu(&self, error: &str) {
+    /// elsewhere, and leave at once; `first` (the task's failure, when the
+    /// fault was its own kernel's) is reported before. A device that still
+    /// works was the task's error alone.
+    fn check_gpu(&self, error: &str, first: Option<WorkerMsg>) {
         let Err(broken) =
             cuda_device().and_then(|d| d.synchronize().map_err(|e| WorkerError::NoGpu(e.to_string())))
         else {
             return;
         };
+        if let Some(m) = first {
+            self.report(m);
+        }
         let error = format!("{error} (the device then: {broken})");
         log::warn(
             "worker",

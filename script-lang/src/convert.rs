@@ -102,6 +102,12 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, ConvertEr
         let name = f.0.column_names().into_iter().next().unwrap_or_default();
         return Ok(Value::list(brisk_engine::value::column_values(&f.0.0, &name)));
     }
+    if let Some(k) = d.read_lock::<crate::types::RawKernel>() {
+        let mut m = BTreeMap::new();
+        m.insert(crate::types::RAW_KERNEL_MARK.to_string(), Value::Str(Arc::from(k.0.name.as_str())));
+        m.insert("source".to_string(), Value::Str(Arc::from(k.0.source.as_str())));
+        return Ok(Value::Map(Arc::new(m)));
+    }
     if d.is_blob() {
         let b =
             d.read_lock::<Blob>().ok_or_else(|| ConvertError::Locked { what: what.into(), kind: "blob" })?;
@@ -120,6 +126,14 @@ pub fn to_dynamic(v: &Value) -> Dynamic {
         Value::Str(s) => Dynamic::from(ImmutableString::from(&**s)),
         Value::Bytes(b) => Dynamic::from_blob(b.to_vec()),
         Value::List(items) => Dynamic::from_array(items.iter().map(to_dynamic).collect()),
+        Value::Map(m)
+            if m.len() == 2
+                && let (Some(Value::Str(name)), Some(Value::Str(source))) =
+                    (m.get(crate::types::RAW_KERNEL_MARK), m.get("source"))
+                && let Ok(spec) = brisk_engine::array::gpu::user::RawSpec::new(source, name) =>
+        {
+            Dynamic::from(crate::types::RawKernel(Arc::new(spec)))
+        }
         Value::Map(m) => {
             let mut out = Map::new();
             for (k, x) in m.iter() {

@@ -32,6 +32,15 @@ impl LazyArray {
     }
 }
 
+/// A user's CUDA source and kernel name (`raw_kernel`; type name
+/// "RawKernel"). Closures may capture it: it travels as a map marked with
+/// `RAW_KERNEL_MARK` (`convert.rs`).
+#[derive(Clone)]
+pub struct RawKernel(pub Arc<brisk_engine::array::gpu::user::RawSpec>);
+
+/// The key that marks a travelling `RawKernel`.
+pub const RAW_KERNEL_MARK: &str = "__brisk_raw_kernel__";
+
 /// A lazy bag in Rhai (type name "Bag").
 #[derive(Clone)]
 pub struct LazyBag {
@@ -150,6 +159,8 @@ pub fn type_name(d: &Dynamic) -> String {
         "ndarray".into()
     } else if d.is::<RFuture>() {
         "Future".into()
+    } else if d.is::<RawKernel>() {
+        "RawKernel".into()
     } else if d.is::<DelayedFn>() {
         "DelayedFunction".into()
     } else if d.is::<Client>() {

@@ -288,6 +288,16 @@ pub fn execute_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
             return Err(ArrayError::Value(format!("{} runs on a GPU", op.name())));
         }
         ArrayOp::ToCpu => one(args).map(Value::array)?,
+        ArrayOp::Kernel(_)
+        | ArrayOp::KernelPartial { .. }
+        | ArrayOp::KernelCombine { .. }
+        | ArrayOp::KernelAggregate { .. }
+        | ArrayOp::RawBlocks { .. } => {
+            return Err(ArrayError::Value(format!(
+                "the GPU kernel {} takes GPU arrays, and this block is in host memory: move the array with x.to_gpu(), or make it with config(#{{\"array.backend\": \"gpu\"}})",
+                op.name()
+            )));
+        }
         ArrayOp::Rechunk { pieces, numblocks } => {
             arity(op, args, pieces.len())?;
             let mut blocks = Vec::with_capacity(args.len());

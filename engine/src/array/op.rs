@@ -2,11 +2,15 @@
 //! arguments arrive as engine `Value`s: array blocks, scalars, and lists of
 //! partials for the reduction steps.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::create::Dist;
 use super::dtype::{DType, Scalar};
 use super::elementwise::{BinOp, UnOp};
+use super::gpu::raw::RawLaunch;
+use super::gpu::user::{RawSpec, UserFn, UserFold};
 use super::reduce::{BlockPlace, Reduction};
 use super::shape::AxisSlice;
 
@@ -160,6 +164,33 @@ pub enum ArrayOp {
     ToGpu,
     /// A GPU block's copy on the host (`to_cpu`).
     ToCpu,
+    /// A user's elementwise kernel (`elementwise_kernel`, or a
+    /// `reduction_kernel`'s map), its types bound: fused with the
+    /// elementwise steps around it.
+    Kernel(Arc<UserFn>),
+    /// The chunk step of a `reduction_kernel`: its map's values folded.
+    KernelPartial {
+        fold: Arc<UserFold>,
+        axes: Vec<usize>,
+    },
+    /// Merge partials of a `reduction_kernel`.
+    KernelCombine {
+        fold: Arc<UserFold>,
+    },
+    /// Merge partials and apply `post_map_expr`; `sizes` are
+    /// `_in_ind.size()` and `_out_ind.size()`.
+    KernelAggregate {
+        fold: Arc<UserFold>,
+        post: Arc<UserFn>,
+        axes: Vec<usize>,
+        keepdims: bool,
+        sizes: (i64, i64),
+    },
+    /// `map_blocks_gpu`: a `raw_kernel` launched on each block.
+    RawBlocks {
+        kernel: Arc<RawSpec>,
+        launch: RawLaunch,
+    },
 }
 
 impl ArrayOp {
@@ -228,6 +259,11 @@ impl ArrayOp {
             ArrayOp::OnGpu(inner) => inner.name(),
             ArrayOp::ToGpu => "to_gpu".into(),
             ArrayOp::ToCpu => "to_cpu".into(),
+            ArrayOp::Kernel(f) => f.label.split(':').next().unwrap_or_default().into(),
+            ArrayOp::KernelPartial { fold, .. } => format!("{}-chunk", fold.label),
+            ArrayOp::KernelCombine { fold } => format!("{}-combine", fold.label),
+            ArrayOp::KernelAggregate { fold, .. } => format!("{}-aggregate", fold.label),
+            ArrayOp::RawBlocks { kernel, .. } => kernel.name.clone(),
         }
     }
 }

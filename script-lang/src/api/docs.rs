@@ -21,6 +21,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::DOCS,
     super::array_create::DOCS,
     super::array_docs::DOCS,
+    super::gpu_kernels::DOCS,
     super::bag::DOCS,
     super::dataframe_docs::DOCS,
     super::frame_order::DOCS,
@@ -87,6 +88,7 @@ mod tests {
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()
                 + super::super::kube::DOCS.len()
+                + super::super::gpu_kernels::DOCS.len()
         );
         let mut seen: Vec<(&str, usize)> = Vec::new();
         for (area, docs) in AREAS.iter().enumerate() {

@@ -18,6 +18,7 @@ pub mod docs;
 mod fndoc;
 mod frame_order;
 mod futures;
+mod gpu_kernels;
 mod kube;
 mod sized;
 mod write;
@@ -61,6 +62,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     dataframe::register(engine, state);
     frame_order::register(engine, state);
     futures::register(engine, state);
+    gpu_kernels::register(engine, state);
     cluster::register(engine, state);
     deploy::register(engine, state);
     kube::register(engine, state);
@@ -78,6 +80,7 @@ pub fn register_values(engine: &mut Engine) {
     // writes computed arrays as nested lists.
     engine.register_fn("to_json", |m: &mut rhai::Map| to_json(&Dynamic::from_map(m.clone())));
     sized::register(engine);
+    gpu_kernels::register_values(engine);
     array::register_local(engine);
     dataframe::register_local(engine);
     engine.register_type_with_name::<TaskFailure>("TaskFailure");

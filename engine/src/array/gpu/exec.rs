@@ -121,14 +121,17 @@ fn elementwise(op: &ArrayOp, args: &[Value]) -> Option<Result<Expr, ArrayError>>
                 need(1)?;
                 Ok(Expr::cast(Expr::leaf(gpu_arg(&args[0])?.clone()), *t))
             }
+            ArrayOp::Kernel(f) => Expr::user(f.clone(), args.iter().map(term).collect::<Result<_, _>>()?),
             _ => Err(ArrayError::Value("not elementwise".into())),
         }
     };
     match op {
-        ArrayOp::Binary(_) | ArrayOp::Unary(_) | ArrayOp::Where | ArrayOp::AsType(_) => match go() {
-            Err(ArrayError::Value(m)) if m == "host" => None,
-            r => Some(r),
-        },
+        ArrayOp::Binary(_) | ArrayOp::Unary(_) | ArrayOp::Where | ArrayOp::AsType(_) | ArrayOp::Kernel(_) => {
+            match go() {
+                Err(ArrayError::Value(m)) if m == "host" => None,
+                r => Some(r),
+            }
+        }
         _ => None,
     }
 }
@@ -399,8 +402,20 @@ fn native(op: &ArrayOp, args: &[Value], host: Host<'_>) -> Result<Option<Value>,
             }
             gpu_value(materialize(&acc)?)
         }
+        ArrayOp::KernelPartial { fold, axes } => {
+            gpu_value(super::reduce::user_partial(fold, &Expr::leaf(one()?.clone()), axes)?)
+        }
+        ArrayOp::KernelCombine { fold } => gpu_value(super::reduce::user_combine(fold, &blocks(args)?)?),
+        ArrayOp::KernelAggregate { fold, post, axes, keepdims, sizes } => {
+            gpu_value(super::reduce::user_aggregate(fold, post, &blocks(args)?, axes, *keepdims, *sizes)?)
+        }
+        ArrayOp::RawBlocks { kernel, launch } => gpu_value(super::raw::map_block(kernel, launch, one()?)?),
         _ => return Ok(None),
     }))
+}
+
+fn blocks(args: &[Value]) -> Result<Vec<GpuChunk>, ArrayError> {
+    args.iter().map(|v| gpu_arg(v).cloned()).collect()
 }
 
 fn merged(red: crate::array::reduce::Reduction, args: &[Value]) -> Result<Option<Vec<GpuChunk>>, ArrayError> {
@@ -529,6 +544,14 @@ fn fused(steps: &[Step], inputs: &[Value], run_step: &mut RunStep<'_>) -> Result
             slots.push(Slot::Done(list(p)));
             continue;
         }
+        if let Op::Call { func: Func::Array(op), args } = &step.op
+            && let ArrayOp::KernelPartial { fold, axes } = op.as_ref()
+            && let [Arg::Dep(i)] = args.as_slice()
+            && let Some(Slot::Lazy(e)) = ins.get(*i as usize)
+        {
+            slots.push(Slot::Done(gpu_value(super::reduce::user_partial(fold, e, axes)?)));
+            continue;
+        }
         let values = ins.into_iter().map(Slot::value).collect::<Result<Vec<_>, _>>()?;
         slots.push(Slot::Done(run_step(step, &values)?));
     }
@@ -537,7 +560,10 @@ fn fused(steps: &[Step], inputs: &[Value], run_step: &mut RunStep<'_>) -> Result
 
 /// The step as an expression when it is elementwise on GPU values.
 fn lazy_step(op: &ArrayOp, args: &[Arg], ins: &[Slot]) -> Option<Result<Expr, ArrayError>> {
-    if !matches!(op, ArrayOp::Binary(_) | ArrayOp::Unary(_) | ArrayOp::Where | ArrayOp::AsType(_)) {
+    if !matches!(
+        op,
+        ArrayOp::Binary(_) | ArrayOp::Unary(_) | ArrayOp::Where | ArrayOp::AsType(_) | ArrayOp::Kernel(_)
+    ) {
         return None;
     }
     // Every argument a dependency or a number; at least one on the GPU.
@@ -574,6 +600,7 @@ fn lazy_step(op: &ArrayOp, args: &[Arg], ins: &[Slot]) -> Option<Result<Expr, Ar
         (ArrayOp::Unary(u), [Term::Expr(x)]) => Expr::unary(*u, x.clone()),
         (ArrayOp::Where, [c, x, y]) => Expr::where_(c.clone(), x.clone(), y.clone()),
         (ArrayOp::AsType(t), [Term::Expr(x)]) => Ok(Expr::cast(x.clone(), *t)),
+        (ArrayOp::Kernel(f), ts) => Expr::user(f.clone(), ts.to_vec()),
         _ => return None,
     };
     Some(r)

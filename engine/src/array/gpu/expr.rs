@@ -8,10 +8,12 @@
 //! is written: the chain reads each leaf once.
 
 use std::fmt::Write;
+use std::sync::Arc;
 
 use brisk_gpu::{KArg, Launch};
 
 use super::chunk::GpuChunk;
+use super::user::UserFn;
 use crate::array::dtype::{DType, Scalar};
 use crate::array::elementwise::{BinOp, UnOp, broadcast_shapes, result_dtype, unary_dtype};
 use crate::array::error::ArrayError;
@@ -43,6 +45,12 @@ enum Node {
     Cast {
         out: DType,
         a: Box<Node>,
+    },
+    /// A user's kernel (`elementwise_kernel`, a reduction's map) called
+    /// on its arguments, each cast to its parameter's type.
+    User {
+        f: Arc<UserFn>,
+        args: Vec<Node>,
     },
 }
 
@@ -138,6 +146,9 @@ impl Node {
                 b: Box::new(b.shifted(leaves, scalars)),
             },
             Node::Cast { out, a } => Node::Cast { out, a: Box::new(a.shifted(leaves, scalars)) },
+            Node::User { f, args } => {
+                Node::User { f, args: args.into_iter().map(|n| n.shifted(leaves, scalars)).collect() }
+            }
         }
     }
 }
@@ -279,12 +290,31 @@ impl Expr {
         })
     }
 
-    /// The leaf itself when the expression is one plain leaf.
+    /// A user's function of the terms (broadcast together).
+    pub fn user(f: Arc<UserFn>, terms: Vec<Term>) -> Result<Expr, ArrayError> {
+        if terms.len() != f.params.len() {
+            return Err(ArrayError::Value(format!(
+                "{} takes {} argument(s), got {}",
+                f.label,
+                f.params.len(),
+                terms.len()
+            )));
+        }
+        let home = terms.iter().find_map(|t| match t {
+            Term::Expr(e) if e.leaves.is_empty() => e.home.clone(),
+            _ => None,
+        });
+        let dtype = f.out.1;
+        let (nodes, shape, leaves, scalars) = join(terms)?;
+        Ok(Expr { node: Node::User { f, args: nodes }, dtype, shape, leaves, scalars, home })
+    }
+
     /// The blocks the expression reads, numbered as `parts` names them.
     pub fn leaves(&self) -> &[GpuChunk] {
         &self.leaves
     }
 
+    /// The leaf itself when the expression is one plain leaf.
     pub fn as_leaf(&self) -> Option<&GpuChunk> {
         match self.node {
             Node::Leaf(0) if self.leaves.len() == 1 => self.leaves.first(),
@@ -375,6 +405,22 @@ pub struct Parts {
     /// `(c)` in parentheses so that it can be the body of a macro
     /// `VAL(r, c)` (kernels unroll by reading several elements at once).
     pub value: String,
+    /// Definitions of the users' functions the value calls: they go
+    /// before the kernel, after the prelude.
+    pub funcs: String,
+    /// The first user kernel's name: generated kernels are named after it,
+    /// so that a launch failure names the user's kernel.
+    pub user: Option<String>,
+}
+
+impl Parts {
+    /// `base`, or `base_<user kernel>`.
+    pub fn kernel_name(&self, base: &str) -> String {
+        match &self.user {
+            Some(u) => format!("{base}_{u}"),
+            None => base.to_string(),
+        }
+    }
 }
 
 /// Whether a leaf is one C-ordered run of exactly the expression's shape.
@@ -436,9 +482,36 @@ pub fn parts_staged(e: &Expr, staged: &[usize]) -> Parts {
             }
         }
     }
+    let mut fns: Vec<Arc<UserFn>> = Vec::new();
+    user_fns(&e.node, &mut fns);
+    let funcs = fns.iter().enumerate().map(|(i, f)| f.definition(&format!("uk{i}"))).collect();
     let mut value = String::new();
-    emit(&e.node, &Src { e, staged }, &mut value);
-    Parts { params, args, row_setup, value }
+    emit(&e.node, &Src { e, staged, fns: &fns }, &mut value);
+    let user = fns.first().map(|f| f.label.split(':').next().unwrap_or_default().trim().to_string());
+    Parts { params, args, row_setup, value, funcs, user }
+}
+
+/// The distinct user functions under `n`, each once.
+fn user_fns(n: &Node, out: &mut Vec<Arc<UserFn>>) {
+    match n {
+        Node::Leaf(_) | Node::Scalar(_) => {}
+        Node::Bin { a, b, .. } => {
+            user_fns(a, out);
+            user_fns(b, out);
+        }
+        Node::Un { a, .. } | Node::Cast { a, .. } => user_fns(a, out),
+        Node::Where { c, a, b, .. } => {
+            user_fns(c, out);
+            user_fns(a, out);
+            user_fns(b, out);
+        }
+        Node::User { f, args } => {
+            if !out.iter().any(|g| g == f) {
+                out.push(f.clone());
+            }
+            args.iter().for_each(|a| user_fns(a, out));
+        }
+    }
 }
 
 fn node_dtype(n: &Node, e: &Expr) -> DType {
@@ -448,6 +521,7 @@ fn node_dtype(n: &Node, e: &Expr) -> DType {
         Node::Bin { out, .. } | Node::Un { out, .. } | Node::Where { out, .. } | Node::Cast { out, .. } => {
             *out
         }
+        Node::User { f, .. } => f.out.1,
     }
 }
 
@@ -466,6 +540,8 @@ pub(super) fn emit_cast(from: DType, to: DType, x: &str, out: &mut String) {
 struct Src<'a> {
     e: &'a Expr,
     staged: &'a [usize],
+    /// The users' functions, `uk<i>`.
+    fns: &'a [Arc<UserFn>],
 }
 
 fn emit_as(n: &Node, s: &Src<'_>, to: DType, out: &mut String) {
@@ -510,6 +586,17 @@ fn emit(n: &Node, s: &Src<'_>, out: &mut String) {
             };
         }
         Node::Cast { out: t, a } => emit_as(a, s, *t, out),
+        Node::User { f, args } => {
+            let i = s.fns.iter().position(|g| g == f).unwrap_or(0);
+            let _ = write!(out, "uk{i}(");
+            for (k, (a, (_, t))) in args.iter().zip(&f.params).enumerate() {
+                if k > 0 {
+                    out.push_str(", ");
+                }
+                emit_as(a, s, *t, out);
+            }
+            out.push(')');
+        }
         Node::Where { out: t, c, a, b } => {
             out.push('(');
             emit_as(c, s, DType::Bool, out);
@@ -636,6 +723,7 @@ pub fn evaluate_into(e: &Expr, dst: &GpuChunk) -> Result<(), ArrayError> {
     }
     let device = dst.device().clone();
     let p = parts(e);
+    let name = p.kernel_name("ew");
     let (dims, dim_args) = lead_dims(&e.shape);
     let (rows, cols) = rows_cols(&e.shape);
     let nd = e.shape.len();
@@ -662,10 +750,11 @@ pub fn evaluate_into(e: &Expr, dst: &GpuChunk) -> Result<(), ArrayError> {
         (params, setup, idx, args)
     };
     let mut src = String::from(PRELUDE);
+    src.push_str(&p.funcs);
     let _ = write!(
         src,
         r#"
-extern "C" __global__ void ew(unsigned char* __restrict__ out_raw, u64 rows, u64 cols{dims}{out_params}{params}) {{
+extern "C" __global__ void {name}(unsigned char* __restrict__ out_raw, u64 rows, u64 cols{dims}{out_params}{params}) {{
   {st}* out = ({st}*)out_raw;
   for (u64 r = blockIdx.y; r < rows; r += gridDim.y) {{
 {out_setup}{setup}    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += (u64)gridDim.x * blockDim.x) {{
@@ -679,7 +768,7 @@ extern "C" __global__ void ew(unsigned char* __restrict__ out_raw, u64 rows, u64
         setup = p.row_setup,
         value = p.value,
     );
-    let k = device.kernel(&src, "ew")?;
+    let k = device.kernel(&src, &name)?;
     let mut args = vec![KArg::U64(dst.ptr()), KArg::U64(rows as u64), KArg::U64(cols as u64)];
     args.extend(dim_args);
     args.append(&mut out_args);

@@ -15,11 +15,13 @@ mod create;
 mod layout;
 mod linalg;
 pub mod place;
+pub mod raw;
 mod reduce;
 pub mod resource;
 mod scan;
 #[cfg(test)]
 mod tests;
+pub mod user;
 
 pub use chunk::{GpuChunk, c_strides, default_device};
 pub use layout::concat_grid;

@@ -8,20 +8,24 @@
 //! the pieces, so a full reduction still fills the device.
 
 use std::fmt::Write;
+use std::sync::Arc;
 
 use brisk_gpu::{KArg, Launch};
 
 use super::chunk::GpuChunk;
 use super::expr::{
-    Expr, PRELUDE, Term, ctype, emit_cast, lead_dims, materialize, parts, parts_staged, rows_cols, store_type,
+    Expr, PRELUDE, Parts, Term, ctype, emit_cast, lead_dims, materialize, parts, parts_staged, rows_cols,
+    store_type,
 };
+use super::user::{UserFn, UserFold};
 use crate::array::dtype::{DType, Scalar};
 use crate::array::elementwise::BinOp;
 use crate::array::error::ArrayError;
 use crate::array::reduce::Reduction;
 
-/// The simple reductions a kernel folds directly.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// The simple reductions a kernel folds directly, and users' folds
+/// (`reduction_kernel`).
+#[derive(Clone, Debug, PartialEq)]
 enum Fold {
     Sum,
     Prod,
@@ -29,11 +33,22 @@ enum Fold {
     Max,
     Any,
     All,
+    User(Arc<UserFold>),
 }
 
 impl Fold {
-    fn combine(self, t: DType) -> &'static str {
+    /// The definition of `comb(a, b)`, the fold's step in type `t`.
+    fn comb(&self, t: DType) -> String {
+        if let Fold::User(u) = self {
+            return u.comb();
+        }
+        let ty = ctype(t);
+        format!("__device__ __forceinline__ {ty} comb({ty} a, {ty} b) {{ return {}; }}\n", self.combine(t))
+    }
+
+    fn combine(&self, t: DType) -> &'static str {
         match (self, t) {
+            (Fold::User(_), _) => "comb(a, b)",
             (Fold::Any, _) => "(a || b)",
             (Fold::All, _) => "(a && b)",
             (Fold::Sum | Fold::Max, DType::Bool) => "(a || b)",
@@ -45,8 +60,16 @@ impl Fold {
         }
     }
 
-    fn identity(self, t: DType) -> &'static str {
+    fn identity(&self, t: DType) -> String {
+        if let Fold::User(u) = self {
+            return u.identity_expr();
+        }
+        self.builtin_identity(t).to_string()
+    }
+
+    fn builtin_identity(&self, t: DType) -> &'static str {
         match (self, t) {
+            (Fold::User(_), _) => "0",
             (Fold::Any, _) | (Fold::Sum | Fold::Max, DType::Bool) => "false",
             (Fold::All, _) | (Fold::Prod | Fold::Min, DType::Bool) => "true",
             (Fold::Sum, _) => "0",
@@ -63,7 +86,7 @@ impl Fold {
 
 /// Fold `x` (any layout, any dtype) over one run of axes `lo..=hi` into
 /// type `acc`, keeping them at length 1.
-fn fold_run(x: &GpuChunk, lo: usize, hi: usize, fold: Fold, acc: DType) -> Result<GpuChunk, ArrayError> {
+fn fold_run(x: &GpuChunk, lo: usize, hi: usize, fold: &Fold, acc: DType) -> Result<GpuChunk, ArrayError> {
     let shape = x.shape();
     let a: usize = shape[..lo].iter().product();
     let k: usize = shape[lo..=hi].iter().product();
@@ -103,20 +126,22 @@ pub(super) fn splits(device: &brisk_gpu::Device, a: usize, k: usize, b: usize, i
 /// The start of a fold kernel's source: the prelude, `comb` (the fold's
 /// step in type `acc`) and `VAL(r, c)` (the expression's `value` there,
 /// cast to `acc`).
-fn fold_source(e: &Expr, value: &str, fold: Fold, acc: DType) -> String {
+fn fold_source(e: &Expr, p: &Parts, fold: &Fold, acc: DType) -> String {
     let mut load = String::new();
-    emit_cast(e.dtype, acc, value, &mut load);
-    let ty = ctype(acc);
-    let combine = fold.combine(acc);
+    emit_cast(e.dtype, acc, &p.value, &mut load);
     let mut src = String::from(PRELUDE);
-    let _ = write!(
-        src,
-        r#"
-__device__ __forceinline__ {ty} comb({ty} a, {ty} b) {{ return {combine}; }}
-#define VAL(r, c) ({load})
-"#
-    );
+    src.push_str(&p.funcs);
+    src.push_str(&fold.comb(acc));
+    let _ = writeln!(src, "#define VAL(r, c) ({load})");
     src
+}
+
+/// The name of a fold kernel: after the user's kernel where there is one.
+fn fold_name(p: &Parts, fold: &Fold) -> String {
+    match fold {
+        Fold::User(u) => format!("red_{}", u.label),
+        _ => p.kernel_name("red"),
+    }
 }
 
 /// Fold an elementwise expression as it is computed, never writing it:
@@ -129,7 +154,7 @@ fn fold_expr(
     k: usize,
     b: usize,
     inner: bool,
-    fold: Fold,
+    fold: &Fold,
     acc: DType,
 ) -> Result<GpuChunk, ArrayError> {
     let device = e.device()?;
@@ -143,6 +168,9 @@ fn fold_expr(
     if k == 0 || a * b == 0 {
         // An empty fold is the identity: 0 for sums and `any`, 1 for
         // products and `all` (min and max of nothing are refused earlier).
+        if let Fold::User(u) = fold {
+            return fill_identity(&device, u, &[a, 1, b]);
+        }
         let v = if matches!(fold, Fold::Prod | Fold::All) { Scalar::Int(1) } else { Scalar::Int(0) };
         return super::create::full(&device, &[a, 1, b], v, acc);
     }
@@ -162,7 +190,8 @@ fn fold_expr(
     let ty = ctype(acc);
     let st = store_type(acc);
     let identity = fold.identity(acc);
-    let mut src = fold_source(e, &p.value, fold, acc);
+    let mut src = fold_source(e, &p, fold, acc);
+    let kname = fold_name(&p, fold);
     let (params, setup) = (&p.params, &p.row_setup);
     // Four accumulators keep four reads in flight per thread: one at a time
     // cannot cover the memory's latency.
@@ -171,7 +200,7 @@ fn fold_expr(
         let _ = write!(
             src,
             r#"
-extern "C" __global__ void red(unsigned char* __restrict__ out_raw, u64 rows, u64 cols, u64 splits{dims}{params}) {{
+extern "C" __global__ void {kname}(unsigned char* __restrict__ out_raw, u64 rows, u64 cols, u64 splits{dims}{params}) {{
   __shared__ {ty} sh[256];
   {st}* out = ({st}*)out_raw;
   u64 per = (cols + splits - 1) / splits;
@@ -209,7 +238,7 @@ extern "C" __global__ void red(unsigned char* __restrict__ out_raw, u64 rows, u6
         let _ = write!(
             src,
             r#"
-extern "C" __global__ void red(unsigned char* __restrict__ out_raw, u64 an, u64 k, u64 splits, u64 cols{dims}{params}) {{
+extern "C" __global__ void {kname}(unsigned char* __restrict__ out_raw, u64 an, u64 k, u64 splits, u64 cols{dims}{params}) {{
   {st}* out = ({st}*)out_raw;
   u64 per = (k + splits - 1) / splits;
   u64 s = blockIdx.y;
@@ -231,7 +260,7 @@ extern "C" __global__ void red(unsigned char* __restrict__ out_raw, u64 an, u64 
         let gx = b.div_ceil(256).min(65535);
         Launch { grid: (gx as u32, splits as u32, a.min(65535) as u32), block: (256, 1, 1), shared: 0 }
     };
-    let kern = device.kernel(&src, "red")?;
+    let kern = device.kernel(&src, &kname)?;
     let mut args = vec![KArg::U64(out.ptr())];
     if inner {
         args.extend([KArg::U64(a as u64), KArg::U64(k as u64), KArg::U64(splits as u64)]);
@@ -274,7 +303,7 @@ const TILE_ROWS: usize = 8;
 /// leaves are read straight, coalesced along the columns (staging them
 /// too was measured slower: 1.7 against 2.5 TB/s on an H100). The result
 /// has shape `(1, 1, cols)`.
-fn fold_tiled(e: &Expr, staged: &[usize], fold: Fold, acc: DType) -> Result<GpuChunk, ArrayError> {
+fn fold_tiled(e: &Expr, staged: &[usize], fold: &Fold, acc: DType) -> Result<GpuChunk, ArrayError> {
     let device = e.device()?;
     let (k, cols) = (e.shape[0], e.shape[1]);
     let gx = cols.div_ceil(TILE);
@@ -295,12 +324,13 @@ fn fold_tiled(e: &Expr, staged: &[usize], fold: Fold, acc: DType) -> Result<GpuC
     }
     let macros: String =
         staged.iter().map(|i| format!("#define S{i}(r, c) sh{i}[threadIdx.x][(r) - j0]\n")).collect();
-    let mut src = fold_source(e, &p.value, fold, acc);
+    let mut src = fold_source(e, &p, fold, acc);
+    let kname = fold_name(&p, fold);
     let _ = write!(
         src,
         r#"
 {macros}
-extern "C" __global__ void red(unsigned char* __restrict__ out_raw, u64 k, u64 per, u64 cols{params}) {{
+extern "C" __global__ void {kname}(unsigned char* __restrict__ out_raw, u64 k, u64 per, u64 cols{params}) {{
 {tiles}  __shared__ {ty} part[{TILE_ROWS}][{TILE}];
   {st}* out = ({st}*)out_raw;
   const unsigned int tx = threadIdx.x, ty = threadIdx.y;
@@ -343,7 +373,7 @@ extern "C" __global__ void red(unsigned char* __restrict__ out_raw, u64 k, u64 p
         r2 = 2 * TILE_ROWS,
         r3 = 3 * TILE_ROWS,
     );
-    let kern = device.kernel(&src, "red")?;
+    let kern = device.kernel(&src, &kname)?;
     // Enough pieces of the rows that the thread blocks fill every SM in one
     // wave (as many as the kernel's registers let an SM hold: a second,
     // part-filled wave would cost more than it adds), each piece whole
@@ -373,7 +403,7 @@ extern "C" __global__ void red(unsigned char* __restrict__ out_raw, u64 k, u64 p
 /// Fold the expression over `axes` (sorted): the run that `fold_expr` can
 /// read fused, the rest on its (small) result. A run ending at the last
 /// axis is split so that its last axis is the fused one.
-fn fold_axes_expr(e: &Expr, axes: &[usize], fold: Fold, acc: DType) -> Result<GpuChunk, ArrayError> {
+fn fold_axes_expr(e: &Expr, axes: &[usize], fold: &Fold, acc: DType) -> Result<GpuChunk, ArrayError> {
     let nd = e.shape.len();
     let mut runs: Vec<(usize, usize)> = Vec::new();
     for &ax in axes {
@@ -407,7 +437,7 @@ fn fold_axes_expr(e: &Expr, axes: &[usize], fold: Fold, acc: DType) -> Result<Gp
 }
 
 /// Fold every axis of `axes` (sorted), one adjacent run at a time.
-fn fold_axes(x: &GpuChunk, axes: &[usize], fold: Fold, acc: DType) -> Result<GpuChunk, ArrayError> {
+fn fold_axes(x: &GpuChunk, axes: &[usize], fold: &Fold, acc: DType) -> Result<GpuChunk, ArrayError> {
     let mut runs: Vec<(usize, usize)> = Vec::new();
     for &ax in axes {
         match runs.last_mut() {
@@ -453,7 +483,7 @@ fn partial_of(red: Reduction, e: &Expr, axes: &[usize]) -> Result<Option<Vec<Gpu
         )));
     }
     let t = e.dtype;
-    let simple = |f: Fold, acc: DType| match e.as_leaf() {
+    let simple = |f: &Fold, acc: DType| match e.as_leaf() {
         Some(x) => fold_axes(x, axes, f, acc),
         None => fold_axes_expr(e, axes, f, acc),
     };
@@ -465,20 +495,20 @@ fn partial_of(red: Reduction, e: &Expr, axes: &[usize]) -> Result<Option<Vec<Gpu
         }
     };
     Ok(Some(match red {
-        Reduction::Sum => vec![simple(Fold::Sum, red.out_dtype(t))?],
-        Reduction::Prod => vec![simple(Fold::Prod, red.out_dtype(t))?],
-        Reduction::Min => vec![simple(Fold::Min, t)?],
-        Reduction::Max => vec![simple(Fold::Max, t)?],
-        Reduction::Any => vec![simple(Fold::Any, DType::Bool)?],
-        Reduction::All => vec![simple(Fold::All, DType::Bool)?],
+        Reduction::Sum => vec![simple(&Fold::Sum, red.out_dtype(t))?],
+        Reduction::Prod => vec![simple(&Fold::Prod, red.out_dtype(t))?],
+        Reduction::Min => vec![simple(&Fold::Min, t)?],
+        Reduction::Max => vec![simple(&Fold::Max, t)?],
+        Reduction::Any => vec![simple(&Fold::Any, DType::Bool)?],
+        Reduction::All => vec![simple(&Fold::All, DType::Bool)?],
         Reduction::Mean => {
-            let sum = simple(Fold::Sum, t.to_float())?;
+            let sum = simple(&Fold::Sum, t.to_float())?;
             let count = super::create::full(&e.device()?, sum.shape(), Scalar::Float(n as f64), DType::F64)?;
             vec![sum, count]
         }
         Reduction::Var { .. } | Reduction::Std { .. } => {
             let x = &block()?;
-            let sum = fold_axes(x, axes, Fold::Sum, DType::F64)?;
+            let sum = fold_axes(x, axes, &Fold::Sum, DType::F64)?;
             let mean = if n == 0 {
                 super::create::full(x.device(), sum.shape(), Scalar::Float(0.0), DType::F64)?
             } else {
@@ -494,7 +524,7 @@ fn partial_of(red: Reduction, e: &Expr, axes: &[usize]) -> Result<Option<Vec<Gpu
                 Term::Expr(Expr::leaf(mean.clone())),
             )?;
             let sq = Expr::binary(BinOp::Mul, Term::Expr(d.clone()), Term::Expr(d))?;
-            let m2 = fold_axes_expr(&sq, axes, Fold::Sum, DType::F64)?;
+            let m2 = fold_axes_expr(&sq, axes, &Fold::Sum, DType::F64)?;
             let count = super::create::full(x.device(), mean.shape(), Scalar::Float(n as f64), DType::F64)?;
             vec![count, mean, m2]
         }
@@ -615,4 +645,99 @@ pub fn finalize(
         _ => return Err(ArrayError::Value("reduction partials do not match".into())),
     };
     Ok(Some(if keepdims { r } else { r.squeeze(axes) }))
+}
+
+/// A block of the user fold's identity (an empty fold).
+fn fill_identity(
+    device: &Arc<brisk_gpu::Device>,
+    u: &UserFold,
+    shape: &[usize],
+) -> Result<GpuChunk, ArrayError> {
+    let out = GpuChunk::alloc(device, u.acc, shape)?;
+    let n = out.len();
+    if n == 0 {
+        return Ok(out);
+    }
+    let mut src = String::from(PRELUDE);
+    let _ = write!(
+        src,
+        r#"
+extern "C" __global__ void fill_{name}({st}* out, u64 n) {{
+{defs}  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) out[i] = ({st}){id};
+}}
+"#,
+        name = u.label,
+        st = store_type(u.acc),
+        defs = u.typedefs.iter().map(|(n, t)| format!("  typedef {} {n};\n", ctype(*t))).collect::<String>(),
+        id = u.identity_expr(),
+    );
+    let k = device.kernel(&src, &format!("fill_{}", u.label))?;
+    device.launch(&k, Launch::linear(device, n, 256), &[KArg::U64(out.ptr()), KArg::U64(n as u64)])?;
+    Ok(out)
+}
+
+/// The chunk step of a user's reduction: `e` (the map applied to the
+/// inputs; in a fused chain not yet evaluated, and read as it folds)
+/// folded over `axes` by the user's `reduce_expr`, the axes kept at
+/// length 1.
+pub fn user_partial(fold: &Arc<UserFold>, e: &Expr, axes: &[usize]) -> Result<GpuChunk, ArrayError> {
+    if axes.iter().any(|&a| a >= e.shape.len()) {
+        return Err(ArrayError::Value(format!(
+            "axes {axes:?} out of range for a block of dimension {}",
+            e.shape.len()
+        )));
+    }
+    let f = Fold::User(fold.clone());
+    match e.as_leaf() {
+        Some(x) => fold_axes(x, axes, &f, fold.acc),
+        None => fold_axes_expr(e, axes, &f, fold.acc),
+    }
+}
+
+/// Partials of a user's reduction merged elementwise by `reduce_expr`, as
+/// one expression (up to `MERGE_FAN_IN` partials; more merge in levels).
+fn user_merged(fold: &Arc<UserFold>, parts: &[GpuChunk]) -> Result<Expr, ArrayError> {
+    if parts.len() > MERGE_FAN_IN {
+        let level = parts
+            .chunks(MERGE_FAN_IN)
+            .map(|g| materialize(&user_merged(fold, g)?))
+            .collect::<Result<Vec<_>, _>>()?;
+        return user_merged(fold, &level);
+    }
+    let mut it = parts.iter();
+    let first = it.next().ok_or_else(|| ArrayError::Value("no partials to combine".into()))?;
+    let m: Arc<UserFn> = fold.merge_fn();
+    let mut e = Expr::leaf(first.clone());
+    for p in it {
+        e = Expr::user(m.clone(), vec![Term::Expr(e), Term::Expr(Expr::leaf(p.clone()))])?;
+    }
+    Ok(e)
+}
+
+/// Merge partials of a user's reduction (a level of the tree).
+pub fn user_combine(fold: &Arc<UserFold>, parts: &[GpuChunk]) -> Result<GpuChunk, ArrayError> {
+    match parts {
+        [one] => Ok(one.clone()),
+        _ => materialize(&user_merged(fold, parts)?),
+    }
+}
+
+/// The last merge and the user's `post_map_expr`, in one kernel. `in_n`
+/// and `out_n` are `_in_ind.size()` and `_out_ind.size()`: the elements
+/// folded into each output, and the outputs.
+pub fn user_aggregate(
+    fold: &Arc<UserFold>,
+    post: &Arc<UserFn>,
+    parts: &[GpuChunk],
+    axes: &[usize],
+    keepdims: bool,
+    sizes: (i64, i64),
+) -> Result<GpuChunk, ArrayError> {
+    let merged = user_merged(fold, parts)?;
+    let e = Expr::user(
+        post.clone(),
+        vec![Term::Expr(merged), Term::Scalar(Scalar::Int(sizes.0)), Term::Scalar(Scalar::Int(sizes.1))],
+    )?;
+    let r = materialize(&e)?;
+    Ok(if keepdims { r } else { r.squeeze(axes) })
 }

@@ -937,3 +937,125 @@ fn results_move_to_the_host_and_back_exactly() {
         assert_eq!(place::device_bytes(&back), 1 << 30);
     }
 }
+
+fn try_run(a: &arr::Array) -> Result<Chunk, String> {
+    let rt = Runtime::new(LocalConfig { threads: 2, ..LocalConfig::default() }, Arc::new(NoUdfs));
+    let (layer, key) = arr::finalize(a);
+    let v = rt.compute(graph(&[layer]), &[key], &CancelToken::new()).map_err(|e| e.to_string())?;
+    match &v[0] {
+        Value::Array(c) => Ok(Chunk::clone(c)),
+        other => Err(format!("not a host array: {other:?}")),
+    }
+}
+
+/// Users' kernels (`elementwise_kernel`, `reduction_kernel`,
+/// `raw_kernel`) against the built-in operations on the same arrays:
+/// broadcasting across uneven chunks, fused chains around them, every
+/// reduction axis, `_in_ind.size()`, a raw kernel per block and from a
+/// task; a compile error shows NVRTC's log counted in the user's lines.
+#[test]
+fn users_kernels_match_the_built_in_operations() {
+    use super::user::{ElementwiseSpec, RawSpec, ReductionSpec};
+    let Some(_) = device() else { return };
+    let cpu = Ctx::default();
+    let rand = |shape: &[usize], chunks: &[i64], seed: u64, t: DType| {
+        let x =
+            arr::random(&cpu, shape, &spec(chunks), seed, crate::array::create::Dist::Uniform, t).expect("x");
+        arr::to_gpu(&cpu, &x).expect("to_gpu")
+    };
+    let bin =
+        |op: BinOp, a: &arr::Array, b: Lazy| arr::binary(&cpu, op, &Lazy::Array(a.clone()), &b).expect("op");
+    let fma = ElementwiseSpec::new("T x, T y, float64 s", "T z", "z = x * y + s", "fma").expect("spec");
+    for t in [DType::F64, DType::F32] {
+        let x = rand(&[301, 301], &[100, 120], 1, t);
+        let y = rand(&[301], &[77], 2, t);
+        let mine = arr::user_elementwise(
+            &cpu,
+            &fma,
+            &[Lazy::Array(x.clone()), Lazy::Array(y.clone()), Lazy::Scalar(Scalar::Float(0.25))],
+        )
+        .expect("fma");
+        let theirs =
+            bin(BinOp::Add, &bin(BinOp::Mul, &x, Lazy::Array(y.clone())), Lazy::Scalar(Scalar::Float(0.25)));
+        close(&run(&mine), &run(&theirs), &format!("{t} fma with a broadcast row"));
+        // Fused with the chain after it, and folded by a reduction.
+        let chain = |a: &arr::Array| {
+            let m = bin(BinOp::Mul, a, Lazy::Scalar(Scalar::Int(2)));
+            arr::reduction(&cpu, &m, Reduction::Sum, Some(&[0]), false, None).expect("sum")
+        };
+        close(&run(&chain(&mine)), &run(&chain(&theirs)), &format!("{t} (fma * 2).sum(0)"));
+    }
+    let x = rand(&[301, 257], &[100, 64], 3, DType::F64);
+    let sq = bin(BinOp::Mul, &x, Lazy::Array(x.clone()));
+    let l2 =
+        ReductionSpec::new("T x", "T y", "x * x", "a + b", "y = sqrt(a)", "0", "l2norm", None).expect("l2");
+    let mean = ReductionSpec::new("T x", "T y", "x", "a + b", "y = a / _in_ind.size()", "0", "mymean", None)
+        .expect("mean");
+    let max =
+        ReductionSpec::new("T x", "T y", "x", "max(a, b)", "y = a", "-INFINITY", "mymax", None).expect("max");
+    for (axes, keep) in
+        [(None, false), (Some(vec![0i64]), false), (Some(vec![1]), true), (Some(vec![0, 1]), true)]
+    {
+        let ax = axes.as_deref();
+        let what = format!("over {axes:?} keepdims {keep}");
+        let mine = arr::user_reduction(&cpu, &l2, &[Lazy::Array(x.clone())], ax, keep).expect("l2");
+        let s = arr::reduction(&cpu, &sq, Reduction::Sum, ax, keep, None).expect("sum");
+        let theirs = arr::unary(&cpu, UnOp::Sqrt, &s).expect("sqrt");
+        close(&run(&mine), &run(&theirs), &format!("l2norm {what}"));
+        let mine = arr::user_reduction(&cpu, &mean, &[Lazy::Array(x.clone())], ax, keep).expect("mean");
+        let theirs = arr::reduction(&cpu, &x, Reduction::Mean, ax, keep, None).expect("mean");
+        close(&run(&mine), &run(&theirs), &format!("mean {what}"));
+        let mine = arr::user_reduction(&cpu, &max, &[Lazy::Array(sq.clone())], ax, keep).expect("max");
+        let theirs = arr::reduction(&cpu, &sq, Reduction::Max, ax, keep, None).expect("max");
+        close(&run(&mine), &run(&theirs), &format!("max of a fused map {what}"));
+    }
+    // A raw kernel on every block, and from a task on host arrays.
+    let src = r#"extern "C" __global__ void scale(const double* x, double* y, long long n, double k) {
+        long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = x[i] * k;
+    }"#;
+    let raw = RawSpec::new(src, "scale").expect("raw");
+    let launch = raw::RawLaunch {
+        grid: None,
+        block: [128, 1, 1],
+        shared: 0,
+        args: vec![Scalar::Float(3.0)],
+        dtype: DType::F64,
+    };
+    let t = arr::transpose(&cpu, &x, None).expect("t");
+    let mine = arr::map_blocks_gpu(&cpu, &t, &raw, launch).expect("map_blocks_gpu");
+    close(
+        &run(&mine),
+        &run(&bin(BinOp::Mul, &t, Lazy::Scalar(Scalar::Float(3.0)))),
+        "raw kernel on transposed blocks",
+    );
+    let host = sample(&[1000], DType::F64, 1);
+    let out = Chunk::full(&[1000], Scalar::Float(0.0), DType::F64);
+    let got = raw::launch_host(
+        &raw,
+        [8, 1, 1],
+        [128, 1, 1],
+        0,
+        &[
+            raw::HostArg::Array(host.clone()),
+            raw::HostArg::Array(out),
+            raw::HostArg::Scalar(Scalar::Int(1000)),
+            raw::HostArg::Scalar(Scalar::Float(-2.0)),
+        ],
+    )
+    .expect("launch");
+    let want = elementwise::binary(BinOp::Mul, Operand::Chunk(&host), Operand::Scalar(Scalar::Float(-2.0)))
+        .expect("*");
+    close(&got[1], &want, "raw kernel launched from a task");
+    // A compile error names the kernel and the line of the user's body.
+    let bad =
+        ElementwiseSpec::new("float64 x", "float64 y", "double t = x;\ny = t + q", "typo").expect("spec");
+    let e = try_run(&arr::user_elementwise(&cpu, &bad, &[Lazy::Array(x.clone())]).expect("lazy"))
+        .expect_err("refused");
+    assert!(e.contains("did not compile") && e.contains("typo(2): error") && e.contains("\"q\""), "{e}");
+    let missing =
+        RawSpec::new("extern \"C\" __global__ void scale2(double* y) {}\n// scale", "scale").expect("raw");
+    let launch = raw::RawLaunch { grid: None, block: [32, 1, 1], shared: 0, args: vec![], dtype: DType::F64 };
+    let e = try_run(&arr::map_blocks_gpu(&cpu, &x, &missing, launch).expect("lazy")).expect_err("refused");
+    assert!(e.contains("has no kernel named scale"), "{e}");
+}

@@ -49,31 +49,60 @@ pub fn reduction(
     if red.is_arg() {
         a.known(red.name())?;
     }
-    let split = split_every.unwrap_or(SPLIT_EVERY).max(2);
-    let per_axis = ((split as f64).powf(1.0 / axes.len().max(1) as f64) as usize).max(2);
     let out_dtype = red.out_dtype(a.dtype);
-
     let mut t = Tokenizer::new();
-    t.str(red.name()).str(&a.name).serde(&(&axes, keepdims, split));
+    t.str(red.name()).str(&a.name).serde(&(&axes, keepdims, split_every.unwrap_or(SPLIT_EVERY).max(2)));
     let token = t.finish();
-    let label = red.name();
-
-    // Level 0: one partial per block.
-    let chunk_name: Arc<str> = Arc::from(format!("{label}-chunk-{token}"));
     let shape = a.shape();
     let offs: Vec<Vec<usize>> = a.chunks.iter().map(|c| offsets(c)).collect();
+    let ops = TreeOps {
+        partial: &|idx: &[usize]| {
+            let place = if red.is_arg() {
+                BlockPlace {
+                    offsets: idx.iter().enumerate().map(|(d, &i)| offs[d][i]).collect(),
+                    shape: shape.clone(),
+                }
+            } else {
+                BlockPlace::default()
+            };
+            ArrayOp::Partial { red, axes: axes.clone(), place }
+        },
+        combine: &|| ArrayOp::Combine { red },
+        aggregate: &|| ArrayOp::Aggregate { red, axes: axes.clone(), keepdims, out: out_dtype },
+    };
+    tree(ctx, a, &axes, keepdims, split_every, red.name(), &token, out_dtype, &ops)
+}
+
+/// The ops of each level of a tree reduction.
+pub struct TreeOps<'a> {
+    /// The chunk step of the block at this index.
+    pub partial: &'a dyn Fn(&[usize]) -> ArrayOp,
+    pub combine: &'a dyn Fn() -> ArrayOp,
+    pub aggregate: &'a dyn Fn() -> ArrayOp,
+}
+
+/// A tree reduction of `a` over `axes` (sorted, checked) with `ops`.
+#[allow(clippy::too_many_arguments)]
+pub fn tree(
+    ctx: &Ctx,
+    a: &Array,
+    axes: &[usize],
+    keepdims: bool,
+    split_every: Option<usize>,
+    label: &str,
+    token: &str,
+    out_dtype: crate::array::dtype::DType,
+    ops: &TreeOps<'_>,
+) -> Result<Array, ArrayError> {
+    let nd = a.ndim();
+    let split = split_every.unwrap_or(SPLIT_EVERY).max(2);
+    let per_axis = ((split as f64).powf(1.0 / axes.len().max(1) as f64) as usize).max(2);
+    // Level 0: one partial per block.
+    let chunk_name: Arc<str> = Arc::from(format!("{label}-chunk-{token}"));
     let mut numblocks = a.numblocks();
     let mut tasks = Vec::new();
     for idx in grid(&numblocks) {
-        let place = if red.is_arg() {
-            BlockPlace {
-                offsets: idx.iter().enumerate().map(|(d, &i)| offs[d][i]).collect(),
-                shape: shape.clone(),
-            }
-        } else {
-            BlockPlace::default()
-        };
-        let op = ArrayOp::Partial { red, axes: axes.clone(), place };
+        let op = (ops.partial)(&idx);
         tasks.push(array_task(ctx, block(&chunk_name, &idx), op, vec![Arg::Dep(0)], vec![a.block_key(&idx)]));
     }
     let mut prev = chunk_name;
@@ -118,11 +147,7 @@ pub fn reduction(
                 })
                 .collect();
             let args = (0..deps.len()).map(|i| Arg::Dep(i as u32)).collect();
-            let op = if last {
-                ArrayOp::Aggregate { red, axes: axes.clone(), keepdims, out: out_dtype }
-            } else {
-                ArrayOp::Combine { red }
-            };
+            let op = if last { (ops.aggregate)() } else { (ops.combine)() };
             let out_idx: Vec<usize> = if last && !keepdims {
                 idx.iter().enumerate().filter(|(d, _)| !axes.contains(d)).map(|(_, &i)| i).collect()
             } else {
