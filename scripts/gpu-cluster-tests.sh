@@ -59,6 +59,10 @@ diff "$tmp/local.out" "$tmp/fault.out" || fail "answers changed after a GPU fail
 grep -q "its GPU failed: .*GPU error on device" "$tmp/scheduler.err" || { cat "$tmp/scheduler.err" "$tmp/b.err" >&2; fail "the scheduler did not report the GPU failure"; }
 grep -m1 "its GPU failed" "$tmp/scheduler.err"
 echo "ok: a failed GPU is reported, its work reruns elsewhere, answers exact"
+CUDA_VISIBLE_DEVICES=0 "$bin" worker "$addr" --name pinned --resources "PIN=1" 2> "$tmp/pinned.err" &
+pids+=($!)
+for _ in $(seq 100); do grep -q 'worker pinned joined' "$tmp/scheduler.err" && break; sleep 0.1; done
+BRISK_SCHEDULER_ADDRESS="$addr" "$bin" run tests/gpu/pinned.rhai || { cat "$tmp/pinned.err" >&2; fail "tests/gpu/pinned.rhai"; }
 for _ in $(seq 100); do [ "$(grep -c 'joined' "$tmp/scheduler.err")" -ge 3 ] && break; sleep 0.1; done
 grep -q "worker b-0 joined\|worker b-0-[0-9]* joined" <(tail -n +3 "$tmp/scheduler.err") && echo "ok: its nanny started a new worker b-0"
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done

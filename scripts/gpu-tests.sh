@@ -20,6 +20,7 @@ if command -v cargo >/dev/null; then
 else
     for t in "${BRISK_TEST_BINS:?no cargo: set BRISK_TEST_BINS}"/brisk_gpu-*; do "$t"; done
     for t in "$BRISK_TEST_BINS"/brisk_engine-*; do "$t" gpu::; done
+    for t in "$BRISK_TEST_BINS"/session-*; do [ -x "$t" ] && "$t" every_documented_example_runs; done
 fi
 bin="${BRISK_BIN:-target/release/brisk}"
 # The GPU examples print what their golden files say.

@@ -517,8 +517,40 @@ fn cuda_device() -> Result<Arc<brisk_gpu::Device>, WorkerError> {
     rt.devices().first().cloned().ok_or_else(|| WorkerError::NoGpu("no GPU device is visible".into()))
 }
 
+/// What a plain worker's row shows of its GPU. Pinned as the seeds
+/// describe (`CUDA_VISIBLE_DEVICES` naming one device of this machine), it
+/// is that device's worker and offers `GPU: 1` unless told an amount;
+/// programs it runs (`run_command`) inherit the variable and see that
+/// device alone.
+fn pinned_gpu(resources: &mut Vec<(String, f64)>) -> String {
+    let devices = match brisk_engine::gpu::probe() {
+        brisk_engine::gpu::Gpus::Devices(d) => d,
+        brisk_engine::gpu::Gpus::None(_) => return "no GPU".into(),
+    };
+    let pinned = match (std::env::var("CUDA_VISIBLE_DEVICES"), cuda::visible_devices(None)) {
+        (Ok(_), Ok(list)) if list.len() == 1 => list.into_iter().next(),
+        _ => None,
+    };
+    // NVML numbers every device of the machine, whatever the variable says.
+    let shown = match &pinned {
+        Some(v) => {
+            v.parse::<u32>().ok().and_then(|i| devices.iter().find(|g| g.index == i)).or(devices.first())
+        }
+        None => devices.first(),
+    };
+    let Some(g) = shown else { return "no GPU".into() };
+    if let Some(v) = &pinned {
+        if !resources.iter().any(|(n, _)| n == "GPU") {
+            resources.push(("GPU".into(), 1.0));
+        }
+        return format!("GPU {v}: {}, {}", g.name, brisk_engine::memory::fmt_bytes(g.memory_total));
+    }
+    format!("{}, {}", g.name, brisk_engine::memory::fmt_bytes(g.memory_total))
+}
+
 async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), WorkerError> {
     let name = options.name.clone().unwrap_or_else(|| format!("worker-{}", std::process::id()));
+    let mut resources = options.resources.clone();
     // A CUDA worker without its GPU stops before it joins.
     let (gpu, device_limit) = match options.device_memory_limit {
         Some(limit) => {
@@ -534,16 +566,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
             );
             (gpu, Some(bytes))
         }
-        None => {
-            let gpu = match brisk_engine::gpu::probe() {
-                brisk_engine::gpu::Gpus::Devices(d) => d
-                    .first()
-                    .map(|g| format!("{}, {}", g.name, brisk_engine::memory::fmt_bytes(g.memory_total)))
-                    .unwrap_or_else(|| "no GPU".into()),
-                brisk_engine::gpu::Gpus::None(_) => "no GPU".into(),
-            };
-            (gpu, None)
-        }
+        None => (pinned_gpu(&mut resources), None),
     };
     let conn = first_connect(&options, &name).await?;
     // Serve data where the scheduler's connection left this machine, unless told.
@@ -570,7 +593,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         nthreads: options.nthreads.max(1) as u32,
         memory_limit: options.memory_limit,
         device_memory_limit: device_limit,
-        resources: options.resources.clone(),
+        resources: resources.clone(),
         address: address.clone(),
         gpu: gpu.clone(),
         pid: std::process::id(),

@@ -348,8 +348,15 @@ pub fn store_type(t: DType) -> &'static str {
     }
 }
 
-/// Helpers with NumPy's semantics, shared by every generated kernel.
+/// Helpers with NumPy's semantics, shared by every generated kernel, and
+/// the constants users' kernels expect (NVRTC has no math headers).
 pub const PRELUDE: &str = r#"
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
 typedef unsigned long long u64;
 typedef long long i64;
 template <typename T> __device__ __forceinline__ bool b_isnan(T v) { return v != v; }
