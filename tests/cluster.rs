@@ -1513,3 +1513,37 @@ fn a_cuda_workers_device_memory_is_shown_and_its_gpu_failure_removes_it() {
     assert_eq!(text(&out.stdout), "[2, 3, 4]\n");
     c.finish();
 }
+
+/// `--resources GPU=2` on a worker that sees two devices: two GPU tasks
+/// run at once, each given a device of its own, which the programs they
+/// start see as `CUDA_VISIBLE_DEVICES`. No GPU is needed: the worker deals
+/// the devices the variable lists.
+#[test]
+fn a_worker_offering_two_gpus_gives_each_gpu_task_its_own_device() {
+    let mut c = TestCluster::start(0);
+    let scheduler = c.address.clone();
+    c.add_worker_env_via(
+        &scheduler,
+        &["--no-nanny", "--nthreads", "2", "--resources", "GPU=2"],
+        &[("CUDA_VISIBLE_DEVICES", "5,7")],
+    );
+    let out = c.run(
+        r#"
+let fs = [];
+for i in 0..2 { fs.push(run_command(["sh", "-c", "echo $CUDA_VISIBLE_DEVICES; sleep 1"], #{resources: #{GPU: 1}})); }
+let seen = fs.map(|f| { let s = f.result().stdout; s.trim(); s });
+seen.sort();
+print(seen);
+let one = run_command(["sh", "-c", "echo $CUDA_VISIBLE_DEVICES"], #{resources: #{GPU: 1}}).result().stdout;
+one.trim();
+print(one == "5" || one == "7");
+let plain = run_command(["sh", "-c", "echo $CUDA_VISIBLE_DEVICES"]).result().stdout;
+plain.trim();
+print(plain);
+"#,
+        Duration::from_secs(60),
+    );
+    assert_ok(&out, "two GPU tasks");
+    assert_eq!(text(&out.stdout), "[\"5\", \"7\"]\ntrue\n5,7\n", "each GPU task had its own device");
+    c.finish();
+}

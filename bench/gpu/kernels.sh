@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Users' kernels against built-in fused kernels (bench/gpu/kernels.rhai), in
 # two processes over one fresh kernel cache: the first compiles, the
-# second's warm-up reads the cache. Prints the JSON lines and a summary.
+# second's warm-up reads the cache (the first keeps the generated sources
+# in OUTDIR/sources). Prints the JSON lines and a summary.
 #   BRISK_BIN=path/to/brisk bash bench/gpu/kernels.sh OUTDIR
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -10,7 +11,7 @@ mkdir -p "$out"
 bin="${BRISK_BIN:-target/release/brisk}"
 BRISK_KERNEL_CACHE="$(mktemp -d)"
 export BRISK_KERNEL_CACHE
-CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" "$bin" run bench/gpu/kernels.rhai > "$out/kernels-cold.jsonl"
+CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" BRISK_KERNEL_SOURCES="$out/sources" "$bin" run bench/gpu/kernels.rhai > "$out/kernels-cold.jsonl"
 CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" "$bin" run bench/gpu/kernels.rhai > "$out/kernels-cached.jsonl"
 rm -rf "$BRISK_KERNEL_CACHE"
 python3 - "$out" <<'PY'

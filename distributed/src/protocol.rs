@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Bumped on any change of the messages; peers of another version are refused.
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 
 /// The first field of every hello: a peer that is not brisk is told apart at once.
 pub const MAGIC: &str = "brisk";
@@ -409,6 +409,9 @@ pub enum ToWorker {
         priority: (i64, u64, u32),
         /// Seconds a run may take (`annotate(#{timeout})`).
         timeout: Option<f64>,
+        /// The task's `GPU` resource: a worker that offers several GPUs
+        /// gives it one device of its own (`TaskContext::device`).
+        gpus: f64,
     },
     /// Closures' code that the next tasks refer to (each sent once per worker).
     Codes { codes: Vec<Arc<Code>> },
@@ -572,6 +575,7 @@ mod tests {
                     deps: vec![DepAt { key: Key::new("x-1"), who_has: vec!["tcp://127.0.0.1:1".into()] }],
                     priority: (0, 1, 2),
                     timeout: Some(2.5),
+                    gpus: 1.0,
                 },
             ])
             .expect("encodes"),

@@ -288,6 +288,8 @@ struct WTask {
     priority: (i64, u64, u32),
     cancel: Arc<AtomicBool>,
     timeout: Option<Duration>,
+    /// Its `GPU` resource: it takes one of `Shared::gpu_slots`, if any.
+    gpus: f64,
     /// The scheduler connection it was assigned on (see `WState::epoch`).
     epoch: u64,
 }
@@ -392,6 +394,9 @@ struct Shared {
     /// Peers whose lent GPU blocks could not be copied here (the driver
     /// refused): they are asked for host copies.
     no_ipc: Mutex<FxHashSet<String>>,
+    /// Devices dealt to GPU tasks, one each, where this worker offers
+    /// several (`gpu_slots`); a flag marks one taken.
+    gpu_slots: Vec<(String, AtomicBool)>,
 }
 
 impl Shared {
@@ -517,6 +522,29 @@ fn cuda_device() -> Result<Arc<brisk_gpu::Device>, WorkerError> {
     rt.devices().first().cloned().ok_or_else(|| WorkerError::NoGpu("no GPU device is visible".into()))
 }
 
+/// The devices a plain worker that offers several GPUs (`--resources
+/// GPU=2`) deals out, one per running GPU task: those `CUDA_VISIBLE_DEVICES`
+/// lists, else every device of the machine, as many as it offers. Empty
+/// where it offers fewer than two or sees fewer than two (a CUDA worker has
+/// one device, already its process's alone).
+fn gpu_slots(resources: &[(String, f64)], cuda_worker: bool) -> Vec<(String, AtomicBool)> {
+    let offered: f64 = resources.iter().filter(|(n, _)| n == "GPU").map(|(_, x)| x).sum();
+    if cuda_worker || offered < 2.0 {
+        return Vec::new();
+    }
+    let listed: Vec<String> = match std::env::var("CUDA_VISIBLE_DEVICES") {
+        Ok(v) => v.split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_string).collect(),
+        Err(_) => match brisk_engine::gpu::probe() {
+            brisk_engine::gpu::Gpus::Devices(d) => d.iter().map(|g| g.index.to_string()).collect(),
+            brisk_engine::gpu::Gpus::None(_) => Vec::new(),
+        },
+    };
+    if listed.len() < 2 {
+        return Vec::new();
+    }
+    listed.into_iter().take(offered as usize).map(|d| (d, AtomicBool::new(false))).collect()
+}
+
 /// What a plain worker's row shows of its GPU. Pinned as the seeds
 /// describe (`CUDA_VISIBLE_DEVICES` naming one device of this machine), it
 /// is that device's worker and offers `GPU: 1` unless told an amount;
@@ -617,6 +645,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         spill_failed: AtomicBool::new(false),
         kill_at: options.kill_at,
         ipc_host: device_limit.map(|_| cuda::host_id()),
+        gpu_slots: gpu_slots(&resources, device_limit.is_some()),
         no_ipc: Mutex::default(),
     });
     log::info("worker", &format!("{name} serving data at {address}, scheduler {}", options.scheduler));
@@ -799,9 +828,9 @@ fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<(String, b
         for msg in batch {
             match msg {
                 ToWorker::Registered { journaled } => shared.journaled.store(journaled, Ordering::SeqCst),
-                ToWorker::Compute { key, run, op, deps, priority, timeout } => {
+                ToWorker::Compute { key, run, op, deps, priority, timeout, gpus } => {
                     let timeout = timeout.and_then(|t| brisk_engine::exec::deadline::seconds(t).ok());
-                    let task = Assigned { key, run, op, deps, priority, timeout };
+                    let task = Assigned { key, run, op, deps, priority, timeout, gpus };
                     if compute(&mut st, task, &mut to_fetch) {
                         woke += 1;
                     }
@@ -857,10 +886,11 @@ struct Assigned {
     deps: Vec<DepAt>,
     priority: (i64, u64, u32),
     timeout: Option<Duration>,
+    gpus: f64,
 }
 
 fn compute(st: &mut WState, task: Assigned, to_fetch: &mut FxHashMap<Vec<String>, Vec<(Key, u64)>>) -> bool {
-    let Assigned { key, run, op, deps, priority, timeout } = task;
+    let Assigned { key, run, op, deps, priority, timeout, gpus } = task;
     if let Some(old) = st.tasks.remove(&key) {
         old.cancel.store(true, Ordering::SeqCst);
         release_holds(st, &old.holds);
@@ -910,7 +940,10 @@ fn compute(st: &mut WState, task: Assigned, to_fetch: &mut FxHashMap<Vec<String>
     }
     let cancel = Arc::new(AtomicBool::new(false));
     let epoch = st.epoch;
-    st.tasks.insert(key, WTask { run, op, deps: dep_keys, missing, holds, priority, cancel, timeout, epoch });
+    st.tasks.insert(
+        key,
+        WTask { run, op, deps: dep_keys, missing, holds, priority, cancel, timeout, gpus, epoch },
+    );
     ready
 }
 
@@ -1340,8 +1373,10 @@ impl Shared {
             let op = task.op.clone();
             let cancel = task.cancel.clone();
             let timeout = task.timeout;
+            let gpus = task.gpus;
             st.running += 1;
             drop(st);
+            let slot = if gpus > 0.0 { self.take_gpu_slot() } else { None };
             let start = Instant::now();
             let from_disk = inputs.iter().flatten().any(|i| matches!(i, Lookup::Disk(..)));
             let mut retried = false;
@@ -1353,7 +1388,9 @@ impl Shared {
                 PIECES_LOST.with(|l| l.borrow_mut().take());
                 let out = match loaded {
                     Ok(inputs) => {
-                        let (result, splits) = self.run_task(&next.key, &op, &inputs, &cancel, timeout);
+                        let device = slot.and_then(|i| self.gpu_slots.get(i)).map(|(d, _)| d.as_str());
+                        let (result, splits) =
+                            self.run_task(&next.key, &op, &inputs, &cancel, timeout, device);
                         let lost = match (&result, PIECES_LOST.with(|l| l.borrow_mut().take())) {
                             (Err(_), Some(host)) => split_on(&inputs, &host).map(|i| (i, host)),
                             _ => None,
@@ -1376,6 +1413,9 @@ impl Shared {
                 }
                 break out;
             };
+            if let Some((_, taken)) = slot.and_then(|i| self.gpu_slots.get(i)) {
+                taken.store(false, Ordering::Release);
+            }
             if result.is_ok() && !splits.is_empty() {
                 die_if(self.kill_at, KillAt::Split);
             }
@@ -1597,6 +1637,13 @@ impl Shared {
         st
     }
 
+    /// A free device of `gpu_slots`, now taken by the caller.
+    fn take_gpu_slot(&self) -> Option<usize> {
+        self.gpu_slots.iter().position(|(_, taken)| {
+            taken.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        })
+    }
+
     /// A task failed in a CUDA call: if the device no longer works (a
     /// sticky error, such as an illegal address, leaves the context
     /// unusable), say so to the scheduler, which runs this worker's work
@@ -1701,6 +1748,7 @@ impl Shared {
         inputs: &[Value],
         cancel: &Arc<AtomicBool>,
         timeout: Option<Duration>,
+        device: Option<&str>,
     ) -> (Result<Value, TaskError>, Vec<(Pieces, u32)>) {
         let op: Op = match shipped::resolving(&self.codes, || crate::protocol::decode(&op.0)) {
             Ok(op) => op,
@@ -1709,7 +1757,7 @@ impl Shared {
                 return (Err(e), Vec::new());
             }
         };
-        let ctx = TaskContext { key, cancelled: cancel, interrupt: None };
+        let ctx = TaskContext { key, cancelled: cancel, interrupt: None, device };
         let splits = op.shuffle_splits().into_iter().map(|(p, i)| (p.clone(), i)).collect();
         (execute_timed(&op, inputs, &*self.udfs, &ctx, timeout), splits)
     }

@@ -144,6 +144,9 @@ pub struct TaskContext<'a> {
     /// Set when the client that runs this task inline (sync mode) is
     /// interrupted (Ctrl-C): the task stops, and is not failed.
     pub interrupt: Option<&'a Arc<AtomicBool>>,
+    /// The GPU this attempt was given (as `CUDA_VISIBLE_DEVICES` names
+    /// it) by a worker that offers several: programs it runs see that one.
+    pub device: Option<&'a str>,
 }
 
 impl TaskContext<'_> {

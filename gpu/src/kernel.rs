@@ -139,6 +139,7 @@ impl Device {
         let cubin = match file.as_ref().and_then(|f| std::fs::read(f).ok()) {
             Some(c) if !c.is_empty() => c,
             _ => {
+                keep_source(source, name, key);
                 let c = compile(source, name, &self.arch)?;
                 if let Some(f) = &file {
                     store(f, &c);
@@ -217,6 +218,18 @@ impl Device {
         let k = self.kernel(SOURCE, "brisk_fault")?;
         let one = Launch { grid: (1, 1, 1), block: (1, 1, 1), shared: 0 };
         self.launch(&k, one, &[KArg::U64(8)])
+    }
+}
+
+/// `BRISK_KERNEL_SOURCES=DIR` keeps the source of every kernel this
+/// process compiles as `DIR/NAME-KEY.cu`: what NVRTC was given, users'
+/// snippets inside brisk's generated code, to read or to profile.
+fn keep_source(source: &str, name: &str, key: u64) {
+    if let Some(dir) = std::env::var_os("BRISK_KERNEL_SOURCES") {
+        let dir = PathBuf::from(dir);
+        if std::fs::create_dir_all(&dir).is_ok() {
+            let _ = std::fs::write(dir.join(format!("{name}-{key:016x}.cu")), source);
+        }
     }
 }
 

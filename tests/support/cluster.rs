@@ -134,9 +134,18 @@ impl TestCluster {
     /// As `add_worker_with_nanny`, reaching the scheduler at `scheduler`
     /// (a proxy in front of it).
     pub fn add_worker_via(&mut self, scheduler: &str, args: &[&str]) {
+        self.add_worker_env_via(scheduler, args, &[]);
+    }
+
+    /// As `add_worker_via`, with `env` set for the worker (its own
+    /// `--nthreads` in `args` replaces the one thread).
+    pub fn add_worker_env_via(&mut self, scheduler: &str, args: &[&str], env: &[(&str, &str)]) {
         let name = format!("w{}", self.workers.len());
         let mut cmd = brisk();
-        cmd.args(["worker", scheduler, "--nthreads", "1", "--name", &name]).args(args);
+        cmd.args(["worker", scheduler, "--name", &name]).args(args).envs(env.iter().copied());
+        if !args.contains(&"--nthreads") {
+            cmd.args(["--nthreads", "1"]);
+        }
         if let Some(t) = &self.token {
             cmd.args(["--token", t]);
         }

@@ -1627,8 +1627,14 @@ impl State {
                             .collect();
                         let priority = (priority.neg_user, priority.generation, priority.order);
                         let timeout = spec.timeout;
+                        let gpus = spec.annotations.as_ref().map_or(0.0, |a| {
+                            a.resources.iter().filter(|(n, _)| n == "GPU").map(|(_, x)| x).sum()
+                        });
                         self.note_run(&key);
-                        self.tell_worker(worker, ToWorker::Compute { key, run, op, deps, priority, timeout });
+                        self.tell_worker(
+                            worker,
+                            ToWorker::Compute { key, run, op, deps, priority, timeout, gpus },
+                        );
                     }
                     Action::Cancel { worker, task } => {
                         if let Some(key) = self.key_of(task) {

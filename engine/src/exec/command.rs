@@ -43,6 +43,9 @@ pub(super) fn run(args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, Task
     })?;
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    if let Some(d) = ctx.device {
+        cmd.env("CUDA_VISIBLE_DEVICES", d);
+    }
     match &options {
         Value::Map(m) => {
             if let Some(bad) = m.keys().find(|k| !["env", "cwd"].contains(&k.as_str())) {

@@ -95,7 +95,12 @@ pub fn execute(
         }
         Op::Fused(steps) => {
             let mut one = |step: &Step, step_inputs: &[Value]| {
-                let sub = TaskContext { key: &step.key, cancelled: ctx.cancelled, interrupt: ctx.interrupt };
+                let sub = TaskContext {
+                    key: &step.key,
+                    cancelled: ctx.cancelled,
+                    interrupt: ctx.interrupt,
+                    device: ctx.device,
+                };
                 execute(&step.op, step_inputs, udfs, &sub)
             };
             // Chains on GPU blocks run as generated kernels.
@@ -117,7 +122,12 @@ pub fn execute(
                     })
                     .collect::<Option<Vec<_>>>()
                     .ok_or_else(|| TaskError::internal("fused step refers to a missing input"))?;
-                let sub = TaskContext { key: &step.key, cancelled: ctx.cancelled, interrupt: ctx.interrupt };
+                let sub = TaskContext {
+                    key: &step.key,
+                    cancelled: ctx.cancelled,
+                    interrupt: ctx.interrupt,
+                    device: ctx.device,
+                };
                 results.push(execute(&step.op, &step_inputs, udfs, &sub)?);
             }
             results.pop().ok_or_else(|| TaskError::internal("empty fused task"))
@@ -245,7 +255,12 @@ mod tests {
     fn run(op: &Op, inputs: &[Value]) -> Result<Value, TaskError> {
         let cancelled = Arc::new(AtomicBool::new(false));
         let key = Key::new("t");
-        execute(op, inputs, &NoUdfs, &TaskContext { key: &key, cancelled: &cancelled, interrupt: None })
+        execute(
+            op,
+            inputs,
+            &NoUdfs,
+            &TaskContext { key: &key, cancelled: &cancelled, interrupt: None, device: None },
+        )
     }
 
     fn call(b: Builtin, args: Vec<Arg>) -> Op {

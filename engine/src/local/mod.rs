@@ -543,6 +543,7 @@ impl Shared {
             key: &job.key,
             cancelled: &job.cancel,
             interrupt: interrupt.map(CancelToken::flag),
+            device: None,
         };
         execute_timed(&job.op.op, &job.inputs, &*self.udfs, &ctx, job.op.timeout)
     }

@@ -50,9 +50,8 @@ pub fn user_reduction(
         None => (0..nd).collect(),
         Some(ax) => norm_axes(ax, nd)?,
     };
-    if !axes.is_empty() && axes.contains(&0) {
-        mapped.known(&spec.name)?;
-    }
+    // `_in_ind.size()` and `_out_ind.size()` need every length.
+    mapped.known(&spec.name)?;
     let shape = mapped.shape();
     let in_n: usize = axes.iter().map(|&d| shape[d]).product();
     let out_n: usize = (0..nd).filter(|d| !axes.contains(d)).map(|d| shape[d]).product();
