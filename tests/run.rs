@@ -967,6 +967,11 @@ out.trim();
 print(out == "early" && t0.elapsed < 5.0);
 let again = [run_command(["date", "+%N"]), run_command(["date", "+%N"])];
 print(again[0].key != again[1].key);
+let d = delayed(|x| `from ${{x}}`).call("delayed");
+print(run_command(["echo", d]).result().stdout);
+let g = submit(|x| `future ${{x}}`, 1);
+print(run_command(["echo", g]).result().stdout);
+let f = run_command(["echo", 5]); wait([f]); print(f.exception());
 "#
     );
     for (name, head) in [("local", ""), ("cluster", "let c = local_cluster(#{workers: 1, threads: 2});\n")] {
@@ -983,6 +988,9 @@ print(again[0].key != again[1].key);
         assert!(text.contains("unknown option 'colour' (env, cwd, resources, timeout)"), "{name}: {text}");
         assert!(text.contains("longer than its timeout"), "{name}: {text}");
         assert!(text.contains("true\ncancelled\ntrue\ntrue"), "{name}: {text}");
+        // Delayed values and futures as arguments: the program runs on their values.
+        assert!(text.contains("from delayed\n\nfuture 1\n"), "{name}: {text}");
+        assert!(text.contains("item 1 of the command must be a string, got int"), "{name}: {text}");
         // The programs stopped by the timeout and the cancel, and their children, are gone.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {

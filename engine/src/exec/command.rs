@@ -35,12 +35,25 @@ const QUOTED: usize = 20;
 pub(super) fn run(args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, TaskError> {
     let mut args = args.into_iter();
     let (argv, options) = (args.next().unwrap_or_default(), args.next().unwrap_or_default());
-    let argv = strings(&argv).filter(|a| !a.is_empty()).ok_or_else(|| {
-        TaskError::user(format!(
-            "run_command: the command must be a non-empty array of strings, got {}",
-            argv.type_name()
-        ))
-    })?;
+    let argv = match &argv {
+        Value::List(items) if !items.is_empty() => items
+            .iter()
+            .enumerate()
+            .map(|(i, x)| match x {
+                Value::Str(s) => Ok(s.to_string()),
+                other => Err(TaskError::user(format!(
+                    "run_command: item {i} of the command must be a string, got {} (a delayed value or future as an item must give a string)",
+                    other.type_name()
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        other => {
+            return Err(TaskError::user(format!(
+                "run_command: the command must be a non-empty array of strings, got {}",
+                if matches!(other, Value::List(_)) { "an empty array" } else { other.type_name() }
+            )));
+        }
+    };
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     if let Some(d) = ctx.device {
@@ -141,19 +154,6 @@ pub(super) fn run(args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, Task
     m.insert("stderr".to_string(), Value::str(&stderr));
     m.insert("returncode".to_string(), Value::Int(0));
     Ok(Value::Map(Arc::new(m)))
-}
-
-fn strings(v: &Value) -> Option<Vec<String>> {
-    match v {
-        Value::List(items) => items
-            .iter()
-            .map(|x| match x {
-                Value::Str(s) => Some(s.to_string()),
-                _ => None,
-            })
-            .collect(),
-        _ => None,
-    }
 }
 
 /// Read a stream to its end on a thread of its own, keeping the first

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use brisk_gpu::{KArg, Launch};
 
 use super::chunk::GpuChunk;
+pub use super::ctype::{ctype, store_type};
 use super::user::UserFn;
 use crate::array::dtype::{DType, Scalar};
 use crate::array::elementwise::{BinOp, UnOp, broadcast_shapes, result_dtype, unary_dtype};
@@ -328,23 +329,6 @@ impl Expr {
             (None, Some(d)) => Ok(d.clone()),
             (None, None) => super::chunk::default_device(),
         }
-    }
-}
-
-/// The C type of a value of `t` in registers, and in memory.
-pub fn ctype(t: DType) -> &'static str {
-    match t {
-        DType::Bool => "bool",
-        DType::I64 => "long long",
-        DType::F32 => "float",
-        DType::F64 => "double",
-    }
-}
-
-pub fn store_type(t: DType) -> &'static str {
-    match t {
-        DType::Bool => "unsigned char",
-        t => ctype(t),
     }
 }
 

@@ -12,6 +12,7 @@ pub mod expr;
 mod arg;
 mod chunk;
 mod create;
+mod ctype;
 mod layout;
 mod linalg;
 pub mod place;

@@ -668,7 +668,7 @@ extern "C" __global__ void fill_{name}({st}* out, u64 n) {{
 "#,
         name = u.label,
         st = store_type(u.acc),
-        defs = u.typedefs.iter().map(|(n, t)| format!("  typedef {} {n};\n", ctype(*t))).collect::<String>(),
+        defs = super::user::typedefs(&u.typedefs),
         id = u.identity_expr(),
     );
     let k = device.kernel(&src, &format!("fill_{}", u.label))?;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::expr::ctype;
+use super::ctype::ctype;
 use crate::array::dtype::{DType, Scalar};
 use crate::array::error::ArrayError;
 
@@ -196,7 +196,8 @@ fn user_text(label: &str, text: &str) -> String {
     format!("\n#line 1 \"{label}\"\n{text}\n#line 1 \"brisk-generated\"\n")
 }
 
-fn typedefs(defs: &[(String, DType)]) -> String {
+/// `typedef` lines binding placeholders in a generated function.
+pub fn typedefs(defs: &[(String, DType)]) -> String {
     defs.iter().map(|(n, t)| format!("  typedef {} {n};\n", ctype(*t))).collect()
 }
 
