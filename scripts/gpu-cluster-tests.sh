@@ -21,6 +21,12 @@ fail() { echo "FAILED: $*" >&2; exit 1; }
 grep -E '^\{"check"|^ok' /tmp/brisk-gpu-cluster.jsonl
 "$bin" run tests/gpu/cluster_spill.rhai || fail "tests/gpu/cluster_spill.rhai"
 "$bin" run tests/gpu/kernels.rhai || fail "tests/gpu/kernels.rhai"
+# A local session offers its GPUs to a program that asks for one.
+local_rhai="$(mktemp --suffix .rhai)"
+echo 'let r = run_command(["sh", "-c", "echo local"], #{resources: #{GPU: 1}}).result().stdout; r.trim(); print(r);' > "$local_rhai"
+[ "$("$bin" run "$local_rhai")" = "local" ] || fail "a local session refused run_command with resources #{GPU: 1}"
+rm -f "$local_rhai"
+echo "ok: a local session offers its GPUs to run_command"
 if python3 -c "import torch" 2> /dev/null; then
     "$bin" run tests/gpu/run_command.rhai || fail "tests/gpu/run_command.rhai"
     echo "ok: run_command's programs see their worker's one GPU"

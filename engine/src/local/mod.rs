@@ -343,11 +343,28 @@ impl Shared {
     }
 
     /// Tasks on GPU blocks take a share of the `GPU` resource, of which the
-    /// worker offers one per device from the first graph that has them.
+    /// worker offers one per device from the first graph that has them, or
+    /// that asks for it (`run_command(..., #{resources: #{GPU: 1}})`: the
+    /// devices are counted by NVML, no CUDA context is made for it).
     /// Without a usable GPU nothing changes: such tasks fail when run, with
     /// the reason there is no GPU.
     fn take_gpus(&self, tasks: &mut [crate::graph::task::Task]) {
         use crate::array::gpu::resource;
+        let asks = tasks.iter().any(|t| {
+            t.annotations.as_ref().is_some_and(|a| a.resources.iter().any(|(n, _)| n == resource::GPU))
+        });
+        if asks && self.lock().gpus == 0 {
+            let count = match crate::gpu::probe() {
+                crate::gpu::Gpus::Devices(d) => d.len(),
+                crate::gpu::Gpus::None(_) => 0,
+            };
+            let mut st = self.lock();
+            if count > 0 && st.gpus == 0 {
+                let st = &mut *st;
+                st.gpus = count;
+                st.core.set_resource(st.worker, resource::GPU, count as f64, &mut st.out);
+            }
+        }
         let runtime = match brisk_gpu::opened() {
             Some(rt) => rt,
             None if resource::makes_gpu_blocks(tasks) => match brisk_gpu::runtime() {
