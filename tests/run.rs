@@ -1038,6 +1038,7 @@ let raw = raw_kernel("extern \"C\" __global__ void twice(double* y) {}", "twice"
 show(|| raw_kernel("__global__ void f() {}", "g"));
 show(|| x.map_blocks_gpu(raw, #{block: [32, 64]}));
 show(|| x.map_blocks_gpu(raw, #{grid: 0}));
+show(|| x.map_blocks_gpu(raw, #{shared_mem: -1}));
 show(|| raw.launch(#{grid: 1, block: 32, args: [x.compute()]}));
 let c = local_cluster(#{workers: 1, threads: 1});
 print(submit(|v| `${raw.name} ${v}`, 7).result());
@@ -1061,6 +1062,7 @@ c.close();
         "raw_kernel: the source has no kernel named g",
         "a block of [32, 64, 1] threads: between 1 and 1024 threads in all",
         "a grid of [0, 1, 1] blocks: at least 1 along each axis",
+        "shared_mem must be between 0 and 2^32 bytes, got -1",
         "no GPU: ",
         "twice 7",
     ];

@@ -138,18 +138,19 @@ fn number(d: &Dynamic, what: &str) -> Res<Scalar> {
     scalar_of(d).ok_or_else(|| wrong_type(what, "a number or a bool", d))
 }
 
+/// Bytes of dynamic shared memory (default none).
+fn shared_mem(o: &Opts) -> Res<u32> {
+    let n = o.get("shared_mem").map(|d| int_of(d, "shared_mem")).transpose()?.unwrap_or(0);
+    u32::try_from(n).map_err(|_| runtime(format!("shared_mem must be between 0 and 2^32 bytes, got {n}")))
+}
+
 fn map_blocks_gpu(state: &SessionState, x: &LazyArray, k: &RawKernel, m: Option<Map>) -> Res<LazyArray> {
     const F: &str = "map_blocks_gpu";
     let o = Opts::new(m, F, &["grid", "block", "shared_mem", "args", "dtype"])?;
     let launch = RawLaunch {
         grid: o.get("grid").map(|d| dims(d, "grid")).transpose()?,
         block: o.get("block").map(|d| dims(d, "block")).transpose()?.unwrap_or([256, 1, 1]),
-        shared: o
-            .get("shared_mem")
-            .map(|d| int_of(d, "shared_mem"))
-            .transpose()?
-            .unwrap_or(0)
-            .clamp(0, u32::MAX as i64) as u32,
+        shared: shared_mem(&o)?,
         args: match o.get("args") {
             Some(d) => {
                 let a =
@@ -168,9 +169,7 @@ fn launch(k: &RawKernel, m: Map) -> Res<RArray> {
     let o = Opts::new(Some(m), F, &["grid", "block", "shared_mem", "args"])?;
     let grid = dims(o.get("grid").ok_or_else(|| runtime("launch needs grid"))?, "grid")?;
     let block = dims(o.get("block").ok_or_else(|| runtime("launch needs block"))?, "block")?;
-    let shared = o.get("shared_mem").map(|d| int_of(d, "shared_mem")).transpose()?.unwrap_or(0);
-    let shared = u32::try_from(shared)
-        .map_err(|_| runtime(format!("shared_mem must not be negative, got {shared}")))?;
+    let shared = shared_mem(&o)?;
     let mut args = Vec::new();
     if let Some(d) = o.get("args") {
         let a = d.read_lock::<RArray>().ok_or_else(|| wrong_type(F, "args: an array", d))?;
