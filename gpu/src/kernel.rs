@@ -135,11 +135,15 @@ impl Device {
         if let Some(k) = self.kernels.lock().map_err(|_| self.fail("kernel cache", "poisoned"))?.get(&key) {
             return Ok(k.clone());
         }
-        let file = cache_dir().map(|d| d.join(format!("{name}-{key:016x}-{}.cubin", self.arch)));
+        // The name as a file name: an operation read from a peer names no
+        // path outside the cache.
+        let stem: String =
+            name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+        let file = cache_dir().map(|d| d.join(format!("{stem}-{key:016x}-{}.cubin", self.arch)));
         let cubin = match file.as_ref().and_then(|f| std::fs::read(f).ok()) {
             Some(c) if !c.is_empty() => c,
             _ => {
-                keep_source(source, name, key);
+                keep_source(source, &stem, key);
                 let c = compile(source, name, &self.arch)?;
                 if let Some(f) = &file {
                     store(f, &c);

@@ -208,9 +208,9 @@ impl UserFn {
         let params: Vec<String> = self.params.iter().map(|(n, t)| format!("{} {n}", ctype(*t))).collect();
         let mut s = format!("__device__ __forceinline__ {ret} {fname}({}) {{\n", params.join(", "));
         s.push_str(&typedefs(&self.typedefs));
-        if self.sizes {
-            let n = self.params.len();
-            let (a, b) = (&self.params[n - 2].0, &self.params[n - 1].0);
+        if self.sizes
+            && let [.., (a, _), (b, _)] = self.params.as_slice()
+        {
             let _ = writeln!(
                 s,
                 "  struct brisk_ind {{ long long n; __device__ long long size() const {{ return n; }} }};\n  brisk_ind _in_ind{{{a}}}, _out_ind{{{b}}};"
@@ -653,5 +653,19 @@ mod tests {
         assert!(b.post.definition("p").contains("_in_ind{brisk_in_n}"));
         let e = ReductionSpec::new("T x", "T a", "x", "a + b", "", "0", "r", None).expect_err("refused");
         assert!(e.to_string().contains("cannot be named a"));
+    }
+
+    #[test]
+    fn a_malformed_function_read_from_a_peer_gives_source_not_a_panic() {
+        let f = UserFn {
+            label: "x".into(),
+            params: vec![],
+            out: ("y".into(), DType::F64),
+            typedefs: vec![],
+            body: "y = 1".into(),
+            expr: false,
+            sizes: true,
+        };
+        assert!(f.definition("uk0").contains("double uk0()"));
     }
 }
