@@ -555,9 +555,11 @@ fn pinned_gpu(resources: &mut Vec<(String, f64)>) -> String {
         brisk_engine::gpu::Gpus::Devices(d) => d,
         brisk_engine::gpu::Gpus::None(_) => return "no GPU".into(),
     };
-    let pinned = match (std::env::var("CUDA_VISIBLE_DEVICES"), cuda::visible_devices(None)) {
-        (Ok(_), Ok(list)) if list.len() == 1 => list.into_iter().next(),
-        _ => None,
+    let pinned = match std::env::var_os("CUDA_VISIBLE_DEVICES") {
+        Some(_) => {
+            cuda::visible_devices(None).ok().filter(|l| l.len() == 1).and_then(|l| l.into_iter().next())
+        }
+        None => None,
     };
     // NVML numbers every device of the machine, whatever the variable says.
     let shown = match &pinned {

@@ -21,6 +21,12 @@ pub enum GpuError {
     /// A kernel did not compile (a brisk bug, or a user's kernel).
     #[error("CUDA kernel {name} did not compile:\n{log}")]
     Compile { name: String, log: String },
+    /// A source that compiled but defines no kernel by that name (a
+    /// user's `raw_kernel` without `extern "C"`, or misnamed).
+    #[error(
+        "the compiled source has no kernel named {name}; declare it extern \"C\" __global__ void {name}(...) ({detail})"
+    )]
+    NoKernel { name: String, detail: String },
 }
 
 pub type Result<T> = std::result::Result<T, GpuError>;

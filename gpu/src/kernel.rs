@@ -154,7 +154,9 @@ impl Device {
         self.bind()?;
         let module =
             self.ctx.load_module(Ptx::from_binary(cubin)).map_err(|e| self.fail("loading a kernel", e))?;
-        let func = module.load_function(name).map_err(|e| self.fail("finding a kernel", e))?;
+        let func = module
+            .load_function(name)
+            .map_err(|e| GpuError::NoKernel { name: name.into(), detail: format!("{e:?}") })?;
         let k = Arc::new(Kernel { name: name.into(), func, device: self.ordinal });
         self.kernels.lock().map_err(|_| self.fail("kernel cache", "poisoned"))?.insert(key, k.clone());
         Ok(k)
@@ -230,10 +232,7 @@ impl Device {
 /// snippets inside brisk's generated code, to read or to profile.
 fn keep_source(source: &str, name: &str, key: u64) {
     if let Some(dir) = std::env::var_os("BRISK_KERNEL_SOURCES") {
-        let dir = PathBuf::from(dir);
-        if std::fs::create_dir_all(&dir).is_ok() {
-            let _ = std::fs::write(dir.join(format!("{name}-{key:016x}.cu")), source);
-        }
+        store(&PathBuf::from(dir).join(format!("{name}-{key:016x}.cu")), source.as_bytes());
     }
 }
 

@@ -114,22 +114,23 @@ pub(super) fn run(args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, Task
         child.stdout.take().map(|o| drain(o, outputs[0].clone())),
         child.stderr.take().map(|e| drain(e, outputs[1].clone())),
     ];
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) => {}
-            Err(e) => return Err(TaskError::user(format!("run_command: waiting for {program:?}: {e}"))),
-        }
+    let waiting =
+        |e: nix::errno::Errno| TaskError::user(format!("run_command: waiting for {program:?}: {e}"));
+    while !ended(group).map_err(waiting)? {
         if ctx.is_cancelled() {
             stop(&mut child, group);
             return Err(TaskError::cancelled());
         }
         std::thread::sleep(POLL);
-    };
+    }
     // The program's own children may hold the pipes open: they belong to
-    // the task, which is over. One that left the group (setsid) may still
-    // hold them: its output is waited for a grace period, not for ever.
+    // the task, which is over. The program is not reaped yet, so its group
+    // id cannot have passed to another process. One that left the group
+    // (setsid) may still hold them: its output is waited for a grace
+    // period, not for ever.
     let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    let status =
+        child.wait().map_err(|e| TaskError::user(format!("run_command: waiting for {program:?}: {e}")))?;
     let until = Instant::now() + GRACE;
     while readers.iter().flatten().any(|h| !h.is_finished()) && Instant::now() < until {
         std::thread::sleep(POLL);
@@ -174,16 +175,30 @@ fn drain(mut r: impl Read + Send + 'static, into: Arc<Mutex<Vec<u8>>>) -> std::t
     })
 }
 
+/// Whether the program (the leader of `group`) has ended, without reaping
+/// it: until it is reaped its id, which is the group's, is not reused, so
+/// signals to the group cannot reach an unrelated process.
+fn ended(group: nix::unistd::Pid) -> Result<bool, nix::errno::Errno> {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    loop {
+        match waitid(Id::Pid(group), flags) {
+            Ok(WaitStatus::StillAlive) => return Ok(false),
+            Ok(_) => return Ok(true),
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Stop the program's process group: SIGTERM, then SIGKILL after the
-/// grace period; the program is reaped either way.
+/// grace period (the program not reaped before, see [`ended`]); the
+/// program is reaped either way.
 fn stop(child: &mut std::process::Child, group: nix::unistd::Pid) {
     use nix::sys::signal::{Signal, killpg};
     let _ = killpg(group, Signal::SIGTERM);
     let until = Instant::now() + GRACE;
-    while Instant::now() < until {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            break;
-        }
+    while Instant::now() < until && !ended(group).unwrap_or(true) {
         std::thread::sleep(POLL);
     }
     let _ = killpg(group, Signal::SIGKILL);

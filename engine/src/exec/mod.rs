@@ -154,13 +154,16 @@ fn build_arg(a: &Arg, inputs: &[Value]) -> Result<Value, TaskError> {
     })
 }
 
+/// `call` runs `run_command` itself (it polls its cancellation).
+fn apart() -> TaskError {
+    TaskError::internal("run_command runs apart from the other builtins")
+}
+
 fn builtin(b: Builtin, args: Vec<Value>) -> Result<Value, TaskError> {
     use Value::{Float, Int};
     let arity = match b {
         Builtin::Identity | Builtin::Neg => 1,
-        Builtin::RunCommand => {
-            return Err(TaskError::internal("run_command runs apart from the other builtins"));
-        }
+        Builtin::RunCommand => return Err(apart()),
         _ => 2,
     };
     if args.len() != arity {
@@ -179,9 +182,7 @@ fn builtin(b: Builtin, args: Vec<Value>) -> Result<Value, TaskError> {
     };
     Ok(match b {
         Builtin::Identity => a,
-        Builtin::RunCommand => {
-            return Err(TaskError::internal("run_command runs apart from the other builtins"));
-        }
+        Builtin::RunCommand => return Err(apart()),
         Builtin::Neg => match a {
             Int(i) => Int(i.checked_neg().ok_or_else(|| TaskError::user("integer overflow in neg"))?),
             Float(f) => Float(-f),

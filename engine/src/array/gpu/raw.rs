@@ -71,21 +71,6 @@ fn karg(s: Scalar) -> KArg {
     }
 }
 
-/// The kernel, compiled for `device`; a kernel the source does not define
-/// (or defines without `extern "C"`) is named.
-fn load(
-    spec: &RawSpec,
-    device: &std::sync::Arc<brisk_gpu::Device>,
-) -> Result<std::sync::Arc<brisk_gpu::Kernel>, ArrayError> {
-    device.kernel(&spec.source, &spec.name).map_err(|e| match e {
-        GpuError::Call { what, .. } if what == "finding a kernel" => ArrayError::Gpu(format!(
-            "raw_kernel {}: the compiled source has no kernel named {0}; declare it extern \"C\" __global__ void {0}(...)",
-            spec.name
-        )),
-        e => e.into(),
-    })
-}
-
 /// Launch and wait: a failure on the device is this kernel's.
 fn run(
     spec: &RawSpec,
@@ -93,7 +78,7 @@ fn run(
     cfg: Launch,
     args: &[KArg],
 ) -> Result<(), ArrayError> {
-    let k = load(spec, device)?;
+    let k = device.kernel(&spec.source, &spec.name)?;
     let named = |e: GpuError| match e {
         GpuError::Call { device, detail, .. } => ArrayError::Gpu(
             GpuError::Call { device, what: format!("{USER_KERNEL_FAILED}{}", spec.name), detail }.to_string(),

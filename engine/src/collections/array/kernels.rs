@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::base::{Array, Ctx};
-use super::elementwise::{Operand, elementwise, operand_dtype};
+use super::elementwise::{Operand, elementwise};
 use super::reduction::{TreeOps, tree};
 use crate::array::error::{ArrayError, norm_axes};
 use crate::array::gpu::raw::RawLaunch;
@@ -18,10 +18,9 @@ use crate::graph::token::Tokenizer;
 fn arg_types(inputs: &[Operand]) -> Vec<ArgType> {
     inputs
         .iter()
-        .map(|o| match operand_dtype(o) {
-            (Some(t), _) => ArgType::Array(t),
-            (None, Some(s)) => ArgType::Scalar(s),
-            (None, None) => ArgType::Scalar(crate::array::dtype::Scalar::Int(0)),
+        .map(|o| match o {
+            Operand::Array(a) => ArgType::Array(a.dtype),
+            Operand::Scalar(s) => ArgType::Scalar(*s),
         })
         .collect()
 }
