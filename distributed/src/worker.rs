@@ -634,7 +634,9 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         state: Mutex::new(WState::new(root.join("spill"))),
         work: Condvar::new(),
         udfs,
-        reports: Mutex::new(reports_tx.clone()),
+        // Nothing reaches the scheduler before `connect` sends `Register`
+        // first: a heartbeat ticking sooner would make it drop this worker.
+        reports: Mutex::new(mpsc::unbounded_channel().0),
         journaled: AtomicBool::new(false),
         security: options.security.clone(),
         peers: peers.clone(),
