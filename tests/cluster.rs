@@ -1514,6 +1514,56 @@ fn a_cuda_workers_device_memory_is_shown_and_its_gpu_failure_removes_it() {
     c.finish();
 }
 
+/// `run_command`'s programs run in the worker's own folder under
+/// `--local-directory` (a relative `cwd` is taken from there), so what they
+/// write stays with the worker and goes when it goes; the lines they print
+/// reach the clients that watch the stream (the dashboard's log) as they
+/// come, named by their worker.
+#[test]
+fn run_command_programs_write_in_the_workers_local_directory() {
+    use brisk_engine::client::Client;
+    let mut c = TestCluster::start(0);
+    let dir = std::env::temp_dir().join(format!("brisk-test-workdir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("local directory");
+    c.add_worker(&["--local-directory", dir.to_str().expect("utf-8")]);
+    c.client().wait_for_workers(1, Duration::from_secs(30)).expect("the worker joins");
+    let watching = c.client().subscribe(1000);
+    let out = c.run(
+        r#"
+let here = run_command(["sh", "-c", "mkdir sub && echo made > sub/out.txt && pwd"]).result().stdout;
+here.trim();
+print(here);
+print(run_command(["cat", "out.txt"], #{cwd: "sub"}).result().stdout);
+"#,
+        Duration::from_secs(60),
+    );
+    assert_ok(&out, "programs in the worker's folder");
+    let printed = text(&out.stdout);
+    let (folder, rest) = printed.split_once('\n').expect("two lines");
+    let folder = std::path::Path::new(folder);
+    assert_eq!(folder.parent(), Some(dir.canonicalize().expect("canonical").as_path()), "ran in {printed}");
+    assert!(
+        folder.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("brisk-worker-")),
+        "ran in {printed}"
+    );
+    assert_eq!(rest, "made\n\n", "a relative cwd is under the worker's folder");
+    assert_eq!(std::fs::read_to_string(folder.join("sub/out.txt")).expect("the program's file"), "made\n");
+    // The lines went to the scheduler before the task's result did; they
+    // reach this client on its own connection.
+    let mut logged = Vec::new();
+    while logged.len() < 2 {
+        match watching.recv_timeout(Duration::from_secs(10)) {
+            Ok(brisk_engine::diagnostics::Event::Output { line, .. }) => logged.push(line.to_string()),
+            Ok(_) => {}
+            Err(e) => panic!("the log stopped at {logged:?}: {e}"),
+        }
+    }
+    assert_eq!(logged, [format!("w0: {}", folder.display()), "w0: made".to_string()], "the log");
+    c.finish();
+    assert_eq!(walk(&dir), Vec::<String>::new(), "the worker's folder went with it");
+    std::fs::remove_dir_all(&dir).expect("remove the test's folder");
+}
+
 /// `--resources GPU=2` on a worker that sees two devices: two GPU tasks
 /// run at once, each given a device of its own, which the programs they
 /// start see as `CUDA_VISIBLE_DEVICES`. No GPU is needed: the worker deals

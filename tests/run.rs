@@ -726,13 +726,29 @@ fn the_full_screen_dashboard_opens_and_closes() {
         ("q", 800),
         (":dash no_such_name + 1\n", 1200),
         ("\x1b", 800),
+        // A program's lines show in the log while it runs, not only in its result.
+        (
+            ":dash run_command([\"sh\", \"-c\", \"echo printed-by-$((40+2)); sleep 2\"]).result().returncode\n",
+            2000,
+        ),
+        ("q", 800),
         ("40 + 2 + 100\n", 700),
         // Ctrl-D at an empty prompt leaves.
         ("\x04", 600),
     ];
     let Some(screen) = type_into_repl(steps, &dir.join("history")) else { return };
     // The full screen is drawn by cursor moves, blanks skipped: look for words.
-    for needle in ["Workers", "Progress", "stream", "Memory", "prompt", "GPU", "lambda"] {
+    for needle in [
+        "Workers",
+        "Progress",
+        "stream",
+        "Memory",
+        "prompt",
+        "GPU",
+        "lambda",
+        "programs' output",
+        "printed-by-42",
+    ] {
         assert!(screen.contains(needle), "{needle:?} not on the screen: {screen}");
     }
     let lines: Vec<&str> = screen.lines().map(str::trim).collect();

@@ -368,6 +368,9 @@ impl Shared {
                     let thread = *st.threads.entry((worker, thread)).or_insert(next);
                     st.stream.publish(Event::TaskRan { key, thread, start_us, stop_us, ok });
                 }
+                ToClient::Output { key, worker, line } => {
+                    st.stream.publish(Event::Output { key, line: Arc::from(format!("{worker}: {line}")) });
+                }
             }
         }
     }

@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Bumped on any change of the messages; peers of another version are refused.
-pub const VERSION: u32 = 8;
+pub const VERSION: u32 = 9;
 
 /// The first field of every hello: a peer that is not brisk is told apart at once.
 pub const MAGIC: &str = "brisk";
@@ -294,6 +294,12 @@ pub enum ToClient {
         stop_us: u64,
         ok: bool,
     },
+    /// A line a task's program printed on `worker`.
+    Output {
+        key: Key,
+        worker: String,
+        line: String,
+    },
 }
 
 /// Worker → scheduler.
@@ -383,6 +389,12 @@ pub enum WorkerMsg {
     /// KilledWorker).
     GpuFailed {
         error: String,
+    },
+    /// A line a task's program printed (`run_command`), for clients that
+    /// asked for the stream (the dashboard's log).
+    Output {
+        key: Key,
+        line: String,
     },
 }
 

@@ -397,6 +397,9 @@ struct Shared {
     /// Devices dealt to GPU tasks, one each, where this worker offers
     /// several (`gpu_slots`); a flag marks one taken.
     gpu_slots: Vec<(String, AtomicBool)>,
+    /// This worker's folder under `--local-directory`, where programs run
+    /// by `run_command` write their files unless given a `cwd`.
+    workdir: PathBuf,
 }
 
 impl Shared {
@@ -650,6 +653,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         kill_at: options.kill_at,
         ipc_host: device_limit.map(|_| cuda::host_id()),
         gpu_slots: gpu_slots(&resources, device_limit.is_some()),
+        workdir: root.clone(),
         no_ipc: Mutex::default(),
     });
     log::info("worker", &format!("{name} serving data at {address}, scheduler {}", options.scheduler));
@@ -1761,7 +1765,15 @@ impl Shared {
                 return (Err(e), Vec::new());
             }
         };
-        let ctx = TaskContext { key, cancelled: cancel, interrupt: None, device };
+        let output = |line: &str| self.report(WorkerMsg::Output { key: key.clone(), line: line.to_string() });
+        let ctx = TaskContext {
+            key,
+            cancelled: cancel,
+            interrupt: None,
+            device,
+            workdir: Some(&self.workdir),
+            output: Some(&output),
+        };
         let splits = op.shuffle_splits().into_iter().map(|(p, i)| (p.clone(), i)).collect();
         (execute_timed(&op, inputs, &*self.udfs, &ctx, timeout), splits)
     }

@@ -71,6 +71,8 @@ pub enum Event {
     TaskErred { key: Key, error: TaskError },
     /// Bytes of results in memory changed.
     Memory { bytes: u64 },
+    /// A line a task's program printed (`run_command`), for the log view.
+    Output { key: Key, line: Arc<str> },
 }
 
 /// The subscribers of a runtime.

@@ -137,6 +137,7 @@ pub struct SourceChunk {
 }
 
 /// What a running task can see of its surroundings.
+#[derive(Clone, Copy)]
 pub struct TaskContext<'a> {
     pub key: &'a Key,
     /// Set when the scheduler cancels this attempt.
@@ -147,9 +148,21 @@ pub struct TaskContext<'a> {
     /// The GPU this attempt was given (as `CUDA_VISIBLE_DEVICES` names
     /// it) by a worker that offers several: programs it runs see that one.
     pub device: Option<&'a str>,
+    /// The worker's own folder (under `--local-directory`): programs run
+    /// there unless told otherwise, so their files stay with the worker.
+    /// `None` in a local session, where they run in its working directory.
+    pub workdir: Option<&'a std::path::Path>,
+    /// Where lines a task's program prints go as they come (the
+    /// dashboard's log), besides its result; `None` where nobody shows them.
+    pub output: Option<&'a (dyn Fn(&str) + Sync)>,
 }
 
-impl TaskContext<'_> {
+impl<'a> TaskContext<'a> {
+    /// A task with nothing around it: no interrupt, device nor folder.
+    pub fn new(key: &'a Key, cancelled: &'a Arc<AtomicBool>) -> Self {
+        TaskContext { key, cancelled, interrupt: None, device: None, workdir: None, output: None }
+    }
+
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::Relaxed) || self.interrupt.is_some_and(|i| i.load(Ordering::Relaxed))
     }

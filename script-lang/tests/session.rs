@@ -211,7 +211,7 @@ fn ship_child() {
     let runner = brisk_script::ship::RhaiUdfs::new(brisk_script::api::worker_engine);
     let key = brisk_engine::Key::new("t");
     let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let ctx = TaskContext { key: &key, cancelled: &cancelled, interrupt: None, device: None };
+    let ctx = TaskContext::new(&key, &cancelled);
     let v = runner.call(&udf, vec![Value::Int(4)], &ctx).expect("runs");
     println!("RESULT {v}");
 }

@@ -931,9 +931,10 @@ impl State {
             WorkerMsg::Paused { paused } => Why::Paused(*paused),
             WorkerMsg::Closing => Why::Leaving,
             WorkerMsg::Holds { .. } => Why::Held,
-            WorkerMsg::Register { .. } | WorkerMsg::Heartbeat { .. } | WorkerMsg::GpuFailed { .. } => {
-                Why::Nothing
-            }
+            WorkerMsg::Register { .. }
+            | WorkerMsg::Heartbeat { .. }
+            | WorkerMsg::GpuFailed { .. }
+            | WorkerMsg::Output { .. } => Why::Nothing,
         };
         self.on_worker_msg(conn, wid, msg);
         self.chronicle(|s| {
@@ -1108,6 +1109,16 @@ impl State {
                     );
                 }
                 self.gone(conn, &format!("its GPU failed: {error}"));
+            }
+            WorkerMsg::Output { key, line } => {
+                let Some(worker) = self.workers.get(&conn).map(|w| w.name.to_string()) else { return };
+                for c in self.clients.values_mut().filter(|c| c.stream) {
+                    c.outbox.push(ToClient::Output {
+                        key: key.clone(),
+                        worker: worker.clone(),
+                        line: line.clone(),
+                    });
+                }
             }
         }
     }

@@ -16,12 +16,7 @@ use crate::value::Value;
 fn run(op: &BagOp, args: &[Value]) -> Result<Value, TaskError> {
     let cancelled = Arc::new(AtomicBool::new(false));
     let key = Key::block(Arc::from("bag-test"), &[2]);
-    execute(
-        op,
-        args,
-        &NoUdfs,
-        &TaskContext { key: &key, cancelled: &cancelled, interrupt: None, device: None },
-    )
+    execute(op, args, &NoUdfs, &TaskContext::new(&key, &cancelled))
 }
 
 fn ints(v: &[i64]) -> Value {

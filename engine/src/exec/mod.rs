@@ -95,12 +95,7 @@ pub fn execute(
         }
         Op::Fused(steps) => {
             let mut one = |step: &Step, step_inputs: &[Value]| {
-                let sub = TaskContext {
-                    key: &step.key,
-                    cancelled: ctx.cancelled,
-                    interrupt: ctx.interrupt,
-                    device: ctx.device,
-                };
+                let sub = TaskContext { key: &step.key, ..*ctx };
                 execute(&step.op, step_inputs, udfs, &sub)
             };
             // Chains on GPU blocks run as generated kernels.
@@ -122,12 +117,7 @@ pub fn execute(
                     })
                     .collect::<Option<Vec<_>>>()
                     .ok_or_else(|| TaskError::internal("fused step refers to a missing input"))?;
-                let sub = TaskContext {
-                    key: &step.key,
-                    cancelled: ctx.cancelled,
-                    interrupt: ctx.interrupt,
-                    device: ctx.device,
-                };
+                let sub = TaskContext { key: &step.key, ..*ctx };
                 results.push(execute(&step.op, &step_inputs, udfs, &sub)?);
             }
             results.pop().ok_or_else(|| TaskError::internal("empty fused task"))
@@ -256,12 +246,7 @@ mod tests {
     fn run(op: &Op, inputs: &[Value]) -> Result<Value, TaskError> {
         let cancelled = Arc::new(AtomicBool::new(false));
         let key = Key::new("t");
-        execute(
-            op,
-            inputs,
-            &NoUdfs,
-            &TaskContext { key: &key, cancelled: &cancelled, interrupt: None, device: None },
-        )
+        execute(op, inputs, &NoUdfs, &TaskContext::new(&key, &cancelled))
     }
 
     fn call(b: Builtin, args: Vec<Arg>) -> Op {

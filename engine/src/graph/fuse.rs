@@ -222,7 +222,7 @@ mod tests {
         while let Some(i) = ready.pop() {
             let t = &g.tasks()[i];
             let inputs: Vec<Value> = t.deps.iter().map(|d| values[d].clone()).collect();
-            let ctx = TaskContext { key: &t.key, cancelled: &cancelled, interrupt: None, device: None };
+            let ctx = TaskContext::new(&t.key, &cancelled);
             let v = execute(&t.op, &inputs, &NoUdfs, &ctx).unwrap_or_else(|e| panic!("{}: {e}", t.key));
             values.insert(t.key.clone(), v);
             ran += 1;

@@ -556,11 +556,19 @@ impl Shared {
     }
 
     fn run_job(&self, job: &Job, interrupt: Option<&CancelToken>) -> Result<Value, TaskError> {
+        let output = |line: &str| {
+            let mut st = self.lock();
+            if !st.hub.is_empty() {
+                st.hub.publish(Event::Output { key: job.key.clone(), line: line.into() });
+            }
+        };
         let ctx = TaskContext {
             key: &job.key,
             cancelled: &job.cancel,
             interrupt: interrupt.map(CancelToken::flag),
             device: None,
+            workdir: None,
+            output: Some(&output),
         };
         execute_timed(&job.op.op, &job.inputs, &*self.udfs, &ctx, job.op.timeout)
     }

@@ -15,6 +15,8 @@ use brisk_engine::gpu::Gpus;
 const MEMORY_HISTORY: usize = 480;
 /// Task-stream entries kept.
 const STREAM: usize = 20_000;
+/// Lines of programs' output kept for the log view.
+const LOG: usize = 500;
 /// Tasks per second are measured over this window.
 const RATE_WINDOW: Duration = Duration::from_secs(2);
 
@@ -83,6 +85,9 @@ pub struct Model {
     /// (time, bytes in memory), oldest first.
     pub memory: VecDeque<(Duration, u64)>,
     pub stream: VecDeque<Ran>,
+    /// Lines programs run as tasks printed (`run_command`), oldest first;
+    /// on a cluster each begins with its worker's name.
+    pub log: VecDeque<Arc<str>>,
     /// Group counts when the model started: progress counts from here.
     baseline: HashMap<Arc<str>, (u64, u64, u64)>,
     first: Option<Duration>,
@@ -114,6 +119,7 @@ impl Model {
             elapsed: Duration::ZERO,
             memory: VecDeque::new(),
             stream: VecDeque::new(),
+            log: VecDeque::new(),
             baseline: base.groups.iter().map(|g| (g.name.clone(), (g.total, g.done, g.erred))).collect(),
             first: None,
             done_history: VecDeque::new(),
@@ -210,7 +216,12 @@ impl Model {
     /// Take in pushed events (the task stream).
     pub fn events(&mut self, events: impl IntoIterator<Item = Event>) {
         for e in events {
-            if let Event::TaskRan { key, thread, start_us, stop_us, ok } = e {
+            if let Event::Output { line, .. } = e {
+                self.log.push_back(line);
+                if self.log.len() > LOG {
+                    self.log.pop_front();
+                }
+            } else if let Event::TaskRan { key, thread, start_us, stop_us, ok } = e {
                 let name = key.group();
                 let group = match self.group_names.get(name) {
                     Some(g) => g.clone(),
@@ -364,6 +375,18 @@ mod tests {
         assert_eq!(&*m.stream[0].group, key_group());
         assert!(Arc::ptr_eq(&m.stream[0].group, &m.stream[1].group), "group names are shared");
         assert_eq!((m.stream[1].thread, m.stream[1].ok), (1, false));
+    }
+
+    #[test]
+    fn the_log_keeps_the_latest_lines_of_programs() {
+        let mut m = Model::new(&Snapshot::default());
+        let key = Key::block(Arc::from("run_command-0123456789abcdef"), &[0]);
+        m.events(
+            (0..LOG + 3).map(|i| Event::Output { key: key.clone(), line: Arc::from(format!("line {i}")) }),
+        );
+        assert_eq!(m.log.len(), LOG);
+        assert_eq!((&*m.log[0], &*m.log[LOG - 1]), ("line 3", &*format!("line {}", LOG + 2)));
+        assert!(m.stream.is_empty(), "output is not a task that ran");
     }
 
     fn key_group() -> &'static str {

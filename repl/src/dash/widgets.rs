@@ -173,16 +173,28 @@ pub fn render_inline(m: &Model, area: Rect, buf: &mut Buffer) {
     Paragraph::new(status_line(m)).render(status, buf);
 }
 
-/// The full screen: workers, progress, the task stream and memory over time.
+/// Lines of programs' output the full screen shows (the latest).
+const LOG_ROWS: usize = 8;
+
+/// The full screen: workers, progress, programs' output (once there is
+/// some), the task stream and memory over time.
 pub fn render_full(m: &Model, area: Rect, buf: &mut Buffer) {
-    let [top, groups, bottom, help] = Layout::vertical([
+    // The log takes room only once a program printed something.
+    let log_rows = if m.log.is_empty() { 0 } else { m.log.len().min(LOG_ROWS) as u16 + 2 };
+    let [top, groups, log, bottom, help] = Layout::vertical([
         Constraint::Length(worker_table_height(m) + 2),
         Constraint::Length((m.groups.len().clamp(1, 12) + 3) as u16),
+        Constraint::Length(log_rows),
         Constraint::Min(6),
         Constraint::Length(1),
     ])
     .areas(area);
     let bordered = |title: String| Block::new().borders(Borders::ALL).title(title);
+    if log_rows > 0 {
+        let shown = (log.height.saturating_sub(2) as usize).min(m.log.len());
+        let lines: Vec<Line<'_>> = m.log.iter().skip(m.log.len() - shown).map(|l| Line::from(&**l)).collect();
+        Paragraph::new(lines).block(bordered(" Log (programs' output) ".into())).render(log, buf);
+    }
     Widget::render(worker_table(m).block(bordered(" Workers ".into())), top, buf);
     let mut lines = group_lines(m, groups.width.saturating_sub(2), 12);
     if lines.is_empty() {
@@ -441,6 +453,19 @@ mod tests {
         assert!(t0.starts_with("│█") && t0.contains("█ "), "{t0:?}");
         assert!(t1.contains('×') && !t1.starts_with("│█"), "{t1:?}");
         assert!(text.contains("■ sum"), "a legend names the group:\n{text}");
+        assert!(!text.contains(" Log "), "no log before a program printed:\n{text}");
+    }
+
+    #[test]
+    fn the_full_screen_shows_the_latest_lines_programs_printed() {
+        let mut m = model(Gpus::None("none".into()));
+        m.log = (0..20).map(|i| Arc::from(format!("w0: epoch {i}"))).collect();
+        let rows = draw(&m, 100, 40, true);
+        let text = rows.join("\n");
+        assert!(text.contains(" Log (programs' output) "), "{text}");
+        assert!(text.contains("│w0: epoch 19") && text.contains("│w0: epoch 12"), "{text}");
+        assert!(!text.contains("epoch 11"), "only the latest lines:\n{text}");
+        assert!(text.contains(" Task stream"), "the stream still shows:\n{text}");
     }
 
     #[test]
