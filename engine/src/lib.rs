@@ -23,6 +23,7 @@ pub mod io;
 pub mod key;
 pub mod local;
 pub mod memory;
+pub mod ml;
 pub mod ops;
 pub mod pieces;
 pub mod runner;

@@ -298,6 +298,7 @@ pub fn execute_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
                 op.name()
             )));
         }
+        ArrayOp::Ml(ml) => ml.run(args)?,
         ArrayOp::Rechunk { pieces, numblocks } => {
             arity(op, args, pieces.len())?;
             let mut blocks = Vec::with_capacity(args.len());

@@ -191,6 +191,8 @@ pub enum ArrayOp {
         kernel: Arc<RawSpec>,
         launch: RawLaunch,
     },
+    /// A step of an estimator's fit (`ml`).
+    Ml(crate::ml::op::MlOp),
 }
 
 impl ArrayOp {
@@ -264,6 +266,7 @@ impl ArrayOp {
             ArrayOp::KernelCombine { fold } => format!("{}-combine", fold.label),
             ArrayOp::KernelAggregate { fold, .. } => format!("{}-aggregate", fold.label),
             ArrayOp::RawBlocks { kernel, .. } => kernel.name.clone(),
+            ArrayOp::Ml(op) => op.name().into(),
         }
     }
 }

@@ -22,6 +22,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::array_create::DOCS,
     super::array_docs::DOCS,
     super::gpu_kernels::DOCS,
+    super::ml::DOCS,
     super::bag::DOCS,
     super::dataframe_docs::DOCS,
     super::frame_order::DOCS,
@@ -89,6 +90,7 @@ mod tests {
                 + super::super::deploy::DOCS.len()
                 + super::super::kube::DOCS.len()
                 + super::super::gpu_kernels::DOCS.len()
+                + super::super::ml::DOCS.len()
         );
         let mut seen: Vec<(&str, usize)> = Vec::new();
         for (area, docs) in AREAS.iter().enumerate() {

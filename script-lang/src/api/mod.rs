@@ -20,6 +20,7 @@ mod frame_order;
 mod futures;
 mod gpu_kernels;
 mod kube;
+mod ml;
 mod sized;
 mod write;
 
@@ -63,6 +64,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     frame_order::register(engine, state);
     futures::register(engine, state);
     gpu_kernels::register(engine, state);
+    ml::register(engine, state);
     cluster::register(engine, state);
     deploy::register(engine, state);
     kube::register(engine, state);

@@ -147,7 +147,7 @@ pub fn offsets(chunks: &[usize]) -> Vec<usize> {
 }
 
 /// The key of block `idx` of the layer named `name`.
-pub(super) fn block(name: &Arc<str>, idx: &[usize]) -> Key {
+pub(crate) fn block(name: &Arc<str>, idx: &[usize]) -> Key {
     Key::block(name.clone(), &idx.iter().map(|&i| i as u32).collect::<Vec<_>>())
 }
 
@@ -162,7 +162,7 @@ pub(super) fn token_chunks(t: &mut Tokenizer, chunks: &[Vec<usize>]) {
     }
 }
 
-pub(super) fn array_task(ctx: &Ctx, key: Key, op: ArrayOp, args: Vec<Arg>, deps: Vec<Key>) -> Task {
+pub(crate) fn array_task(ctx: &Ctx, key: Key, op: ArrayOp, args: Vec<Arg>, deps: Vec<Key>) -> Task {
     // Under the GPU backend, what makes blocks from nothing makes them there.
     let op = match op {
         ArrayOp::Random { .. }
@@ -183,7 +183,7 @@ pub(super) fn array_task(ctx: &Ctx, key: Key, op: ArrayOp, args: Vec<Arg>, deps:
     t
 }
 
-pub(super) fn finish(
+pub(crate) fn finish(
     name: String,
     tasks: Vec<Task>,
     deps: Vec<LayerRef>,

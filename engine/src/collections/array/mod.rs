@@ -17,6 +17,8 @@ mod slicing;
 mod structure;
 
 pub use base::{Array, Ctx, finalize, grid, offsets};
+/// For builders of array tasks outside this module (the estimators' fits).
+pub(crate) use base::{array_task, block, finish};
 pub use chunks::{AUTO_BYTES, AxisChunks, ChunkSpec, MAX_BLOCKS, normalize_chunks, regular};
 pub use create::{arange, eye, from_chunk, from_npy, from_zarr, full, linspace, random, to_zarr};
 pub use elementwise::{BlockFn, Operand, astype, binary, map_blocks, to_cpu, to_gpu, unary, where_};

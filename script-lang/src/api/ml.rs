@@ -1,0 +1,654 @@
+//! Estimators with dask-ml's (scikit-learn's) names: `StandardScaler`,
+//! `MinMaxScaler`, `LinearRegression`, `Ridge`, `PCA`, with
+//! `train_test_split` and the metrics. An estimator is a value of its own:
+//! `m.fit(X[, y])` runs now and returns the fitted model, `predict` and
+//! `transform` give lazy arrays, fitted attributes read by scikit-learn's
+//! names (`m.coef_`), and `to_json(m)` writes them all.
+
+use std::sync::Arc;
+
+use brisk_engine::array::Chunk;
+use brisk_engine::collections::array::{self as arr, Array};
+use brisk_engine::ml::linear::{Linear, LinearFit};
+use brisk_engine::ml::pca::{Pca, PcaFit, Solver};
+use brisk_engine::ml::scaler::{MinMaxFit, MinMaxScaler, StandardFit, StandardScaler};
+use brisk_engine::ml::split::TestSize;
+use brisk_engine::ml::{MlError, Runner, metrics};
+use brisk_engine::value::Value;
+use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
+
+use super::args::{ctx, wrong_type};
+use super::array_args::{Opts, err, int_of, whole};
+use super::fndoc::{FnDoc, doc};
+use crate::convert::to_dynamic;
+use crate::error::runtime;
+use crate::state::SessionState;
+use crate::types::LazyArray;
+
+type Res<T> = Result<T, Box<EvalAltResult>>;
+
+/// A documentation example with a small X and y to fit.
+macro_rules! fitted {
+    ($e:literal) => {
+        concat!("let X = random([40, 3], #{chunks: [20, 3], seed: 1});\nlet y = X.sum(1);\n", $e)
+    };
+}
+
+pub const DOCS: &[FnDoc] = &[
+    doc(
+        "StandardScaler",
+        "StandardScaler(#{with_mean: true, with_std: true}) -> Estimator",
+        "Standardize features, as scikit-learn's (and dask-ml's) StandardScaler: fit reads X once for each column's mean and variance (NaN skipped); transform gives (X - mean_) / scale_ as a lazy array. Attributes mean_, var_, scale_ (a constant feature's is 1), n_samples_seen_.",
+        "let X = random([1000, 3], #{chunks: [250, 3]}) * 10.0 + 5.0;\nlet s = StandardScaler().fit(X);\ns.transform(X).mean(0).compute()",
+    ),
+    doc(
+        "MinMaxScaler",
+        "MinMaxScaler(#{feature_range: [0, 1]}) -> Estimator",
+        "Scale each feature to feature_range, as scikit-learn's MinMaxScaler: fit reads X once for each column's min and max (NaN skipped); transform gives X * scale_ + min_. Attributes data_min_, data_max_, data_range_, scale_, min_.",
+        "let X = random([1000, 2], #{chunks: [300, 2]});\nMinMaxScaler(#{feature_range: [-1, 1]}).fit(X).transform(X).max(0).compute()",
+    ),
+    doc(
+        "LinearRegression",
+        "LinearRegression(#{fit_intercept: true}) -> Estimator",
+        "Ordinary least squares, as scikit-learn's LinearRegression (dask-ml's default solver, admm, is iterative; this one is exact): fit reads X and y once, for the centred cross-products, and solves the normal equations (the minimum-norm solution when X's columns are dependent). predict is lazy, score is R². Attributes coef_, intercept_, n_passes_.",
+        "let X = random([1000, 3], #{chunks: [250, 3]});\nlet y = X.dot(from_array([1.0, -2.0, 0.5])) + 3.0;\nLinearRegression().fit(X, y).coef_",
+    ),
+    doc(
+        "Ridge",
+        "Ridge(#{alpha: 1.0, fit_intercept: true}) -> Estimator",
+        "Least squares with an L2 penalty alpha·|w|², as scikit-learn's Ridge (the intercept is not penalised): one pass over X and y, then the normal equations. Attributes coef_, intercept_.",
+        "let X = random([1000, 3], #{chunks: [250, 3]});\nlet y = X.dot(from_array([1.0, -2.0, 0.5]));\nRidge(#{alpha: 10.0}).fit(X, y).coef_",
+    ),
+    doc(
+        "PCA",
+        "PCA(#{n_components, whiten: false, svd_solver: \"auto\"}) -> Estimator",
+        "Principal components, as scikit-learn's PCA. svd_solver \"covariance_eigh\" reads X once for the centred covariance and takes its eigendecomposition; \"tsqr\" (or \"full\") takes the exact SVD of the centred X by TSQR (two passes); \"auto\" picks covariance_eigh for tall data (fewer than 1000 features and ten times as many samples), as scikit-learn does, and tsqr otherwise. Signs as scikit-learn's (each component's largest entry positive). transform and inverse_transform are lazy. Attributes components_, explained_variance_, explained_variance_ratio_, singular_values_, mean_, noise_variance_, n_components_, n_passes_.",
+        "let X = random([2000, 5], #{chunks: [500, 5]});\nPCA(#{n_components: 2}).fit(X).explained_variance_ratio_",
+    ),
+    doc(
+        "fit",
+        "m.fit(X[, y]) -> Estimator",
+        "Fit the estimator now (reading X as few times as its algorithm allows) and return it fitted; the variable is fitted too. X is a 2-d array (samples × features), y a 1-d array with as many rows. NaN or infinity in X or y, mismatched rows and unknown options are refused before any work runs where they can be seen, or with the estimator's name when the pass finds them.",
+        "let X = random([100, 2]);\nlet m = StandardScaler();\nm.fit(X);\nm.mean_",
+    ),
+    doc(
+        "predict",
+        "m.predict(X) -> Array",
+        "A fitted model's predictions for X, as a lazy 1-d array chunked like X's rows.",
+        "let X = random([100, 2], #{chunks: [50, 2]});\nlet y = X.sum(1);\nLinearRegression().fit(X, y).predict(X).compute()",
+    ),
+    doc(
+        "transform",
+        "m.transform(X) -> Array",
+        "A fitted scaler's or PCA's transform of X, lazy and chunked like X's rows; m.fit_transform(X) fits first, m.inverse_transform(Z) maps back.",
+        "let X = random([100, 3], #{chunks: [50, 3]});\nPCA(#{n_components: 2}).fit(X).transform(X).shape",
+    ),
+    doc(
+        "score",
+        "m.score(X, y) -> float",
+        "R² of a regression's predictions for X against y (scikit-learn's score), computed now.",
+        "let X = random([100, 2]);\nlet y = X.sum(1);\nLinearRegression().fit(X, y).score(X, y)",
+    ),
+    doc(
+        "train_test_split",
+        "train_test_split(X[, y], #{test_size: 0.25, random_state, shuffle: true}) -> [X_train, X_test, y_train, y_test]",
+        "Split rows into a train and a test part, as scikit-learn's train_test_split (its test_size default, 0.25, not dask-ml's 0.1): the test part has ceil(test_size * n) rows (or test_size rows when it is an integer). Rows are drawn within each block, as dask-ml's blockwise split, so nothing moves between blocks; the same random_state and chunking give the same rows. Without shuffle the last rows are the test part.",
+        "let X = random([100, 2], #{chunks: [40, 2]});\nlet y = X.sum(1);\nlet parts = train_test_split(X, y, #{test_size: 0.2, random_state: 0});\nparts.map(|p| p.shape)",
+    ),
+    doc(
+        "r2_score",
+        "r2_score(y_true, y_pred) -> float",
+        "The coefficient of determination, as scikit-learn's r2_score (1.0 for a constant y_true predicted exactly, 0.0 otherwise), in one pass.",
+        "r2_score(from_array([1.0, 2.0, 3.0]), from_array([1.1, 1.9, 3.2]))",
+    ),
+    doc(
+        "mean_squared_error",
+        "mean_squared_error(y_true, y_pred) -> float",
+        "The mean of the squared differences, as scikit-learn's mean_squared_error.",
+        "mean_squared_error(from_array([1.0, 2.0]), from_array([1.5, 2.0]))",
+    ),
+    doc(
+        "accuracy_score",
+        "accuracy_score(y_true, y_pred) -> float",
+        "The fraction of labels predicted exactly, as scikit-learn's accuracy_score.",
+        "accuracy_score(from_array([0, 1, 1, 0]), from_array([0, 1, 0, 0]))",
+    ),
+    doc(
+        "mean_",
+        "m.mean_ -> ndarray",
+        "The per-feature mean X had in fit (StandardScaler, PCA).",
+        fitted!("StandardScaler().fit(X).mean_"),
+    ),
+    doc(
+        "var_",
+        "m.var_ -> ndarray",
+        "StandardScaler: each feature's variance (ddof 0, NaN skipped).",
+        fitted!("StandardScaler().fit(X).var_"),
+    ),
+    doc(
+        "scale_",
+        "m.scale_ -> ndarray",
+        "StandardScaler: each feature's standard deviation (1 for a constant feature); MinMaxScaler: the factor of the transform.",
+        fitted!("StandardScaler().fit(X).scale_"),
+    ),
+    doc(
+        "n_samples_seen_",
+        "m.n_samples_seen_ -> int or ndarray",
+        "StandardScaler: the samples fit saw; per feature (an ndarray) when NaN made the counts differ.",
+        fitted!("StandardScaler().fit(X).n_samples_seen_"),
+    ),
+    doc(
+        "data_min_",
+        "m.data_min_ -> ndarray",
+        "MinMaxScaler: each feature's minimum in fit (NaN skipped).",
+        fitted!("MinMaxScaler().fit(X).data_min_"),
+    ),
+    doc(
+        "data_max_",
+        "m.data_max_ -> ndarray",
+        "MinMaxScaler: each feature's maximum in fit (NaN skipped).",
+        fitted!("MinMaxScaler().fit(X).data_max_"),
+    ),
+    doc(
+        "data_range_",
+        "m.data_range_ -> ndarray",
+        "MinMaxScaler: data_max_ - data_min_.",
+        fitted!("MinMaxScaler().fit(X).data_range_"),
+    ),
+    doc(
+        "min_",
+        "m.min_ -> ndarray",
+        "MinMaxScaler: the offset of the transform (X * scale_ + min_).",
+        fitted!("MinMaxScaler().fit(X).min_"),
+    ),
+    doc(
+        "coef_",
+        "m.coef_ -> ndarray",
+        "A linear model's weights, one per feature.",
+        fitted!("LinearRegression().fit(X, y).coef_"),
+    ),
+    doc(
+        "intercept_",
+        "m.intercept_ -> float",
+        "A linear model's intercept (0.0 with fit_intercept: false).",
+        fitted!("LinearRegression().fit(X, y).intercept_"),
+    ),
+    doc(
+        "n_passes_",
+        "m.n_passes_ -> int",
+        "How many times fit read X: 1 for LinearRegression, Ridge and PCA's covariance_eigh, 2 for PCA's tsqr.",
+        fitted!("LinearRegression().fit(X, y).n_passes_"),
+    ),
+    doc(
+        "components_",
+        "m.components_ -> ndarray",
+        "PCA: the principal axes, one row per component (n_components × n_features), largest variance first.",
+        fitted!("PCA(#{n_components: 2}).fit(X).components_"),
+    ),
+    doc(
+        "explained_variance_",
+        "m.explained_variance_ -> ndarray",
+        "PCA: the variance along each component (ddof 1).",
+        fitted!("PCA(#{n_components: 2}).fit(X).explained_variance_"),
+    ),
+    doc(
+        "explained_variance_ratio_",
+        "m.explained_variance_ratio_ -> ndarray",
+        "PCA: each component's share of the total variance.",
+        fitted!("PCA(#{n_components: 2}).fit(X).explained_variance_ratio_"),
+    ),
+    doc(
+        "singular_values_",
+        "m.singular_values_ -> ndarray",
+        "PCA: the singular values of the centred X along the components.",
+        fitted!("PCA(#{n_components: 2}).fit(X).singular_values_"),
+    ),
+    doc(
+        "noise_variance_",
+        "m.noise_variance_ -> float",
+        "PCA: the mean variance of the components left out (0.0 when none are).",
+        fitted!("PCA(#{n_components: 2}).fit(X).noise_variance_"),
+    ),
+    doc(
+        "n_components_",
+        "m.n_components_ -> int",
+        "PCA: the number of components kept.",
+        fitted!("PCA().fit(X).n_components_"),
+    ),
+    doc(
+        "n_samples_",
+        "m.n_samples_ -> int",
+        "PCA: the number of samples fit saw.",
+        fitted!("PCA().fit(X).n_samples_"),
+    ),
+    doc(
+        "svd_solver_",
+        "m.svd_solver_ -> string",
+        "PCA: the solver fit used (\"covariance_eigh\" or \"tsqr\"), which \"auto\" picks by X's shape.",
+        fitted!("PCA().fit(X).svd_solver_"),
+    ),
+    doc(
+        "n_features_in_",
+        "m.n_features_in_ -> int",
+        "The number of features fit saw.",
+        fitted!("StandardScaler().fit(X).n_features_in_"),
+    ),
+    doc(
+        "fit_transform",
+        "m.fit_transform(X) -> Array",
+        "Fit on X, then transform X (lazy).",
+        fitted!("StandardScaler().fit_transform(X).mean(0).compute()"),
+    ),
+    doc(
+        "inverse_transform",
+        "m.inverse_transform(Z) -> Array",
+        "Map a transform's output back to X's space (lazy): scalers undo their scaling, PCA maps components back (losing what the dropped components held).",
+        fitted!("let s = StandardScaler().fit(X);\ns.inverse_transform(s.transform(X)).sum().compute()"),
+    ),
+];
+
+/// What an estimator is, before it is fitted.
+#[derive(Clone, Debug)]
+enum Kind {
+    Standard(StandardScaler),
+    MinMax(MinMaxScaler),
+    Linear(Linear),
+    Pca(Pca),
+}
+
+/// What a fit left.
+#[derive(Clone, Debug)]
+enum Fitted {
+    Standard(StandardFit),
+    MinMax(MinMaxFit),
+    Linear(LinearFit),
+    Pca(PcaFit),
+}
+
+/// An estimator, fitted or not (a Rhai value: `m.fit(X)` fits it in place).
+#[derive(Clone, Debug)]
+pub struct Estimator {
+    kind: Kind,
+    fitted: Option<Arc<Fitted>>,
+    n_features: usize,
+}
+
+impl Estimator {
+    fn new(kind: Kind) -> Estimator {
+        Estimator { kind, fitted: None, n_features: 0 }
+    }
+
+    fn name(&self) -> &'static str {
+        match &self.kind {
+            Kind::Standard(_) => "StandardScaler",
+            Kind::MinMax(_) => "MinMaxScaler",
+            Kind::Linear(l) => l.name,
+            Kind::Pca(_) => "PCA",
+        }
+    }
+
+    fn fitted(&self, what: &str) -> Res<&Fitted> {
+        self.fitted.as_deref().ok_or_else(|| {
+            runtime(format!("{}: this estimator is not fitted yet; call {what} after m.fit(X)", self.name()))
+        })
+    }
+
+    /// The fitted attributes, by scikit-learn's names.
+    fn attributes(&self) -> Vec<(&'static str, Dynamic)> {
+        let v = |x: &[f64]| vector(x);
+        let f = |x: f64| Dynamic::from_float(x);
+        let i = |x: usize| Dynamic::from_int(x as i64);
+        let mut out = Vec::new();
+        match self.fitted.as_deref() {
+            None => {}
+            Some(Fitted::Standard(s)) => {
+                if s.with_mean || s.with_std {
+                    out.push(("mean_", v(&s.mean)));
+                }
+                if s.with_std {
+                    out.push(("var_", v(&s.var)));
+                    out.push(("scale_", v(&s.scale)));
+                }
+                let seen = &s.n_samples_seen;
+                let same = seen.iter().all(|&n| n == seen[0]);
+                out.push(("n_samples_seen_", if same { i(seen[0] as usize) } else { v(seen) }));
+            }
+            Some(Fitted::MinMax(m)) => {
+                out.push(("data_min_", v(&m.data_min)));
+                out.push(("data_max_", v(&m.data_max)));
+                out.push(("data_range_", v(&m.data_range)));
+                out.push(("scale_", v(&m.scale)));
+                out.push(("min_", v(&m.min)));
+            }
+            Some(Fitted::Linear(l)) => {
+                out.push(("coef_", v(&l.coef)));
+                out.push(("intercept_", f(l.intercept)));
+                out.push(("n_passes_", i(l.n_passes)));
+            }
+            Some(Fitted::Pca(p)) => {
+                let k = p.explained_variance.len();
+                out.push(("components_", matrix(&p.components, k, p.mean.len())));
+                out.push(("explained_variance_", v(&p.explained_variance)));
+                out.push(("explained_variance_ratio_", v(&p.explained_variance_ratio)));
+                out.push(("singular_values_", v(&p.singular_values)));
+                out.push(("mean_", v(&p.mean)));
+                out.push(("noise_variance_", f(p.noise_variance)));
+                out.push(("n_components_", i(k)));
+                out.push(("n_samples_", i(p.n_samples)));
+                out.push(("n_passes_", i(p.n_passes)));
+                out.push(("svd_solver_", Dynamic::from(p.solver.to_string())));
+            }
+        }
+        if self.fitted.is_some() {
+            out.push(("n_features_in_", i(self.n_features)));
+        }
+        out
+    }
+}
+
+/// Every attribute name some estimator has: each is a property.
+const ATTRIBUTES: &[&str] = &[
+    "mean_",
+    "var_",
+    "scale_",
+    "n_samples_seen_",
+    "data_min_",
+    "data_max_",
+    "data_range_",
+    "min_",
+    "coef_",
+    "intercept_",
+    "n_passes_",
+    "components_",
+    "explained_variance_",
+    "explained_variance_ratio_",
+    "singular_values_",
+    "noise_variance_",
+    "n_components_",
+    "n_samples_",
+    "svd_solver_",
+    "n_features_in_",
+];
+
+fn vector(x: &[f64]) -> Dynamic {
+    to_dynamic(&Value::array(brisk_engine::ml::stats::packed(x.to_vec())))
+}
+
+fn matrix(x: &[f64], rows: usize, cols: usize) -> Dynamic {
+    match Chunk::from_vec(&[rows, cols], x.to_vec()) {
+        Ok(c) => to_dynamic(&Value::array(c)),
+        Err(_) => vector(x),
+    }
+}
+
+/// Fits run their graphs through the session.
+struct Session<'a>(&'a SessionState);
+
+impl Runner for Session<'_> {
+    fn compute(&self, arrays: &[Array]) -> Result<Vec<Chunk>, MlError> {
+        let (layers, keys): (Vec<_>, Vec<_>) = arrays.iter().map(arr::finalize).unzip();
+        let values = self.0.compute(&layers, &keys).map_err(|e| MlError::Compute(e.to_string()))?;
+        values
+            .into_iter()
+            .map(|v| match v {
+                Value::Array(c) => Ok(c.as_ref().clone()),
+                other => {
+                    Err(MlError::Compute(format!("a fit's statistic came back as {}", other.type_name())))
+                }
+            })
+            .collect()
+    }
+}
+
+fn ml_err(e: MlError) -> Box<EvalAltResult> {
+    runtime(e.to_string())
+}
+
+/// X or y as a lazy array (a computed ndarray becomes one block).
+fn lazy(state: &SessionState, d: &Dynamic, what: &str) -> Res<Array> {
+    if let Some(x) = d.read_lock::<LazyArray>() {
+        return Ok(x.a.clone());
+    }
+    if let Some(c) = d.read_lock::<Chunk>() {
+        return arr::from_chunk(&ctx(state), &c, &whole(&c)).map_err(err);
+    }
+    Err(wrong_type(what, "an array", d))
+}
+
+fn fit(state: &SessionState, m: &mut Estimator, x: &Dynamic, y: Option<&Dynamic>) -> Res<Estimator> {
+    let name = m.name();
+    let x = lazy(state, x, &format!("{name}.fit's X"))?;
+    let y = y.map(|y| lazy(state, y, &format!("{name}.fit's y"))).transpose()?;
+    let c = ctx(state);
+    let run = Session(state);
+    let fitted = match (&m.kind, &y) {
+        (Kind::Linear(l), Some(y)) => Fitted::Linear(l.fit(&c, &x, y, &run).map_err(ml_err)?),
+        (Kind::Linear(l), None) => return Err(runtime(format!("{}.fit needs X and y", l.name))),
+        (Kind::Standard(s), _) => Fitted::Standard(s.fit(&c, &x, &run).map_err(ml_err)?),
+        (Kind::MinMax(s), _) => Fitted::MinMax(s.fit(&c, &x, &run).map_err(ml_err)?),
+        (Kind::Pca(p), _) => Fitted::Pca(p.fit(&c, &x, &run).map_err(ml_err)?),
+    };
+    m.n_features = x.shape().get(1).copied().unwrap_or(1);
+    m.fitted = Some(Arc::new(fitted));
+    Ok(m.clone())
+}
+
+fn transform(state: &SessionState, m: &Estimator, x: &Dynamic, inverse: bool) -> Res<LazyArray> {
+    let what = if inverse { "inverse_transform" } else { "transform" };
+    let x = lazy(state, x, &format!("{}.{what}'s X", m.name()))?;
+    let c = ctx(state);
+    let out = match (m.fitted(what)?, inverse) {
+        (Fitted::Standard(s), false) => s.transform(&c, &x),
+        (Fitted::Standard(s), true) => s.inverse_transform(&c, &x),
+        (Fitted::MinMax(s), false) => s.transform(&c, &x),
+        (Fitted::MinMax(s), true) => s.inverse_transform(&c, &x),
+        (Fitted::Pca(p), false) => p.transform(&c, &x),
+        (Fitted::Pca(p), true) => p.inverse_transform(&c, &x),
+        (Fitted::Linear(_), _) => return Err(runtime(format!("{} has no {what}; use predict", m.name()))),
+    };
+    out.map(LazyArray::new).map_err(ml_err)
+}
+
+fn predict(state: &SessionState, m: &Estimator, x: &Dynamic) -> Res<LazyArray> {
+    let x = lazy(state, x, &format!("{}.predict's X", m.name()))?;
+    match m.fitted("predict")? {
+        Fitted::Linear(l) => l.predict(&ctx(state), &x, m.name()).map(LazyArray::new).map_err(ml_err),
+        _ => Err(runtime(format!("{} has no predict; use transform", m.name()))),
+    }
+}
+
+fn score(state: &SessionState, m: &Estimator, x: &Dynamic, y: &Dynamic) -> Res<f64> {
+    let p = predict(state, m, x)?;
+    let y = lazy(state, y, &format!("{}.score's y", m.name()))?;
+    metrics::r2_score(&ctx(state), &y, &p.a, &Session(state)).map_err(ml_err)
+}
+
+fn options(opts: Option<Map>, name: &str, known: &[&str]) -> Res<Opts> {
+    Opts::new(opts, name, known)
+}
+
+fn flag(o: &Opts, k: &str, default: bool) -> Res<bool> {
+    match o.get(k) {
+        None => Ok(default),
+        Some(d) => d.as_bool().map_err(|_| wrong_type(k, "true or false", d)),
+    }
+}
+
+fn make(name: &str, opts: Option<Map>) -> Res<Estimator> {
+    Ok(Estimator::new(match name {
+        "StandardScaler" => {
+            let o = options(opts, name, &["with_mean", "with_std"])?;
+            Kind::Standard(StandardScaler {
+                with_mean: flag(&o, "with_mean", true)?,
+                with_std: flag(&o, "with_std", true)?,
+            })
+        }
+        "MinMaxScaler" => {
+            let o = options(opts, name, &["feature_range"])?;
+            let range = match o.get("feature_range") {
+                None => (0.0, 1.0),
+                Some(d) => {
+                    let items: Vec<f64> = d
+                        .read_lock::<RArray>()
+                        .map(|a| a.iter().map(|x| super::array_args::float_of(x, "feature_range")).collect())
+                        .unwrap_or_else(|| Err(wrong_type("feature_range", "[min, max]", d)))?;
+                    match items[..] {
+                        [lo, hi] => (lo, hi),
+                        _ => return Err(runtime("MinMaxScaler: feature_range must be [min, max]")),
+                    }
+                }
+            };
+            Kind::MinMax(MinMaxScaler { feature_range: range })
+        }
+        "LinearRegression" => {
+            let o = options(opts, name, &["fit_intercept"])?;
+            Kind::Linear(Linear {
+                name: "LinearRegression",
+                alpha: 0.0,
+                fit_intercept: flag(&o, "fit_intercept", true)?,
+            })
+        }
+        "Ridge" => {
+            let o = options(opts, name, &["alpha", "fit_intercept"])?;
+            Kind::Linear(Linear {
+                name: "Ridge",
+                alpha: o.float("alpha", 1.0)?,
+                fit_intercept: flag(&o, "fit_intercept", true)?,
+            })
+        }
+        _ => {
+            let o = options(opts, "PCA", &["n_components", "whiten", "svd_solver"])?;
+            let n_components = match o.get("n_components") {
+                None => None,
+                Some(d) if d.is_unit() => None,
+                Some(d) => Some(
+                    usize::try_from(int_of(d, "n_components")?)
+                        .map_err(|_| runtime("PCA: n_components must be a positive integer"))?,
+                ),
+            };
+            let solver = match o.get("svd_solver") {
+                None => Solver::Auto,
+                Some(d) => Solver::parse(
+                    &d.clone().into_string().map_err(|_| wrong_type("svd_solver", "a string", d))?,
+                )
+                .map_err(ml_err)?,
+            };
+            Kind::Pca(Pca { n_components, whiten: flag(&o, "whiten", false)?, solver })
+        }
+    }))
+}
+
+fn split(state: &SessionState, arrays: &[Dynamic], opts: Option<Map>) -> Res<RArray> {
+    let o = options(opts, "train_test_split", &["test_size", "random_state", "shuffle"])?;
+    let lazies = arrays
+        .iter()
+        .enumerate()
+        .map(|(i, d)| lazy(state, d, &format!("train_test_split's argument {}", i + 1)))
+        .collect::<Res<Vec<_>>>()?;
+    let test_size = match o.get("test_size") {
+        None => TestSize::Fraction(0.25),
+        Some(d) if d.is_int() => {
+            let n = int_of(d, "test_size")?;
+            TestSize::Rows(
+                usize::try_from(n)
+                    .map_err(|_| runtime(format!("train_test_split: test_size={n} must be positive")))?,
+            )
+        }
+        Some(d) => TestSize::Fraction(super::array_args::float_of(d, "test_size")?),
+    };
+    // No random_state: a seed of its own (std's hasher keys are random).
+    let fresh = || std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8);
+    let seed = match o.get("random_state") {
+        None => fresh(),
+        Some(d) if d.is_unit() => fresh(),
+        Some(d) => int_of(d, "random_state")? as u64,
+    };
+    let parts = brisk_engine::ml::split::train_test_split(
+        &ctx(state),
+        &lazies,
+        test_size,
+        flag(&o, "shuffle", true)?,
+        seed,
+    )
+    .map_err(ml_err)?;
+    Ok(parts.into_iter().map(|a| Dynamic::from(LazyArray::new(a))).collect())
+}
+
+type Metric = fn(&arr::Ctx, &Array, &Array, &dyn Runner) -> Result<f64, MlError>;
+
+pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
+    engine.register_type_with_name::<Estimator>("Estimator");
+    engine.register_fn("to_string", |m: &mut Estimator| describe(m));
+    engine.register_fn("to_debug", |m: &mut Estimator| describe(m));
+    for name in ["StandardScaler", "MinMaxScaler", "LinearRegression", "Ridge", "PCA"] {
+        engine.register_fn(name, move || make(name, None));
+        engine.register_fn(name, move |o: Map| make(name, Some(o)));
+    }
+    for &attr in ATTRIBUTES {
+        engine.register_get(attr, move |m: &mut Estimator| -> Res<Dynamic> {
+            if m.fitted.is_none() {
+                return Err(runtime(format!("{}: {attr} is set by fit; call m.fit(X) first", m.name())));
+            }
+            m.attributes()
+                .into_iter()
+                .find(|(k, _)| *k == attr)
+                .map(|(_, v)| v)
+                .ok_or_else(|| runtime(format!("{} has no attribute {attr}", m.name())))
+        });
+    }
+    engine.register_fn("to_json", |m: &mut Estimator| -> Res<String> {
+        let mut map = Map::new();
+        map.insert("estimator".into(), Dynamic::from(m.name().to_string()));
+        for (k, v) in m.attributes() {
+            map.insert(k.into(), v);
+        }
+        let value = crate::convert::to_value(&Dynamic::from_map(map), "to_json's argument")?;
+        Ok(value.to_json())
+    });
+    let st = state.clone();
+    engine.register_fn("fit", move |m: &mut Estimator, x: Dynamic| fit(&st, m, &x, None));
+    let st = state.clone();
+    engine.register_fn("fit", move |m: &mut Estimator, x: Dynamic, y: Dynamic| fit(&st, m, &x, Some(&y)));
+    let st = state.clone();
+    engine.register_fn("transform", move |m: &mut Estimator, x: Dynamic| transform(&st, m, &x, false));
+    let st = state.clone();
+    engine.register_fn("inverse_transform", move |m: &mut Estimator, x: Dynamic| transform(&st, m, &x, true));
+    let st = state.clone();
+    engine.register_fn("fit_transform", move |m: &mut Estimator, x: Dynamic| {
+        fit(&st, m, &x, None)?;
+        transform(&st, m, &x, false)
+    });
+    let st = state.clone();
+    engine.register_fn("predict", move |m: &mut Estimator, x: Dynamic| predict(&st, m, &x));
+    let st = state.clone();
+    engine.register_fn("score", move |m: &mut Estimator, x: Dynamic, y: Dynamic| score(&st, m, &x, &y));
+    let st = state.clone();
+    engine.register_fn("train_test_split", move |x: Dynamic| split(&st, &[x], None));
+    let st = state.clone();
+    engine.register_fn("train_test_split", move |x: Dynamic, o: Dynamic| match o.clone().try_cast::<Map>() {
+        Some(m) => split(&st, &[x], Some(m)),
+        None => split(&st, &[x, o], None),
+    });
+    let st = state.clone();
+    engine
+        .register_fn("train_test_split", move |x: Dynamic, y: Dynamic, o: Map| split(&st, &[x, y], Some(o)));
+    let metrics: [(&str, Metric); 3] = [
+        ("r2_score", metrics::r2_score),
+        ("mean_squared_error", metrics::mean_squared_error),
+        ("accuracy_score", metrics::accuracy_score),
+    ];
+    for (name, metric) in metrics {
+        let st = state.clone();
+        engine.register_fn(name, move |a: Dynamic, b: Dynamic| -> Res<f64> {
+            let a = lazy(&st, &a, &format!("{name}'s y_true"))?;
+            let b = lazy(&st, &b, &format!("{name}'s y_pred"))?;
+            metric(&ctx(&st), &a, &b, &Session(&st)).map_err(ml_err)
+        });
+    }
+}
+
+fn describe(m: &Estimator) -> String {
+    let state =
+        if m.fitted.is_some() { format!("fitted on {} features", m.n_features) } else { "not fitted".into() };
+    format!("<{}: {state}>", m.name())
+}

@@ -1,0 +1,112 @@
+//! Estimators against scikit-learn: the same .npy files fitted by brisk (on
+//! both local schedulers, with blocks that do not divide the rows) and by
+//! scikit-learn (`tests/reference/sklearn_ml.py`), attribute by attribute,
+//! with the bad inputs' messages.
+
+mod common;
+
+use common::{Need, Reference, SCHEDULERS, python};
+
+const SKLEARN: Need = Need {
+    module: Some("sklearn"),
+    on_ci: "scikit-learn is needed for the estimator tests on CI; .ci/run sets BRISK_PYTHON ({python})",
+    skipped: "skipped: no Python with scikit-learn (set BRISK_PYTHON, see scripts/python-env.sh)",
+};
+
+const CASES: &str = r#"
+let X = from_npy(D + "/X.npy", #{chunks: [700, -1]});
+let y = from_npy(D + "/y.npy", #{chunks: 900});
+let Xc = from_npy(D + "/Xc.npy", #{chunks: [1200, 2]});
+let Xp = from_npy(D + "/Xp.npy", #{chunks: [450, -1]});
+let Xn = from_npy(D + "/Xn.npy", #{chunks: [130, -1]});
+let r = #{};
+let lr = LinearRegression().fit(X, y);
+r.lr_coef = lr.coef_;
+r.lr_intercept = lr.intercept_;
+r.lr_score = lr.score(X, y);
+r.lr_predict_head = lr.predict(X)[0..5].compute();
+let lr0 = LinearRegression(#{fit_intercept: false}).fit(X, y);
+r.lr0_coef = lr0.coef_;
+r.lr0_intercept = lr0.intercept_;
+r.lrc_coef = LinearRegression().fit(Xc, y).coef_;
+let rg = Ridge(#{alpha: 10.0}).fit(X, y);
+r.ridge_coef = rg.coef_;
+r.ridge_intercept = rg.intercept_;
+r.ridge0_coef = Ridge(#{alpha: 0.5, fit_intercept: false}).fit(X, y).coef_;
+
+let ss = StandardScaler().fit(Xn);
+r.ss_mean = ss.mean_;
+r.ss_var = ss.var_;
+r.ss_scale = ss.scale_;
+r.ss_n = ss.n_samples_seen_;
+r.ss_t = ss.transform(Xn).compute();
+let sx = StandardScaler();
+sx.fit(X);
+r.sx_var = sx.var_;
+r.sx_n = sx.n_samples_seen_;
+r.sx_inverse = sx.inverse_transform(sx.transform(X))[0..3].compute();
+r.nm_t_head = StandardScaler(#{with_mean: false}).fit(X).transform(X)[0..3].compute();
+let mm = MinMaxScaler(#{feature_range: [-1, 2]}).fit(Xn);
+r.mm_min = mm.data_min_;
+r.mm_max = mm.data_max_;
+r.mm_scale = mm.scale_;
+r.mm_min_ = mm.min_;
+r.mm_t = mm.transform(Xn).compute();
+
+for solver in [["pca", "auto"], ["pca_tsqr", "tsqr"]] {
+    let tag = solver[0];
+    let pc = PCA(#{n_components: 3, svd_solver: solver[1]}).fit(Xp);
+    r[tag + "_components"] = pc.components_;
+    r[tag + "_evr"] = pc.explained_variance_ratio_;
+    r[tag + "_ev"] = pc.explained_variance_;
+    r[tag + "_sv"] = pc.singular_values_;
+    r[tag + "_mean"] = pc.mean_;
+    r[tag + "_noise"] = pc.noise_variance_;
+    r[tag + "_t_head"] = pc.transform(Xp)[0..4].compute();
+}
+let pw = PCA(#{n_components: 2, whiten: true}).fit(Xp);
+r.pca_whiten_t_head = pw.transform(Xp)[0..4].compute();
+r.pca_whiten_back = pw.inverse_transform(pw.transform(Xp[0..2])).compute();
+r.pca_all_evr = PCA().fit(Xp).explained_variance_ratio_;
+r.pca32_evr = PCA(#{n_components: 2}).fit(from_npy(D + "/Xp32.npy", #{chunks: [450, -1]})).explained_variance_ratio_;
+
+let yp = lr.predict(X);
+r.r2 = r2_score(y, yp);
+r.mse = mean_squared_error(y, yp);
+r.r2_const = r2_score(from_array([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]), full([10], 2.0));
+r.accuracy = accuracy_score(from_npy(D + "/labels_true.npy", #{chunks: 128}), from_npy(D + "/labels_pred.npy", #{chunks: 100}));
+
+let parts = train_test_split(X, y, #{test_size: 0.2, random_state: 3});
+r.split_shapes = parts.map(|p| p.shape);
+r.split_sums = [(parts[0].sum() + parts[1].sum()).compute(), (parts[2].sum() + parts[3].sum()).compute()];
+let again = train_test_split(X, y, #{test_size: 0.2, random_state: 3});
+r.split_same_rows = (again[1] == parts[1]).all().compute() && (again[3] == parts[3]).all().compute();
+// Rows stay whole: each test row's y is its X row's prediction, as before the split.
+let fit_rows = (lr.predict(parts[1]) - parts[3]).std().compute() < 0.2;
+let other = train_test_split(X, y, #{test_size: 0.2, random_state: 4});
+r.split_all_rows = fit_rows && !(other[1] == parts[1]).all().compute();
+r.passes = lr.n_passes_ == 1 && PCA(#{n_components: 2}).fit(Xp).n_passes_ == 1;
+
+let errors = #{};
+fn failure(f) { try { f.call(); } catch (e) { return "" + e; } "" }
+errors.rows = failure(|| LinearRegression().fit(X, y[0..4999]));
+errors.nan = failure(|| LinearRegression().fit(Xn, y[0..400]));
+errors.option = failure(|| Ridge(#{alpah: 1.0}));
+errors.components = failure(|| PCA(#{n_components: 9}).fit(Xp));
+errors.unfitted = failure(|| LinearRegression().coef_);
+errors.features = failure(|| lr.predict(Xp));
+errors.split = failure(|| train_test_split(X, #{test_size: 1.5}));
+errors.one_d = failure(|| StandardScaler().fit(y));
+r.errors = errors;
+r
+"#;
+
+#[test]
+fn estimators_agree_with_scikit_learn() {
+    let Some(py) = python(&SKLEARN) else { return };
+    let reference = Reference::generate(py, "sklearn_ml.py", "ml");
+    for scheduler in SCHEDULERS {
+        reference.check(scheduler, "", CASES, "<ml>", "scikit-learn");
+    }
+    let _ = std::fs::remove_dir_all(&reference.dir);
+}

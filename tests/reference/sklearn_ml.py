@@ -1,0 +1,185 @@
+"""Reference results for the estimator tests (script-lang/tests/ml.rs),
+computed by scikit-learn on the same .npy files brisk reads.
+
+    python3 sklearn_ml.py gen DIR          # write the inputs
+    python3 sklearn_ml.py check DIR FILE   # compare brisk's JSON in FILE
+
+`check` prints every mismatch and exits 1 if there is one. Tolerances are
+the issue's: linear coefficients to 1e-8 relative, PCA's explained
+variance ratio to 1e-6 and components' |cos| >= 0.9999, scalers'
+statistics to 1e-12.
+"""
+
+import json
+import math
+import os
+import sys
+
+import numpy as np
+from sklearn.decomposition import PCA
+from sklearn.linear_model import LinearRegression, Ridge
+from sklearn.metrics import accuracy_score, mean_squared_error, r2_score
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
+
+
+def gen(d):
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(20261128)
+    n, p = 5000, 8
+    # Offsets and scales far apart: a column of mean 1e3 keeps its variance.
+    X = rng.normal(size=(n, p)) * np.linspace(0.5, 4.0, p) + np.array([1e3, -5, 0, 2, 0, 0, 7, 0.5])
+    w = rng.normal(size=p)
+    y = X @ w + 3.0 + rng.normal(size=n) * 0.1
+    np.save(os.path.join(d, "X.npy"), X)
+    np.save(os.path.join(d, "y.npy"), y)
+    # Two equal columns: least squares has many solutions; the minimum-norm one.
+    Xc = np.column_stack([X[:, :3], X[:, 2]])
+    np.save(os.path.join(d, "Xc.npy"), Xc)
+    # Correlated features for PCA, in f32 too.
+    M = rng.normal(size=(6, 6))
+    Xp = rng.normal(size=(3000, 6)) @ M + 10.0
+    np.save(os.path.join(d, "Xp.npy"), Xp)
+    np.save(os.path.join(d, "Xp32.npy"), Xp.astype(np.float32))
+    # NaN in some cells, a constant column.
+    Xn = rng.normal(size=(400, 4)) * 3 + 1
+    Xn[rng.random(size=(400, 4)) < 0.05] = np.nan
+    Xn[:, 3] = 2.5
+    np.save(os.path.join(d, "Xn.npy"), Xn)
+    # Labels for the accuracy.
+    np.save(os.path.join(d, "labels_true.npy"), rng.integers(0, 3, size=500))
+    np.save(os.path.join(d, "labels_pred.npy"), rng.integers(0, 3, size=500))
+
+
+def load(d, name):
+    return np.load(os.path.join(d, name + ".npy"))
+
+
+def expected(d):
+    X, y, Xc, Xp, Xn = (load(d, k) for k in ["X", "y", "Xc", "Xp", "Xn"])
+    out = {}
+    lr = LinearRegression().fit(X, y)
+    out["lr_coef"] = (lr.coef_, 1e-8)
+    out["lr_intercept"] = (lr.intercept_, 1e-8)
+    out["lr_score"] = (lr.score(X, y), 1e-10)
+    out["lr_predict_head"] = (lr.predict(X[:5]), 1e-9)
+    lr0 = LinearRegression(fit_intercept=False).fit(X, y)
+    out["lr0_coef"] = (lr0.coef_, 1e-8)
+    out["lr0_intercept"] = (0.0, 0)
+    lrc = LinearRegression().fit(Xc, y)
+    out["lrc_coef"] = (lrc.coef_, 1e-7)
+    rg = Ridge(alpha=10.0).fit(X, y)
+    out["ridge_coef"] = (rg.coef_, 1e-8)
+    out["ridge_intercept"] = (rg.intercept_, 1e-8)
+    rg0 = Ridge(alpha=0.5, fit_intercept=False).fit(X, y)
+    out["ridge0_coef"] = (rg0.coef_, 1e-8)
+
+    ss = StandardScaler().fit(Xn)
+    out["ss_mean"] = (ss.mean_, 1e-12)
+    out["ss_var"] = (ss.var_, 1e-12)
+    out["ss_scale"] = (ss.scale_, 1e-12)
+    out["ss_n"] = (ss.n_samples_seen_, 0)
+    out["ss_t"] = (ss.transform(Xn), 1e-12)
+    sx = StandardScaler().fit(X)
+    out["sx_var"] = (sx.var_, 1e-12)
+    out["sx_n"] = (sx.n_samples_seen_, 0)
+    out["sx_inverse"] = (sx.inverse_transform(sx.transform(X))[:3], 1e-12)
+    nm = StandardScaler(with_mean=False).fit(X)
+    out["nm_t_head"] = (nm.transform(X)[:3], 1e-12)
+    mm = MinMaxScaler(feature_range=(-1, 2)).fit(Xn)
+    out["mm_min"] = (mm.data_min_, 0)
+    out["mm_max"] = (mm.data_max_, 0)
+    out["mm_scale"] = (mm.scale_, 1e-12)
+    out["mm_min_"] = (mm.min_, 1e-12)
+    out["mm_t"] = (mm.transform(Xn), 1e-12)
+
+    for tag, solver in [("pca", "auto"), ("pca_tsqr", "full")]:
+        pc = PCA(n_components=3, svd_solver=solver).fit(Xp)
+        out[f"{tag}_components"] = (pc.components_, "cos")
+        out[f"{tag}_evr"] = (pc.explained_variance_ratio_, 1e-6)
+        out[f"{tag}_ev"] = (pc.explained_variance_, 1e-6)
+        out[f"{tag}_sv"] = (pc.singular_values_, 1e-6)
+        out[f"{tag}_mean"] = (pc.mean_, 1e-12)
+        out[f"{tag}_noise"] = (pc.noise_variance_, 1e-6)
+        out[f"{tag}_t_head"] = (pc.transform(Xp[:4]), 1e-6)
+    pw = PCA(n_components=2, whiten=True).fit(Xp)
+    out["pca_whiten_t_head"] = (pw.transform(Xp[:4]), 1e-6)
+    out["pca_whiten_back"] = (pw.inverse_transform(pw.transform(Xp[:2])), 1e-6)
+    pall = PCA().fit(Xp)
+    out["pca_all_evr"] = (pall.explained_variance_ratio_, 1e-6)
+    p32 = PCA(n_components=2).fit(load(d, "Xp32").astype(np.float64))
+    out["pca32_evr"] = (p32.explained_variance_ratio_, 1e-5)
+
+    yp = lr.predict(X)
+    out["r2"] = (r2_score(y, yp), 1e-10)
+    out["mse"] = (mean_squared_error(y, yp), 1e-8)
+    out["r2_const"] = (r2_score(np.ones(10), np.ones(10) * 2), 0)
+    out["accuracy"] = (accuracy_score(load(d, "labels_true"), load(d, "labels_pred")), 1e-12)
+    n = len(X)
+    n_test = math.ceil(0.2 * n)
+    out["split_shapes"] = ([[n - n_test, 8], [n_test, 8], [n - n_test], [n_test]], 0)
+    out["split_sums"] = ([X.sum(), y.sum()], 1e-9)
+    return out
+
+
+def close(got, want, tol):
+    if tol == "cos":
+        g, w = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
+        if g.shape != w.shape:
+            return False
+        cos = np.abs(np.sum(g * w, axis=1)) / (np.linalg.norm(g, axis=1) * np.linalg.norm(w, axis=1))
+        # The same direction, and the same sign convention (svd_flip).
+        return bool(np.all(cos >= 0.9999)) and np.allclose(g, w, atol=1e-5)
+    if isinstance(want, list) and tol == 0:
+        return got == want
+    g = np.asarray([np.nan if v is None else v for v in np.ravel(np.asarray(got, dtype=object))], dtype=float)
+    w = np.ravel(np.asarray(want, dtype=float))
+    if g.shape != w.shape or np.asarray(got, dtype=object).shape != np.asarray(want).shape:
+        return False
+    if tol == 0:
+        return bool(np.array_equal(g, w, equal_nan=True))
+    scale = max(float(np.nanmax(np.abs(w))) if w.size else 0.0, 1e-300)
+    return bool(np.all((np.abs(g - w) <= tol * scale) | (np.isnan(g) & np.isnan(w))))
+
+
+def check(d, path):
+    with open(path) as fh:
+        got = json.load(fh)
+    want = expected(d)
+    bad = 0
+    for k, (v, tol) in want.items():
+        if k not in got:
+            print(f"{k}: missing from brisk's results")
+            bad += 1
+        elif not close(got[k], v, tol):
+            print(f"{k}: brisk {json.dumps(got[k])[:600]}\n   scikit-learn {np.asarray(v).tolist()!s:.600}")
+            bad += 1
+    errors = got.get("errors", {})
+    for k, needle in EXPECTED_ERRORS.items():
+        if needle not in errors.get(k, ""):
+            print(f"error {k}: {errors.get(k)!r} does not say {needle!r}")
+            bad += 1
+    for k in ["split_same_rows", "split_all_rows", "passes"]:
+        if got.get(k) is not True:
+            print(f"{k}: {got.get(k)!r}")
+            bad += 1
+    print(f"{len(want) + len(EXPECTED_ERRORS) - bad} checks agree")
+    sys.exit(1 if bad else 0)
+
+
+EXPECTED_ERRORS = {
+    "rows": "X has 5000 rows but y has 4999",
+    "nan": "LinearRegression: X or y contains NaN or infinity",
+    "option": "no option \"alpah\"",
+    "components": "n_components=9 must be between 1 and min(n_samples, n_features)=6",
+    "unfitted": "coef_ is set by fit",
+    "features": "X has 6 features, but the model was fitted on 8",
+    "split": "test_size=1.5 must be in (0, 1)",
+    "one_d": "X must be a 2-d array",
+}
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "gen":
+        gen(sys.argv[2])
+    else:
+        check(sys.argv[2], sys.argv[3])
