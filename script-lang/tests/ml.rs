@@ -70,6 +70,25 @@ r.pca_whiten_back = pw.inverse_transform(pw.transform(Xp[0..2])).compute();
 r.pca_all_evr = PCA().fit(Xp).explained_variance_ratio_;
 r.pca32_evr = PCA(#{n_components: 2}).fit(from_npy(D + "/Xp32.npy", #{chunks: [450, -1]})).explained_variance_ratio_;
 
+let Xb = from_npy(D + "/Xb.npy", #{chunks: [600, -1]});
+let start = Xb[0..6].compute();
+for run in [["km", 300, 1e-4], ["km3", 3, 0.0]] {
+    let km = KMeans(#{n_clusters: 6, init: start, max_iter: run[1], tol: run[2]}).fit(Xb);
+    r[run[0] + "_centers"] = km.cluster_centers_;
+    r[run[0] + "_inertia"] = km.inertia_;
+    r[run[0] + "_n_iter"] = km.n_iter_;
+    r[run[0] + "_labels_head"] = km.labels_[0..20].compute();
+}
+let km = KMeans(#{n_clusters: 6, init: start}).fit(Xb);
+r.km_transform_head = km.transform(Xb)[0..3].compute();
+r.km_score = km.score(Xb);
+let pp = KMeans(#{n_clusters: 6, random_state: 0}).fit(Xb);
+r.kmpp_inertia = pp.inertia_;
+r.kmpp_labels = pp.predict(Xb).compute();
+r.kmpp_passes = pp.n_passes_;
+r.kmpp_n_iter = pp.n_iter_;
+r.kmpp_init_passes = pp.n_init_passes_;
+
 let yp = lr.predict(X);
 r.r2 = r2_score(y, yp);
 r.mse = mean_squared_error(y, yp);
@@ -97,6 +116,8 @@ errors.unfitted = failure(|| LinearRegression().coef_);
 errors.features = failure(|| lr.predict(Xp));
 errors.split = failure(|| train_test_split(X, #{test_size: 1.5}));
 errors.one_d = failure(|| StandardScaler().fit(y));
+errors.clusters = failure(|| KMeans(#{n_clusters: 6}).fit(Xb[0..5]));
+errors.init = failure(|| KMeans(#{n_clusters: 6, init: [[1.0, 2.0], [3.0, 4.0]]}).fit(Xb));
 r.errors = errors;
 r
 "#;

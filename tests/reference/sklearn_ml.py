@@ -16,9 +16,10 @@ import os
 import sys
 
 import numpy as np
+from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LinearRegression, Ridge
-from sklearn.metrics import accuracy_score, mean_squared_error, r2_score
+from sklearn.metrics import accuracy_score, adjusted_rand_score, mean_squared_error, r2_score
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
 
@@ -45,6 +46,12 @@ def gen(d):
     Xn[rng.random(size=(400, 4)) < 0.05] = np.nan
     Xn[:, 3] = 2.5
     np.save(os.path.join(d, "Xn.npy"), Xn)
+    # Separated blobs for KMeans, with their true labels.
+    centres = rng.normal(size=(6, 5)) * 10
+    yb = rng.integers(0, 6, size=4000)
+    Xb = centres[yb] + rng.normal(size=(4000, 5))
+    np.save(os.path.join(d, "Xb.npy"), Xb)
+    np.save(os.path.join(d, "yb.npy"), yb)
     # Labels for the accuracy.
     np.save(os.path.join(d, "labels_true.npy"), rng.integers(0, 3, size=500))
     np.save(os.path.join(d, "labels_pred.npy"), rng.integers(0, 3, size=500))
@@ -109,6 +116,21 @@ def expected(d):
     p32 = PCA(n_components=2).fit(load(d, "Xp32").astype(np.float64))
     out["pca32_evr"] = (p32.explained_variance_ratio_, 1e-5)
 
+    Xb = load(d, "Xb")
+    for tag, iters, tol in [("km", 300, 1e-4), ("km3", 3, 0.0)]:
+        km = KMeans(n_clusters=6, init=Xb[:6], n_init=1, max_iter=iters, tol=tol).fit(Xb)
+        out[f"{tag}_centers"] = (km.cluster_centers_, 1e-9)
+        out[f"{tag}_inertia"] = (km.inertia_, 1e-9)
+        out[f"{tag}_n_iter"] = (km.n_iter_, 0)
+        out[f"{tag}_labels_head"] = (km.labels_[:20], 0)
+    km = KMeans(n_clusters=6, init=Xb[:6], n_init=1).fit(Xb)
+    out["km_transform_head"] = (km.transform(Xb[:3]), 1e-9)
+    out["km_score"] = (km.score(Xb), 1e-9)
+    best = KMeans(n_clusters=6, random_state=0).fit(Xb)
+    out["kmpp_inertia_ratio"] = (1.0, 0.01)
+    out["kmpp_passes_ok"] = (1.0, 0)
+    out["_kmpp_inertia"] = best.inertia_
+
     yp = lr.predict(X)
     out["r2"] = (r2_score(y, yp), 1e-10)
     out["mse"] = (mean_squared_error(y, yp), 1e-8)
@@ -145,7 +167,18 @@ def check(d, path):
     with open(path) as fh:
         got = json.load(fh)
     want = expected(d)
-    bad = 0
+    # k-means‖ is random: its inertia within 1% of scikit-learn's k-means++
+    # fit, and its clusters the true ones (adjusted Rand index >= 0.99).
+    sk_inertia = want.pop("_kmpp_inertia")
+    got["kmpp_inertia_ratio"] = got["kmpp_inertia"] / sk_inertia
+    ari = adjusted_rand_score(load(d, "yb"), np.asarray(got["kmpp_labels"]))
+    if ari < 0.99:
+        print(f"kmpp: adjusted Rand index {ari}")
+    # 5 rounds of k-means‖ take 7 passes; each iteration one, and one more
+    # for the final inertia unless the centres stood still.
+    extra = got["kmpp_passes"] - got["kmpp_n_iter"] - got["kmpp_init_passes"]
+    got["kmpp_passes_ok"] = 1.0 if got["kmpp_init_passes"] == 7 and extra in (0, 1) else 0.0
+    bad = 1 if ari < 0.99 else 0
     for k, (v, tol) in want.items():
         if k not in got:
             print(f"{k}: missing from brisk's results")
@@ -175,6 +208,8 @@ EXPECTED_ERRORS = {
     "features": "X has 6 features, but the model was fitted on 8",
     "split": "test_size=1.5 must be in (0, 1)",
     "one_d": "X must be a 2-d array",
+    "clusters": "n_samples=5 should be >= n_clusters=6",
+    "init": "init has 4 values, but n_clusters × n_features is 6 × 5",
 }
 
 

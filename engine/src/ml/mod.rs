@@ -8,6 +8,8 @@
 //! merge them, `graph` the graphs; each estimator has its own module.
 
 pub mod graph;
+pub mod kernels;
+pub mod kmeans;
 pub mod linear;
 pub mod metrics;
 pub mod op;
@@ -35,8 +37,15 @@ pub enum MlError {
 /// How a fit runs its graphs: the session computes them, on its local
 /// runtime or its cluster.
 pub trait Runner {
+    /// Each array of `compute` whole, computed in one graph with the
+    /// arrays of `persist`, which come back persisted (their blocks held
+    /// by the session, for the next pass to read).
+    fn run(&self, persist: &[Array], compute: &[Array]) -> Result<(Vec<Array>, Vec<Chunk>), MlError>;
+
     /// Each array whole, computed together in one graph.
-    fn compute(&self, arrays: &[Array]) -> Result<Vec<Chunk>, MlError>;
+    fn compute(&self, arrays: &[Array]) -> Result<Vec<Chunk>, MlError> {
+        Ok(self.run(&[], arrays)?.1)
+    }
 }
 
 /// The options every estimator refuses to guess about: an unknown one is

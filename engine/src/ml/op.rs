@@ -4,6 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::sync::Arc;
+
+use super::kernels::{InitRound, LloydStat, nearest};
 use super::stats::{CoMoments, Moments, packed, unpacked, with_rows};
 use crate::array::chunk::Chunk;
 use crate::array::error::ArrayError;
@@ -23,6 +26,34 @@ pub enum MlOp {
     /// The rows of a block that go to one part of `train_test_split`
     /// (`split::chosen_rows`).
     SplitRows { seed: u64, block: u64, n_test: usize, shuffle: bool, test: bool },
+    /// Some rows of a block, in this order.
+    Rows(Vec<usize>),
+    /// One Lloyd step on a block: its `LloydStat` against `centers` (k × p).
+    Lloyd { centers: Arc<Vec<f64>>, k: usize },
+    /// Merge `LloydStat`s.
+    MergeLloyd,
+    /// Each row's nearest centre (`predict`), as int64.
+    Labels { centers: Arc<Vec<f64>>, k: usize },
+    /// Each row's Euclidean distance to each centre (`transform`), n × k.
+    Distances { centers: Arc<Vec<f64>>, k: usize },
+    /// A k-means‖ round on a block (`InitRound`), with the previous round's
+    /// state as a second argument after the first round: `[state, drawn]`,
+    /// drawn being `[cost, p, rows...]`.
+    InitRound {
+        new: Arc<Vec<f64>>,
+        first: usize,
+        sample: Option<(f64, f64)>,
+        seed: u64,
+        round: u64,
+        block: u64,
+    },
+    /// Merge drawn rows: costs added, rows joined.
+    MergeDrawn,
+    /// How many rows are nearest to each candidate (the k-means‖ weights),
+    /// from round states: a packed vector of `n` counts.
+    CountNearest { n: usize },
+    /// Merge counts (added).
+    MergeCounts,
 }
 
 impl MlOp {
@@ -35,6 +66,15 @@ impl MlOp {
             MlOp::MergeCoMoments => "comoments-merge",
             MlOp::SplitRows { test: true, .. } => "test-split",
             MlOp::SplitRows { test: false, .. } => "train-split",
+            MlOp::Rows(_) => "rows",
+            MlOp::Lloyd { .. } => "kmeans-lloyd",
+            MlOp::MergeLloyd => "kmeans-lloyd-merge",
+            MlOp::Labels { .. } => "kmeans-predict",
+            MlOp::Distances { .. } => "kmeans-transform",
+            MlOp::InitRound { .. } => "kmeans-init",
+            MlOp::MergeDrawn => "kmeans-init-merge",
+            MlOp::CountNearest { .. } => "kmeans-init-weights",
+            MlOp::MergeCounts => "kmeans-init-weights-merge",
         }
     }
 
@@ -65,8 +105,116 @@ impl MlOp {
             MlOp::SplitRows { seed, block, n_test, shuffle, test } => {
                 let [a] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
                 let rows = a.shape().first().copied().unwrap_or(0);
-                let keep = super::split::chosen_rows(rows, *n_test, *seed, *block, *shuffle, *test);
+                let keep = super::kernels::chosen_rows(rows, *n_test, *seed, *block, *shuffle, *test);
                 return Ok(Value::array(take_rows(a, &keep)));
+            }
+            MlOp::Rows(rows) => {
+                let [a] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                let n = a.shape().first().copied().unwrap_or(0);
+                if let Some(bad) = rows.iter().find(|&&r| r >= n) {
+                    return Err(ArrayError::Value(format!("row {bad} of a block of {n} rows")));
+                }
+                return Ok(Value::array(take_rows(a, rows)));
+            }
+            MlOp::Lloyd { centers, k } => {
+                let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                with_rows(x, |x| LloydStat::of(x, centers, *k))?.pack()
+            }
+            MlOp::MergeLloyd => {
+                let mut it = blocks.iter().map(|b| {
+                    LloydStat::unpack(&unpacked(b))
+                        .ok_or_else(|| ArrayError::Value("a malformed k-means statistic".into()))
+                });
+                let mut acc = it.next().ok_or_else(|| ArrayError::Value("nothing to merge".into()))??;
+                for s in it {
+                    acc = acc.merge(&s?);
+                }
+                acc.pack()
+            }
+            MlOp::Labels { centers, k } => {
+                let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                let labels = with_rows(x, |x| nearest(x, centers, *k).0)?;
+                let n = labels.len();
+                return Ok(Value::array(Chunk::from_vec(&[n], labels.into_iter().map(i64::from).collect())?));
+            }
+            MlOp::Distances { centers, k } => {
+                let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                let d = with_rows(x, |x| {
+                    let p = x.ncols();
+                    let mut out = Vec::with_capacity(x.nrows() * k);
+                    for row in x.rows() {
+                        for c in centers.chunks(p.max(1)).take(*k) {
+                            out.push(row.iter().zip(c).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt());
+                        }
+                    }
+                    out
+                })?;
+                let n = d.len() / k.max(&1);
+                return Ok(Value::array(Chunk::from_vec(&[n, *k], d)?));
+            }
+            MlOp::InitRound { new, first, sample, seed, round, block } => {
+                let step = InitRound {
+                    new,
+                    first: *first,
+                    sample: *sample,
+                    seed: *seed,
+                    round: *round,
+                    block: *block,
+                };
+                let out = match &blocks[..] {
+                    [x] => with_rows(x, |x| step.run(x, None))?,
+                    [x, s] => with_rows(x, |x| with_rows(s, |s| step.run(x, Some(s))))??,
+                    _ => return Err(arity(self, 2, blocks.len())),
+                };
+                let n = out.state.len() / 2;
+                let p = blocks[0].shape().get(1).copied().unwrap_or(1);
+                let mut drawn = vec![out.cost, p as f64];
+                drawn.extend(out.drawn);
+                return Ok(Value::list(vec![
+                    Value::array(Chunk::from_vec(&[n, 2], out.state)?),
+                    Value::array(packed(drawn)),
+                ]));
+            }
+            MlOp::MergeDrawn => {
+                let mut cost = 0.0;
+                let mut p = 0.0;
+                let mut rows = Vec::new();
+                for b in &blocks {
+                    let v = unpacked(b);
+                    let [c, q, rest @ ..] = &v[..] else {
+                        return Err(ArrayError::Value("malformed drawn rows".into()));
+                    };
+                    cost += c;
+                    p = *q;
+                    rows.extend_from_slice(rest);
+                }
+                let mut out = vec![cost, p];
+                out.extend(rows);
+                out
+            }
+            MlOp::CountNearest { n } => {
+                let [s] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                let mut counts = vec![0.0; *n];
+                with_rows(s, |s| {
+                    for row in s.rows() {
+                        if let Some(c) = counts.get_mut(row[1] as usize) {
+                            *c += 1.0;
+                        }
+                    }
+                })?;
+                counts
+            }
+            MlOp::MergeCounts => {
+                let mut acc: Vec<f64> = Vec::new();
+                for b in &blocks {
+                    let v = unpacked(b);
+                    if acc.is_empty() {
+                        acc = v;
+                    } else {
+                        acc.iter_mut().zip(&v).for_each(|(a, b)| *a += b);
+                    }
+                }
+                acc
             }
         };
         Ok(Value::array(packed(out)))

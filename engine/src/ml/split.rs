@@ -141,30 +141,6 @@ fn part(
     Ok(finish(name.to_string(), tasks, vec![a.layer.clone()], chunks, a.dtype))
 }
 
-/// The rows of a block of `rows` rows that go to the test part (`test`)
-/// or the train part, in the order scikit-learn's `ShuffleSplit` gives:
-/// a permutation's first `n_test` entries, then the rest.
-pub fn chosen_rows(
-    rows: usize,
-    n_test: usize,
-    seed: u64,
-    block: u64,
-    shuffle: bool,
-    test: bool,
-) -> Vec<usize> {
-    use rand::SeedableRng;
-    use rand::seq::SliceRandom;
-    let mut order: Vec<usize> = (0..rows).collect();
-    if !shuffle {
-        let cut = rows - n_test.min(rows);
-        return if test { order.split_off(cut) } else { order[..cut].to_vec() };
-    }
-    let mix = seed ^ block.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    order.shuffle(&mut rand_pcg::Pcg64Mcg::seed_from_u64(mix));
-    let n_test = n_test.min(rows);
-    if test { order[..n_test].to_vec() } else { order[n_test..].to_vec() }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,17 +153,5 @@ mod tests {
         assert!(s.iter().zip(&rows).all(|(a, b)| a <= b));
         assert_eq!(shares(&rows, 3, false), [0, 0, 2, 1], "the last rows without shuffling");
         assert_eq!(shares(&[5], 2, true), [2]);
-    }
-
-    #[test]
-    fn chosen_rows_partition_the_block() {
-        let test = chosen_rows(10, 3, 7, 2, true, true);
-        let train = chosen_rows(10, 3, 7, 2, true, false);
-        let mut all: Vec<usize> = test.iter().chain(&train).copied().collect();
-        all.sort_unstable();
-        assert_eq!(all, (0..10).collect::<Vec<_>>());
-        assert_eq!(test, chosen_rows(10, 3, 7, 2, true, true), "a seed gives the same rows");
-        assert_ne!(test, chosen_rows(10, 3, 8, 2, true, true));
-        assert_eq!(chosen_rows(5, 2, 0, 0, false, true), [3, 4]);
     }
 }

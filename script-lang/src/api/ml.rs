@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use brisk_engine::array::Chunk;
 use brisk_engine::collections::array::{self as arr, Array};
+use brisk_engine::ml::kmeans::{Init, KMeans, KMeansFit};
 use brisk_engine::ml::linear::{Linear, LinearFit};
 use brisk_engine::ml::pca::{Pca, PcaFit, Solver};
 use brisk_engine::ml::scaler::{MinMaxFit, MinMaxScaler, StandardFit, StandardScaler};
@@ -64,6 +65,12 @@ pub const DOCS: &[FnDoc] = &[
         "PCA(#{n_components, whiten: false, svd_solver: \"auto\"}) -> Estimator",
         "Principal components, as scikit-learn's PCA. svd_solver \"covariance_eigh\" reads X once for the centred covariance and takes its eigendecomposition; \"tsqr\" (or \"full\") takes the exact SVD of the centred X by TSQR (two passes); \"auto\" picks covariance_eigh for tall data (fewer than 1000 features and ten times as many samples), as scikit-learn does, and tsqr otherwise. Signs as scikit-learn's (each component's largest entry positive). transform and inverse_transform are lazy. Attributes components_, explained_variance_, explained_variance_ratio_, singular_values_, mean_, noise_variance_, n_components_, n_passes_.",
         "let X = random([2000, 5], #{chunks: [500, 5]});\nPCA(#{n_components: 2}).fit(X).explained_variance_ratio_",
+    ),
+    doc(
+        "KMeans",
+        "KMeans(#{n_clusters: 8, init: \"k-means||\", oversampling_factor: 2, init_max_iter, max_iter: 300, tol: 1e-4, random_state}) -> Estimator",
+        "k-means clustering, as dask-ml's KMeans with scikit-learn's answers: init \"k-means||\" (the default) runs init_max_iter rounds (default 5), each one pass that draws about oversampling_factor × n_clusters rows far from the candidates so far, then clusters the weighted candidates with k-means++; \"random\" takes n_clusters random rows, or give the centres as an array. Each Lloyd iteration is one pass (per-block sums from a GEMM argmin, merged in a tree); a cluster left empty takes the farthest row; it stops when the centres' squared shift is within tol times the mean feature variance (scikit-learn's rule). inertia_ is the sum of squared distances (dask-ml's is not squared). predict, transform (distances) and labels_ are lazy; score is minus the inertia. Attributes cluster_centers_, inertia_, n_iter_, n_passes_, labels_.",
+        "let X = random([300, 2], #{chunks: [100, 2], seed: 1});\nKMeans(#{n_clusters: 3, random_state: 0}).fit(X).inertia_",
     ),
     doc(
         "fit",
@@ -234,6 +241,42 @@ pub const DOCS: &[FnDoc] = &[
         fitted!("StandardScaler().fit(X).n_features_in_"),
     ),
     doc(
+        "cluster_centers_",
+        "m.cluster_centers_ -> ndarray",
+        "KMeans: the centres, n_clusters × n_features.",
+        fitted!("KMeans(#{n_clusters: 2, random_state: 0}).fit(X).cluster_centers_"),
+    ),
+    doc(
+        "inertia_",
+        "m.inertia_ -> float",
+        "KMeans: the sum of squared distances of the rows to their nearest centre, with the final centres.",
+        fitted!("KMeans(#{n_clusters: 2, random_state: 0}).fit(X).inertia_"),
+    ),
+    doc(
+        "n_iter_",
+        "m.n_iter_ -> int",
+        "KMeans: the Lloyd iterations run.",
+        fitted!("KMeans(#{n_clusters: 2, random_state: 0}).fit(X).n_iter_"),
+    ),
+    doc(
+        "n_init_passes_",
+        "m.n_init_passes_ -> int",
+        "KMeans: the passes over X the initialisation made (init_max_iter + 2 for k-means||, 1 for random, 0 for given centres); n_passes_ counts them too.",
+        fitted!("KMeans(#{n_clusters: 2, random_state: 0}).fit(X).n_init_passes_"),
+    ),
+    doc(
+        "labels_",
+        "m.labels_ -> Array",
+        "KMeans: each row of the X it was fitted on labelled with its nearest centre (lazy, int64).",
+        fitted!("KMeans(#{n_clusters: 2, random_state: 0}).fit(X).labels_.compute()"),
+    ),
+    doc(
+        "fit_predict",
+        "m.fit_predict(X) -> Array",
+        "KMeans: fit on X, then X's labels (lazy).",
+        fitted!("KMeans(#{n_clusters: 2, random_state: 0}).fit_predict(X).compute()"),
+    ),
+    doc(
         "fit_transform",
         "m.fit_transform(X) -> Array",
         "Fit on X, then transform X (lazy).",
@@ -254,6 +297,7 @@ enum Kind {
     MinMax(MinMaxScaler),
     Linear(Linear),
     Pca(Pca),
+    KMeans(KMeans),
 }
 
 /// What a fit left.
@@ -263,6 +307,8 @@ enum Fitted {
     MinMax(MinMaxFit),
     Linear(LinearFit),
     Pca(PcaFit),
+    /// With the X it was fitted on, for `labels_`.
+    KMeans(KMeansFit, Array),
 }
 
 /// An estimator, fitted or not (a Rhai value: `m.fit(X)` fits it in place).
@@ -284,6 +330,7 @@ impl Estimator {
             Kind::MinMax(_) => "MinMaxScaler",
             Kind::Linear(l) => l.name,
             Kind::Pca(_) => "PCA",
+            Kind::KMeans(_) => "KMeans",
         }
     }
 
@@ -338,6 +385,13 @@ impl Estimator {
                 out.push(("n_passes_", i(p.n_passes)));
                 out.push(("svd_solver_", Dynamic::from(p.solver.to_string())));
             }
+            Some(Fitted::KMeans(m, _)) => {
+                out.push(("cluster_centers_", matrix(&m.centers, m.k, m.centers.len() / m.k)));
+                out.push(("inertia_", f(m.inertia)));
+                out.push(("n_iter_", i(m.n_iter)));
+                out.push(("n_passes_", i(m.n_passes)));
+                out.push(("n_init_passes_", i(m.n_init_passes)));
+            }
         }
         if self.fitted.is_some() {
             out.push(("n_features_in_", i(self.n_features)));
@@ -368,6 +422,10 @@ const ATTRIBUTES: &[&str] = &[
     "n_samples_",
     "svd_solver_",
     "n_features_in_",
+    "cluster_centers_",
+    "inertia_",
+    "n_iter_",
+    "n_init_passes_",
 ];
 
 fn vector(x: &[f64]) -> Dynamic {
@@ -385,10 +443,27 @@ fn matrix(x: &[f64], rows: usize, cols: usize) -> Dynamic {
 struct Session<'a>(&'a SessionState);
 
 impl Runner for Session<'_> {
-    fn compute(&self, arrays: &[Array]) -> Result<Vec<Chunk>, MlError> {
-        let (layers, keys): (Vec<_>, Vec<_>) = arrays.iter().map(arr::finalize).unzip();
-        let values = self.0.compute(&layers, &keys).map_err(|e| MlError::Compute(e.to_string()))?;
-        values
+    fn run(&self, persist: &[Array], compute: &[Array]) -> Result<(Vec<Array>, Vec<Chunk>), MlError> {
+        use brisk_engine::collections::Collection;
+        let failed = |e: Box<EvalAltResult>| MlError::Compute(e.to_string());
+        let mut layers = Vec::new();
+        let mut keys = Vec::new();
+        let mut held = Vec::new();
+        for a in persist {
+            let (layer, ks) = a.partitions();
+            layers.push(layer);
+            held.push(ks.len());
+            keys.extend(ks);
+        }
+        let first_computed = keys.len();
+        for a in compute {
+            let (layer, key) = arr::finalize(a);
+            layers.push(layer);
+            keys.push(key);
+        }
+        let futures = self.0.submit(brisk_engine::graph::materialize(&layers), &keys).map_err(failed)?;
+        let values = self.0.gather(&futures[first_computed..]).map_err(failed)?;
+        let chunks = values
             .into_iter()
             .map(|v| match v {
                 Value::Array(c) => Ok(c.as_ref().clone()),
@@ -396,7 +471,17 @@ impl Runner for Session<'_> {
                     Err(MlError::Compute(format!("a fit's statistic came back as {}", other.type_name())))
                 }
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        // What is kept is waited for too (in sync mode nothing runs unwaited).
+        brisk_engine::client::wait_ok(&futures[..first_computed], &self.0.cancel)
+            .map_err(|e| MlError::Compute(e.to_string()))?;
+        let mut kept = Vec::new();
+        let mut at = 0;
+        for (a, n) in persist.iter().zip(held) {
+            kept.push(a.persisted(keys[at..at + n].to_vec(), futures[at..at + n].to_vec()));
+            at += n;
+        }
+        Ok((kept, chunks))
     }
 }
 
@@ -427,6 +512,7 @@ fn fit(state: &SessionState, m: &mut Estimator, x: &Dynamic, y: Option<&Dynamic>
         (Kind::Standard(s), _) => Fitted::Standard(s.fit(&c, &x, &run).map_err(ml_err)?),
         (Kind::MinMax(s), _) => Fitted::MinMax(s.fit(&c, &x, &run).map_err(ml_err)?),
         (Kind::Pca(p), _) => Fitted::Pca(p.fit(&c, &x, &run).map_err(ml_err)?),
+        (Kind::KMeans(k), _) => Fitted::KMeans(k.fit(&c, &x, &run).map_err(ml_err)?, x.clone()),
     };
     m.n_features = x.shape().get(1).copied().unwrap_or(1);
     m.fitted = Some(Arc::new(fitted));
@@ -444,7 +530,10 @@ fn transform(state: &SessionState, m: &Estimator, x: &Dynamic, inverse: bool) ->
         (Fitted::MinMax(s), true) => s.inverse_transform(&c, &x),
         (Fitted::Pca(p), false) => p.transform(&c, &x),
         (Fitted::Pca(p), true) => p.inverse_transform(&c, &x),
-        (Fitted::Linear(_), _) => return Err(runtime(format!("{} has no {what}; use predict", m.name()))),
+        (Fitted::KMeans(k, _), false) => k.transform(&c, &x),
+        (Fitted::Linear(_) | Fitted::KMeans(..), _) => {
+            return Err(runtime(format!("{} has no {what}", m.name())));
+        }
     };
     out.map(LazyArray::new).map_err(ml_err)
 }
@@ -453,8 +542,18 @@ fn predict(state: &SessionState, m: &Estimator, x: &Dynamic) -> Res<LazyArray> {
     let x = lazy(state, x, &format!("{}.predict's X", m.name()))?;
     match m.fitted("predict")? {
         Fitted::Linear(l) => l.predict(&ctx(state), &x, m.name()).map(LazyArray::new).map_err(ml_err),
+        Fitted::KMeans(k, _) => k.predict(&ctx(state), &x).map(LazyArray::new).map_err(ml_err),
         _ => Err(runtime(format!("{} has no predict; use transform", m.name()))),
     }
+}
+
+/// KMeans' score: minus X's inertia to the centres.
+fn score_x(state: &SessionState, m: &Estimator, x: &Dynamic) -> Res<f64> {
+    let Fitted::KMeans(k, _) = m.fitted("score")? else {
+        return Err(runtime(format!("{}.score needs X and y", m.name())));
+    };
+    let x = lazy(state, x, "KMeans.score's X")?;
+    k.score(&ctx(state), &x, &Session(state)).map_err(ml_err)
 }
 
 fn score(state: &SessionState, m: &Estimator, x: &Dynamic, y: &Dynamic) -> Res<f64> {
@@ -516,6 +615,60 @@ fn make(name: &str, opts: Option<Map>) -> Res<Estimator> {
                 fit_intercept: flag(&o, "fit_intercept", true)?,
             })
         }
+        "KMeans" => {
+            let known = [
+                "n_clusters",
+                "init",
+                "oversampling_factor",
+                "init_max_iter",
+                "max_iter",
+                "tol",
+                "random_state",
+            ];
+            let o = options(opts, name, &known)?;
+            let count = |k: &str, default: usize| -> Res<usize> {
+                match o.get(k) {
+                    None => Ok(default),
+                    Some(d) if d.is_unit() => Ok(default),
+                    Some(d) => {
+                        let v = int_of(d, k)?;
+                        usize::try_from(v)
+                            .map_err(|_| runtime(format!("KMeans: {k} must not be negative, got {v}")))
+                    }
+                }
+            };
+            let init = match o.get("init") {
+                None => Init::Parallel,
+                Some(d) if d.is_string() => match d.clone().into_string().unwrap_or_default().as_str() {
+                    "k-means||" => Init::Parallel,
+                    "random" => Init::Random,
+                    other => {
+                        return Err(runtime(format!(
+                            "KMeans: init must be \"k-means||\", \"random\" or an array of centres, got \"{other}\""
+                        )));
+                    }
+                },
+                Some(d) => Init::Given(centres(d)?),
+            };
+            let seed = match o.get("random_state") {
+                None => fresh_seed(),
+                Some(d) if d.is_unit() => fresh_seed(),
+                Some(d) => int_of(d, "random_state")? as u64,
+            };
+            Kind::KMeans(KMeans {
+                n_clusters: count("n_clusters", 8)?,
+                init,
+                oversampling_factor: o.float("oversampling_factor", 2.0)?,
+                init_max_iter: o
+                    .get("init_max_iter")
+                    .filter(|d| !d.is_unit())
+                    .map(|_| count("init_max_iter", 0))
+                    .transpose()?,
+                max_iter: count("max_iter", 300)?,
+                tol: o.float("tol", 1e-4)?,
+                seed,
+            })
+        }
         _ => {
             let o = options(opts, "PCA", &["n_components", "whiten", "svd_solver"])?;
             let n_components = match o.get("n_components") {
@@ -556,11 +709,9 @@ fn split(state: &SessionState, arrays: &[Dynamic], opts: Option<Map>) -> Res<RAr
         }
         Some(d) => TestSize::Fraction(super::array_args::float_of(d, "test_size")?),
     };
-    // No random_state: a seed of its own (std's hasher keys are random).
-    let fresh = || std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8);
     let seed = match o.get("random_state") {
-        None => fresh(),
-        Some(d) if d.is_unit() => fresh(),
+        None => fresh_seed(),
+        Some(d) if d.is_unit() => fresh_seed(),
         Some(d) => int_of(d, "random_state")? as u64,
     };
     let parts = brisk_engine::ml::split::train_test_split(
@@ -574,13 +725,47 @@ fn split(state: &SessionState, arrays: &[Dynamic], opts: Option<Map>) -> Res<RAr
     Ok(parts.into_iter().map(|a| Dynamic::from(LazyArray::new(a))).collect())
 }
 
+/// A seed of its own where no random_state is given (std's hasher keys
+/// are random).
+fn fresh_seed() -> u64 {
+    std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8)
+}
+
+/// Initial centres given as an ndarray or nested arrays (k × p).
+fn centres(d: &Dynamic) -> Res<Vec<f64>> {
+    if let Some(c) = d.read_lock::<Chunk>() {
+        if c.ndim() != 2 {
+            return Err(runtime(format!(
+                "KMeans: init must be a 2-d array of centres, got {} dimensions",
+                c.ndim()
+            )));
+        }
+        return Ok(c.cast::<f64>().iter().copied().collect());
+    }
+    let rows = d
+        .read_lock::<RArray>()
+        .map(|a| a.to_vec())
+        .ok_or_else(|| wrong_type("KMeans init", "an array of centres", d))?;
+    let mut out = Vec::new();
+    for r in rows {
+        let r = r
+            .read_lock::<RArray>()
+            .map(|a| a.to_vec())
+            .ok_or_else(|| wrong_type("KMeans init", "an array of rows", &r))?;
+        for v in r {
+            out.push(super::array_args::float_of(&v, "KMeans init")?);
+        }
+    }
+    Ok(out)
+}
+
 type Metric = fn(&arr::Ctx, &Array, &Array, &dyn Runner) -> Result<f64, MlError>;
 
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<Estimator>("Estimator");
     engine.register_fn("to_string", |m: &mut Estimator| describe(m));
     engine.register_fn("to_debug", |m: &mut Estimator| describe(m));
-    for name in ["StandardScaler", "MinMaxScaler", "LinearRegression", "Ridge", "PCA"] {
+    for name in ["StandardScaler", "MinMaxScaler", "LinearRegression", "Ridge", "PCA", "KMeans"] {
         engine.register_fn(name, move || make(name, None));
         engine.register_fn(name, move |o: Map| make(name, Some(o)));
     }
@@ -622,6 +807,21 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("predict", move |m: &mut Estimator, x: Dynamic| predict(&st, m, &x));
     let st = state.clone();
     engine.register_fn("score", move |m: &mut Estimator, x: Dynamic, y: Dynamic| score(&st, m, &x, &y));
+    let st = state.clone();
+    engine.register_fn("score", move |m: &mut Estimator, x: Dynamic| score_x(&st, m, &x));
+    let st = state.clone();
+    engine.register_fn("fit_predict", move |m: &mut Estimator, x: Dynamic| {
+        fit(&st, m, &x, None)?;
+        predict(&st, m, &x)
+    });
+    let st = state.clone();
+    engine.register_get("labels_", move |m: &mut Estimator| -> Res<LazyArray> {
+        match m.fitted.as_deref() {
+            Some(Fitted::KMeans(k, x)) => k.predict(&ctx(&st), x).map(LazyArray::new).map_err(ml_err),
+            Some(_) => Err(runtime(format!("{} has no attribute labels_", m.name()))),
+            None => Err(runtime(format!("{}: labels_ is set by fit; call m.fit(X) first", m.name()))),
+        }
+    });
     let st = state.clone();
     engine.register_fn("train_test_split", move |x: Dynamic| split(&st, &[x], None));
     let st = state.clone();

@@ -1,0 +1,265 @@
+//! Block kernels of the fits that are not moments: the rows a split keeps,
+//! nearest centres (k-means), and the statistics Lloyd's iteration and the
+//! k-means‖ initialisation gather from a block. Pure functions on a block
+//! and small driver state, tested here.
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, Mat, MatRef, Par};
+use ndarray::ArrayView2;
+use rand::{RngExt, SeedableRng};
+
+/// The rows of a block of `rows` rows that go to the test part (`test`)
+/// or the train part, in the order scikit-learn's `ShuffleSplit` gives:
+/// a permutation's first `n_test` entries, then the rest. Without
+/// shuffling, the block's last `n_test` rows are the test part.
+pub fn chosen_rows(
+    rows: usize,
+    n_test: usize,
+    seed: u64,
+    block: u64,
+    shuffle: bool,
+    test: bool,
+) -> Vec<usize> {
+    use rand::seq::SliceRandom;
+    let mut order: Vec<usize> = (0..rows).collect();
+    let n_test = n_test.min(rows);
+    if !shuffle {
+        let cut = rows - n_test;
+        return if test { order.split_off(cut) } else { order[..cut].to_vec() };
+    }
+    order.shuffle(&mut rng(seed, block, 0));
+    if test { order[..n_test].to_vec() } else { order[n_test..].to_vec() }
+}
+
+/// A generator for one block of one step, from the user's seed.
+pub fn rng(seed: u64, block: u64, step: u64) -> rand_pcg::Pcg64Mcg {
+    let mix = seed
+        ^ block.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ step.wrapping_add(1).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    rand_pcg::Pcg64Mcg::seed_from_u64(mix)
+}
+
+/// For each row of `x`, its nearest of the `centers` (k × p, row-major)
+/// and the squared distance to it. The argmin uses the GEMM form
+/// ‖c‖² − 2·x·c; the distance returned is Σ(x − c)², exact and ≥ 0 (the
+/// GEMM form cancels).
+pub fn nearest(x: ArrayView2<'_, f64>, centers: &[f64], k: usize) -> (Vec<u32>, Vec<f64>) {
+    let (n, p) = x.dim();
+    if n == 0 || k == 0 {
+        return (vec![0; n], vec![f64::INFINITY; n]);
+    }
+    let owned;
+    let xs: &[f64] = match x.as_slice() {
+        Some(s) => s,
+        None => {
+            owned = x.iter().copied().collect::<Vec<f64>>();
+            &owned
+        }
+    };
+    let xm = MatRef::from_row_major_slice(xs, n, p);
+    let cm = MatRef::from_row_major_slice(&centers[..k * p], k, p);
+    let mut g = Mat::<f64>::zeros(n, k);
+    matmul(g.as_mut(), Accum::Replace, xm, cm.transpose(), 1.0, Par::Seq);
+    let norms: Vec<f64> = (0..k).map(|j| centers[j * p..(j + 1) * p].iter().map(|v| v * v).sum()).collect();
+    let mut labels = Vec::with_capacity(n);
+    let mut d2 = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut best = 0;
+        let mut score = f64::INFINITY;
+        for (j, nj) in norms.iter().enumerate() {
+            let s = nj - 2.0 * g[(i, j)];
+            if s < score {
+                score = s;
+                best = j;
+            }
+        }
+        let c = &centers[best * p..(best + 1) * p];
+        let row = &xs[i * p..(i + 1) * p];
+        d2.push(row.iter().zip(c).map(|(a, b)| (a - b) * (a - b)).sum());
+        labels.push(best as u32);
+    }
+    (labels, d2)
+}
+
+/// What one Lloyd step gathers from a block: per-cluster sums and counts,
+/// the inertia Σ‖x − c‖², and the `far` rows farthest from their centres
+/// (for reseeding an empty cluster, as scikit-learn does).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LloydStat {
+    pub k: usize,
+    pub p: usize,
+    pub sums: Vec<f64>,
+    pub counts: Vec<f64>,
+    pub inertia: f64,
+    /// (squared distance, label, row), farthest first, at most `k`.
+    pub far: Vec<(f64, u32, Vec<f64>)>,
+}
+
+impl LloydStat {
+    pub fn of(x: ArrayView2<'_, f64>, centers: &[f64], k: usize) -> LloydStat {
+        let p = x.ncols();
+        let (labels, d2) = nearest(x, centers, k);
+        let mut s =
+            LloydStat { k, p, sums: vec![0.0; k * p], counts: vec![0.0; k], inertia: 0.0, far: Vec::new() };
+        for (i, row) in x.rows().into_iter().enumerate() {
+            let j = labels[i] as usize;
+            s.counts[j] += 1.0;
+            s.inertia += d2[i];
+            for (acc, v) in s.sums[j * p..(j + 1) * p].iter_mut().zip(row) {
+                *acc += v;
+            }
+        }
+        let mut order: Vec<usize> = (0..d2.len()).collect();
+        order.sort_by(|&a, &b| d2[b].total_cmp(&d2[a]).then(a.cmp(&b)));
+        s.far = order.into_iter().take(k).map(|i| (d2[i], labels[i], x.row(i).to_vec())).collect();
+        s
+    }
+
+    pub fn merge(&self, o: &LloydStat) -> LloydStat {
+        let mut m = self.clone();
+        m.sums.iter_mut().zip(&o.sums).for_each(|(a, b)| *a += b);
+        m.counts.iter_mut().zip(&o.counts).for_each(|(a, b)| *a += b);
+        m.inertia += o.inertia;
+        m.far.extend(o.far.iter().cloned());
+        m.far.sort_by(|a, b| b.0.total_cmp(&a.0));
+        m.far.truncate(self.k);
+        m
+    }
+
+    /// `[k, p, n_far, sums, counts, inertia, (d2, label, row)...]`.
+    pub fn pack(&self) -> Vec<f64> {
+        let mut v = vec![self.k as f64, self.p as f64, self.far.len() as f64];
+        v.extend(&self.sums);
+        v.extend(&self.counts);
+        v.push(self.inertia);
+        for (d, l, row) in &self.far {
+            v.push(*d);
+            v.push(f64::from(*l));
+            v.extend(row);
+        }
+        v
+    }
+
+    pub fn unpack(v: &[f64]) -> Option<LloydStat> {
+        let (k, p, nf) = (*v.first()? as usize, *v.get(1)? as usize, *v.get(2)? as usize);
+        let mut at = 3;
+        let mut take = |n: usize| -> Option<Vec<f64>> {
+            let s = v.get(at..at + n)?.to_vec();
+            at += n;
+            Some(s)
+        };
+        let sums = take(k * p)?;
+        let counts = take(k)?;
+        let inertia = take(1)?[0];
+        let mut far = Vec::with_capacity(nf);
+        for _ in 0..nf {
+            let h = take(2)?;
+            far.push((h[0], h[1] as u32, take(p)?));
+        }
+        Some(LloydStat { k, p, sums, counts, inertia, far })
+    }
+}
+
+/// One k-means‖ round on a block: the distance of each row to its nearest
+/// candidate so far and that candidate's number (`state`, n × 2, from the
+/// previous round; none in the first) are brought up to date with the
+/// candidates `new` (numbered from `first`); then, where `sample` gives
+/// (ℓ, φ), each row is drawn with probability min(1, ℓ·d²/φ).
+pub struct InitRound<'a> {
+    pub new: &'a [f64],
+    pub first: usize,
+    pub sample: Option<(f64, f64)>,
+    pub seed: u64,
+    pub round: u64,
+    pub block: u64,
+}
+
+/// The result of [`InitRound::run`]: the new state, the block's cost
+/// Σ d², and the rows drawn.
+pub struct InitOut {
+    pub state: Vec<f64>,
+    pub cost: f64,
+    pub drawn: Vec<f64>,
+}
+
+impl InitRound<'_> {
+    pub fn run(&self, x: ArrayView2<'_, f64>, state: Option<ArrayView2<'_, f64>>) -> InitOut {
+        let (n, p) = x.dim();
+        let k = self.new.len().checked_div(p).unwrap_or(0);
+        let mut out = Vec::with_capacity(2 * n);
+        let (near, d2) = nearest(x, self.new, k);
+        for i in 0..n {
+            let (mut d, mut c) = match &state {
+                Some(s) => (s[[i, 0]], s[[i, 1]]),
+                None => (f64::INFINITY, -1.0),
+            };
+            if k > 0 && d2[i] < d {
+                d = d2[i];
+                c = (self.first + near[i] as usize) as f64;
+            }
+            out.push(d);
+            out.push(c);
+        }
+        let cost = out.iter().step_by(2).sum();
+        let mut drawn = Vec::new();
+        if let Some((l, phi)) = self.sample {
+            let mut r = rng(self.seed, self.block, self.round);
+            for i in 0..n {
+                let u: f64 = r.random();
+                if phi > 0.0 && u < l * out[2 * i] / phi {
+                    drawn.extend(x.row(i).iter());
+                }
+            }
+        }
+        InitOut { state: out, cost, drawn }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array2;
+
+    #[test]
+    fn chosen_rows_partition_the_block() {
+        let test = chosen_rows(10, 3, 7, 2, true, true);
+        let train = chosen_rows(10, 3, 7, 2, true, false);
+        let mut all: Vec<usize> = test.iter().chain(&train).copied().collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..10).collect::<Vec<_>>());
+        assert_eq!(test, chosen_rows(10, 3, 7, 2, true, true), "a seed gives the same rows");
+        assert_ne!(test, chosen_rows(10, 3, 8, 2, true, true));
+        assert_eq!(chosen_rows(5, 2, 0, 0, false, true), [3, 4]);
+    }
+
+    #[test]
+    fn lloyd_statistics_sum_clusters_and_keep_the_farthest() {
+        let x = Array2::from_shape_vec((4, 2), vec![0.0, 0.0, 1.0, 0.0, 10.0, 10.0, 12.0, 10.0]).expect("x");
+        let centers = [0.0, 0.0, 10.0, 10.0];
+        let s = LloydStat::of(x.view(), &centers, 2);
+        assert_eq!(s.counts, [2.0, 2.0]);
+        assert_eq!(s.sums, [1.0, 0.0, 22.0, 20.0]);
+        assert_eq!(s.inertia, 5.0);
+        assert_eq!(s.far[0], (4.0, 1, vec![12.0, 10.0]));
+        let both = s.merge(&s);
+        assert_eq!((both.counts[0], both.inertia, both.far.len()), (4.0, 10.0, 2));
+        assert_eq!(LloydStat::unpack(&both.pack()), Some(both));
+        assert_eq!(LloydStat::unpack(&[2.0, 2.0, 1.0]), None, "a short vector is refused");
+    }
+
+    #[test]
+    fn init_rounds_track_the_nearest_candidate_and_draw_far_rows() {
+        let x = Array2::from_shape_vec((3, 1), vec![0.0, 1.0, 100.0]).expect("x");
+        let first = InitRound { new: &[0.0], first: 0, sample: None, seed: 1, round: 0, block: 0 }
+            .run(x.view(), None);
+        assert_eq!(first.state, [0.0, 0.0, 1.0, 0.0, 10000.0, 0.0]);
+        assert_eq!(first.cost, 10001.0);
+        let state = Array2::from_shape_vec((3, 2), first.state).expect("state");
+        // Drawing with φ = cost and ℓ large takes the far row surely.
+        let next =
+            InitRound { new: &[100.0], first: 1, sample: Some((1e9, 10001.0)), seed: 1, round: 1, block: 0 }
+                .run(x.view(), Some(state.view()));
+        assert_eq!(next.state, [0.0, 0.0, 1.0, 0.0, 0.0, 1.0]);
+        assert_eq!(next.drawn, [1.0], "rows already at a candidate are never drawn");
+    }
+}
