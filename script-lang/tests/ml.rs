@@ -89,6 +89,26 @@ r.kmpp_passes = pp.n_passes_;
 r.kmpp_n_iter = pp.n_iter_;
 r.kmpp_init_passes = pp.n_init_passes_;
 
+let Xl = from_npy(D + "/Xl.npy", #{chunks: [700, -1]});
+for run in [["lg", "yl"], ["lgm", "ym"]] {
+    let tag = run[0];
+    let yl = from_npy(D + "/" + run[1] + ".npy", #{chunks: 800});
+    let lg = LogisticRegression(#{tol: 1e-10, max_iter: 1000}).fit(Xl, yl);
+    r[tag + "_coef"] = lg.coef_;
+    r[tag + "_intercept"] = lg.intercept_;
+    r[tag + "_classes"] = lg.classes_;
+    r[tag + "_proba_head"] = lg.predict_proba(Xl)[0..5].compute();
+    r[tag + "_decision_head"] = lg.decision_function(Xl)[0..5].compute();
+    r[tag + "_predict_head"] = lg.predict(Xl)[0..20].compute();
+    r[tag + "_score"] = lg.score(Xl, yl);
+    r[tag + "_log_loss"] = log_loss(yl, lg.predict_proba(Xl));
+    r[tag + "_default_coef"] = LogisticRegression().fit(Xl, yl).coef_;
+    if tag == "lg" { r.lg_passes = lg.n_passes_ <= lg.n_iter_ * 3 / 2 + 2; }
+}
+let yl = from_npy(D + "/yl.npy", #{chunks: 800});
+r.lg_nopenalty_coef = LogisticRegression(#{penalty: (), tol: 1e-10, max_iter: 1000}).fit(Xl, yl).coef_;
+r.lg_c_coef = LogisticRegression(#{C: 0.01, tol: 1e-10, max_iter: 1000}).fit(Xl, yl).coef_;
+
 let yp = lr.predict(X);
 r.r2 = r2_score(y, yp);
 r.mse = mean_squared_error(y, yp);
@@ -118,6 +138,8 @@ errors.split = failure(|| train_test_split(X, #{test_size: 1.5}));
 errors.one_d = failure(|| StandardScaler().fit(y));
 errors.clusters = failure(|| KMeans(#{n_clusters: 6}).fit(Xb[0..5]));
 errors.init = failure(|| KMeans(#{n_clusters: 6, init: [[1.0, 2.0], [3.0, 4.0]]}).fit(Xb));
+errors.one_class = failure(|| LogisticRegression().fit(Xl, full([3000], 1)));
+errors.solver = failure(|| LogisticRegression(#{solver: "saga"}));
 r.errors = errors;
 r
 "#;

@@ -18,8 +18,8 @@ import sys
 import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
-from sklearn.linear_model import LinearRegression, Ridge
-from sklearn.metrics import accuracy_score, adjusted_rand_score, mean_squared_error, r2_score
+from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+from sklearn.metrics import accuracy_score, adjusted_rand_score, log_loss, mean_squared_error, r2_score
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
 
@@ -52,6 +52,15 @@ def gen(d):
     Xb = centres[yb] + rng.normal(size=(4000, 5))
     np.save(os.path.join(d, "Xb.npy"), Xb)
     np.save(os.path.join(d, "yb.npy"), yb)
+    # Classes drawn from a logistic (two) and a softmax (three) model.
+    Xl = rng.normal(size=(3000, 5))
+    yl = (rng.random(3000) < 1 / (1 + np.exp(-(Xl @ rng.normal(size=5) + 0.5)))).astype(np.int64)
+    z = Xl @ rng.normal(size=(3, 5)).T
+    pm = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+    ym = (pm.cumsum(1) < rng.random(size=(3000, 1))).sum(1).astype(np.int64)
+    np.save(os.path.join(d, "Xl.npy"), Xl)
+    np.save(os.path.join(d, "yl.npy"), yl)
+    np.save(os.path.join(d, "ym.npy"), ym)
     # Labels for the accuracy.
     np.save(os.path.join(d, "labels_true.npy"), rng.integers(0, 3, size=500))
     np.save(os.path.join(d, "labels_pred.npy"), rng.integers(0, 3, size=500))
@@ -131,6 +140,23 @@ def expected(d):
     out["kmpp_passes_ok"] = (1.0, 0)
     out["_kmpp_inertia"] = best.inertia_
 
+    Xl = load(d, "Xl")
+    for tag, ylab in [("lg", load(d, "yl")), ("lgm", load(d, "ym"))]:
+        # Both solvers run to a tight tolerance: the same optimum.
+        lg = LogisticRegression(tol=1e-10, max_iter=1000).fit(Xl, ylab)
+        out[f"{tag}_coef"] = (lg.coef_, 1e-6)
+        out[f"{tag}_intercept"] = (lg.intercept_, 1e-6)
+        out[f"{tag}_classes"] = (lg.classes_, 0)
+        out[f"{tag}_proba_head"] = (lg.predict_proba(Xl[:5]), 1e-6)
+        out[f"{tag}_decision_head"] = (lg.decision_function(Xl[:5]), 1e-6)
+        out[f"{tag}_predict_head"] = (lg.predict(Xl[:20]), 0)
+        out[f"{tag}_score"] = (lg.score(Xl, ylab), 1e-12)
+        out[f"{tag}_log_loss"] = (log_loss(ylab, lg.predict_proba(Xl)), 1e-6)
+        # At the default tolerance both stop near it.
+        out[f"{tag}_default_coef"] = (LogisticRegression().fit(Xl, ylab).coef_, 2e-3)
+    out["lg_nopenalty_coef"] = (LogisticRegression(penalty=None, tol=1e-10, max_iter=1000).fit(Xl, load(d, "yl")).coef_, 1e-6)
+    out["lg_c_coef"] = (LogisticRegression(C=0.01, tol=1e-10, max_iter=1000).fit(Xl, load(d, "yl")).coef_, 1e-6)
+
     yp = lr.predict(X)
     out["r2"] = (r2_score(y, yp), 1e-10)
     out["mse"] = (mean_squared_error(y, yp), 1e-8)
@@ -191,7 +217,7 @@ def check(d, path):
         if needle not in errors.get(k, ""):
             print(f"error {k}: {errors.get(k)!r} does not say {needle!r}")
             bad += 1
-    for k in ["split_same_rows", "split_all_rows", "passes"]:
+    for k in ["split_same_rows", "split_all_rows", "passes", "lg_passes"]:
         if got.get(k) is not True:
             print(f"{k}: {got.get(k)!r}")
             bad += 1
@@ -210,6 +236,8 @@ EXPECTED_ERRORS = {
     "one_d": "X must be a 2-d array",
     "clusters": "n_samples=5 should be >= n_clusters=6",
     "init": "init has 4 values, but n_clusters × n_features is 6 × 5",
+    "one_class": "needs samples of at least 2 classes in the data, but the data contains only one class: 1",
+    "solver": "solver must be \"lbfgs\", got \"saga\"",
 }
 
 

@@ -76,7 +76,7 @@ pub fn row_statistic(
     for i in 0..nblocks {
         let mut deps = vec![x.block_key(&vec![i, 0][..x.ndim()])];
         if let Some(y) = y {
-            deps.push(y.block_key(&[i]));
+            deps.push(y.block_key(&vec![i, 0][..y.ndim()]));
         }
         let args = (0..deps.len()).map(|k| Arg::Dep(k as u32)).collect();
         tasks.push(array_task(ctx, block(&chunk_name, &[i]), ArrayOp::Ml(partial.clone()), args, deps));
@@ -130,4 +130,31 @@ pub fn apply(ctx: &Ctx, op: BinOp, a: &Array, b: &Array) -> Result<Array, ArrayE
 /// The float type a model's outputs on `x` have: f32 stays, the rest is f64.
 pub fn float_of(x: &Array) -> DType {
     if x.dtype == DType::F32 { DType::F32 } else { DType::F64 }
+}
+
+/// `op` on each row block of `x`: a lazy array chunked like X's rows, with
+/// `cols` columns (1-d without).
+pub fn map_row_blocks(
+    ctx: &Ctx,
+    x: &Array,
+    op: MlOp,
+    cols: Option<usize>,
+    dtype: DType,
+) -> Result<Array, ArrayError> {
+    let rows = row_blocks(ctx, x)?;
+    let mut t = Tokenizer::new();
+    t.str(op.name()).str(&rows.name).serde(&op);
+    let name: Arc<str> = Arc::from(format!("{}-{}", op.name(), t.finish()));
+    let tasks = (0..rows.chunks[0].len())
+        .map(|i| {
+            let idx: Vec<usize> = if cols.is_some() { vec![i, 0] } else { vec![i] };
+            let src = rows.block_key(&vec![i, 0][..rows.ndim()]);
+            array_task(ctx, block(&name, &idx), ArrayOp::Ml(op.clone()), vec![Arg::Dep(0)], vec![src])
+        })
+        .collect();
+    let mut chunks = vec![rows.chunks[0].clone()];
+    if let Some(c) = cols {
+        chunks.push(vec![c]);
+    }
+    Ok(finish(name.to_string(), tasks, vec![rows.layer.clone()], chunks, dtype))
 }

@@ -215,6 +215,108 @@ impl InitRound<'_> {
     }
 }
 
+/// A linear model's scores `X·Wᵀ + b` for a block: `coef` is `m` rows of
+/// `p` weights then the intercept (m × (p + 1), row-major). n × m.
+pub fn scores(x: ArrayView2<'_, f64>, coef: &[f64], m: usize) -> Mat<f64> {
+    let (n, p) = x.dim();
+    let owned;
+    let xs: &[f64] = match x.as_slice() {
+        Some(s) => s,
+        None => {
+            owned = x.iter().copied().collect::<Vec<f64>>();
+            &owned
+        }
+    };
+    let xm = MatRef::from_row_major_slice(xs, n, p);
+    let w = Mat::from_fn(p, m, |j, c| coef[c * (p + 1) + j]);
+    let mut z = Mat::<f64>::zeros(n, m);
+    matmul(z.as_mut(), Accum::Replace, xm, w.as_ref(), 1.0, Par::Seq);
+    for c in 0..m {
+        let b = coef[c * (p + 1) + p];
+        for i in 0..n {
+            z[(i, c)] += b;
+        }
+    }
+    z
+}
+
+/// log(1 + eᶻ) without overflow.
+fn softplus(z: f64) -> f64 {
+    if z > 0.0 { z + (-z).exp().ln_1p() } else { z.exp().ln_1p() }
+}
+
+/// The logistic loss of a block and its gradient, as scikit-learn's
+/// `HalfBinomialLoss` (m = 1, y is 1 for the second class) or
+/// `HalfMultinomialLoss` (m classes): `[Σ loss, ∂/∂coef (m × (p + 1))]`.
+/// `y` holds class numbers (0..m, or 0/1 for two classes).
+pub fn logistic_loss(x: ArrayView2<'_, f64>, y: &[usize], coef: &[f64], m: usize) -> Vec<f64> {
+    let (n, p) = x.dim();
+    let z = scores(x, coef, m);
+    let mut loss = 0.0;
+    // The residuals, n × m: σ(z) − y, or softmax(z) − onehot(y).
+    let mut r = Mat::<f64>::zeros(n, m);
+    for i in 0..n {
+        if m == 1 {
+            let zi = z[(i, 0)];
+            let yi = if y[i] == 1 { 1.0 } else { 0.0 };
+            loss += softplus(zi) - yi * zi;
+            let s = if zi >= 0.0 { 1.0 / (1.0 + (-zi).exp()) } else { zi.exp() / (1.0 + zi.exp()) };
+            r[(i, 0)] = s - yi;
+        } else {
+            let top = (0..m).map(|c| z[(i, c)]).fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = (0..m).map(|c| (z[(i, c)] - top).exp()).sum();
+            let lse = top + sum.ln();
+            loss += lse - z[(i, y[i].min(m - 1))];
+            for c in 0..m {
+                r[(i, c)] = (z[(i, c)] - lse).exp() - if y[i] == c { 1.0 } else { 0.0 };
+            }
+        }
+    }
+    let owned;
+    let xs: &[f64] = match x.as_slice() {
+        Some(s) => s,
+        None => {
+            owned = x.iter().copied().collect::<Vec<f64>>();
+            &owned
+        }
+    };
+    let xm = MatRef::from_row_major_slice(xs, n, p);
+    // Gradient of the weights: Rᵀ·X (m × p); of the intercepts: column sums of R.
+    let mut g = Mat::<f64>::zeros(m, p);
+    matmul(g.as_mut(), Accum::Replace, r.transpose(), xm, 1.0, Par::Seq);
+    let mut out = Vec::with_capacity(1 + m * (p + 1));
+    out.push(loss);
+    for c in 0..m {
+        for j in 0..p {
+            out.push(g[(c, j)]);
+        }
+        out.push((0..n).map(|i| r[(i, c)]).sum());
+    }
+    out
+}
+
+/// Class probabilities of a block (n × classes): the logistic function for
+/// two classes (`[1 − p, p]`), softmax for more.
+pub fn probabilities(x: ArrayView2<'_, f64>, coef: &[f64], m: usize) -> Vec<f64> {
+    let z = scores(x, coef, m);
+    let n = x.nrows();
+    let mut out = Vec::with_capacity(n * m.max(2));
+    for i in 0..n {
+        if m == 1 {
+            let zi = z[(i, 0)];
+            let s = if zi >= 0.0 { 1.0 / (1.0 + (-zi).exp()) } else { zi.exp() / (1.0 + zi.exp()) };
+            out.push(1.0 - s);
+            out.push(s);
+        } else {
+            let top = (0..m).map(|c| z[(i, c)]).fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = (0..m).map(|c| (z[(i, c)] - top).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            out.extend(e.iter().map(|v| v / sum));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

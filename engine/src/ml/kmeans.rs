@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use rand::RngExt;
 
-use super::graph::{row_blocks, row_statistic};
+use super::graph::{map_row_blocks, row_blocks, row_statistic};
 use super::kernels::{LloydStat, rng};
 use super::op::MlOp;
 use super::scaler::features_match;
@@ -333,7 +333,7 @@ fn merge_all(ctx: &Ctx, parts: &Array, op: MlOp, label: &str) -> Result<Array, A
 
 /// How many rows are nearest to each of the `n` candidates, from a state.
 fn count_nearest(ctx: &Ctx, state: &Array, n: usize) -> Result<Array, ArrayError> {
-    row_statistic(ctx, state, None, MlOp::CountNearest { n }, MlOp::MergeCounts, n)
+    row_statistic(ctx, state, None, MlOp::CountNearest { n }, MlOp::MergeSum, n)
 }
 
 /// The Lloyd statistic of X against `centers`.
@@ -464,55 +464,18 @@ fn recluster(cands: &[f64], w: &[f64], k: usize, p: usize, r: &mut impl rand::Rn
 }
 
 impl KMeansFit {
-    fn op_array(
-        &self,
-        ctx: &Ctx,
-        x: &Array,
-        op: MlOp,
-        label: &str,
-        out_cols: Option<usize>,
-        dtype: DType,
-    ) -> Result<Array, MlError> {
-        let p = self.centers.len() / self.k;
-        features_match("KMeans", x, p)?;
-        let rows = row_blocks(ctx, x)?;
-        let mut t = Tokenizer::new();
-        t.str(label).str(&rows.name).serde(&self.centers);
-        let name: Arc<str> = Arc::from(format!("{label}-{}", t.finish()));
-        let tasks = (0..rows.chunks[0].len())
-            .map(|i| {
-                let idx: Vec<usize> = match out_cols {
-                    Some(_) => vec![i, 0],
-                    None => vec![i],
-                };
-                array_task(
-                    ctx,
-                    block(&name, &idx),
-                    ArrayOp::Ml(op.clone()),
-                    vec![Arg::Dep(0)],
-                    vec![rows.block_key(&[i, 0])],
-                )
-            })
-            .collect();
-        let mut chunks = vec![rows.chunks[0].clone()];
-        if let Some(c) = out_cols {
-            chunks.push(vec![c]);
-        }
-        let mut a = finish(name.to_string(), tasks, vec![rows.layer.clone()], chunks, dtype);
-        a.unknown = rows.unknown;
-        Ok(a)
-    }
-
     /// Each row's nearest centre, lazily (int64, chunked like X's rows).
     pub fn predict(&self, ctx: &Ctx, x: &Array) -> Result<Array, MlError> {
+        features_match("KMeans", x, self.centers.len() / self.k)?;
         let op = MlOp::Labels { centers: Arc::new(self.centers.clone()), k: self.k };
-        self.op_array(ctx, x, op, "kmeans-predict", None, DType::I64)
+        Ok(map_row_blocks(ctx, x, op, None, DType::I64)?)
     }
 
     /// Each row's distance to each centre, lazily (n × k).
     pub fn transform(&self, ctx: &Ctx, x: &Array) -> Result<Array, MlError> {
+        features_match("KMeans", x, self.centers.len() / self.k)?;
         let op = MlOp::Distances { centers: Arc::new(self.centers.clone()), k: self.k };
-        self.op_array(ctx, x, op, "kmeans-transform", Some(self.k), DType::F64)
+        Ok(map_row_blocks(ctx, x, op, Some(self.k), DType::F64)?)
     }
 
     /// Minus X's inertia to these centres (scikit-learn's `score`).

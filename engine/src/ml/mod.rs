@@ -11,6 +11,7 @@ pub mod graph;
 pub mod kernels;
 pub mod kmeans;
 pub mod linear;
+pub mod logistic;
 pub mod metrics;
 pub mod op;
 pub mod pca;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use std::sync::Arc;
 
-use super::kernels::{InitRound, LloydStat, nearest};
+use super::kernels::{InitRound, LloydStat, logistic_loss, nearest, probabilities, scores};
 use super::stats::{CoMoments, Moments, packed, unpacked, with_rows};
 use crate::array::chunk::Chunk;
 use crate::array::error::ArrayError;
@@ -52,8 +52,20 @@ pub enum MlOp {
     /// How many rows are nearest to each candidate (the k-means‖ weights),
     /// from round states: a packed vector of `n` counts.
     CountNearest { n: usize },
-    /// Merge counts (added).
-    MergeCounts,
+    /// Merge packed vectors by adding them.
+    MergeSum,
+    /// A logistic loss and its gradient on a block of X and its block of y
+    /// (`kernels::logistic_loss`): `coef` is m × (p + 1), `classes` sorted.
+    Logistic { coef: Arc<Vec<f64>>, m: usize, classes: Arc<Vec<f64>> },
+    /// A linear model's scores (n × m; n for m = 1).
+    Decision { coef: Arc<Vec<f64>>, m: usize },
+    /// Class probabilities (n × classes).
+    Proba { coef: Arc<Vec<f64>>, m: usize },
+    /// The most likely class of each row, as its label (int64 when `int`).
+    Predict { coef: Arc<Vec<f64>>, m: usize, classes: Arc<Vec<f64>>, int: bool },
+    /// `[Σ −log p(true class), n]` of a block of labels and one of
+    /// probabilities (columns in the order of `classes`).
+    LogLoss { classes: Arc<Vec<f64>> },
 }
 
 impl MlOp {
@@ -74,7 +86,12 @@ impl MlOp {
             MlOp::InitRound { .. } => "kmeans-init",
             MlOp::MergeDrawn => "kmeans-init-merge",
             MlOp::CountNearest { .. } => "kmeans-init-weights",
-            MlOp::MergeCounts => "kmeans-init-weights-merge",
+            MlOp::MergeSum => "sum-merge",
+            MlOp::Logistic { .. } => "logistic-loss",
+            MlOp::Decision { .. } => "decision-function",
+            MlOp::Proba { .. } => "predict-proba",
+            MlOp::Predict { .. } => "predict",
+            MlOp::LogLoss { .. } => "log-loss",
         }
     }
 
@@ -204,7 +221,62 @@ impl MlOp {
                 })?;
                 counts
             }
-            MlOp::MergeCounts => {
+            MlOp::Logistic { coef, m, classes } => {
+                let [x, y] = blocks[..] else { return Err(arity(self, 2, blocks.len())) };
+                let y = class_numbers(y, classes)?;
+                with_rows(x, |x| logistic_loss(x, &y, coef, *m))?
+            }
+            MlOp::Decision { coef, m } => {
+                let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                let (z, n) = with_rows(x, |x| (scores(x, coef, *m), x.nrows()))?;
+                let v: Vec<f64> =
+                    (0..n).flat_map(|i| (0..*m).map(move |c| (i, c))).map(|(i, c)| z[(i, c)]).collect();
+                let shape = if *m == 1 { vec![n] } else { vec![n, *m] };
+                return Ok(Value::array(Chunk::from_vec(&shape, v)?));
+            }
+            MlOp::Proba { coef, m } => {
+                let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                let (v, n) = with_rows(x, |x| (probabilities(x, coef, *m), x.nrows()))?;
+                return Ok(Value::array(Chunk::from_vec(&[n, (*m).max(2)], v)?));
+            }
+            MlOp::Predict { coef, m, classes, int } => {
+                let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                let k = (*m).max(2);
+                let v = with_rows(x, |x| probabilities(x, coef, *m))?;
+                let best: Vec<f64> = v
+                    .chunks(k)
+                    .map(|row| {
+                        let j = (0..k).fold(0, |b, j| if row[j] > row[b] { j } else { b });
+                        classes.get(j).copied().unwrap_or(f64::NAN)
+                    })
+                    .collect();
+                let n = best.len();
+                let c = if *int {
+                    Chunk::from_vec(&[n], best.into_iter().map(|v| v as i64).collect())?
+                } else {
+                    Chunk::from_vec(&[n], best)?
+                };
+                return Ok(Value::array(c));
+            }
+            MlOp::LogLoss { classes } => {
+                let [y, p] = blocks[..] else { return Err(arity(self, 2, blocks.len())) };
+                let y = class_numbers(y, classes)?;
+                let k = classes.len();
+                let eps = f64::EPSILON;
+                let total = with_rows(p, |p| {
+                    if p.ncols() != k || p.nrows() != y.len() {
+                        return Err(ArrayError::Shape(format!(
+                            "log_loss: y_prob has shape ({}, {}) for {} labels of {k} classes",
+                            p.nrows(),
+                            p.ncols(),
+                            y.len()
+                        )));
+                    }
+                    Ok(y.iter().enumerate().map(|(i, &c)| -p[[i, c]].clamp(eps, 1.0 - eps).ln()).sum::<f64>())
+                })??;
+                vec![total, y.len() as f64]
+            }
+            MlOp::MergeSum => {
                 let mut acc: Vec<f64> = Vec::new();
                 for b in &blocks {
                     let v = unpacked(b);
@@ -219,6 +291,19 @@ impl MlOp {
         };
         Ok(Value::array(packed(out)))
     }
+}
+
+/// Each label's number among the sorted `classes`; a label not among them
+/// is an error.
+fn class_numbers(y: &Chunk, classes: &[f64]) -> Result<Vec<usize>, ArrayError> {
+    y.cast::<f64>()
+        .iter()
+        .map(|&v| {
+            classes.binary_search_by(|c| c.total_cmp(&v)).map_err(|_| {
+                ArrayError::Value(format!("the label {v} is not one of the classes {classes:?}"))
+            })
+        })
+        .collect()
 }
 
 /// The rows `keep` of a block, in that order.

@@ -11,6 +11,7 @@ use brisk_engine::array::Chunk;
 use brisk_engine::collections::array::{self as arr, Array};
 use brisk_engine::ml::kmeans::{Init, KMeans, KMeansFit};
 use brisk_engine::ml::linear::{Linear, LinearFit};
+use brisk_engine::ml::logistic::{Logistic, LogisticFit};
 use brisk_engine::ml::pca::{Pca, PcaFit, Solver};
 use brisk_engine::ml::scaler::{MinMaxFit, MinMaxScaler, StandardFit, StandardScaler};
 use brisk_engine::ml::split::TestSize;
@@ -71,6 +72,36 @@ pub const DOCS: &[FnDoc] = &[
         "KMeans(#{n_clusters: 8, init: \"k-means||\", oversampling_factor: 2, init_max_iter, max_iter: 300, tol: 1e-4, random_state}) -> Estimator",
         "k-means clustering, as dask-ml's KMeans with scikit-learn's answers: init \"k-means||\" (the default) runs init_max_iter rounds (default 5), each one pass that draws about oversampling_factor × n_clusters rows far from the candidates so far, then clusters the weighted candidates with k-means++; \"random\" takes n_clusters random rows, or give the centres as an array. Each Lloyd iteration is one pass (per-block sums from a GEMM argmin, merged in a tree); a cluster left empty takes the farthest row; it stops when the centres' squared shift is within tol times the mean feature variance (scikit-learn's rule). inertia_ is the sum of squared distances (dask-ml's is not squared). predict, transform (distances) and labels_ are lazy; score is minus the inertia. Attributes cluster_centers_, inertia_, n_iter_, n_passes_, labels_.",
         "let X = random([300, 2], #{chunks: [100, 2], seed: 1});\nKMeans(#{n_clusters: 3, random_state: 0}).fit(X).inertia_",
+    ),
+    doc(
+        "LogisticRegression",
+        "LogisticRegression(#{penalty: \"l2\", C: 1.0, fit_intercept: true, solver: \"lbfgs\", max_iter: 100, tol: 1e-4}) -> Estimator",
+        "Logistic regression as scikit-learn's lbfgs solver fits it (dask-ml's default, admm, is slow and its intercept penalised): binary, or multinomial (softmax) for more classes; the penalty is ||w||^2 / 2C on the weights, not the intercepts (penalty () for none). Each evaluation of the loss and its gradient is one pass over X; L-BFGS runs on the session. predict, predict_proba and decision_function are lazy; score is the accuracy. Attributes coef_ (one row per class, one row for two classes), intercept_, classes_, n_iter_, n_passes_.",
+        "let X = random([400, 2], #{chunks: [100, 2], seed: 3}) - 0.5;\nlet y = (X.sum(1) > 0.0).astype(\"i64\");\nlet m = LogisticRegression().fit(X, y);\n[m.classes_, m.score(X, y)]",
+    ),
+    doc(
+        "predict_proba",
+        "m.predict_proba(X) -> Array",
+        "LogisticRegression: each row's probability of each class (columns in the order of classes_), lazy.",
+        "let X = random([100, 2], #{seed: 3}) - 0.5;\nlet y = (X.sum(1) > 0.0).astype(\"i64\");\nLogisticRegression().fit(X, y).predict_proba(X).sum(1).max().compute()",
+    ),
+    doc(
+        "decision_function",
+        "m.decision_function(X) -> Array",
+        "LogisticRegression: the linear scores X @ coef_.T + intercept_ (1-d for two classes), lazy.",
+        "let X = random([100, 2], #{seed: 3}) - 0.5;\nlet y = (X.sum(1) > 0.0).astype(\"i64\");\nLogisticRegression().fit(X, y).decision_function(X).shape",
+    ),
+    doc(
+        "log_loss",
+        "log_loss(y_true, y_prob) -> float",
+        "The mean negative log-likelihood of the true labels under y_prob (samples × classes, the classes being y_true's, sorted), as scikit-learn's log_loss; probabilities are clipped to [eps, 1 - eps].",
+        "log_loss(from_array([0, 1, 1]), from_array([[0.9, 0.1], [0.2, 0.8], [0.3, 0.7]]))",
+    ),
+    doc(
+        "classes_",
+        "m.classes_ -> ndarray",
+        "LogisticRegression: the labels seen in fit, sorted.",
+        "let X = random([100, 2], #{seed: 3}) - 0.5;\nLogisticRegression().fit(X, (X.sum(1) > 0.0).astype(\"i64\")).classes_",
     ),
     doc(
         "fit",
@@ -298,6 +329,7 @@ enum Kind {
     Linear(Linear),
     Pca(Pca),
     KMeans(KMeans),
+    Logistic(Logistic),
 }
 
 /// What a fit left.
@@ -309,6 +341,7 @@ enum Fitted {
     Pca(PcaFit),
     /// With the X it was fitted on, for `labels_`.
     KMeans(KMeansFit, Array),
+    Logistic(LogisticFit),
 }
 
 /// An estimator, fitted or not (a Rhai value: `m.fit(X)` fits it in place).
@@ -331,6 +364,7 @@ impl Estimator {
             Kind::Linear(l) => l.name,
             Kind::Pca(_) => "PCA",
             Kind::KMeans(_) => "KMeans",
+            Kind::Logistic(_) => "LogisticRegression",
         }
     }
 
@@ -392,6 +426,21 @@ impl Estimator {
                 out.push(("n_passes_", i(m.n_passes)));
                 out.push(("n_init_passes_", i(m.n_init_passes)));
             }
+            Some(Fitted::Logistic(l)) => {
+                out.push(("coef_", matrix(&l.weights(), l.m, l.p)));
+                out.push(("intercept_", v(&l.intercepts())));
+                let classes = if l.int_labels {
+                    let ints: Vec<i64> = l.classes.iter().map(|&c| c as i64).collect();
+                    Chunk::from_vec(&[ints.len()], ints)
+                        .map(|c| to_dynamic(&Value::array(c)))
+                        .unwrap_or_else(|_| v(&l.classes))
+                } else {
+                    v(&l.classes)
+                };
+                out.push(("classes_", classes));
+                out.push(("n_iter_", i(l.n_iter)));
+                out.push(("n_passes_", i(l.n_passes)));
+            }
         }
         if self.fitted.is_some() {
             out.push(("n_features_in_", i(self.n_features)));
@@ -426,6 +475,7 @@ const ATTRIBUTES: &[&str] = &[
     "inertia_",
     "n_iter_",
     "n_init_passes_",
+    "classes_",
 ];
 
 fn vector(x: &[f64]) -> Dynamic {
@@ -509,6 +559,8 @@ fn fit(state: &SessionState, m: &mut Estimator, x: &Dynamic, y: Option<&Dynamic>
     let fitted = match (&m.kind, &y) {
         (Kind::Linear(l), Some(y)) => Fitted::Linear(l.fit(&c, &x, y, &run).map_err(ml_err)?),
         (Kind::Linear(l), None) => return Err(runtime(format!("{}.fit needs X and y", l.name))),
+        (Kind::Logistic(l), Some(y)) => Fitted::Logistic(l.fit(&c, &x, y, &run).map_err(ml_err)?),
+        (Kind::Logistic(_), None) => return Err(runtime("LogisticRegression.fit needs X and y")),
         (Kind::Standard(s), _) => Fitted::Standard(s.fit(&c, &x, &run).map_err(ml_err)?),
         (Kind::MinMax(s), _) => Fitted::MinMax(s.fit(&c, &x, &run).map_err(ml_err)?),
         (Kind::Pca(p), _) => Fitted::Pca(p.fit(&c, &x, &run).map_err(ml_err)?),
@@ -531,7 +583,7 @@ fn transform(state: &SessionState, m: &Estimator, x: &Dynamic, inverse: bool) ->
         (Fitted::Pca(p), false) => p.transform(&c, &x),
         (Fitted::Pca(p), true) => p.inverse_transform(&c, &x),
         (Fitted::KMeans(k, _), false) => k.transform(&c, &x),
-        (Fitted::Linear(_) | Fitted::KMeans(..), _) => {
+        (Fitted::Linear(_) | Fitted::KMeans(..) | Fitted::Logistic(_), _) => {
             return Err(runtime(format!("{} has no {what}", m.name())));
         }
     };
@@ -543,6 +595,7 @@ fn predict(state: &SessionState, m: &Estimator, x: &Dynamic) -> Res<LazyArray> {
     match m.fitted("predict")? {
         Fitted::Linear(l) => l.predict(&ctx(state), &x, m.name()).map(LazyArray::new).map_err(ml_err),
         Fitted::KMeans(k, _) => k.predict(&ctx(state), &x).map(LazyArray::new).map_err(ml_err),
+        Fitted::Logistic(l) => l.predict(&ctx(state), &x).map(LazyArray::new).map_err(ml_err),
         _ => Err(runtime(format!("{} has no predict; use transform", m.name()))),
     }
 }
@@ -556,10 +609,25 @@ fn score_x(state: &SessionState, m: &Estimator, x: &Dynamic) -> Res<f64> {
     k.score(&ctx(state), &x, &Session(state)).map_err(ml_err)
 }
 
+/// A classifier's `predict_proba` and `decision_function`.
+fn classifier(state: &SessionState, m: &Estimator, x: &Dynamic, proba: bool) -> Res<LazyArray> {
+    let what = if proba { "predict_proba" } else { "decision_function" };
+    let Fitted::Logistic(l) = m.fitted(what)? else {
+        return Err(runtime(format!("{} has no {what}", m.name())));
+    };
+    let x = lazy(state, x, &format!("{}.{what}'s X", m.name()))?;
+    let c = ctx(state);
+    let out = if proba { l.predict_proba(&c, &x) } else { l.decision_function(&c, &x) };
+    out.map(LazyArray::new).map_err(ml_err)
+}
+
+/// R² for a regression, accuracy for a classifier (scikit-learn's `score`).
 fn score(state: &SessionState, m: &Estimator, x: &Dynamic, y: &Dynamic) -> Res<f64> {
     let p = predict(state, m, x)?;
     let y = lazy(state, y, &format!("{}.score's y", m.name()))?;
-    metrics::r2_score(&ctx(state), &y, &p.a, &Session(state)).map_err(ml_err)
+    let metric: Metric =
+        if matches!(m.kind, Kind::Logistic(_)) { metrics::accuracy_score } else { metrics::r2_score };
+    metric(&ctx(state), &y, &p.a, &Session(state)).map_err(ml_err)
 }
 
 fn options(opts: Option<Map>, name: &str, known: &[&str]) -> Res<Opts> {
@@ -613,6 +681,42 @@ fn make(name: &str, opts: Option<Map>) -> Res<Estimator> {
                 name: "Ridge",
                 alpha: o.float("alpha", 1.0)?,
                 fit_intercept: flag(&o, "fit_intercept", true)?,
+            })
+        }
+        "LogisticRegression" => {
+            let known = ["penalty", "C", "fit_intercept", "solver", "max_iter", "tol"];
+            let o = options(opts, name, &known)?;
+            let penalty = match o.get("penalty") {
+                None => true,
+                Some(d) if d.is_unit() => false,
+                Some(d) => match d.clone().into_string().unwrap_or_default().as_str() {
+                    "l2" => true,
+                    "none" => false,
+                    other => {
+                        return Err(runtime(format!(
+                            "LogisticRegression: penalty must be \"l2\" or () for none, got \"{other}\" (l1 and elasticnet are not built yet)"
+                        )));
+                    }
+                },
+            };
+            if let Some(d) = o.get("solver") {
+                let s = d.clone().into_string().unwrap_or_default();
+                if s != "lbfgs" {
+                    return Err(runtime(format!(
+                        "LogisticRegression: solver must be \"lbfgs\", got \"{s}\""
+                    )));
+                }
+            }
+            let max_iter = match o.get("max_iter") {
+                None => 100,
+                Some(d) => usize::try_from(int_of(d, "max_iter")?)
+                    .map_err(|_| runtime("LogisticRegression: max_iter must not be negative"))?,
+            };
+            Kind::Logistic(Logistic {
+                c: penalty.then(|| o.float("C", 1.0)).transpose()?,
+                fit_intercept: flag(&o, "fit_intercept", true)?,
+                max_iter,
+                tol: o.float("tol", 1e-4)?,
             })
         }
         "KMeans" => {
@@ -765,7 +869,9 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<Estimator>("Estimator");
     engine.register_fn("to_string", |m: &mut Estimator| describe(m));
     engine.register_fn("to_debug", |m: &mut Estimator| describe(m));
-    for name in ["StandardScaler", "MinMaxScaler", "LinearRegression", "Ridge", "PCA", "KMeans"] {
+    for name in
+        ["StandardScaler", "MinMaxScaler", "LinearRegression", "Ridge", "PCA", "KMeans", "LogisticRegression"]
+    {
         engine.register_fn(name, move || make(name, None));
         engine.register_fn(name, move |o: Map| make(name, Some(o)));
     }
@@ -809,6 +915,17 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("score", move |m: &mut Estimator, x: Dynamic, y: Dynamic| score(&st, m, &x, &y));
     let st = state.clone();
     engine.register_fn("score", move |m: &mut Estimator, x: Dynamic| score_x(&st, m, &x));
+    let st = state.clone();
+    engine.register_fn("predict_proba", move |m: &mut Estimator, x: Dynamic| classifier(&st, m, &x, true));
+    let st = state.clone();
+    engine
+        .register_fn("decision_function", move |m: &mut Estimator, x: Dynamic| classifier(&st, m, &x, false));
+    let st = state.clone();
+    engine.register_fn("log_loss", move |y: Dynamic, p: Dynamic| -> Res<f64> {
+        let y = lazy(&st, &y, "log_loss's y_true")?;
+        let p = lazy(&st, &p, "log_loss's y_prob")?;
+        brisk_engine::ml::logistic::log_loss(&ctx(&st), &y, &p, &Session(&st)).map_err(ml_err)
+    });
     let st = state.clone();
     engine.register_fn("fit_predict", move |m: &mut Estimator, x: Dynamic| {
         fit(&st, m, &x, None)?;
