@@ -9,9 +9,11 @@ use ndarray::ArrayView2;
 use rand::{RngExt, SeedableRng};
 
 /// The rows of a block of `rows` rows that go to the test part (`test`)
-/// or the train part, in the order scikit-learn's `ShuffleSplit` gives:
-/// a permutation's first `n_test` entries, then the rest. Without
-/// shuffling, the block's last `n_test` rows are the test part.
+/// or the train part: a permutation's first `n_test` entries, then the
+/// rest, as scikit-learn's `ShuffleSplit` draws them, each part kept in the
+/// block's order (taking rows in order reads the block straight through,
+/// several times faster than in the permutation's). Without shuffling,
+/// the block's last `n_test` rows are the test part.
 pub fn chosen_rows(
     rows: usize,
     n_test: usize,
@@ -28,7 +30,9 @@ pub fn chosen_rows(
         return if test { order.split_off(cut) } else { order[..cut].to_vec() };
     }
     order.shuffle(&mut rng(seed, block, 0));
-    if test { order[..n_test].to_vec() } else { order[n_test..].to_vec() }
+    let mut part = if test { order[..n_test].to_vec() } else { order[n_test..].to_vec() };
+    part.sort_unstable();
+    part
 }
 
 /// A generator for one block of one step, from the user's seed.
@@ -40,13 +44,21 @@ pub fn rng(seed: u64, block: u64, step: u64) -> rand_pcg::Pcg64Mcg {
 }
 
 /// For each row of `x`, its nearest of the `centers` (k × p, row-major)
-/// and the squared distance to it. The argmin uses the GEMM form
-/// ‖c‖² − 2·x·c; the distance returned is Σ(x − c)², exact and ≥ 0 (the
-/// GEMM form cancels).
-pub fn nearest(x: ArrayView2<'_, f64>, centers: &[f64], k: usize) -> (Vec<u32>, Vec<f64>) {
+/// and the squared distance to it, given to `each` as (row number, row,
+/// centre, distance) while the row is in cache. Rows go in tiles: the
+/// argmin uses the GEMM form ‖c‖² − 2·x·c on a tile's C·Xᵀ (a small buffer
+/// used again, so no block-sized allocation per step); the distance given
+/// is Σ(x − c)², exact and ≥ 0 (the GEMM form cancels).
+pub fn each_nearest(
+    x: ArrayView2<'_, f64>,
+    centers: &[f64],
+    k: usize,
+    mut each: impl FnMut(usize, &[f64], usize, f64),
+) {
+    const TILE: usize = 2048;
     let (n, p) = x.dim();
     if n == 0 || k == 0 {
-        return (vec![0; n], vec![f64::INFINITY; n]);
+        return;
     }
     let owned;
     let xs: &[f64] = match x.as_slice() {
@@ -56,28 +68,45 @@ pub fn nearest(x: ArrayView2<'_, f64>, centers: &[f64], k: usize) -> (Vec<u32>, 
             &owned
         }
     };
-    let xm = MatRef::from_row_major_slice(xs, n, p);
     let cm = MatRef::from_row_major_slice(&centers[..k * p], k, p);
-    let mut g = Mat::<f64>::zeros(n, k);
-    matmul(g.as_mut(), Accum::Replace, xm, cm.transpose(), 1.0, Par::Seq);
     let norms: Vec<f64> = (0..k).map(|j| centers[j * p..(j + 1) * p].iter().map(|v| v * v).sum()).collect();
+    // C·Xᵀ of a tile, k × TILE column-major: each row's k products lie together.
+    let mut g = Mat::<f64>::zeros(k, TILE.min(n));
+    for start in (0..n).step_by(TILE) {
+        let t = TILE.min(n - start);
+        let xm = MatRef::from_row_major_slice(&xs[start * p..(start + t) * p], t, p);
+        matmul(g.as_mut().subcols_mut(0, t), Accum::Replace, cm, xm.transpose(), 1.0, Par::Seq);
+        for i in 0..t {
+            let gi = g.col(i);
+            let mut best = 0;
+            let mut score = f64::INFINITY;
+            for (j, nj) in norms.iter().enumerate() {
+                let s = nj - 2.0 * gi[j];
+                if s < score {
+                    score = s;
+                    best = j;
+                }
+            }
+            let row = &xs[(start + i) * p..(start + i + 1) * p];
+            let c = &centers[best * p..(best + 1) * p];
+            let d2 = row.iter().zip(c).map(|(a, b)| (a - b) * (a - b)).sum();
+            each(start + i, row, best, d2);
+        }
+    }
+}
+
+/// Each row's nearest centre and its squared distance ([`each_nearest`]).
+pub fn nearest(x: ArrayView2<'_, f64>, centers: &[f64], k: usize) -> (Vec<u32>, Vec<f64>) {
+    let n = x.nrows();
+    if k == 0 {
+        return (vec![0; n], vec![f64::INFINITY; n]);
+    }
     let mut labels = Vec::with_capacity(n);
     let mut d2 = Vec::with_capacity(n);
-    for i in 0..n {
-        let mut best = 0;
-        let mut score = f64::INFINITY;
-        for (j, nj) in norms.iter().enumerate() {
-            let s = nj - 2.0 * g[(i, j)];
-            if s < score {
-                score = s;
-                best = j;
-            }
-        }
-        let c = &centers[best * p..(best + 1) * p];
-        let row = &xs[i * p..(i + 1) * p];
-        d2.push(row.iter().zip(c).map(|(a, b)| (a - b) * (a - b)).sum());
-        labels.push(best as u32);
-    }
+    each_nearest(x, centers, k, |_, _, c, d| {
+        labels.push(c as u32);
+        d2.push(d);
+    });
     (labels, d2)
 }
 
@@ -97,20 +126,26 @@ pub struct LloydStat {
 
 impl LloydStat {
     pub fn of(x: ArrayView2<'_, f64>, centers: &[f64], k: usize) -> LloydStat {
-        let p = x.ncols();
-        let (labels, d2) = nearest(x, centers, k);
+        let (n, p) = x.dim();
         let mut s =
             LloydStat { k, p, sums: vec![0.0; k * p], counts: vec![0.0; k], inertia: 0.0, far: Vec::new() };
-        for (i, row) in x.rows().into_iter().enumerate() {
-            let j = labels[i] as usize;
+        let mut labels = Vec::with_capacity(n);
+        let mut d2 = Vec::with_capacity(n);
+        each_nearest(x, centers, k, |_, row, j, d| {
             s.counts[j] += 1.0;
-            s.inertia += d2[i];
-            for (acc, v) in s.sums[j * p..(j + 1) * p].iter_mut().zip(row) {
-                *acc += v;
-            }
-        }
+            s.inertia += d;
+            s.sums[j * p..(j + 1) * p].iter_mut().zip(row).for_each(|(acc, v)| *acc += v);
+            labels.push(j as u32);
+            d2.push(d);
+        });
+        // The k farthest rows: selected in linear time, then sorted.
         let mut order: Vec<usize> = (0..d2.len()).collect();
-        order.sort_by(|&a, &b| d2[b].total_cmp(&d2[a]).then(a.cmp(&b)));
+        let farthest = |a: &usize, b: &usize| d2[*b].total_cmp(&d2[*a]).then(a.cmp(b));
+        if order.len() > k && k > 0 {
+            order.select_nth_unstable_by(k - 1, farthest);
+            order.truncate(k);
+        }
+        order.sort_by(farthest);
         s.far = order.into_iter().take(k).map(|i| (d2[i], labels[i], x.row(i).to_vec())).collect();
         s
     }
@@ -248,30 +283,12 @@ fn softplus(z: f64) -> f64 {
 /// The logistic loss of a block and its gradient, as scikit-learn's
 /// `HalfBinomialLoss` (m = 1, y is 1 for the second class) or
 /// `HalfMultinomialLoss` (m classes): `[Σ loss, ∂/∂coef (m × (p + 1))]`.
-/// `y` holds class numbers (0..m, or 0/1 for two classes).
+/// `y` holds class numbers (0..m, or 0/1 for two classes). The block is
+/// taken in tiles of rows that stay in cache for both products (the scores
+/// X·Wᵀ, then the gradient Rᵀ·X), so X is read from memory once.
 pub fn logistic_loss(x: ArrayView2<'_, f64>, y: &[usize], coef: &[f64], m: usize) -> Vec<f64> {
+    const TILE: usize = 1024;
     let (n, p) = x.dim();
-    let z = scores(x, coef, m);
-    let mut loss = 0.0;
-    // The residuals, n × m: σ(z) − y, or softmax(z) − onehot(y).
-    let mut r = Mat::<f64>::zeros(n, m);
-    for i in 0..n {
-        if m == 1 {
-            let zi = z[(i, 0)];
-            let yi = if y[i] == 1 { 1.0 } else { 0.0 };
-            loss += softplus(zi) - yi * zi;
-            let s = if zi >= 0.0 { 1.0 / (1.0 + (-zi).exp()) } else { zi.exp() / (1.0 + zi.exp()) };
-            r[(i, 0)] = s - yi;
-        } else {
-            let top = (0..m).map(|c| z[(i, c)]).fold(f64::NEG_INFINITY, f64::max);
-            let sum: f64 = (0..m).map(|c| (z[(i, c)] - top).exp()).sum();
-            let lse = top + sum.ln();
-            loss += lse - z[(i, y[i].min(m - 1))];
-            for c in 0..m {
-                r[(i, c)] = (z[(i, c)] - lse).exp() - if y[i] == c { 1.0 } else { 0.0 };
-            }
-        }
-    }
     let owned;
     let xs: &[f64] = match x.as_slice() {
         Some(s) => s,
@@ -280,17 +297,45 @@ pub fn logistic_loss(x: ArrayView2<'_, f64>, y: &[usize], coef: &[f64], m: usize
             &owned
         }
     };
-    let xm = MatRef::from_row_major_slice(xs, n, p);
-    // Gradient of the weights: Rᵀ·X (m × p); of the intercepts: column sums of R.
+    let w = Mat::from_fn(p, m, |j, c| coef[c * (p + 1) + j]);
+    let mut loss = 0.0;
     let mut g = Mat::<f64>::zeros(m, p);
-    matmul(g.as_mut(), Accum::Replace, r.transpose(), xm, 1.0, Par::Seq);
+    let mut gb = vec![0.0; m];
+    let mut z = Mat::<f64>::zeros(TILE, m);
+    let mut r = Mat::<f64>::zeros(TILE, m);
+    for start in (0..n).step_by(TILE) {
+        let t = TILE.min(n - start);
+        let xm = MatRef::from_row_major_slice(&xs[start * p..(start + t) * p], t, p);
+        matmul(z.as_mut().subrows_mut(0, t), Accum::Replace, xm, w.as_ref(), 1.0, Par::Seq);
+        for i in 0..t {
+            let yi = y[start + i];
+            if m == 1 {
+                let zi = z[(i, 0)] + coef[p];
+                let yv = if yi == 1 { 1.0 } else { 0.0 };
+                loss += softplus(zi) - yv * zi;
+                let s = if zi >= 0.0 { 1.0 / (1.0 + (-zi).exp()) } else { zi.exp() / (1.0 + zi.exp()) };
+                r[(i, 0)] = s - yv;
+            } else {
+                let zc = |c: usize| z[(i, c)] + coef[c * (p + 1) + p];
+                let top = (0..m).map(zc).fold(f64::NEG_INFINITY, f64::max);
+                let lse = top + (0..m).map(|c| (zc(c) - top).exp()).sum::<f64>().ln();
+                loss += lse - zc(yi.min(m - 1));
+                for c in 0..m {
+                    r[(i, c)] = (zc(c) - lse).exp() - if yi == c { 1.0 } else { 0.0 };
+                }
+            }
+        }
+        // The weights' gradient Rᵀ·X, the intercepts' the sums of R.
+        matmul(g.as_mut(), Accum::Add, r.as_ref().subrows(0, t).transpose(), xm, 1.0, Par::Seq);
+        for (c, b) in gb.iter_mut().enumerate() {
+            *b += (0..t).map(|i| r[(i, c)]).sum::<f64>();
+        }
+    }
     let mut out = Vec::with_capacity(1 + m * (p + 1));
     out.push(loss);
     for c in 0..m {
-        for j in 0..p {
-            out.push(g[(c, j)]);
-        }
-        out.push((0..n).map(|i| r[(i, c)]).sum());
+        out.extend((0..p).map(|j| g[(c, j)]));
+        out.push(gb[c]);
     }
     out
 }

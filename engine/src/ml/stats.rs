@@ -9,8 +9,8 @@
 //! keeps the sums from cancelling (a column of mean 1e6 and unit variance
 //! keeps its variance to 1e-12, where Σx² − n·μ² would lose it all).
 
-use faer::linalg::matmul::matmul;
-use faer::{Accum, Mat, Par};
+use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
+use faer::{Accum, Mat, MatRef, Par};
 use ndarray::{ArrayView2, Axis, Ix2};
 
 use crate::array::chunk::Chunk;
@@ -56,26 +56,28 @@ impl Moments {
             max: vec![f64::NEG_INFINITY; p],
         };
         // Two passes over the block: the mean, then deviations from it.
+        // Branch-free, so the loops vectorize: NaN adds 0 and counts 0
+        // (and `min`/`max` pass over it).
         let mut sum = vec![0.0; p];
         for row in x.rows() {
-            for (j, &v) in row.iter().enumerate() {
-                if !v.is_nan() {
-                    m.n[j] += 1.0;
-                    sum[j] += v;
-                    m.min[j] = m.min[j].min(v);
-                    m.max[j] = m.max[j].max(v);
-                }
+            let row = row.as_slice().map_or_else(|| row.to_vec().into(), std::borrow::Cow::Borrowed);
+            for j in 0..p {
+                let v = row[j];
+                let ok = !v.is_nan();
+                m.n[j] += f64::from(u8::from(ok));
+                sum[j] += if ok { v } else { 0.0 };
+                m.min[j] = m.min[j].min(v);
+                m.max[j] = m.max[j].max(v);
             }
         }
         for ((mean, s), &n) in m.mean.iter_mut().zip(&sum).zip(&m.n) {
             *mean = if n > 0.0 { s / n } else { 0.0 };
         }
         for row in x.rows() {
-            for (j, &v) in row.iter().enumerate() {
-                if !v.is_nan() {
-                    let d = v - m.mean[j];
-                    m.m2[j] += d * d;
-                }
+            let row = row.as_slice().map_or_else(|| row.to_vec().into(), std::borrow::Cow::Borrowed);
+            for j in 0..p {
+                let d = row[j] - m.mean[j];
+                m.m2[j] += if d.is_nan() { 0.0 } else { d * d };
             }
         }
         m
@@ -148,19 +150,47 @@ impl CoMoments {
             )));
         }
         let q = p + usize::from(y.is_some());
-        let at = |i: usize, j: usize| if j < p { x[[i, j]] } else { y.as_ref().map_or(0.0, |y| y[[i, 0]]) };
-        let mut mean = vec![0.0; q];
-        for i in 0..rows {
-            for (j, m) in mean.iter_mut().enumerate() {
-                *m += at(i, j);
+        // The rows of [X | y], centred, row-major: one streaming copy.
+        let mut z = vec![0.0; rows * q];
+        for (i, row) in x.rows().into_iter().enumerate() {
+            let out = &mut z[i * q..i * q + p];
+            match row.as_slice() {
+                Some(r) => out.copy_from_slice(r),
+                None => out.iter_mut().zip(row.iter()).for_each(|(o, v)| *o = *v),
             }
+            if let Some(y) = &y {
+                z[i * q + p] = y[[i, 0]];
+            }
+        }
+        let mut mean = vec![0.0; q];
+        for r in z.chunks_exact(q) {
+            mean.iter_mut().zip(r).for_each(|(m, v)| *m += v);
         }
         if rows > 0 {
             mean.iter_mut().for_each(|m| *m /= rows as f64);
         }
-        let z = Mat::from_fn(rows, q, |i, j| at(i, j) - mean[j]);
+        for r in z.chunks_exact_mut(q) {
+            r.iter_mut().zip(&mean).for_each(|(v, m)| *v -= m);
+        }
+        // Zᵀ·Z, its lower triangle only (it is symmetric), then mirrored.
+        let zm = MatRef::from_row_major_slice(&z, rows, q);
         let mut c = Mat::<f64>::zeros(q, q);
-        matmul(c.as_mut(), Accum::Replace, z.transpose(), z.as_ref(), 1.0, Par::Seq);
+        tri_matmul(
+            c.as_mut(),
+            BlockStructure::TriangularLower,
+            Accum::Replace,
+            zm.transpose(),
+            BlockStructure::Rectangular,
+            zm,
+            BlockStructure::Rectangular,
+            1.0,
+            Par::Seq,
+        );
+        for j in 0..q {
+            for i in 0..j {
+                c[(i, j)] = c[(j, i)];
+            }
+        }
         let c = (0..q * q).map(|k| c[(k / q, k % q)]).collect();
         Ok(CoMoments { n: rows as f64, mean, c })
     }

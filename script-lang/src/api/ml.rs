@@ -118,13 +118,13 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "transform",
         "m.transform(X) -> Array",
-        "A fitted scaler's or PCA's transform of X, lazy and chunked like X's rows; m.fit_transform(X) fits first, m.inverse_transform(Z) maps back.",
+        "A fitted scaler's or PCA's transform of X (KMeans: each row's distance to each centre), lazy and chunked like X's rows; m.fit_transform(X) fits first, m.inverse_transform(Z) maps back.",
         "let X = random([100, 3], #{chunks: [50, 3]});\nPCA(#{n_components: 2}).fit(X).transform(X).shape",
     ),
     doc(
         "score",
         "m.score(X, y) -> float",
-        "R² of a regression's predictions for X against y (scikit-learn's score), computed now.",
+        "A regression's R² for X against y, a classifier's accuracy, KMeans' minus inertia of X (y ignored), as scikit-learn's score, computed now.",
         "let X = random([100, 2]);\nlet y = X.sum(1);\nLinearRegression().fit(X, y).score(X, y)",
     ),
     doc(
@@ -623,6 +623,10 @@ fn classifier(state: &SessionState, m: &Estimator, x: &Dynamic, proba: bool) -> 
 
 /// R² for a regression, accuracy for a classifier (scikit-learn's `score`).
 fn score(state: &SessionState, m: &Estimator, x: &Dynamic, y: &Dynamic) -> Res<f64> {
+    if matches!(m.kind, Kind::KMeans(_)) {
+        // scikit-learn's KMeans.score takes y and ignores it.
+        return score_x(state, m, x);
+    }
     let p = predict(state, m, x)?;
     let y = lazy(state, y, &format!("{}.score's y", m.name()))?;
     let metric: Metric =
