@@ -139,6 +139,8 @@ errors.one_d = failure(|| StandardScaler().fit(y));
 errors.clusters = failure(|| KMeans(#{n_clusters: 6}).fit(Xb[0..5]));
 errors.init = failure(|| KMeans(#{n_clusters: 6, init: [[1.0, 2.0], [3.0, 4.0]]}).fit(Xb));
 errors.one_class = failure(|| LogisticRegression().fit(Xl, full([3000], 1)));
+errors.continuous = failure(|| LogisticRegression().fit(Xl, Xl.sum(1)));
+errors.km_features = failure(|| km.score(Xp));
 errors.solver = failure(|| LogisticRegression(#{solver: "saga"}));
 r.errors = errors;
 r

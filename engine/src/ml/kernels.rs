@@ -8,6 +8,8 @@ use faer::{Accum, Mat, MatRef, Par};
 use ndarray::ArrayView2;
 use rand::{RngExt, SeedableRng};
 
+use crate::array::error::ArrayError;
+
 /// The rows of a block of `rows` rows that go to the test part (`test`)
 /// or the train part: a permutation's first `n_test` entries, then the
 /// rest, as scikit-learn's `ShuffleSplit` draws them, each part kept in the
@@ -35,6 +37,15 @@ pub fn chosen_rows(
     part
 }
 
+/// A block's values in row-major order: borrowed when it is laid out so
+/// (a block read from `.npy` or made here is), copied otherwise.
+fn row_major<'a>(x: &'a ArrayView2<'_, f64>) -> std::borrow::Cow<'a, [f64]> {
+    match x.as_slice() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(x.iter().copied().collect()),
+    }
+}
+
 /// A generator for one block of one step, from the user's seed.
 pub fn rng(seed: u64, block: u64, step: u64) -> rand_pcg::Pcg64Mcg {
     let mix = seed
@@ -60,14 +71,7 @@ pub fn each_nearest(
     if n == 0 || k == 0 {
         return;
     }
-    let owned;
-    let xs: &[f64] = match x.as_slice() {
-        Some(s) => s,
-        None => {
-            owned = x.iter().copied().collect::<Vec<f64>>();
-            &owned
-        }
-    };
+    let xs = row_major(&x);
     let cm = MatRef::from_row_major_slice(&centers[..k * p], k, p);
     let norms: Vec<f64> = (0..k).map(|j| centers[j * p..(j + 1) * p].iter().map(|v| v * v).sum()).collect();
     // C·Xᵀ of a tile, k × TILE column-major: each row's k products lie together.
@@ -150,7 +154,13 @@ impl LloydStat {
         s
     }
 
-    pub fn merge(&self, o: &LloydStat) -> LloydStat {
+    pub fn merge(&self, o: &LloydStat) -> Result<LloydStat, ArrayError> {
+        if (o.k, o.p) != (self.k, self.p) {
+            return Err(ArrayError::Shape(format!(
+                "k-means statistics of {} × {} and {} × {} cannot merge",
+                self.k, self.p, o.k, o.p
+            )));
+        }
         let mut m = self.clone();
         m.sums.iter_mut().zip(&o.sums).for_each(|(a, b)| *a += b);
         m.counts.iter_mut().zip(&o.counts).for_each(|(a, b)| *a += b);
@@ -158,7 +168,7 @@ impl LloydStat {
         m.far.extend(o.far.iter().cloned());
         m.far.sort_by(|a, b| b.0.total_cmp(&a.0));
         m.far.truncate(self.k);
-        m
+        Ok(m)
     }
 
     /// `[k, p, n_far, sums, counts, inertia, (d2, label, row)...]`.
@@ -175,7 +185,12 @@ impl LloydStat {
         v
     }
 
-    pub fn unpack(v: &[f64]) -> Option<LloydStat> {
+    pub fn unpack(v: &[f64]) -> Result<LloydStat, ArrayError> {
+        Self::read(v)
+            .ok_or_else(|| ArrayError::Value(format!("a malformed k-means statistic of {} values", v.len())))
+    }
+
+    fn read(v: &[f64]) -> Option<LloydStat> {
         let (k, p, nf) = (*v.first()? as usize, *v.get(1)? as usize, *v.get(2)? as usize);
         let mut at = 3;
         let mut take = |n: usize| -> Option<Vec<f64>> {
@@ -254,15 +269,8 @@ impl InitRound<'_> {
 /// `p` weights then the intercept (m × (p + 1), row-major). n × m.
 pub fn scores(x: ArrayView2<'_, f64>, coef: &[f64], m: usize) -> Mat<f64> {
     let (n, p) = x.dim();
-    let owned;
-    let xs: &[f64] = match x.as_slice() {
-        Some(s) => s,
-        None => {
-            owned = x.iter().copied().collect::<Vec<f64>>();
-            &owned
-        }
-    };
-    let xm = MatRef::from_row_major_slice(xs, n, p);
+    let xs = row_major(&x);
+    let xm = MatRef::from_row_major_slice(&xs, n, p);
     let w = Mat::from_fn(p, m, |j, c| coef[c * (p + 1) + j]);
     let mut z = Mat::<f64>::zeros(n, m);
     matmul(z.as_mut(), Accum::Replace, xm, w.as_ref(), 1.0, Par::Seq);
@@ -289,14 +297,7 @@ fn softplus(z: f64) -> f64 {
 pub fn logistic_loss(x: ArrayView2<'_, f64>, y: &[usize], coef: &[f64], m: usize) -> Vec<f64> {
     const TILE: usize = 1024;
     let (n, p) = x.dim();
-    let owned;
-    let xs: &[f64] = match x.as_slice() {
-        Some(s) => s,
-        None => {
-            owned = x.iter().copied().collect::<Vec<f64>>();
-            &owned
-        }
-    };
+    let xs = row_major(&x);
     let w = Mat::from_fn(p, m, |j, c| coef[c * (p + 1) + j]);
     let mut loss = 0.0;
     let mut g = Mat::<f64>::zeros(m, p);
@@ -388,10 +389,10 @@ mod tests {
         assert_eq!(s.sums, [1.0, 0.0, 22.0, 20.0]);
         assert_eq!(s.inertia, 5.0);
         assert_eq!(s.far[0], (4.0, 1, vec![12.0, 10.0]));
-        let both = s.merge(&s);
+        let both = s.merge(&s).expect("merge");
         assert_eq!((both.counts[0], both.inertia, both.far.len()), (4.0, 10.0, 2));
-        assert_eq!(LloydStat::unpack(&both.pack()), Some(both));
-        assert_eq!(LloydStat::unpack(&[2.0, 2.0, 1.0]), None, "a short vector is refused");
+        assert_eq!(LloydStat::unpack(&both.pack()).expect("unpack"), both);
+        assert!(LloydStat::unpack(&[2.0, 2.0, 1.0]).is_err(), "a short vector is refused");
     }
 
     #[test]

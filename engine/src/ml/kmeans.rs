@@ -17,9 +17,8 @@ use rand::RngExt;
 use super::graph::{map_row_blocks, row_blocks, row_statistic};
 use super::kernels::{LloydStat, rng};
 use super::op::MlOp;
-use super::scaler::features_match;
 use super::stats::{Moments, unpacked};
-use super::{MlError, Runner, check_finite, samples_features};
+use super::{MlError, Runner, check_finite, features_match, samples_features};
 use crate::array::chunk::Chunk;
 use crate::array::dtype::DType;
 use crate::array::error::ArrayError;
@@ -209,47 +208,49 @@ impl KMeans {
     }
 }
 
-/// The rows at global indices `picks` of a matrix of row blocks.
+/// The rows at global indices `picks` of a matrix of row blocks: one task
+/// per block that holds some, reading only those blocks.
 fn fetch_rows(ctx: &Ctx, rows: &Array, picks: &[usize], runner: &dyn Runner) -> Result<Vec<f64>, MlError> {
     let offsets = crate::collections::array::offsets(&rows.chunks[0]);
-    let mut per_block: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-    for &g in picks {
-        let b = offsets.partition_point(|&o| o <= g) - 1;
-        per_block.entry(b).or_default().push(g - offsets[b]);
+    let p = rows.shape().get(1).copied().unwrap_or(1);
+    // Block → (where the row goes in `picks`, its row in the block).
+    let mut per_block: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
+    for (i, &g) in picks.iter().enumerate() {
+        let b = offsets.partition_point(|&o| o <= g).saturating_sub(1);
+        per_block.entry(b).or_default().push((i, g - offsets[b]));
     }
     let mut t = Tokenizer::new();
     t.str("kmeans-rows").str(&rows.name).serde(&picks);
     let name: Arc<str> = Arc::from(format!("rows-{}", t.finish()));
-    let mut parts = Vec::new();
-    for (j, (b, local)) in per_block.iter().enumerate() {
-        let p = rows.shape().get(1).copied().unwrap_or(1);
-        let key = block(&name, &[j, 0]);
-        let idx: Vec<usize> = if rows.ndim() == 2 { vec![*b, 0] } else { vec![*b] };
-        let task = array_task(
-            ctx,
-            key,
-            ArrayOp::Ml(MlOp::Rows(local.clone())),
-            vec![Arg::Dep(0)],
-            vec![rows.block_key(&idx)],
-        );
-        parts.push((task, local.len(), p));
-    }
-    let p = parts.first().map_or(1, |x| x.2);
-    let chunks = vec![parts.iter().map(|x| x.1).collect(), vec![p]];
-    let tasks = parts.into_iter().map(|x| x.0).collect();
+    let tasks = per_block
+        .iter()
+        .enumerate()
+        .map(|(j, (&b, wanted))| {
+            let local = wanted.iter().map(|&(_, r)| r).collect();
+            let src = rows.block_key(&vec![b, 0][..rows.ndim()]);
+            array_task(
+                ctx,
+                block(&name, &[j, 0]),
+                ArrayOp::Ml(MlOp::Rows(local)),
+                vec![Arg::Dep(0)],
+                vec![src],
+            )
+        })
+        .collect();
+    let chunks = vec![per_block.values().map(Vec::len).collect(), vec![p]];
     let a = finish(name.to_string(), tasks, vec![rows.layer.clone()], chunks, rows.dtype);
-    let out = runner.compute(&[a])?;
-    let got = out[0].cast::<f64>().iter().copied().collect::<Vec<f64>>();
-    // The rows came block by block, each block's in the order asked: put
-    // them back in the order of `picks`.
-    let block_of = |g: usize| offsets.partition_point(|&o| o <= g) - 1;
+    let got: Vec<f64> = runner.compute(&[a])?[0].cast::<f64>().iter().copied().collect();
+    if got.len() != picks.len() * p {
+        return Err(MlError::Compute(format!(
+            "{} values came back for {} rows of {p}",
+            got.len(),
+            picks.len()
+        )));
+    }
+    // The rows came block by block: put them back in the order of `picks`.
     let mut result = vec![0.0; picks.len() * p];
-    let mut pos = 0;
-    for b in per_block.keys() {
-        for (i, _) in picks.iter().enumerate().filter(|(_, g)| block_of(**g) == *b) {
-            result[i * p..(i + 1) * p].copy_from_slice(&got[pos * p..(pos + 1) * p]);
-            pos += 1;
-        }
+    for (pos, &(i, _)) in per_block.values().flatten().enumerate() {
+        result[i * p..(i + 1) * p].copy_from_slice(&got[pos * p..(pos + 1) * p]);
     }
     Ok(result)
 }
@@ -352,7 +353,7 @@ fn lloyd(ctx: &Ctx, rows: &Array, centers: &[f64], k: usize, n: usize) -> Result
 }
 
 fn unpack_lloyd(c: &Chunk) -> Result<LloydStat, MlError> {
-    LloydStat::unpack(&unpacked(c)).ok_or_else(|| MlError::Compute("a malformed k-means statistic".into()))
+    Ok(LloydStat::unpack(&unpacked(c))?)
 }
 
 /// Σ‖x − c‖² of X's rows to their nearest of `centers`.
@@ -480,8 +481,8 @@ impl KMeansFit {
 
     /// Minus X's inertia to these centres (scikit-learn's `score`).
     pub fn score(&self, ctx: &Ctx, x: &Array, runner: &dyn Runner) -> Result<f64, MlError> {
-        let (n, p) = samples_features(x)?;
-        features_match("KMeans", x, p)?;
+        let (n, _) = samples_features(x)?;
+        features_match("KMeans", x, self.centers.len() / self.k)?;
         let rows = row_blocks(ctx, x)?;
         Ok(-inertia_of(ctx, &rows, &self.centers, self.k, n, runner)?)
     }

@@ -9,9 +9,8 @@ use faer::{Mat, Side};
 
 use super::graph::{constant, float_of, row_blocks, row_statistic, rows_like};
 use super::op::MlOp;
-use super::scaler::features_match;
 use super::stats::{CoMoments, unpacked};
-use super::{MlError, Runner, check_finite, samples_features};
+use super::{MlError, Runner, check_finite, features_match, samples_features};
 use crate::array::elementwise::BinOp;
 use crate::collections::array::{Array, Ctx, Operand, binary, matmul};
 

@@ -10,9 +10,8 @@ use std::sync::Arc;
 
 use super::graph::{map_row_blocks, row_blocks, row_statistic, rows_like};
 use super::op::MlOp;
-use super::scaler::features_match;
 use super::stats::unpacked;
-use super::{MlError, Runner, samples_features};
+use super::{MlError, Runner, features_match, samples_features};
 use crate::array::dtype::DType;
 use crate::collections::array::{Array, Ctx, unique};
 
@@ -62,6 +61,13 @@ impl Logistic {
         if classes.iter().any(|c| !c.is_finite()) {
             return Err(MlError::Input("LogisticRegression: y contains NaN or infinity".into()));
         }
+        // As scikit-learn's `type_of_target`: fractional labels are a
+        // regression's target, not classes (and would make one class each).
+        if let Some(c) = classes.iter().find(|c| c.fract() != 0.0) {
+            return Err(MlError::Input(format!(
+                "LogisticRegression: unknown label type: continuous (y holds {c}); it needs class labels"
+            )));
+        }
         if classes.len() < 2 {
             return Err(MlError::Input(format!(
                 "LogisticRegression needs samples of at least 2 classes in the data, but the data contains only one class: {}",
@@ -78,6 +84,13 @@ impl Logistic {
             let op = MlOp::Logistic { coef: Arc::new(w.to_vec()), m, classes: shared.clone() };
             let stat = row_statistic(ctx, &rows, Some(&y), op, MlOp::MergeSum, 1 + d)?;
             let v = unpacked(&runner.compute(&[stat])?[0]);
+            if v.len() != 1 + d {
+                return Err(MlError::Compute(format!(
+                    "a loss and gradient of {} values, not {}",
+                    v.len(),
+                    1 + d
+                )));
+            }
             passes += 1;
             let mut f = v[0] / n as f64;
             let mut g: Vec<f64> = v[1..].iter().map(|x| x / n as f64).collect();

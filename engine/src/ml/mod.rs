@@ -49,28 +49,22 @@ pub trait Runner {
     }
 }
 
-/// The options every estimator refuses to guess about: an unknown one is
-/// an error, with the ones it knows.
-pub fn check_options<'a>(
-    estimator: &str,
-    given: impl IntoIterator<Item = &'a str>,
-    known: &[&str],
-) -> Result<(), MlError> {
-    for k in given {
-        if !known.contains(&k) {
-            return Err(MlError::Input(format!(
-                "{estimator}: unknown option '{k}' (options: {})",
-                known.join(", ")
-            )));
-        }
-    }
-    Ok(())
+/// scikit-learn's `_handle_zeros_in_scale`: a range of (nearly) zero, a
+/// constant feature, becomes 1 so it is left as it is.
+pub fn handle_zeros(scale: f64) -> f64 {
+    if scale < 10.0 * f64::EPSILON { 1.0 } else { scale }
 }
 
-/// scikit-learn's `_handle_zeros_in_scale`: a scale of (nearly) zero, a
-/// constant feature, becomes 1 so it is left as it is.
-pub fn handle_zeros(scale: f64, reference: f64) -> f64 {
-    if scale < 10.0 * f64::EPSILON * reference.abs().max(1.0) { 1.0 } else { scale }
+/// X's feature count, which must be the one the model was fitted on.
+pub fn features_match(estimator: &str, x: &Array, fitted: usize) -> Result<usize, MlError> {
+    let s = x.shape();
+    match s[..] {
+        [_, p] if p == fitted => Ok(p),
+        [_, p] => Err(MlError::Input(format!(
+            "{estimator}: X has {p} features, but the model was fitted on {fitted}"
+        ))),
+        _ => Err(MlError::Input(format!("{estimator}: X must be a 2-d array, got {} dimensions", s.len()))),
+    }
 }
 
 /// The number of rows and features of X, refusing what is not a fit's input.

@@ -135,27 +135,20 @@ impl MlOp {
             }
             MlOp::Lloyd { centers, k } => {
                 let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                fits(self, x, centers, *k, 0)?;
                 with_rows(x, |x| LloydStat::of(x, centers, *k))?.pack()
             }
-            MlOp::MergeLloyd => {
-                let mut it = blocks.iter().map(|b| {
-                    LloydStat::unpack(&unpacked(b))
-                        .ok_or_else(|| ArrayError::Value("a malformed k-means statistic".into()))
-                });
-                let mut acc = it.next().ok_or_else(|| ArrayError::Value("nothing to merge".into()))??;
-                for s in it {
-                    acc = acc.merge(&s?);
-                }
-                acc.pack()
-            }
+            MlOp::MergeLloyd => merge(&blocks, LloydStat::unpack, LloydStat::merge)?.pack(),
             MlOp::Labels { centers, k } => {
                 let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                fits(self, x, centers, *k, 0)?;
                 let labels = with_rows(x, |x| nearest(x, centers, *k).0)?;
                 let n = labels.len();
                 return Ok(Value::array(Chunk::from_vec(&[n], labels.into_iter().map(i64::from).collect())?));
             }
             MlOp::Distances { centers, k } => {
                 let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                fits(self, x, centers, *k, 0)?;
                 let d = with_rows(x, |x| {
                     let p = x.ncols();
                     let mut out = Vec::with_capacity(x.nrows() * k);
@@ -178,13 +171,30 @@ impl MlOp {
                     round: *round,
                     block: *block,
                 };
+                let p = blocks.first().map_or(1, |x| cols(x));
+                if !new.len().is_multiple_of(p.max(1)) {
+                    return Err(ArrayError::Shape(format!(
+                        "{}: {} candidate values for rows of {p} features",
+                        self.name(),
+                        new.len()
+                    )));
+                }
                 let out = match &blocks[..] {
                     [x] => with_rows(x, |x| step.run(x, None))?,
-                    [x, s] => with_rows(x, |x| with_rows(s, |s| step.run(x, Some(s))))??,
+                    [x, s] if s.shape() == [rows(x), 2] => {
+                        with_rows(x, |x| with_rows(s, |s| step.run(x, Some(s))))??
+                    }
+                    [x, s] => {
+                        return Err(ArrayError::Shape(format!(
+                            "{}: a state of shape {:?} for a block of {} rows",
+                            self.name(),
+                            s.shape(),
+                            rows(x)
+                        )));
+                    }
                     _ => return Err(arity(self, 2, blocks.len())),
                 };
                 let n = out.state.len() / 2;
-                let p = blocks[0].shape().get(1).copied().unwrap_or(1);
                 let mut drawn = vec![out.cost, p as f64];
                 drawn.extend(out.drawn);
                 return Ok(Value::list(vec![
@@ -211,6 +221,9 @@ impl MlOp {
             }
             MlOp::CountNearest { n } => {
                 let [s] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                crate::memory::check((*n as u64).saturating_mul(8), || {
+                    format!("{} counts of k-means candidates", n)
+                })?;
                 let mut counts = vec![0.0; *n];
                 with_rows(s, |s| {
                     for row in s.rows() {
@@ -223,11 +236,21 @@ impl MlOp {
             }
             MlOp::Logistic { coef, m, classes } => {
                 let [x, y] = blocks[..] else { return Err(arity(self, 2, blocks.len())) };
+                fits(self, x, coef, *m, 1)?;
                 let y = class_numbers(y, classes)?;
+                if y.len() != rows(x) {
+                    return Err(ArrayError::Shape(format!(
+                        "{}: a block of {} rows with {} labels",
+                        self.name(),
+                        rows(x),
+                        y.len()
+                    )));
+                }
                 with_rows(x, |x| logistic_loss(x, &y, coef, *m))?
             }
             MlOp::Decision { coef, m } => {
                 let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                fits(self, x, coef, *m, 1)?;
                 let (z, n) = with_rows(x, |x| (scores(x, coef, *m), x.nrows()))?;
                 let v: Vec<f64> =
                     (0..n).flat_map(|i| (0..*m).map(move |c| (i, c))).map(|(i, c)| z[(i, c)]).collect();
@@ -236,11 +259,13 @@ impl MlOp {
             }
             MlOp::Proba { coef, m } => {
                 let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                fits(self, x, coef, *m, 1)?;
                 let (v, n) = with_rows(x, |x| (probabilities(x, coef, *m), x.nrows()))?;
                 return Ok(Value::array(Chunk::from_vec(&[n, (*m).max(2)], v)?));
             }
             MlOp::Predict { coef, m, classes, int } => {
                 let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                fits(self, x, coef, *m, 1)?;
                 let k = (*m).max(2);
                 let v = with_rows(x, |x| probabilities(x, coef, *m))?;
                 let best: Vec<f64> = v
@@ -276,18 +301,20 @@ impl MlOp {
                 })??;
                 vec![total, y.len() as f64]
             }
-            MlOp::MergeSum => {
-                let mut acc: Vec<f64> = Vec::new();
-                for b in &blocks {
-                    let v = unpacked(b);
-                    if acc.is_empty() {
-                        acc = v;
-                    } else {
-                        acc.iter_mut().zip(&v).for_each(|(a, b)| *a += b);
+            MlOp::MergeSum => merge(
+                &blocks,
+                |v| Ok(v.to_vec()),
+                |a, b| {
+                    if a.len() != b.len() {
+                        return Err(ArrayError::Shape(format!(
+                            "sums of {} and {} values cannot merge",
+                            a.len(),
+                            b.len()
+                        )));
                     }
-                }
-                acc
-            }
+                    Ok(a.iter().zip(b).map(|(x, y)| x + y).collect())
+                },
+            )?,
         };
         Ok(Value::array(packed(out)))
     }
@@ -311,6 +338,31 @@ fn take_rows(c: &Chunk, keep: &[usize]) -> Chunk {
     crate::each_chunk!(c, a => Chunk::from_array(a.select(ndarray::Axis(0), keep)))
 }
 
+/// A block's rows and columns (a 1-d block is one column).
+fn rows(c: &Chunk) -> usize {
+    c.shape().first().copied().unwrap_or(0)
+}
+
+fn cols(c: &Chunk) -> usize {
+    c.shape().get(1).copied().unwrap_or(1)
+}
+
+/// The model `values` (m rows of p + `extra` values: centres, or weights
+/// and an intercept) fit the block's p features; checked before a kernel
+/// slices them, so an op read from a peer cannot index past them.
+fn fits(op: &MlOp, x: &Chunk, values: &[f64], m: usize, extra: usize) -> Result<(), ArrayError> {
+    let want = m.checked_mul(cols(x) + extra);
+    if m == 0 || want != Some(values.len()) {
+        return Err(ArrayError::Shape(format!(
+            "{}: {} model values for {m} rows of {} features",
+            op.name(),
+            values.len(),
+            cols(x) + extra
+        )));
+    }
+    Ok(())
+}
+
 fn arity(op: &MlOp, want: usize, got: usize) -> ArrayError {
     ArrayError::Value(format!("{} takes {want} block(s), got {got}", op.name()))
 }
@@ -327,4 +379,39 @@ fn merge<S>(
         acc = with(&acc, &unpack(&unpacked(b))?)?;
     }
     Ok(acc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(rows: usize, cols: usize) -> Value {
+        Value::array(Chunk::from_vec(&[rows, cols], vec![1.0; rows * cols]).expect("block"))
+    }
+
+    #[test]
+    fn model_values_that_do_not_fit_the_block_are_refused() {
+        let short = Arc::new(vec![0.0; 5]);
+        for op in [
+            MlOp::Lloyd { centers: short.clone(), k: 2 },
+            MlOp::Labels { centers: short.clone(), k: 2 },
+            MlOp::Distances { centers: short.clone(), k: 2 },
+            MlOp::Decision { coef: short.clone(), m: 1 },
+            MlOp::Proba { coef: short.clone(), m: 2 },
+            MlOp::InitRound { new: short.clone(), first: 0, sample: None, seed: 0, round: 0, block: 0 },
+        ] {
+            let e = op.run(&[block(4, 2)]).expect_err("refused");
+            assert!(e.to_string().contains(op.name()), "{e}");
+        }
+        let coef = Arc::new(vec![0.0; 3]);
+        let op = MlOp::Logistic { coef, m: 1, classes: Arc::new(vec![1.0]) };
+        let y = Value::array(Chunk::from_vec(&[3], vec![1.0; 3]).expect("y"));
+        assert!(op.run(&[block(4, 2), y]).expect_err("3 labels for 4 rows").to_string().contains("4 rows"));
+        let state = block(3, 2);
+        let op =
+            MlOp::InitRound { new: Arc::new(vec![]), first: 0, sample: None, seed: 0, round: 1, block: 0 };
+        assert!(op.run(&[block(4, 2), state]).is_err(), "a state of another block's length");
+        let sums = [Value::array(packed(vec![1.0, 2.0])), Value::array(packed(vec![1.0]))];
+        assert!(MlOp::MergeSum.run(&sums).is_err(), "sums of different lengths");
+    }
 }

@@ -8,8 +8,7 @@ use faer::{Mat, Side};
 
 use super::graph::{apply, constant, float_of};
 use super::linear::co_moments;
-use super::scaler::features_match;
-use super::{MlError, Runner, check_finite, samples_features};
+use super::{MlError, Runner, check_finite, features_match, samples_features};
 use crate::array::elementwise::BinOp;
 use crate::collections::array::{Array, Ctx, matmul, svd};
 

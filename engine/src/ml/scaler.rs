@@ -5,7 +5,7 @@
 use super::graph::{apply, constant, float_of, row_blocks, row_statistic};
 use super::op::MlOp;
 use super::stats::{Moments, unpacked};
-use super::{MlError, Runner, handle_zeros, samples_features};
+use super::{MlError, Runner, features_match, handle_zeros, samples_features};
 use crate::array::elementwise::BinOp;
 use crate::collections::array::{Array, Ctx};
 
@@ -108,18 +108,6 @@ impl StandardFit {
     }
 }
 
-/// X's feature count, which must be the one the model was fitted on.
-pub fn features_match(estimator: &str, x: &Array, fitted: usize) -> Result<usize, MlError> {
-    let s = x.shape();
-    match s[..] {
-        [_, p] if p == fitted => Ok(p),
-        [_, p] => Err(MlError::Input(format!(
-            "{estimator}: X has {p} features, but the model was fitted on {fitted}"
-        ))),
-        _ => Err(MlError::Input(format!("{estimator}: X must be a 2-d array, got {} dimensions", s.len()))),
-    }
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub struct MinMaxScaler {
     pub feature_range: (f64, f64),
@@ -154,7 +142,7 @@ impl MinMaxScaler {
             return Err(MlError::Input("MinMaxScaler: a feature of X has no values but NaN".into()));
         }
         let data_range: Vec<f64> = m.max.iter().zip(&m.min).map(|(a, b)| a - b).collect();
-        let scale: Vec<f64> = data_range.iter().map(|&r| (hi - lo) / handle_zeros(r, 0.0)).collect();
+        let scale: Vec<f64> = data_range.iter().map(|&r| (hi - lo) / handle_zeros(r)).collect();
         let min = m.min.iter().zip(&scale).map(|(d, s)| lo - d * s).collect();
         Ok(MinMaxFit { data_min: m.min, data_max: m.max, data_range, scale, min })
     }

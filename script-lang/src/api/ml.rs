@@ -638,6 +638,11 @@ fn options(opts: Option<Map>, name: &str, known: &[&str]) -> Res<Opts> {
     Opts::new(opts, name, known)
 }
 
+/// A string option.
+fn text(d: &Dynamic, what: &str) -> Res<String> {
+    d.clone().into_string().map_err(|_| wrong_type(what, "a string", d))
+}
+
 fn flag(o: &Opts, k: &str, default: bool) -> Res<bool> {
     match o.get(k) {
         None => Ok(default),
@@ -693,7 +698,7 @@ fn make(name: &str, opts: Option<Map>) -> Res<Estimator> {
             let penalty = match o.get("penalty") {
                 None => true,
                 Some(d) if d.is_unit() => false,
-                Some(d) => match d.clone().into_string().unwrap_or_default().as_str() {
+                Some(d) => match text(d, "penalty")?.as_str() {
                     "l2" => true,
                     "none" => false,
                     other => {
@@ -704,7 +709,7 @@ fn make(name: &str, opts: Option<Map>) -> Res<Estimator> {
                 },
             };
             if let Some(d) = o.get("solver") {
-                let s = d.clone().into_string().unwrap_or_default();
+                let s = text(d, "solver")?;
                 if s != "lbfgs" {
                     return Err(runtime(format!(
                         "LogisticRegression: solver must be \"lbfgs\", got \"{s}\""
@@ -747,7 +752,7 @@ fn make(name: &str, opts: Option<Map>) -> Res<Estimator> {
             };
             let init = match o.get("init") {
                 None => Init::Parallel,
-                Some(d) if d.is_string() => match d.clone().into_string().unwrap_or_default().as_str() {
+                Some(d) if d.is_string() => match text(d, "init")?.as_str() {
                     "k-means||" => Init::Parallel,
                     "random" => Init::Random,
                     other => {
@@ -789,10 +794,7 @@ fn make(name: &str, opts: Option<Map>) -> Res<Estimator> {
             };
             let solver = match o.get("svd_solver") {
                 None => Solver::Auto,
-                Some(d) => Solver::parse(
-                    &d.clone().into_string().map_err(|_| wrong_type("svd_solver", "a string", d))?,
-                )
-                .map_err(ml_err)?,
+                Some(d) => Solver::parse(&text(d, "svd_solver")?).map_err(ml_err)?,
             };
             Kind::Pca(Pca { n_components, whiten: flag(&o, "whiten", false)?, solver })
         }
