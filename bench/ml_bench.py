@@ -44,6 +44,15 @@ TARGETS = {  # brisk ÷ Dask, brisk ÷ scikit-learn (None: no target)
 }
 
 
+def save(path, a):
+    """Write under a temporary name, then rename: an interrupted run leaves
+    no truncated file that a later run would take for data."""
+    import numpy as np
+    tmp = path + ".tmp.npy"
+    np.save(tmp, a)
+    os.replace(tmp, path)
+
+
 def gen(name):
     import numpy as np
     os.makedirs(DATA, exist_ok=True)
@@ -58,21 +67,22 @@ def gen(name):
         labels = rng.integers(0, 16, size=n)
         X = centres[labels]
         X += rng.normal(size=(n, d))
-        np.save(os.path.join(DATA, f"{key}_labels.npy"), labels)
+        save(os.path.join(DATA, f"{key}_labels.npy"), labels)
     elif name == "ML3":
         X = rng.normal(size=(n, d))
         w = rng.normal(size=d)
         y = (rng.random(n) < 1 / (1 + np.exp(-(X @ w)))).astype(np.int64)
-        np.save(os.path.join(DATA, f"{key}_y.npy"), y)
+        save(os.path.join(DATA, f"{key}_y.npy"), y)
     elif name == "ML4":
         X = rng.normal(size=(n, d))
         y = X @ rng.normal(size=d) + rng.normal(size=n)
-        np.save(os.path.join(DATA, f"{key}_y.npy"), y)
+        save(os.path.join(DATA, f"{key}_y.npy"), y)
     elif name == "ML5":
         X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d))
     else:
         X = rng.normal(size=(n, d))
-    np.save(path, X)
+    # X last: its file says the workload's data are complete.
+    save(path, X)
 
 
 # The Python sides: each prints one JSON line with "seconds" and its answer.
