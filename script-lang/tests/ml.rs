@@ -79,7 +79,8 @@ for run in [["km", 300, 1e-4], ["km3", 3, 0.0]] {
     r[run[0] + "_n_iter"] = km.n_iter_;
     r[run[0] + "_labels_head"] = km.labels_[0..20].compute();
 }
-let km = KMeans(#{n_clusters: 6, init: start}).fit(Xb);
+// A lazy array as init is computed first: the same fit.
+let km = KMeans(#{n_clusters: 6, init: Xb[0..6]}).fit(Xb);
 r.km_transform_head = km.transform(Xb)[0..3].compute();
 r.km_score = km.score(Xb);
 let pp = KMeans(#{n_clusters: 6, random_state: 0}).fit(Xb);
@@ -138,6 +139,7 @@ errors.split = failure(|| train_test_split(X, #{test_size: 1.5}));
 errors.one_d = failure(|| StandardScaler().fit(y));
 errors.clusters = failure(|| KMeans(#{n_clusters: 6}).fit(Xb[0..5]));
 errors.init = failure(|| KMeans(#{n_clusters: 6, init: [[1.0, 2.0], [3.0, 4.0]]}).fit(Xb));
+errors.ragged = failure(|| KMeans(#{n_clusters: 2, init: [[1.0, 2.0, 3.0], [4.0]]}));
 errors.one_class = failure(|| LogisticRegression().fit(Xl, full([3000], 1)));
 errors.continuous = failure(|| LogisticRegression().fit(Xl, Xl.sum(1)));
 errors.km_features = failure(|| km.score(Xp));

@@ -238,6 +238,7 @@ EXPECTED_ERRORS = {
     "init": "init has 4 values, but n_clusters × n_features is 6 × 5",
     "continuous": "LogisticRegression: unknown label type: continuous",
     "km_features": "KMeans: X has 6 features, but the model was fitted on 5",
+    "ragged": "KMeans: init's rows must all have the same length",
     "one_class": "needs samples of at least 2 classes in the data, but the data contains only one class: 1",
     "solver": "solver must be \"lbfgs\", got \"saga\"",
 }

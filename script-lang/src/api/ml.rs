@@ -650,7 +650,7 @@ fn flag(o: &Opts, k: &str, default: bool) -> Res<bool> {
     }
 }
 
-fn make(name: &str, opts: Option<Map>) -> Res<Estimator> {
+fn make(state: &SessionState, name: &str, opts: Option<Map>) -> Res<Estimator> {
     Ok(Estimator::new(match name {
         "StandardScaler" => {
             let o = options(opts, name, &["with_mean", "with_std"])?;
@@ -761,7 +761,7 @@ fn make(name: &str, opts: Option<Map>) -> Res<Estimator> {
                         )));
                     }
                 },
-                Some(d) => Init::Given(centres(d)?),
+                Some(d) => Init::Given(centres(state, d)?),
             };
             let seed = match o.get("random_state") {
                 None => fresh_seed(),
@@ -842,7 +842,16 @@ fn fresh_seed() -> u64 {
 }
 
 /// Initial centres given as an ndarray or nested arrays (k × p).
-fn centres(d: &Dynamic) -> Res<Vec<f64>> {
+/// Initial centres given as a brisk array (lazy ones are computed now) or
+/// as a Rhai array of rows, k × p.
+fn centres(state: &SessionState, d: &Dynamic) -> Res<Vec<f64>> {
+    if let Some(x) = d.read_lock::<LazyArray>() {
+        let a = x.a.clone();
+        drop(x);
+        let c = Session(state).compute(&[a]).map_err(ml_err)?.pop();
+        let c = c.ok_or_else(|| runtime("KMeans init: the centres were not computed"))?;
+        return centres(state, &to_dynamic(&Value::array(c)));
+    }
     if let Some(c) = d.read_lock::<Chunk>() {
         if c.ndim() != 2 {
             return Err(runtime(format!(
@@ -857,11 +866,15 @@ fn centres(d: &Dynamic) -> Res<Vec<f64>> {
         .map(|a| a.to_vec())
         .ok_or_else(|| wrong_type("KMeans init", "an array of centres", d))?;
     let mut out = Vec::new();
+    let width = rows.first().and_then(|r| r.read_lock::<RArray>().map(|a| a.len()));
     for r in rows {
         let r = r
             .read_lock::<RArray>()
             .map(|a| a.to_vec())
             .ok_or_else(|| wrong_type("KMeans init", "an array of rows", &r))?;
+        if Some(r.len()) != width {
+            return Err(runtime("KMeans: init's rows must all have the same length"));
+        }
         for v in r {
             out.push(super::array_args::float_of(&v, "KMeans init")?);
         }
@@ -878,8 +891,10 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     for name in
         ["StandardScaler", "MinMaxScaler", "LinearRegression", "Ridge", "PCA", "KMeans", "LogisticRegression"]
     {
-        engine.register_fn(name, move || make(name, None));
-        engine.register_fn(name, move |o: Map| make(name, Some(o)));
+        let st = state.clone();
+        engine.register_fn(name, move || make(&st, name, None));
+        let st = state.clone();
+        engine.register_fn(name, move |o: Map| make(&st, name, Some(o)));
     }
     for &attr in ATTRIBUTES {
         engine.register_get(attr, move |m: &mut Estimator| -> Res<Dynamic> {
