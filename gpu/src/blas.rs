@@ -39,6 +39,23 @@ pub trait Real: Copy + Send + Sync + 'static {
         ldc: i32,
     ) -> sys::cublasStatus_t;
     /// # Safety
+    /// cuBLAS' contract for `gemmStridedBatched`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm_batched(
+        h: sys::cublasHandle_t,
+        ta: sys::cublasOperation_t,
+        tb: sys::cublasOperation_t,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: *const Self,
+        a: (*const Self, i32, i64),
+        b: (*const Self, i32, i64),
+        beta: *const Self,
+        c: (*mut Self, i32, i64),
+        batches: i32,
+    ) -> sys::cublasStatus_t;
+    /// # Safety
     /// cuBLAS' contract for `syrk`.
     #[allow(clippy::too_many_arguments)]
     unsafe fn syrk(
@@ -82,6 +99,26 @@ impl Real for f64 {
     ) -> sys::cublasStatus_t {
         unsafe { sys::cublasDgemm_v2(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) }
     }
+    unsafe fn gemm_batched(
+        h: sys::cublasHandle_t,
+        ta: sys::cublasOperation_t,
+        tb: sys::cublasOperation_t,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: *const f64,
+        a: (*const f64, i32, i64),
+        b: (*const f64, i32, i64),
+        beta: *const f64,
+        c: (*mut f64, i32, i64),
+        batches: i32,
+    ) -> sys::cublasStatus_t {
+        unsafe {
+            sys::cublasDgemmStridedBatched(
+                h, ta, tb, m, n, k, alpha, a.0, a.1, a.2, b.0, b.1, b.2, beta, c.0, c.1, c.2, batches,
+            )
+        }
+    }
     unsafe fn syrk(
         h: sys::cublasHandle_t,
         uplo: sys::cublasFillMode_t,
@@ -124,6 +161,26 @@ impl Real for f32 {
         ldc: i32,
     ) -> sys::cublasStatus_t {
         unsafe { sys::cublasSgemm_v2(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) }
+    }
+    unsafe fn gemm_batched(
+        h: sys::cublasHandle_t,
+        ta: sys::cublasOperation_t,
+        tb: sys::cublasOperation_t,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: *const f32,
+        a: (*const f32, i32, i64),
+        b: (*const f32, i32, i64),
+        beta: *const f32,
+        c: (*mut f32, i32, i64),
+        batches: i32,
+    ) -> sys::cublasStatus_t {
+        unsafe {
+            sys::cublasSgemmStridedBatched(
+                h, ta, tb, m, n, k, alpha, a.0, a.1, a.2, b.0, b.1, b.2, beta, c.0, c.1, c.2, batches,
+            )
+        }
     }
     unsafe fn syrk(
         h: sys::cublasHandle_t,
@@ -245,7 +302,72 @@ impl Device {
         c: &Buffer,
         ldc: usize,
     ) -> Result<()> {
-        fits::<T>(&a, k, n, self)?;
+        self.syrk_lower::<T>(true, n, k, a, c, ldc)
+    }
+
+    /// `C_b = A_b·A_bᵀ` for `batches` column-major `n × k` slabs `A_b`
+    /// lying one after another (leading dimension `n`), each `C_b` `n × n`
+    /// likewise: the cross-products of a tall block's columns, slab by slab,
+    /// so a product with a long inner dimension and a small result still
+    /// fills the device (a single SYRK or GEMM parallelizes over the
+    /// result's tiles only).
+    pub fn cross_batched<T: Real>(
+        self: &Arc<Self>,
+        n: usize,
+        k: usize,
+        batches: usize,
+        a: &Buffer,
+        c: &Buffer,
+    ) -> Result<()> {
+        let need = |cols: usize| {
+            n.checked_mul(cols).and_then(|v| v.checked_mul(batches)).and_then(|v| v.checked_mul(T::SIZE))
+        };
+        if need(k).is_none_or(|b| b > a.len()) || need(n).is_none_or(|b| b > c.len()) {
+            return Err(self.fail("cuBLAS", format!("{batches} slabs of {n}×{k} do not fit their buffers")));
+        }
+        if n == 0 || batches == 0 {
+            return Ok(());
+        }
+        let blas = self.blas()?;
+        let h = blas.0.lock().map_err(|_| self.fail("cuBLAS", "poisoned"))?;
+        self.bind()?;
+        let (alpha, beta) = (T::one(), T::zero());
+        let (ni, ki, bi) = (int(n, "n", self)?, int(k, "k", self)?, int(batches, "batches", self)?);
+        let (sa, sc) = ((n * k) as i64, (n * n) as i64);
+        // SAFETY: sizes checked against the buffers above.
+        let st = unsafe {
+            T::gemm_batched(
+                *h.handle(),
+                op(false),
+                op(true),
+                ni,
+                ni,
+                ki,
+                &alpha,
+                (a.ptr() as *const T, ni, sa),
+                (a.ptr() as *const T, ni, sa),
+                &beta,
+                (c.ptr() as *mut T, ni, sc),
+                bi,
+            )
+        };
+        status(self, "gemm (batched)", st)
+    }
+
+    fn syrk_lower<T: Real>(
+        self: &Arc<Self>,
+        trans: bool,
+        n: usize,
+        k: usize,
+        a: Mat<'_>,
+        c: &Buffer,
+        ldc: usize,
+    ) -> Result<()> {
+        if trans {
+            fits::<T>(&a, k, n, self)?;
+        } else {
+            fits::<T>(&a, n, k, self)?;
+        }
         fits::<T>(&Mat { buf: c, ld: ldc, trans: false }, n, n, self)?;
         if n == 0 {
             return Ok(());
@@ -259,7 +381,7 @@ impl Device {
             T::syrk(
                 *h.handle(),
                 sys::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
-                sys::cublasOperation_t::CUBLAS_OP_T,
+                op(trans),
                 int(n, "n", self)?,
                 int(k, "k", self)?,
                 &alpha,

@@ -21,6 +21,8 @@ pub struct Device {
     total: u64,
     pub(crate) arch: String,
     sms: u32,
+    /// Shared memory one thread block may have when its kernel opts in.
+    shared_optin: u32,
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     pool: Pool,
@@ -181,6 +183,9 @@ impl Device {
         let sms = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(err("reading the SM count"))? as u32;
+        let shared_optin = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_or(48 * 1024, |v| v.max(48 * 1024) as u32);
         if !ctx.has_async_alloc() {
             return Err(format!(
                 "GPU {ordinal} ({name}) has no stream-ordered allocator (CUDA 11.2+ drivers do)"
@@ -208,6 +213,7 @@ impl Device {
             total,
             arch: format!("sm_{maj}{min}"),
             sms,
+            shared_optin,
             ctx,
             stream,
             pool: Pool(pool),
@@ -239,6 +245,12 @@ impl Device {
     /// Streaming multiprocessors (kernels size their grids by them).
     pub fn sm_count(&self) -> u32 {
         self.sms
+    }
+
+    /// Bytes of shared memory a thread block may use (kernels launched
+    /// with more than the default 48 KiB opt in, see `Device::launch`).
+    pub fn shared_per_block(&self) -> u32 {
+        self.shared_optin
     }
 
     /// Free device memory now (all processes), in bytes.

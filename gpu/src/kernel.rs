@@ -186,6 +186,17 @@ impl Device {
             self.fault()?;
         }
         self.bind()?;
+        if cfg.shared > 48 * 1024 {
+            // Dynamic shared memory past the default needs the kernel's
+            // opt-in (up to `shared_per_block`).
+            kernel
+                .func
+                .set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    cfg.shared as i32,
+                )
+                .map_err(|e| self.fail(&format!("giving {} {} bytes of shared memory", kernel.name, cfg.shared), e))?;
+        }
         let mut b = self.stream.launch_builder(&kernel.func);
         for a in args {
             match a {

@@ -53,7 +53,7 @@ r.mm_scale = mm.scale_;
 r.mm_min_ = mm.min_;
 r.mm_t = mm.transform(Xn).compute();
 
-for solver in [["pca", "auto"], ["pca_tsqr", "tsqr"]] {
+for solver in [["pca", "auto"], ["pca_tsqr", "tsqr"], ["pca_rand", "randomized"]] {
     let tag = solver[0];
     let pc = PCA(#{n_components: 3, svd_solver: solver[1]}).fit(Xp);
     r[tag + "_components"] = pc.components_;
@@ -63,6 +63,15 @@ for solver in [["pca", "auto"], ["pca_tsqr", "tsqr"]] {
     r[tag + "_mean"] = pc.mean_;
     r[tag + "_noise"] = pc.noise_variance_;
     r[tag + "_t_head"] = pc.transform(Xp)[0..4].compute();
+}
+for algorithm in [["tsvd", "randomized"], ["tsvd_tsqr", "tsqr"]] {
+    let tag = algorithm[0];
+    let ts = TruncatedSVD(#{n_components: 3, algorithm: algorithm[1], random_state: 0}).fit(Xp);
+    r[tag + "_components"] = ts.components_;
+    r[tag + "_sv"] = ts.singular_values_;
+    r[tag + "_ev"] = ts.explained_variance_;
+    r[tag + "_evr"] = ts.explained_variance_ratio_;
+    r[tag + "_t_head"] = ts.transform(Xp)[0..4].compute();
 }
 let pw = PCA(#{n_components: 2, whiten: true}).fit(Xp);
 r.pca_whiten_t_head = pw.transform(Xp)[0..4].compute();

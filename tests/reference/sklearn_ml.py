@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 from sklearn.cluster import KMeans
-from sklearn.decomposition import PCA
+from sklearn.decomposition import PCA, TruncatedSVD
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.metrics import accuracy_score, adjusted_rand_score, log_loss, mean_squared_error, r2_score
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
@@ -108,7 +108,7 @@ def expected(d):
     out["mm_min_"] = (mm.min_, 1e-12)
     out["mm_t"] = (mm.transform(Xn), 1e-12)
 
-    for tag, solver in [("pca", "auto"), ("pca_tsqr", "full")]:
+    for tag, solver in [("pca", "auto"), ("pca_tsqr", "full"), ("pca_rand", "randomized")]:
         pc = PCA(n_components=3, svd_solver=solver).fit(Xp)
         out[f"{tag}_components"] = (pc.components_, "cos")
         out[f"{tag}_evr"] = (pc.explained_variance_ratio_, 1e-6)
@@ -117,6 +117,15 @@ def expected(d):
         out[f"{tag}_mean"] = (pc.mean_, 1e-12)
         out[f"{tag}_noise"] = (pc.noise_variance_, 1e-6)
         out[f"{tag}_t_head"] = (pc.transform(Xp[:4]), 1e-6)
+    # TruncatedSVD: X itself, not centred. With 6 features the range finder
+    # (3 + 10 columns) spans them all, so the randomized answer is exact.
+    for tag, algorithm in [("tsvd", "randomized"), ("tsvd_tsqr", "arpack")]:
+        ts = TruncatedSVD(n_components=3, algorithm=algorithm, random_state=0).fit(Xp)
+        out[f"{tag}_components"] = (ts.components_, "cos")
+        out[f"{tag}_sv"] = (ts.singular_values_, 1e-6)
+        out[f"{tag}_ev"] = (ts.explained_variance_, 1e-6)
+        out[f"{tag}_evr"] = (ts.explained_variance_ratio_, 1e-6)
+        out[f"{tag}_t_head"] = (ts.transform(Xp[:4]), 1e-6)
     pw = PCA(n_components=2, whiten=True).fit(Xp)
     out["pca_whiten_t_head"] = (pw.transform(Xp[:4]), 1e-6)
     out["pca_whiten_back"] = (pw.inverse_transform(pw.transform(Xp[:2])), 1e-6)

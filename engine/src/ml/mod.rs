@@ -7,6 +7,7 @@
 //! `stats` holds the per-block statistics, `op` the tasks that compute and
 //! merge them, `graph` the graphs; each estimator has its own module.
 
+pub mod gpu;
 pub mod graph;
 pub mod kernels;
 pub mod kmeans;

@@ -1,22 +1,28 @@
 //! `PCA` as scikit-learn's: `covariance_eigh` (one pass for the centred
 //! cross-products, then a p × p eigendecomposition; what `"auto"` picks
-//! for tall data, as scikit-learn ≥ 1.5 does) or `tsqr` (the exact SVD of
-//! the centred X by TSQR, two passes). Signs follow scikit-learn's
+//! for tall data, as scikit-learn ≥ 1.5 does), `tsqr` (the exact SVD of
+//! the centred X by TSQR, two passes) or `randomized` (Halko's range
+//! finder with power iterations, `svd_compressed`, on the centred X), and
+//! `TruncatedSVD` (the same on X uncentred). Signs follow scikit-learn's
 //! `svd_flip`: each component's largest entry is positive.
 
 use faer::{Mat, Side};
 
-use super::graph::{apply, constant, float_of};
+use super::graph::{apply, constant, float_of, row_blocks, row_statistic};
 use super::linear::co_moments;
+use super::op::MlOp;
+use super::stats::{Moments, unpacked};
 use super::{MlError, Runner, check_finite, features_match, samples_features};
+use crate::array::dtype::DType;
 use crate::array::elementwise::BinOp;
-use crate::collections::array::{Array, Ctx, matmul, svd};
+use crate::collections::array::{Array, Ctx, matmul, svd, svd_compressed};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Solver {
     Auto,
     CovarianceEigh,
     Tsqr,
+    Randomized,
 }
 
 impl Solver {
@@ -25,9 +31,10 @@ impl Solver {
             "auto" => Solver::Auto,
             "covariance_eigh" => Solver::CovarianceEigh,
             "tsqr" | "full" => Solver::Tsqr,
+            "randomized" => Solver::Randomized,
             other => {
                 return Err(MlError::Input(format!(
-                    "PCA: svd_solver must be \"auto\", \"covariance_eigh\", \"tsqr\" or \"full\", got \"{other}\""
+                    "PCA: svd_solver must be \"auto\", \"covariance_eigh\", \"tsqr\", \"full\" or \"randomized\", got \"{other}\""
                 )));
             }
         })
@@ -39,7 +46,15 @@ pub struct Pca {
     pub n_components: Option<usize>,
     pub whiten: bool,
     pub solver: Solver,
+    /// Power iterations of the randomized solver (`None`: scikit-learn's
+    /// "auto", 7 when fewer components than a tenth of min(n, p), else 4).
+    pub iterated_power: Option<usize>,
+    pub seed: u64,
 }
+
+/// Extra columns of the randomized range finder (scikit-learn's
+/// `n_oversamples`).
+const OVERSAMPLES: usize = 10;
 
 /// A fitted PCA (scikit-learn's attributes).
 #[derive(Clone, Debug, PartialEq)]
@@ -79,23 +94,37 @@ impl Pca {
                 let (v, w) = covariance_eigh(&cm.c, p, n)?;
                 (v, w, 1, "covariance_eigh")
             }
+            (Solver::Randomized, _) => {
+                let q = self.iterated_power.unwrap_or(if (k as f64) < 0.1 * most as f64 { 7 } else { 4 });
+                let rows = row_blocks(ctx, x)?;
+                let centred =
+                    apply(ctx, BinOp::Sub, &rows, &constant(ctx, cm.mean.clone(), &[p], DType::F64)?)?;
+                let (s, vt) = compressed(ctx, &centred, k, q, self.seed, runner)?;
+                let values = s.iter().map(|v| v * v / (n - 1) as f64).collect();
+                // The co-moments, X·Ω, two per power iteration, Qᵀ·X.
+                (values, vt, 3 + 2 * q, "randomized")
+            }
             _ => {
                 let (v, w) = tsqr(ctx, x, &cm.mean, n, runner)?;
                 (v, w, 2, "tsqr")
             }
         };
-        // All p (or min(n, p)) variances, largest first; rows of `vectors`.
-        let total: f64 = values.iter().sum();
+        // The variances found, largest first (all p, or min(n, p), but k
+        // for the randomized solver); rows of `vectors`. The total is the
+        // covariance's trace, as scikit-learn's randomized solver takes it.
+        let total: f64 = if values.len() >= most {
+            values.iter().sum()
+        } else {
+            (0..p).map(|j| cm.c[j * p + j]).sum::<f64>() / (n - 1) as f64
+        };
         let explained_variance = values[..k].to_vec();
-        let noise_variance =
-            if k < most { values[k..most].iter().sum::<f64>() / (most - k) as f64 } else { 0.0 };
+        let noise_variance = if k < most {
+            (total - explained_variance.iter().sum::<f64>()).max(0.0) / (most - k) as f64
+        } else {
+            0.0
+        };
         let mut components = vectors[..k * p].to_vec();
-        for row in components.chunks_mut(p) {
-            let big = row.iter().copied().fold(0.0f64, |m, v| if v.abs() > m.abs() { v } else { m });
-            if big < 0.0 {
-                row.iter_mut().for_each(|v| *v = -*v);
-            }
-        }
+        flip_rows(&mut components, p);
         Ok(PcaFit {
             components,
             explained_variance_ratio: explained_variance
@@ -182,5 +211,141 @@ impl PcaFit {
         }
         let back = matmul(ctx, z, &constant(ctx, w, &[k, p], dt)?)?;
         Ok(apply(ctx, BinOp::Add, &back, &constant(ctx, self.mean.clone(), &[p], dt)?)?)
+    }
+}
+
+/// The k leading singular values and right singular vectors (rows, signs as
+/// `svd_flip`) of `x` by the randomized range finder, `q` power iterations.
+fn compressed(
+    ctx: &Ctx,
+    x: &Array,
+    k: usize,
+    q: usize,
+    seed: u64,
+    runner: &dyn Runner,
+) -> Result<(Vec<f64>, Vec<f64>), MlError> {
+    let (_, s, vt) = svd_compressed(ctx, x, k, seed, OVERSAMPLES, q)?;
+    let out = runner.compute(&[s, vt])?;
+    let [s, vt] = &out[..] else { return Err(MlError::Compute("the SVD was not computed".into())) };
+    Ok((s.cast::<f64>().iter().copied().collect(), vt.cast::<f64>().iter().copied().collect()))
+}
+
+/// Each row of `v` (rows of `p`) turned so its largest entry is positive.
+fn flip_rows(v: &mut [f64], p: usize) {
+    for row in v.chunks_mut(p.max(1)) {
+        let big = row.iter().copied().fold(0.0f64, |m, x| if x.abs() > m.abs() { x } else { m });
+        if big < 0.0 {
+            row.iter_mut().for_each(|x| *x = -*x);
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SvdAlgorithm {
+    Randomized,
+    Tsqr,
+}
+
+/// `TruncatedSVD` as scikit-learn's: the k leading singular triplets of X
+/// itself (not centred), by the randomized range finder (`n_iter` power
+/// iterations, 10 extra columns) or TSQR's exact SVD.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TruncatedSvd {
+    pub n_components: usize,
+    pub algorithm: SvdAlgorithm,
+    pub n_iter: usize,
+    pub seed: u64,
+}
+
+/// A fitted TruncatedSVD (scikit-learn's attributes).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TruncatedSvdFit {
+    /// k × p, row-major.
+    pub components: Vec<f64>,
+    pub singular_values: Vec<f64>,
+    /// The variances of X·componentsᵀ's columns, and their share of X's.
+    pub explained_variance: Vec<f64>,
+    pub explained_variance_ratio: Vec<f64>,
+    pub p: usize,
+    pub n_passes: usize,
+}
+
+impl TruncatedSvd {
+    pub fn fit(&self, ctx: &Ctx, x: &Array, runner: &dyn Runner) -> Result<TruncatedSvdFit, MlError> {
+        let (n, p) = samples_features(x)?;
+        let k = self.n_components;
+        if k == 0 || k > n.min(p) {
+            return Err(MlError::Input(format!(
+                "TruncatedSVD: n_components={k} must be between 1 and min(n_samples, n_features)={}",
+                n.min(p)
+            )));
+        }
+        let rows = row_blocks(ctx, x)?;
+        let (s, mut vt, passes) = match self.algorithm {
+            SvdAlgorithm::Randomized => {
+                let (s, vt) = compressed(ctx, &rows, k, self.n_iter, self.seed, runner)?;
+                (s, vt, 2 + 2 * self.n_iter)
+            }
+            SvdAlgorithm::Tsqr => {
+                if let Some(&short) = rows.chunks[0].iter().find(|&&r| r < p) {
+                    return Err(MlError::Input(format!(
+                        "TruncatedSVD: algorithm \"tsqr\" needs row blocks at least as tall as X is wide ({p}), but one has {short} rows"
+                    )));
+                }
+                let (_, s, vt) = svd(ctx, &rows)?;
+                let out = runner.compute(&[s, vt])?;
+                let [s, vt] = &out[..] else {
+                    return Err(MlError::Compute("the SVD was not computed".into()));
+                };
+                let s: Vec<f64> = s.cast::<f64>().iter().take(k).copied().collect();
+                let vt: Vec<f64> = vt.cast::<f64>().iter().take(k * p).copied().collect();
+                (s, vt, 2)
+            }
+        };
+        check_finite("TruncatedSVD", &s)?;
+        flip_rows(&mut vt, p);
+        // One more pass: the variances of X's columns and of X·Vᵀ's.
+        let z = matmul(ctx, &rows, &constant(ctx, transposed(&vt, k, p), &[p, k], DType::F64)?)?;
+        let of_x = row_statistic(ctx, &rows, None, MlOp::Moments, MlOp::MergeMoments, 5 * p)?;
+        let of_z = row_statistic(ctx, &z, None, MlOp::Moments, MlOp::MergeMoments, 5 * k)?;
+        let out = runner.compute(&[of_x, of_z])?;
+        let var = |c: &crate::array::chunk::Chunk| -> Result<Vec<f64>, MlError> {
+            let m = Moments::unpack(&unpacked(c)).map_err(|e| MlError::Compute(e.to_string()))?;
+            Ok(m.m2.iter().zip(&m.n).map(|(s, n)| if *n > 0.0 { s / n } else { 0.0 }).collect())
+        };
+        let total: f64 = var(&out[0])?.iter().sum();
+        let explained_variance = var(&out[1])?;
+        Ok(TruncatedSvdFit {
+            explained_variance_ratio: explained_variance
+                .iter()
+                .map(|v| if total > 0.0 { v / total } else { 0.0 })
+                .collect(),
+            explained_variance,
+            components: vt,
+            singular_values: s,
+            p,
+            n_passes: passes + 1,
+        })
+    }
+}
+
+/// A k × p row-major matrix as p × k.
+fn transposed(v: &[f64], k: usize, p: usize) -> Vec<f64> {
+    (0..p * k).map(|i| v[(i % k) * p + i / k]).collect()
+}
+
+impl TruncatedSvdFit {
+    /// `x @ componentsᵀ`.
+    pub fn transform(&self, ctx: &Ctx, x: &Array) -> Result<Array, MlError> {
+        let p = features_match("TruncatedSVD", x, self.p)?;
+        let k = self.singular_values.len();
+        Ok(matmul(ctx, x, &constant(ctx, transposed(&self.components, k, p), &[p, k], float_of(x))?)?)
+    }
+
+    /// `z @ components`.
+    pub fn inverse_transform(&self, ctx: &Ctx, z: &Array) -> Result<Array, MlError> {
+        let k = self.singular_values.len();
+        features_match("TruncatedSVD.inverse_transform", z, k)?;
+        Ok(matmul(ctx, z, &constant(ctx, self.components.clone(), &[k, self.p], float_of(z))?)?)
     }
 }

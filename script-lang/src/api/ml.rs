@@ -12,7 +12,7 @@ use brisk_engine::collections::array::{self as arr, Array};
 use brisk_engine::ml::kmeans::{Init, KMeans, KMeansFit};
 use brisk_engine::ml::linear::{Linear, LinearFit};
 use brisk_engine::ml::logistic::{Logistic, LogisticFit};
-use brisk_engine::ml::pca::{Pca, PcaFit, Solver};
+use brisk_engine::ml::pca::{Pca, PcaFit, Solver, SvdAlgorithm, TruncatedSvd, TruncatedSvdFit};
 use brisk_engine::ml::scaler::{MinMaxFit, MinMaxScaler, StandardFit, StandardScaler};
 use brisk_engine::ml::split::TestSize;
 use brisk_engine::ml::{MlError, Runner, metrics};
@@ -63,9 +63,15 @@ pub const DOCS: &[FnDoc] = &[
     ),
     doc(
         "PCA",
-        "PCA(#{n_components, whiten: false, svd_solver: \"auto\"}) -> Estimator",
-        "Principal components, as scikit-learn's PCA. svd_solver \"covariance_eigh\" reads X once for the centred covariance and takes its eigendecomposition; \"tsqr\" (or \"full\") takes the exact SVD of the centred X by TSQR (two passes); \"auto\" picks covariance_eigh for tall data (fewer than 1000 features and ten times as many samples), as scikit-learn does, and tsqr otherwise. Signs as scikit-learn's (each component's largest entry positive). transform and inverse_transform are lazy. Attributes components_, explained_variance_, explained_variance_ratio_, singular_values_, mean_, noise_variance_, n_components_, n_passes_.",
+        "PCA(#{n_components, whiten: false, svd_solver: \"auto\", iterated_power: \"auto\", random_state}) -> Estimator",
+        "Principal components, as scikit-learn's PCA. svd_solver \"covariance_eigh\" reads X once for the centred covariance and takes its eigendecomposition; \"tsqr\" (or \"full\") takes the exact SVD of the centred X by TSQR (two passes); \"randomized\" finds the leading components by Halko's range finder (svd_compressed) with iterated_power power iterations (\"auto\": 7 for fewer components than a tenth of the smaller side, else 4) and 10 extra columns, seeded by random_state; \"auto\" picks covariance_eigh for tall data (fewer than 1000 features and ten times as many samples), as scikit-learn does, and tsqr otherwise. Signs as scikit-learn's (each component's largest entry positive). transform and inverse_transform are lazy. Attributes components_, explained_variance_, explained_variance_ratio_, singular_values_, mean_, noise_variance_, n_components_, n_passes_.",
         "let X = random([2000, 5], #{chunks: [500, 5]});\nPCA(#{n_components: 2}).fit(X).explained_variance_ratio_",
+    ),
+    doc(
+        "TruncatedSVD",
+        "TruncatedSVD(#{n_components: 2, algorithm: \"randomized\", n_iter: 5, random_state}) -> Estimator",
+        "The leading singular vectors of X itself (not centred), as scikit-learn's TruncatedSVD: algorithm \"randomized\" by Halko's range finder with n_iter power iterations and 10 extra columns, \"tsqr\" by the exact SVD. Signs as scikit-learn's. transform (X·componentsᵀ) and inverse_transform are lazy. Attributes components_, singular_values_, explained_variance_ (the variances of the transformed columns), explained_variance_ratio_ (their share of X's total variance), n_components_, n_passes_.",
+        "let X = random([2000, 6], #{chunks: [500, 6]});\nTruncatedSVD(#{n_components: 2, random_state: 0}).fit(X).singular_values_",
     ),
     doc(
         "KMeans",
@@ -328,6 +334,7 @@ enum Kind {
     MinMax(MinMaxScaler),
     Linear(Linear),
     Pca(Pca),
+    Tsvd(TruncatedSvd),
     KMeans(KMeans),
     Logistic(Logistic),
 }
@@ -339,6 +346,7 @@ enum Fitted {
     MinMax(MinMaxFit),
     Linear(LinearFit),
     Pca(PcaFit),
+    Tsvd(TruncatedSvdFit),
     /// With the X it was fitted on, for `labels_`.
     KMeans(KMeansFit, Array),
     Logistic(LogisticFit),
@@ -363,6 +371,7 @@ impl Estimator {
             Kind::MinMax(_) => "MinMaxScaler",
             Kind::Linear(l) => l.name,
             Kind::Pca(_) => "PCA",
+            Kind::Tsvd(_) => "TruncatedSVD",
             Kind::KMeans(_) => "KMeans",
             Kind::Logistic(_) => "LogisticRegression",
         }
@@ -418,6 +427,15 @@ impl Estimator {
                 out.push(("n_samples_", i(p.n_samples)));
                 out.push(("n_passes_", i(p.n_passes)));
                 out.push(("svd_solver_", Dynamic::from(p.solver.to_string())));
+            }
+            Some(Fitted::Tsvd(t)) => {
+                let k = t.singular_values.len();
+                out.push(("components_", matrix(&t.components, k, t.p)));
+                out.push(("explained_variance_", v(&t.explained_variance)));
+                out.push(("explained_variance_ratio_", v(&t.explained_variance_ratio)));
+                out.push(("singular_values_", v(&t.singular_values)));
+                out.push(("n_components_", i(k)));
+                out.push(("n_passes_", i(t.n_passes)));
             }
             Some(Fitted::KMeans(m, _)) => {
                 out.push(("cluster_centers_", matrix(&m.centers, m.k, m.centers.len() / m.k)));
@@ -495,7 +513,16 @@ struct Session<'a>(&'a SessionState);
 impl Runner for Session<'_> {
     fn run(&self, persist: &[Array], compute: &[Array]) -> Result<(Vec<Array>, Vec<Chunk>), MlError> {
         use brisk_engine::collections::Collection;
-        let failed = |e: Box<EvalAltResult>| MlError::Compute(e.to_string());
+        // A task's failure travels as a `TaskFailure` value: its own words.
+        let failed = |e: Box<EvalAltResult>| {
+            let task = match &*e {
+                EvalAltResult::ErrorRuntime(v, _) => {
+                    v.read_lock::<crate::error::TaskFailure>().map(|f| f.to_string())
+                }
+                _ => None,
+            };
+            MlError::Compute(task.unwrap_or_else(|| e.to_string()))
+        };
         let mut layers = Vec::new();
         let mut keys = Vec::new();
         let mut held = Vec::new();
@@ -564,6 +591,7 @@ fn fit(state: &SessionState, m: &mut Estimator, x: &Dynamic, y: Option<&Dynamic>
         (Kind::Standard(s), _) => Fitted::Standard(s.fit(&c, &x, &run).map_err(ml_err)?),
         (Kind::MinMax(s), _) => Fitted::MinMax(s.fit(&c, &x, &run).map_err(ml_err)?),
         (Kind::Pca(p), _) => Fitted::Pca(p.fit(&c, &x, &run).map_err(ml_err)?),
+        (Kind::Tsvd(t), _) => Fitted::Tsvd(t.fit(&c, &x, &run).map_err(ml_err)?),
         (Kind::KMeans(k), _) => Fitted::KMeans(k.fit(&c, &x, &run).map_err(ml_err)?, x.clone()),
     };
     m.n_features = x.shape().get(1).copied().unwrap_or(1);
@@ -582,6 +610,8 @@ fn transform(state: &SessionState, m: &Estimator, x: &Dynamic, inverse: bool) ->
         (Fitted::MinMax(s), true) => s.inverse_transform(&c, &x),
         (Fitted::Pca(p), false) => p.transform(&c, &x),
         (Fitted::Pca(p), true) => p.inverse_transform(&c, &x),
+        (Fitted::Tsvd(t), false) => t.transform(&c, &x),
+        (Fitted::Tsvd(t), true) => t.inverse_transform(&c, &x),
         (Fitted::KMeans(k, _), false) => k.transform(&c, &x),
         (Fitted::Linear(_) | Fitted::KMeans(..) | Fitted::Logistic(_), _) => {
             return Err(runtime(format!("{} has no {what}", m.name())));
@@ -647,6 +677,27 @@ fn flag(o: &Opts, k: &str, default: bool) -> Res<bool> {
     match o.get(k) {
         None => Ok(default),
         Some(d) => d.as_bool().map_err(|_| wrong_type(k, "true or false", d)),
+    }
+}
+
+/// A count option (default when absent or `()`).
+fn non_negative(o: &Opts, estimator: &str, k: &str, default: usize) -> Res<usize> {
+    match o.get(k) {
+        None => Ok(default),
+        Some(d) if d.is_unit() => Ok(default),
+        Some(d) => {
+            let v = int_of(d, k)?;
+            usize::try_from(v).map_err(|_| runtime(format!("{estimator}: {k} must not be negative, got {v}")))
+        }
+    }
+}
+
+/// `random_state`, or a seed of its own.
+fn seed_of(o: &Opts) -> Res<u64> {
+    match o.get("random_state") {
+        None => Ok(fresh_seed()),
+        Some(d) if d.is_unit() => Ok(fresh_seed()),
+        Some(d) => Ok(int_of(d, "random_state")? as u64),
     }
 }
 
@@ -763,11 +814,7 @@ fn make(state: &SessionState, name: &str, opts: Option<Map>) -> Res<Estimator> {
                 },
                 Some(d) => Init::Given(centres(state, d)?),
             };
-            let seed = match o.get("random_state") {
-                None => fresh_seed(),
-                Some(d) if d.is_unit() => fresh_seed(),
-                Some(d) => int_of(d, "random_state")? as u64,
-            };
+            let seed = seed_of(&o)?;
             Kind::KMeans(KMeans {
                 n_clusters: count("n_clusters", 8)?,
                 init,
@@ -782,8 +829,33 @@ fn make(state: &SessionState, name: &str, opts: Option<Map>) -> Res<Estimator> {
                 seed,
             })
         }
+        "TruncatedSVD" => {
+            let o = options(opts, name, &["n_components", "algorithm", "n_iter", "random_state"])?;
+            let algorithm = match o.get("algorithm") {
+                None => SvdAlgorithm::Randomized,
+                Some(d) => match text(d, "algorithm")?.as_str() {
+                    "randomized" => SvdAlgorithm::Randomized,
+                    "tsqr" => SvdAlgorithm::Tsqr,
+                    other => {
+                        return Err(runtime(format!(
+                            "TruncatedSVD: algorithm must be \"randomized\" or \"tsqr\", got \"{other}\""
+                        )));
+                    }
+                },
+            };
+            Kind::Tsvd(TruncatedSvd {
+                n_components: non_negative(&o, name, "n_components", 2)?,
+                algorithm,
+                n_iter: non_negative(&o, name, "n_iter", 5)?,
+                seed: seed_of(&o)?,
+            })
+        }
         _ => {
-            let o = options(opts, "PCA", &["n_components", "whiten", "svd_solver"])?;
+            let o = options(
+                opts,
+                "PCA",
+                &["n_components", "whiten", "svd_solver", "iterated_power", "random_state"],
+            )?;
             let n_components = match o.get("n_components") {
                 None => None,
                 Some(d) if d.is_unit() => None,
@@ -796,7 +868,18 @@ fn make(state: &SessionState, name: &str, opts: Option<Map>) -> Res<Estimator> {
                 None => Solver::Auto,
                 Some(d) => Solver::parse(&text(d, "svd_solver")?).map_err(ml_err)?,
             };
-            Kind::Pca(Pca { n_components, whiten: flag(&o, "whiten", false)?, solver })
+            let iterated_power = match o.get("iterated_power") {
+                None => None,
+                Some(d) if d.is_unit() || d.clone().into_string().is_ok_and(|s| s == "auto") => None,
+                Some(_) => Some(non_negative(&o, "PCA", "iterated_power", 0)?),
+            };
+            Kind::Pca(Pca {
+                n_components,
+                whiten: flag(&o, "whiten", false)?,
+                solver,
+                iterated_power,
+                seed: seed_of(&o)?,
+            })
         }
     }))
 }
@@ -888,9 +971,16 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<Estimator>("Estimator");
     engine.register_fn("to_string", |m: &mut Estimator| describe(m));
     engine.register_fn("to_debug", |m: &mut Estimator| describe(m));
-    for name in
-        ["StandardScaler", "MinMaxScaler", "LinearRegression", "Ridge", "PCA", "KMeans", "LogisticRegression"]
-    {
+    for name in [
+        "StandardScaler",
+        "MinMaxScaler",
+        "LinearRegression",
+        "Ridge",
+        "PCA",
+        "TruncatedSVD",
+        "KMeans",
+        "LogisticRegression",
+    ] {
         let st = state.clone();
         engine.register_fn(name, move || make(&st, name, None));
         let st = state.clone();

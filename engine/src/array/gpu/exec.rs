@@ -291,6 +291,31 @@ fn native(op: &ArrayOp, args: &[Value], host: Host<'_>) -> Result<Option<Value>,
                 None => return Ok(None),
             }
         }
+        ArrayOp::Unique => match args {
+            [Value::Gpu(g)] => match super::unique::few_distinct(g)? {
+                Some(u) => gpu_value(u),
+                None => return Ok(None),
+            },
+            _ => return Ok(None),
+        },
+        ArrayOp::Ml(m) => {
+            // All of a statistic's blocks on the device, or it runs on host
+            // copies (where a host block among them is refused as mixed).
+            let Some(blocks) = args
+                .iter()
+                .map(|v| match v {
+                    Value::Gpu(g) => Some(g.as_ref().clone()),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+            else {
+                return Ok(None);
+            };
+            match crate::ml::gpu::run(m, &blocks)? {
+                Some(v) => v,
+                None => return Ok(None),
+            }
+        }
         ArrayOp::Gram { .. } => {
             let blocks = args.iter().map(|v| gpu_arg(v).cloned()).collect::<Result<Vec<_>, _>>()?;
             match super::linalg::gram_sum(&blocks)? {

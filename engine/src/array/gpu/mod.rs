@@ -22,6 +22,7 @@ pub mod resource;
 mod scan;
 #[cfg(test)]
 mod tests;
+mod unique;
 pub mod user;
 
 pub use chunk::{GpuChunk, c_strides, default_device};

@@ -1059,3 +1059,30 @@ fn users_kernels_match_the_built_in_operations() {
     let e = try_run(&arr::map_blocks_gpu(&cpu, &x, &missing, launch).expect("lazy")).expect_err("refused");
     assert!(e.contains("has no kernel named scale"), "{e}");
 }
+
+#[test]
+fn unique_of_few_values_matches_the_host() {
+    if device().is_none() {
+        return;
+    }
+    let f: Vec<f64> = (0..100_000).map(|i| [3.5, -0.0, 0.0, -2.0, 1e300][i % 5]).collect();
+    let i: Vec<i64> = (0..70_000).map(|i| (i % 7) as i64 * 1_000_000_007 - 3_000_000_021).collect();
+    let b: Vec<bool> = (0..1000).map(|i| i % 3 == 0).collect();
+    let cases = [
+        Chunk::from_vec(&[100_000], f.clone()).expect("f64"),
+        Chunk::from_vec(&[100_000], f).expect("f64").astype(DType::F32),
+        Chunk::from_vec(&[70_000], i).expect("i64"),
+        Chunk::from_vec(&[1000], b).expect("bool"),
+        Chunk::from_vec(&[0], Vec::<f64>::new()).expect("empty"),
+    ];
+    for c in &cases {
+        let got = super::unique::few_distinct(&up(c)).expect("unique").expect("few values");
+        let want = crate::array::shape::unique(c);
+        assert_eq!(got.to_host().expect("download").wire_bytes(), want.wire_bytes(), "{:?}", c.dtype());
+    }
+    // NaN, or more distinct values than the device table holds: the host's.
+    let nan = Chunk::from_vec(&[3], vec![1.0, f64::NAN, 1.0]).expect("nan");
+    assert!(super::unique::few_distinct(&up(&nan)).expect("unique").is_none());
+    let many = Chunk::from_vec(&[5000], (0..5000).map(|i| i as f64).collect()).expect("many");
+    assert!(super::unique::few_distinct(&up(&many)).expect("unique").is_none());
+}
