@@ -136,6 +136,16 @@ let other = train_test_split(X, y, #{test_size: 0.2, random_state: 4});
 r.split_all_rows = fit_rows && !(other[1] == parts[1]).all().compute();
 r.passes = lr.n_passes_ == 1 && PCA(#{n_components: 2}).fit(Xp).n_passes_ == 1;
 
+let Xq = from_npy(D + "/Xq.npy", #{chunks: [500, -1]});
+let yq = from_npy(D + "/yq.npy", #{chunks: 500});
+let pq = PoissonRegression(#{tol: 1e-10, max_iter: 1000}).fit(Xq, yq);
+r.pois_coef = pq.coef_;
+r.pois_intercept = pq.intercept_;
+r.pois_pred_head = pq.predict(Xq)[0..4].compute();
+r.pois_score = pq.score(Xq, yq);
+r.pois0_coef = PoissonRegression(#{alpha: 0.0, tol: 1e-10, max_iter: 1000}).fit(Xq, yq).coef_;
+r.pois_default_coef = PoissonRegression().fit(Xq, yq).coef_;
+
 let errors = #{};
 fn failure(f) { try { f.call(); } catch (e) { return "" + e; } "" }
 errors.rows = failure(|| LinearRegression().fit(X, y[0..4999]));
@@ -153,6 +163,7 @@ errors.one_class = failure(|| LogisticRegression().fit(Xl, full([3000], 1)));
 errors.continuous = failure(|| LogisticRegression().fit(Xl, Xl.sum(1)));
 errors.km_features = failure(|| km.score(Xp));
 errors.solver = failure(|| LogisticRegression(#{solver: "saga"}));
+errors.pois_negative = failure(|| PoissonRegression().fit(Xq, yq - 100));
 r.errors = errors;
 r
 "#;

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA, TruncatedSVD
-from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+from sklearn.linear_model import LinearRegression, LogisticRegression, PoissonRegressor, Ridge
 from sklearn.metrics import accuracy_score, adjusted_rand_score, log_loss, mean_squared_error, r2_score
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
@@ -61,6 +61,11 @@ def gen(d):
     np.save(os.path.join(d, "Xl.npy"), Xl)
     np.save(os.path.join(d, "yl.npy"), yl)
     np.save(os.path.join(d, "ym.npy"), ym)
+    # Counts from a log-linear model.
+    Xq = rng.normal(size=(2000, 4)) * 0.5
+    yq = rng.poisson(np.exp(Xq @ np.array([0.8, -0.4, 0.2, 0.0]) + 0.5)).astype(np.int64)
+    np.save(os.path.join(d, "Xq.npy"), Xq)
+    np.save(os.path.join(d, "yq.npy"), yq)
     # Labels for the accuracy.
     np.save(os.path.join(d, "labels_true.npy"), rng.integers(0, 3, size=500))
     np.save(os.path.join(d, "labels_pred.npy"), rng.integers(0, 3, size=500))
@@ -166,6 +171,15 @@ def expected(d):
     out["lg_nopenalty_coef"] = (LogisticRegression(penalty=None, tol=1e-10, max_iter=1000).fit(Xl, load(d, "yl")).coef_, 1e-6)
     out["lg_c_coef"] = (LogisticRegression(C=0.01, tol=1e-10, max_iter=1000).fit(Xl, load(d, "yl")).coef_, 1e-6)
 
+    Xq, yq = load(d, "Xq"), load(d, "yq").astype(float)
+    pq = PoissonRegressor(tol=1e-10, max_iter=1000).fit(Xq, yq)
+    out["pois_coef"] = (pq.coef_, 1e-6)
+    out["pois_intercept"] = (pq.intercept_, 1e-6)
+    out["pois_pred_head"] = (pq.predict(Xq[:4]), 1e-6)
+    out["pois_score"] = (pq.score(Xq, yq), 1e-8)
+    out["pois0_coef"] = (PoissonRegressor(alpha=0.0, tol=1e-10, max_iter=1000).fit(Xq, yq).coef_, 1e-6)
+    out["pois_default_coef"] = (PoissonRegressor().fit(Xq, yq).coef_, 2e-3)
+
     yp = lr.predict(X)
     out["r2"] = (r2_score(y, yp), 1e-10)
     out["mse"] = (mean_squared_error(y, yp), 1e-8)
@@ -250,6 +264,7 @@ EXPECTED_ERRORS = {
     "ragged": "KMeans: init's rows must all have the same length",
     "one_class": "needs samples of at least 2 classes in the data, but the data contains only one class: 1",
     "solver": "solver must be \"lbfgs\", got \"saga\"",
+    "pois_negative": "PoissonRegression: some values of y are negative",
 }
 
 

@@ -88,6 +88,19 @@ pub fn run(op: &MlOp, args: &[GpuChunk]) -> Result<Option<Value>, ArrayError> {
             let y = column(y, x.shape()[0], op)?;
             logistic(&x, &y, coef, *m, classes)?.map(|v| Value::array(packed(v)))
         }
+        (MlOp::Poisson { coef }, [x, y]) => {
+            let Some(x) = matrix(x)? else { return Ok(None) };
+            let p = x.shape()[1];
+            if coef.len() != p + 1 {
+                return Err(ArrayError::Shape(format!(
+                    "{}: {} coefficients for {p} + 1",
+                    op.name(),
+                    coef.len()
+                )));
+            }
+            let y = column(y, x.shape()[0], op)?;
+            poisson(&x, &y, coef)?.map(|v| Value::array(packed(v)))
+        }
         (MlOp::InitRound { new, first, sample, seed, round, block }, [x, rest @ ..]) if rest.len() <= 1 => {
             let Some(x) = matrix(x)? else { return Ok(None) };
             let p = x.shape()[1];
@@ -866,13 +879,31 @@ fn logistic(
     m: usize,
     classes: &[f64],
 ) -> Result<Option<Vec<f64>>, ArrayError> {
+    linear_loss(x, y, coef, m, classes, false)
+}
+
+/// The loss and gradient of a linear model with a log link for counts
+/// (`kernels::poisson_loss`'s numbers): the logistic kernel with the half
+/// Poisson deviance in place of the logistic loss.
+fn poisson(x: &GpuChunk, y: &GpuChunk, coef: &[f64]) -> Result<Option<Vec<f64>>, ArrayError> {
+    linear_loss(x, y, coef, 1, &[0.0], true)
+}
+
+fn linear_loss(
+    x: &GpuChunk,
+    y: &GpuChunk,
+    coef: &[f64],
+    m: usize,
+    classes: &[f64],
+    counts: bool,
+) -> Result<Option<Vec<f64>>, ArrayError> {
     let (n, p) = (x.shape()[0], x.shape()[1]);
     let device = x.device().clone();
     let Some((tr, shared)) = logistic_shared(&device, m, p, classes.len(), x.dtype()) else {
         return Ok(None);
     };
     let nc = classes.len();
-    let mut src = header(x.dtype(), p, &[("M", m), ("NC", nc), ("TR", tr)]);
+    let mut src = header(x.dtype(), p, &[("M", m), ("NC", nc), ("TR", tr), ("POISSON", usize::from(counts))]);
     let _ = writeln!(src, "typedef {} YT;", store_type(y.dtype()));
     src.push_str(TILE);
     src.push_str(LOGISTIC);
@@ -950,9 +981,11 @@ extern "C" __global__ void brisk_logistic(const XT* __restrict__ x, const YT* __
     if (tid < rows) {
       const u64 r = tile + tid;
       const double yv = (double)y[r];
+#if !POISSON
       int ci = -1;
       for (int c = 0; c < NC; ++c) if (cl[c] == yv) ci = c;
       if (ci < 0) { atomicMax(bad, ~(unsigned long long)r); ci = 0; }
+#endif
       const XT* row = tl + tid * PS;
       double z[M];
       #pragma unroll
@@ -964,6 +997,13 @@ extern "C" __global__ void brisk_logistic(const XT* __restrict__ x, const YT* __
       }
       #pragma unroll
       for (int c = 0; c < M; ++c) z[c] += w[c * (P + 1) + P];
+#if POISSON
+      // The half Poisson deviance: exp(z) − y·z, its residual exp(z) − y.
+      const double mu = exp(z[0]);
+      loss += mu - yv * z[0];
+      res[tid] = mu - yv;
+      gb[0] += mu - yv;
+#else
       if (M == 1) {
         const double zi = z[0];
         const double yb = ci == 1 ? 1.0 : 0.0;
@@ -989,6 +1029,7 @@ extern "C" __global__ void brisk_logistic(const XT* __restrict__ x, const YT* __
         }
         loss += lse - zt;
       }
+#endif
     }
     __syncthreads();
     if (ln < L) {
@@ -1462,6 +1503,15 @@ mod tests {
             for yy in [y.clone(), y.astype(DType::F32)] {
                 let (gx, gy) = (on_device(&x, &d), on_device(&yy, &d));
                 close(&gpu(&op, &[&gx, &gy]), &cpu(&op, &[&x, &yy]), 1e-10, &what);
+            }
+            if m == 1 {
+                // The Poisson loss through the same kernel, on counts.
+                let counts = Chunk::from_vec(&[n], (0..n).map(|i| (i % 5) as f64).collect()).expect("counts");
+                let w: Vec<f64> =
+                    (0..p + 1).map(|i| ((i * 13 % 7) as f64 - 3.0) / (20.0 * p as f64)).collect();
+                let op = MlOp::Poisson { coef: Arc::new(w) };
+                let (gx, gy) = (on_device(&x, &d), on_device(&counts, &d));
+                close(&gpu(&op, &[&gx, &gy]), &cpu(&op, &[&x, &counts]), 1e-10, &format!("poisson {what}"));
             }
             // A label that is not a class is refused, as on the host.
             let mut bad: Vec<f64> = y.cast::<f64>().iter().copied().collect();

@@ -341,6 +341,25 @@ pub fn logistic_loss(x: ArrayView2<'_, f64>, y: &[usize], coef: &[f64], m: usize
     out
 }
 
+/// The half Poisson deviance of a block, up to terms without the model
+/// (Σ exp(r) − y·r, r = x·w + b, scikit-learn's `HalfPoissonLoss`), and its
+/// gradient: `[Σ loss, Σ (exp(r) − y)·x (p), Σ (exp(r) − y)]`. `coef` is
+/// the p weights then the intercept.
+pub fn poisson_loss(x: ArrayView2<'_, f64>, y: &[f64], coef: &[f64]) -> Vec<f64> {
+    let (n, p) = x.dim();
+    let z = scores(x, coef, 1);
+    let mut out = vec![0.0; p + 2];
+    for (i, row) in x.rows().into_iter().enumerate().take(n) {
+        let r = z[(i, 0)];
+        let mu = r.exp();
+        out[0] += mu - y[i] * r;
+        let d = mu - y[i];
+        out[1..=p].iter_mut().zip(row.iter()).for_each(|(g, v)| *g += d * v);
+        out[p + 1] += d;
+    }
+    out
+}
+
 /// Class probabilities of a block (n × classes): the logistic function for
 /// two classes (`[1 − p, p]`), softmax for more.
 pub fn probabilities(x: ArrayView2<'_, f64>, coef: &[f64], m: usize) -> Vec<f64> {

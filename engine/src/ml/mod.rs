@@ -16,6 +16,7 @@ pub mod logistic;
 pub mod metrics;
 pub mod op;
 pub mod pca;
+pub mod poisson;
 pub mod scaler;
 pub mod split;
 pub mod stats;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use std::sync::Arc;
 
-use super::kernels::{InitRound, LloydStat, logistic_loss, nearest, probabilities, scores};
+use super::kernels::{InitRound, LloydStat, logistic_loss, nearest, poisson_loss, probabilities, scores};
 use super::stats::{CoMoments, Moments, packed, unpacked, with_rows};
 use crate::array::chunk::Chunk;
 use crate::array::error::ArrayError;
@@ -63,6 +63,15 @@ pub enum MlOp {
     Proba { coef: Arc<Vec<f64>>, m: usize },
     /// The most likely class of each row, as its label (int64 when `int`).
     Predict { coef: Arc<Vec<f64>>, m: usize, classes: Arc<Vec<f64>>, int: bool },
+    /// A Poisson regression's loss and gradient on a block of X and its
+    /// block of y (`kernels::poisson_loss`): `coef` is p weights then the
+    /// intercept.
+    Poisson { coef: Arc<Vec<f64>> },
+    /// A Poisson regression's expected counts exp(X·w + b).
+    PoissonPredict { coef: Arc<Vec<f64>> },
+    /// `[D(y, μ), D(y, mean)]`, the Poisson deviances of a block of y and
+    /// one of predictions μ, and of y around `mean` (for D²).
+    PoissonDeviance { mean: f64 },
     /// `[Σ −log p(true class), n]` of a block of labels and one of
     /// probabilities (columns in the order of `classes`).
     LogLoss { classes: Arc<Vec<f64>> },
@@ -92,6 +101,9 @@ impl MlOp {
             MlOp::Proba { .. } => "predict-proba",
             MlOp::Predict { .. } => "predict",
             MlOp::LogLoss { .. } => "log-loss",
+            MlOp::Poisson { .. } => "poisson-loss",
+            MlOp::PoissonPredict { .. } => "poisson-predict",
+            MlOp::PoissonDeviance { .. } => "poisson-deviance",
         }
     }
 
@@ -282,6 +294,46 @@ impl MlOp {
                     Chunk::from_vec(&[n], best)?
                 };
                 return Ok(Value::array(c));
+            }
+            MlOp::Poisson { coef } => {
+                let [x, y] = blocks[..] else { return Err(arity(self, 2, blocks.len())) };
+                fits(self, x, coef, 1, 1)?;
+                let y: Vec<f64> = y.cast::<f64>().iter().copied().collect();
+                if y.len() != rows(x) {
+                    return Err(ArrayError::Shape(format!(
+                        "{}: a block of {} rows with {} targets",
+                        self.name(),
+                        rows(x),
+                        y.len()
+                    )));
+                }
+                with_rows(x, |x| poisson_loss(x, &y, coef))?
+            }
+            MlOp::PoissonPredict { coef } => {
+                let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                fits(self, x, coef, 1, 1)?;
+                let (z, n) = with_rows(x, |x| (scores(x, coef, 1), x.nrows()))?;
+                let v: Vec<f64> = (0..n).map(|i| z[(i, 0)].exp()).collect();
+                return Ok(Value::array(Chunk::from_vec(&[n], v)?));
+            }
+            MlOp::PoissonDeviance { mean } => {
+                let [y, mu] = blocks[..] else { return Err(arity(self, 2, blocks.len())) };
+                if y.len() != mu.len() {
+                    return Err(ArrayError::Shape(format!(
+                        "{}: {} targets and {} predictions",
+                        self.name(),
+                        y.len(),
+                        mu.len()
+                    )));
+                }
+                let dev = |y: f64, m: f64| 2.0 * (if y > 0.0 { y * (y / m).ln() } else { 0.0 } - y + m);
+                let (yv, mv) = (y.cast::<f64>(), mu.cast::<f64>());
+                let mut out = vec![0.0, 0.0];
+                for (a, b) in yv.iter().zip(mv.iter()) {
+                    out[0] += dev(*a, *b);
+                    out[1] += dev(*a, *mean);
+                }
+                out
             }
             MlOp::LogLoss { classes } => {
                 let [y, p] = blocks[..] else { return Err(arity(self, 2, blocks.len())) };

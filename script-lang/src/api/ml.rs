@@ -13,6 +13,7 @@ use brisk_engine::ml::kmeans::{Init, KMeans, KMeansFit};
 use brisk_engine::ml::linear::{Linear, LinearFit};
 use brisk_engine::ml::logistic::{Logistic, LogisticFit};
 use brisk_engine::ml::pca::{Pca, PcaFit, Solver, SvdAlgorithm, TruncatedSvd, TruncatedSvdFit};
+use brisk_engine::ml::poisson::{Poisson, PoissonFit};
 use brisk_engine::ml::scaler::{MinMaxFit, MinMaxScaler, StandardFit, StandardScaler};
 use brisk_engine::ml::split::TestSize;
 use brisk_engine::ml::{MlError, Runner, metrics};
@@ -66,6 +67,12 @@ pub const DOCS: &[FnDoc] = &[
         "PCA(#{n_components, whiten: false, svd_solver: \"auto\", iterated_power: \"auto\", random_state}) -> Estimator",
         "Principal components, as scikit-learn's PCA. svd_solver \"covariance_eigh\" reads X once for the centred covariance and takes its eigendecomposition; \"tsqr\" (or \"full\") takes the exact SVD of the centred X by TSQR (two passes); \"randomized\" finds the leading components by Halko's range finder (svd_compressed) with iterated_power power iterations (\"auto\": 7 for fewer components than a tenth of the smaller side, else 4) and 10 extra columns, seeded by random_state; \"auto\" picks covariance_eigh for tall data (fewer than 1000 features and ten times as many samples), as scikit-learn does, and tsqr otherwise. Signs as scikit-learn's (each component's largest entry positive). transform and inverse_transform are lazy. Attributes components_, explained_variance_, explained_variance_ratio_, singular_values_, mean_, noise_variance_, n_components_, n_passes_.",
         "let X = random([2000, 5], #{chunks: [500, 5]});\nPCA(#{n_components: 2}).fit(X).explained_variance_ratio_",
+    ),
+    doc(
+        "PoissonRegression",
+        "PoissonRegression(#{alpha: 1.0, fit_intercept: true, max_iter: 100, tol: 1e-4}) -> Estimator",
+        "A log-link linear model of counts, as scikit-learn's PoissonRegressor (dask-ml's PoissonRegression, with scikit-learn's penalty alpha·|w|²/2 in place of dask-ml's C, the intercept not penalised): L-BFGS on the mean half Poisson deviance, one pass over X and y per evaluation, from the intercept log(mean y). y must be ≥ 0 and not all zero. predict gives the expected counts exp(X·w + b), lazily; score gives D², the share of the Poisson deviance explained. Attributes coef_, intercept_, n_iter_, n_passes_.",
+        "let X = random([1000, 2], #{chunks: [250, 2], seed: 1});\nlet y = (X.dot(from_array([1.0, -0.5])) + 0.3).exp().round();\nPoissonRegression(#{alpha: 0.0}).fit(X, y).coef_",
     ),
     doc(
         "TruncatedSVD",
@@ -337,6 +344,7 @@ enum Kind {
     Tsvd(TruncatedSvd),
     KMeans(KMeans),
     Logistic(Logistic),
+    Poisson(Poisson),
 }
 
 /// What a fit left.
@@ -350,6 +358,7 @@ enum Fitted {
     /// With the X it was fitted on, for `labels_`.
     KMeans(KMeansFit, Array),
     Logistic(LogisticFit),
+    Poisson(PoissonFit),
 }
 
 /// An estimator, fitted or not (a Rhai value: `m.fit(X)` fits it in place).
@@ -374,6 +383,7 @@ impl Estimator {
             Kind::Tsvd(_) => "TruncatedSVD",
             Kind::KMeans(_) => "KMeans",
             Kind::Logistic(_) => "LogisticRegression",
+            Kind::Poisson(_) => "PoissonRegression",
         }
     }
 
@@ -456,6 +466,12 @@ impl Estimator {
                     v(&l.classes)
                 };
                 out.push(("classes_", classes));
+                out.push(("n_iter_", i(l.n_iter)));
+                out.push(("n_passes_", i(l.n_passes)));
+            }
+            Some(Fitted::Poisson(l)) => {
+                out.push(("coef_", v(&l.weights())));
+                out.push(("intercept_", f(l.intercept())));
                 out.push(("n_iter_", i(l.n_iter)));
                 out.push(("n_passes_", i(l.n_passes)));
             }
@@ -588,6 +604,8 @@ fn fit(state: &SessionState, m: &mut Estimator, x: &Dynamic, y: Option<&Dynamic>
         (Kind::Linear(l), None) => return Err(runtime(format!("{}.fit needs X and y", l.name))),
         (Kind::Logistic(l), Some(y)) => Fitted::Logistic(l.fit(&c, &x, y, &run).map_err(ml_err)?),
         (Kind::Logistic(_), None) => return Err(runtime("LogisticRegression.fit needs X and y")),
+        (Kind::Poisson(l), Some(y)) => Fitted::Poisson(l.fit(&c, &x, y, &run).map_err(ml_err)?),
+        (Kind::Poisson(_), None) => return Err(runtime("PoissonRegression.fit needs X and y")),
         (Kind::Standard(s), _) => Fitted::Standard(s.fit(&c, &x, &run).map_err(ml_err)?),
         (Kind::MinMax(s), _) => Fitted::MinMax(s.fit(&c, &x, &run).map_err(ml_err)?),
         (Kind::Pca(p), _) => Fitted::Pca(p.fit(&c, &x, &run).map_err(ml_err)?),
@@ -613,7 +631,7 @@ fn transform(state: &SessionState, m: &Estimator, x: &Dynamic, inverse: bool) ->
         (Fitted::Tsvd(t), false) => t.transform(&c, &x),
         (Fitted::Tsvd(t), true) => t.inverse_transform(&c, &x),
         (Fitted::KMeans(k, _), false) => k.transform(&c, &x),
-        (Fitted::Linear(_) | Fitted::KMeans(..) | Fitted::Logistic(_), _) => {
+        (Fitted::Linear(_) | Fitted::KMeans(..) | Fitted::Logistic(_) | Fitted::Poisson(_), _) => {
             return Err(runtime(format!("{} has no {what}", m.name())));
         }
     };
@@ -626,6 +644,7 @@ fn predict(state: &SessionState, m: &Estimator, x: &Dynamic) -> Res<LazyArray> {
         Fitted::Linear(l) => l.predict(&ctx(state), &x, m.name()).map(LazyArray::new).map_err(ml_err),
         Fitted::KMeans(k, _) => k.predict(&ctx(state), &x).map(LazyArray::new).map_err(ml_err),
         Fitted::Logistic(l) => l.predict(&ctx(state), &x).map(LazyArray::new).map_err(ml_err),
+        Fitted::Poisson(l) => l.predict(&ctx(state), &x).map(LazyArray::new).map_err(ml_err),
         _ => Err(runtime(format!("{} has no predict; use transform", m.name()))),
     }
 }
@@ -656,6 +675,11 @@ fn score(state: &SessionState, m: &Estimator, x: &Dynamic, y: &Dynamic) -> Res<f
     if matches!(m.kind, Kind::KMeans(_)) {
         // scikit-learn's KMeans.score takes y and ignores it.
         return score_x(state, m, x);
+    }
+    if let Fitted::Poisson(l) = m.fitted("score")? {
+        let x = lazy(state, x, "PoissonRegression.score's X")?;
+        let y = lazy(state, y, "PoissonRegression.score's y")?;
+        return l.score(&ctx(state), &x, &y, &Session(state)).map_err(ml_err);
     }
     let p = predict(state, m, x)?;
     let y = lazy(state, y, &format!("{}.score's y", m.name()))?;
@@ -776,6 +800,15 @@ fn make(state: &SessionState, name: &str, opts: Option<Map>) -> Res<Estimator> {
                 c: penalty.then(|| o.float("C", 1.0)).transpose()?,
                 fit_intercept: flag(&o, "fit_intercept", true)?,
                 max_iter,
+                tol: o.float("tol", 1e-4)?,
+            })
+        }
+        "PoissonRegression" => {
+            let o = options(opts, name, &["alpha", "fit_intercept", "max_iter", "tol"])?;
+            Kind::Poisson(Poisson {
+                alpha: o.float("alpha", 1.0)?,
+                fit_intercept: flag(&o, "fit_intercept", true)?,
+                max_iter: non_negative(&o, name, "max_iter", 100)?,
                 tol: o.float("tol", 1e-4)?,
             })
         }
@@ -980,6 +1013,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         "TruncatedSVD",
         "KMeans",
         "LogisticRegression",
+        "PoissonRegression",
     ] {
         let st = state.clone();
         engine.register_fn(name, move || make(&st, name, None));
