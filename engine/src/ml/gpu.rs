@@ -101,6 +101,12 @@ pub fn run(op: &MlOp, args: &[GpuChunk]) -> Result<Option<Value>, ArrayError> {
             let y = column(y, x.shape()[0], op)?;
             poisson(&x, &y, coef)?.map(|v| Value::array(packed(v)))
         }
+        (MlOp::Decision { coef, m }, [x]) => linear_out(x, coef, *m, &[], Out::Scores, op)?,
+        (MlOp::Proba { coef, m }, [x]) => linear_out(x, coef, *m, &[], Out::Probabilities, op)?,
+        (MlOp::Predict { coef, m, classes, int }, [x]) => {
+            linear_out(x, coef, *m, classes, Out::Classes { int: *int }, op)?
+        }
+        (MlOp::PoissonPredict { coef }, [x]) => linear_out(x, coef, 1, &[], Out::Counts, op)?,
         (MlOp::InitRound { new, first, sample, seed, round, block }, [x, rest @ ..]) if rest.len() <= 1 => {
             let Some(x) = matrix(x)? else { return Ok(None) };
             let p = x.shape()[1];
@@ -789,26 +795,43 @@ fn comoments(x: &GpuChunk, y: Option<&GpuChunk>) -> Result<CoMoments, ArrayError
     let groups = g * columns(q).lanes;
     let part = GpuChunk::alloc(&device, DType::F64, &[groups * q])?;
     // The centred rows in slabs of about SLAB rows (the last padded with
-    // zero rows, which add nothing), each slab's cross-products one GEMM
-    // of a batch, summed after.
-    let batches = n.div_ceil(SLAB).clamp(1, 1024);
-    let per = n.div_ceil(batches);
-    let padded = per * batches;
+    // zero rows, which add nothing), each slab's cross-products one GEMM of a
+    // batch; at most CHUNK slabs centred at once, so the f64 copy stays
+    // small beside the block; every slab's product summed after.
+    const CHUNK: usize = 64;
+    let batches = n.div_ceil(SLAB);
+    // Slabs as even as the rows allow: at most one padding row per slab.
+    let slab = n.div_ceil(batches);
+    let chunks = batches.div_ceil(CHUNK);
     // out: the q sums, then C (q × q).
     let out = GpuChunk::alloc(&device, DType::F64, &[q + q * q])?;
-    let z = GpuChunk::alloc(&device, DType::F64, &[padded, q])?;
-    let cb = GpuChunk::alloc(&device, DType::F64, &[batches, q, q])?;
+    let z = GpuChunk::alloc(&device, DType::F64, &[batches.min(CHUNK) * slab, q])?;
+    let cb = GpuChunk::alloc(&device, DType::F64, &[batches.min(CHUNK), q, q])?;
+    let per_chunk = GpuChunk::alloc(&device, DType::F64, &[chunks, q * q])?;
     let u = |c: &GpuChunk| KArg::U64(c.ptr());
     let yp = y.map_or(0, GpuChunk::ptr);
     let nn = KArg::U64(n as u64);
     device.launch(&sums, launch(g, 0), &[u(x), KArg::U64(yp), nn, u(&part)])?;
     sum_groups(&device, &merge, &part, groups, q, q, out.ptr())?;
-    let cells = padded * q;
-    let args = [u(x), KArg::U64(yp), nn, KArg::U64(padded as u64), u(&out), u(&z)];
-    device.launch(&centre, Launch::linear(&device, cells, 256), &args)?;
-    // A slab of z is row-major per × q: column-major q × per.
-    device.cross_batched::<f64>(q, per, batches, z.buffer(), cb.buffer())?;
-    sum_groups(&device, &merge, &cb, batches, q * q, q * q, out.ptr() + 8 * q as u64)?;
+    for c in 0..chunks {
+        let first = c * CHUNK;
+        let nb = CHUNK.min(batches - first);
+        let rows = nb * slab;
+        let args = [
+            u(x),
+            KArg::U64(yp),
+            nn,
+            KArg::U64((first * slab) as u64),
+            KArg::U64(rows as u64),
+            u(&out),
+            u(&z),
+        ];
+        device.launch(&centre, Launch::linear(&device, rows * q, 256), &args)?;
+        // A slab of z is row-major slab × q: column-major q × slab.
+        device.cross_batched::<f64>(q, slab, nb, z.buffer(), cb.buffer())?;
+        sum_groups(&device, &merge, &cb, nb, q * q, q * q, per_chunk.ptr() + 8 * (c * q * q) as u64)?;
+    }
+    sum_groups(&device, &merge, &per_chunk, chunks, q * q, q * q, out.ptr() + 8 * q as u64)?;
     let v = download(&out)?;
     let mean: Vec<f64> = v[..q].iter().map(|s| s / n as f64).collect();
     // Symmetric as the CPU kernel's: the lower triangle mirrored.
@@ -845,10 +868,10 @@ extern "C" __global__ void brisk_colsum(const XT* __restrict__ x, const YT* __re
     if (j < P) mine[j] = s[a];
   }
 }
-extern "C" __global__ void brisk_centre(const XT* __restrict__ x, const YT* __restrict__ y, u64 n, u64 padded, const double* __restrict__ sums, double* __restrict__ z) {
+extern "C" __global__ void brisk_centre(const XT* __restrict__ x, const YT* __restrict__ y, u64 n, u64 row0, u64 rows, const double* __restrict__ sums, double* __restrict__ z) {
   const double inv = 1.0 / (double)n;
-  for (u64 e = (u64)blockIdx.x * blockDim.x + threadIdx.x; e < padded * P; e += (u64)gridDim.x * blockDim.x) {
-    const u64 r = e / P;
+  for (u64 e = (u64)blockIdx.x * blockDim.x + threadIdx.x; e < rows * P; e += (u64)gridDim.x * blockDim.x) {
+    const u64 r = row0 + e / P;
     const int j = (int)(e % P);
     z[e] = r < n ? at(x, y, r, j) - sums[j] * inv : 0.0;
   }
@@ -1065,6 +1088,153 @@ extern "C" __global__ void brisk_logistic(const XT* __restrict__ x, const YT* __
   for (int c = 0; c < M; ++c) {
     const double s = block_sum(gb[c], red);
     if (tid == 0) b[1 + c] = s;
+  }
+}
+"#;
+
+// ---- linear models' outputs -------------------------------------------------
+
+/// What `linear_out` gives per row of X·Wᵀ + b.
+#[derive(Clone, Copy, PartialEq)]
+enum Out {
+    /// The scores themselves (`decision_function`).
+    Scores,
+    /// Class probabilities: [1 − σ, σ] for one score, softmax for more.
+    Probabilities,
+    /// The most likely class's label (first of equals), int64 when `int`.
+    Classes { int: bool },
+    /// exp of the one score (a Poisson model's expected counts).
+    Counts,
+}
+
+/// A linear model's per-row outputs on a block (the CPU kernels' `scores`,
+/// `probabilities` and their argmax, the same formulas in the same order),
+/// as a GPU block: the X·Wᵀ of each row in registers, W in shared memory
+/// beside the staged tile.
+fn linear_out(
+    x: &GpuChunk,
+    coef: &[f64],
+    m: usize,
+    classes: &[f64],
+    out: Out,
+    op: &MlOp,
+) -> Result<Option<Value>, ArrayError> {
+    let Some(x) = matrix(x)? else { return Ok(None) };
+    let (n, p) = (x.shape()[0], x.shape()[1]);
+    if m == 0 || coef.len() != m * (p + 1) {
+        return Err(ArrayError::Shape(format!(
+            "{}: {} coefficients for {m} × ({p} + 1)",
+            op.name(),
+            coef.len()
+        )));
+    }
+    let k = m.max(2);
+    if m > 16 || (matches!(out, Out::Classes { .. }) && classes.len() != k) {
+        return Ok(None);
+    }
+    let device = x.device().clone();
+    let Some((tr, shared)) =
+        tile_rows(&device, |tr| Some(8 * (m * (p + 1) + k) + tile_bytes(x.dtype(), p, tr) + 16))
+    else {
+        return Ok(None);
+    };
+    let mode = match out {
+        Out::Scores => 0,
+        Out::Probabilities => 1,
+        Out::Classes { int: false } => 2,
+        Out::Classes { int: true } => 3,
+        Out::Counts => 4,
+    };
+    let mut src = header(x.dtype(), p, &[("M", m), ("KC", k), ("TR", tr), ("MODE", mode)]);
+    src.push_str(TILE);
+    src.push_str(LINEAR_OUT);
+    let kern = device.kernel(&src, "brisk_linear_out")?;
+    let (shape, dtype) = match out {
+        Out::Scores if m > 1 => (vec![n, m], DType::F64),
+        Out::Probabilities => (vec![n, k], DType::F64),
+        Out::Classes { int: true } => (vec![n], DType::I64),
+        _ => (vec![n], DType::F64),
+    };
+    let result = GpuChunk::alloc(&device, dtype, &shape)?;
+    let table = f64s(&device, &[coef, if classes.is_empty() { &[0.0] } else { classes }].concat())?;
+    let g = tiled_grid(&device, &kern, n, shared, tr);
+    let args = [
+        KArg::U64(x.ptr()),
+        KArg::U64(n as u64),
+        KArg::U64(table.ptr()),
+        KArg::U64(table.ptr() + 8 * coef.len() as u64),
+        KArg::U64(result.ptr()),
+    ];
+    device.launch(&kern, launch(g, shared), &args)?;
+    Ok(Some(Value::Gpu(Arc::new(result))))
+}
+
+const LINEAR_OUT: &str = r#"
+extern "C" __global__ void brisk_linear_out(const XT* __restrict__ x, u64 n, const double* __restrict__ coef,
+    const double* __restrict__ classes, unsigned char* __restrict__ out) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  double* w = (double*)smem;
+  double* cl = w + M * (P + 1);
+  XT* tl = (XT*)(cl + KC);
+  const int tid = threadIdx.x;
+  for (int i = tid; i < M * (P + 1); i += TPB) w[i] = coef[i];
+  for (int i = tid; i < KC; i += TPB) cl[i] = classes[i];
+  double* od = (double*)out;
+  long long* oi = (long long*)out;
+  for (u64 tile = (u64)blockIdx.x * TR; tile < n; tile += (u64)gridDim.x * TR) {
+    const unsigned rows = n - tile < TR ? (unsigned)(n - tile) : TR;
+    __syncthreads();
+    stage(x, tile, rows, tl);
+    __syncthreads();
+    if (tid >= rows) continue;
+    const u64 r = tile + tid;
+    const XT* row = tl + tid * PS;
+    double z[M];
+    #pragma unroll
+    for (int c = 0; c < M; ++c) z[c] = 0.0;
+    for (int j = 0; j < P; ++j) {
+      const double v = (double)row[j];
+      #pragma unroll
+      for (int c = 0; c < M; ++c) z[c] += v * w[c * (P + 1) + j];
+    }
+    #pragma unroll
+    for (int c = 0; c < M; ++c) z[c] += w[c * (P + 1) + P];
+#if MODE == 0
+    #pragma unroll
+    for (int c = 0; c < M; ++c) od[r * M + c] = z[c];
+#elif MODE == 4
+    od[r] = exp(z[0]);
+#else
+    double pr[KC];
+    if (M == 1) {
+      const double zi = z[0];
+      const double s = zi >= 0.0 ? 1.0 / (1.0 + exp(-zi)) : exp(zi) / (1.0 + exp(zi));
+      pr[0] = 1.0 - s;
+      pr[1] = s;
+    } else {
+      double top = -INFINITY;
+      #pragma unroll
+      for (int c = 0; c < M; ++c) top = fmax(top, z[c]);
+      double sum = 0.0;
+      #pragma unroll
+      for (int c = 0; c < M; ++c) { pr[c] = exp(z[c] - top); sum += pr[c]; }
+      #pragma unroll
+      for (int c = 0; c < M; ++c) pr[c] = pr[c] / sum;
+    }
+#if MODE == 1
+    #pragma unroll
+    for (int c = 0; c < KC; ++c) od[r * KC + c] = pr[c];
+#else
+    int b = 0;
+    #pragma unroll
+    for (int c = 1; c < KC; ++c) if (pr[c] > pr[b]) b = c;
+#if MODE == 3
+    oi[r] = (long long)cl[b];
+#else
+    od[r] = cl[b];
+#endif
+#endif
+#endif
   }
 }
 "#;
@@ -1498,7 +1668,8 @@ mod tests {
             let y: Vec<f64> = (0..n).map(|i| classes[(i * 7 + i / 3) % classes.len()]).collect();
             let y = Chunk::from_vec(&[n], y).expect("y");
             let coef: Vec<f64> = (0..m * (p + 1)).map(|i| ((i * 37 % 11) as f64 - 5.0) / 40.0).collect();
-            let op = MlOp::Logistic { coef: Arc::new(coef), m, classes: Arc::new(classes) };
+            let (coef, classes) = (Arc::new(coef), Arc::new(classes));
+            let op = MlOp::Logistic { coef: coef.clone(), m, classes: classes.clone() };
             let what = format!("logistic {n}×{p} m={m} {t}");
             for yy in [y.clone(), y.astype(DType::F32)] {
                 let (gx, gy) = (on_device(&x, &d), on_device(&yy, &d));
@@ -1512,6 +1683,20 @@ mod tests {
                 let op = MlOp::Poisson { coef: Arc::new(w) };
                 let (gx, gy) = (on_device(&x, &d), on_device(&counts, &d));
                 close(&gpu(&op, &[&gx, &gy]), &cpu(&op, &[&x, &counts]), 1e-10, &format!("poisson {what}"));
+                let pred = MlOp::PoissonPredict {
+                    coef: Arc::new((0..p + 1).map(|i| i as f64 / (50.0 * p as f64)).collect()),
+                };
+                close(&gpu(&pred, &[&gx]), &cpu(&pred, &[&x]), 1e-12, &format!("poisson predict {what}"));
+            }
+            // The fitted model's outputs: scores, probabilities, labels.
+            let gx = on_device(&x, &d);
+            for out in [
+                MlOp::Decision { coef: coef.clone(), m },
+                MlOp::Proba { coef: coef.clone(), m },
+                MlOp::Predict { coef: coef.clone(), m, classes: classes.clone(), int: false },
+                MlOp::Predict { coef: coef.clone(), m, classes: classes.clone(), int: true },
+            ] {
+                close(&gpu(&out, &[&gx]), &cpu(&out, &[&x]), 1e-12, &format!("{} {what}", out.name()));
             }
             // A label that is not a class is refused, as on the host.
             let mut bad: Vec<f64> = y.cast::<f64>().iter().copied().collect();

@@ -122,9 +122,38 @@ pub fn constant(ctx: &Ctx, values: Vec<f64>, shape: &[usize], dtype: DType) -> R
     from_chunk(ctx, &chunk, &whole)
 }
 
-/// `a op b`, elementwise with broadcasting.
+/// A one-block constant `c` moved to where `like`'s first block is: onto
+/// its GPU when it has one (a task may not mix host and GPU blocks),
+/// unchanged on the host.
+pub fn placed_like(ctx: &Ctx, c: &Array, like: &Array) -> Result<Array, ArrayError> {
+    if c.nblocks() != 1 || like.nblocks() == 0 {
+        return Ok(c.clone());
+    }
+    let mut t = Tokenizer::new();
+    t.str("place-like").str(&c.name).str(&like.name);
+    let name = t.name("place-like");
+    let key: Arc<str> = Arc::from(name.as_str());
+    let idx = vec![0; c.ndim()];
+    let task = array_task(
+        ctx,
+        block(&key, &idx),
+        ArrayOp::PlaceLike,
+        vec![Arg::Dep(0), Arg::Dep(1)],
+        vec![c.block_key(&idx), like.block_key(&vec![0; like.ndim()])],
+    );
+    Ok(finish(name, vec![task], vec![c.layer.clone(), like.layer.clone()], c.chunks.to_vec(), c.dtype))
+}
+
+/// `a op b`, elementwise with broadcasting; `b`, a model's constant, is
+/// placed where `a` is.
 pub fn apply(ctx: &Ctx, op: BinOp, a: &Array, b: &Array) -> Result<Array, ArrayError> {
-    binary(ctx, op, &Operand::Array(a.clone()), &Operand::Array(b.clone()))
+    let b = placed_like(ctx, b, a)?;
+    binary(ctx, op, &Operand::Array(a.clone()), &Operand::Array(b))
+}
+
+/// `x @ w` for a model's constant `w`, placed where `x` is.
+pub fn product(ctx: &Ctx, x: &Array, w: &Array) -> Result<Array, ArrayError> {
+    crate::collections::array::matmul(ctx, x, &placed_like(ctx, w, x)?)
 }
 
 /// The float type a model's outputs on `x` have: f32 stays, the rest is f64.

@@ -7,12 +7,12 @@
 use faer::linalg::solvers::Solve;
 use faer::{Mat, Side};
 
-use super::graph::{constant, float_of, row_blocks, row_statistic, rows_like};
+use super::graph::{constant, float_of, product, row_blocks, row_statistic, rows_like};
 use super::op::MlOp;
 use super::stats::{CoMoments, unpacked};
 use super::{MlError, Runner, check_finite, features_match, samples_features};
 use crate::array::elementwise::BinOp;
-use crate::collections::array::{Array, Ctx, Operand, binary, matmul};
+use crate::collections::array::{Array, Ctx, Operand, binary};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Linear {
@@ -84,7 +84,7 @@ impl LinearFit {
     pub fn predict(&self, ctx: &Ctx, x: &Array, name: &str) -> Result<Array, MlError> {
         let p = features_match(name, x, self.coef.len())?;
         let dt = float_of(x);
-        let xw = matmul(ctx, x, &constant(ctx, self.coef.clone(), &[p], dt)?)?;
+        let xw = product(ctx, x, &constant(ctx, self.coef.clone(), &[p], dt)?)?;
         Ok(binary(
             ctx,
             BinOp::Add,

@@ -8,14 +8,14 @@
 
 use faer::{Mat, Side};
 
-use super::graph::{apply, constant, float_of, row_blocks, row_statistic};
+use super::graph::{apply, constant, float_of, product, row_blocks, row_statistic};
 use super::linear::co_moments;
 use super::op::MlOp;
 use super::stats::{Moments, unpacked};
 use super::{MlError, Runner, check_finite, features_match, samples_features};
 use crate::array::dtype::DType;
 use crate::array::elementwise::BinOp;
-use crate::collections::array::{Array, Ctx, matmul, svd, svd_compressed};
+use crate::collections::array::{Array, Ctx, svd, svd_compressed};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Solver {
@@ -194,7 +194,7 @@ impl PcaFit {
                 *v /= self.explained_variance[i % k].sqrt();
             }
         }
-        Ok(matmul(ctx, &centred, &constant(ctx, w, &[p, k], dt)?)?)
+        Ok(product(ctx, &centred, &constant(ctx, w, &[p, k], dt)?)?)
     }
 
     /// Back to X's space: `z @ components + mean` (whitening undone).
@@ -209,7 +209,7 @@ impl PcaFit {
                 *v *= self.explained_variance[i / p].sqrt();
             }
         }
-        let back = matmul(ctx, z, &constant(ctx, w, &[k, p], dt)?)?;
+        let back = product(ctx, z, &constant(ctx, w, &[k, p], dt)?)?;
         Ok(apply(ctx, BinOp::Add, &back, &constant(ctx, self.mean.clone(), &[p], dt)?)?)
     }
 }
@@ -305,7 +305,7 @@ impl TruncatedSvd {
         check_finite("TruncatedSVD", &s)?;
         flip_rows(&mut vt, p);
         // One more pass: the variances of X's columns and of X·Vᵀ's.
-        let z = matmul(ctx, &rows, &constant(ctx, transposed(&vt, k, p), &[p, k], DType::F64)?)?;
+        let z = product(ctx, &rows, &constant(ctx, transposed(&vt, k, p), &[p, k], DType::F64)?)?;
         let of_x = row_statistic(ctx, &rows, None, MlOp::Moments, MlOp::MergeMoments, 5 * p)?;
         let of_z = row_statistic(ctx, &z, None, MlOp::Moments, MlOp::MergeMoments, 5 * k)?;
         let out = runner.compute(&[of_x, of_z])?;
@@ -339,13 +339,13 @@ impl TruncatedSvdFit {
     pub fn transform(&self, ctx: &Ctx, x: &Array) -> Result<Array, MlError> {
         let p = features_match("TruncatedSVD", x, self.p)?;
         let k = self.singular_values.len();
-        Ok(matmul(ctx, x, &constant(ctx, transposed(&self.components, k, p), &[p, k], float_of(x))?)?)
+        Ok(product(ctx, x, &constant(ctx, transposed(&self.components, k, p), &[p, k], float_of(x))?)?)
     }
 
     /// `z @ components`.
     pub fn inverse_transform(&self, ctx: &Ctx, z: &Array) -> Result<Array, MlError> {
         let k = self.singular_values.len();
         features_match("TruncatedSVD.inverse_transform", z, k)?;
-        Ok(matmul(ctx, z, &constant(ctx, self.components.clone(), &[k, self.p], float_of(z))?)?)
+        Ok(product(ctx, z, &constant(ctx, self.components.clone(), &[k, self.p], float_of(z))?)?)
     }
 }
