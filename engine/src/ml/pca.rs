@@ -214,8 +214,9 @@ impl PcaFit {
     }
 }
 
-/// The k leading singular values and right singular vectors (rows, signs as
-/// `svd_flip`) of `x` by the randomized range finder, `q` power iterations.
+/// The k leading singular values and right singular vectors (as rows; the
+/// caller turns their signs) of `x` by the randomized range finder, `q`
+/// power iterations.
 fn compressed(
     ctx: &Ctx,
     x: &Array,

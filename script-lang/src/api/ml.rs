@@ -823,17 +823,7 @@ fn make(state: &SessionState, name: &str, opts: Option<Map>) -> Res<Estimator> {
                 "random_state",
             ];
             let o = options(opts, name, &known)?;
-            let count = |k: &str, default: usize| -> Res<usize> {
-                match o.get(k) {
-                    None => Ok(default),
-                    Some(d) if d.is_unit() => Ok(default),
-                    Some(d) => {
-                        let v = int_of(d, k)?;
-                        usize::try_from(v)
-                            .map_err(|_| runtime(format!("KMeans: {k} must not be negative, got {v}")))
-                    }
-                }
-            };
+            let count = |k: &str, default: usize| non_negative(&o, name, k, default);
             let init = match o.get("init") {
                 None => Init::Parallel,
                 Some(d) if d.is_string() => match text(d, "init")?.as_str() {
