@@ -49,10 +49,7 @@ impl Poisson {
         let rows = row_blocks(ctx, x)?;
         let y = rows_like(ctx, y, &rows)?;
         // y's mean (the starting intercept) and its smallest value, in one pass.
-        let stat = row_statistic(ctx, &y, None, MlOp::Moments, MlOp::MergeMoments, 5)?;
-        let m = Moments::unpack(&unpacked(&runner.compute(&[stat])?[0]))
-            .map_err(|e| MlError::Compute(e.to_string()))?;
-        let (count, mean, low) = (m.n[0], m.mean[0], m.min[0]);
+        let (count, mean, low) = y_moments(ctx, &y, runner)?;
         if count < n as f64 || !mean.is_finite() || !low.is_finite() {
             return Err(MlError::Input("PoissonRegression: y contains NaN or infinity".into()));
         }
@@ -129,12 +126,25 @@ impl PoissonFit {
         let mu = self.predict(ctx, x)?;
         let rows = row_blocks(ctx, &mu)?;
         let y = rows_like(ctx, y, &rows)?;
-        let ym = row_statistic(ctx, &y, None, MlOp::Moments, MlOp::MergeMoments, 5)?;
-        let m = Moments::unpack(&unpacked(&runner.compute(&[ym])?[0]))
-            .map_err(|e| MlError::Compute(e.to_string()))?;
-        let op = MlOp::PoissonDeviance { mean: m.mean[0] };
+        let (_, mean, _) = y_moments(ctx, &y, runner)?;
+        let op = MlOp::PoissonDeviance { mean };
         let stat = row_statistic(ctx, &y, Some(&rows), op, MlOp::MergeSum, 2)?;
         let v = unpacked(&runner.compute(&[stat])?[0]);
-        Ok(if v[1] > 0.0 { 1.0 - v[0] / v[1] } else { f64::NAN })
+        let [dev, null] = v[..] else {
+            return Err(MlError::Compute(format!("two deviances expected, got {} values", v.len())));
+        };
+        Ok(if null > 0.0 { 1.0 - dev / null } else { f64::NAN })
+    }
+}
+
+/// y's count, mean and smallest value, in one pass (a statistic that comes
+/// back without its column is an error, not an index out of bounds).
+fn y_moments(ctx: &Ctx, y: &Array, runner: &dyn Runner) -> Result<(f64, f64, f64), MlError> {
+    let stat = row_statistic(ctx, y, None, MlOp::Moments, MlOp::MergeMoments, 5)?;
+    let m = Moments::unpack(&unpacked(&runner.compute(&[stat])?[0]))
+        .map_err(|e| MlError::Compute(e.to_string()))?;
+    match (m.n.first(), m.mean.first(), m.min.first()) {
+        (Some(&n), Some(&mean), Some(&low)) => Ok((n, mean, low)),
+        _ => Err(MlError::Compute("y's moments came back without its column".into())),
     }
 }
