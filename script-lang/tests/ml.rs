@@ -98,6 +98,23 @@ r.kmpp_labels = pp.predict(Xb).compute();
 r.kmpp_passes = pp.n_passes_;
 r.kmpp_n_iter = pp.n_iter_;
 r.kmpp_init_passes = pp.n_init_passes_;
+// Greedy k-means++ alone (one Lloyd step cannot mend a bad start on separated blobs).
+let p2 = KMeans(#{n_clusters: 6, init: "k-means++", max_iter: 1, random_state: 3}).fit(Xb);
+r.kmpp2_inertia = p2.inertia_;
+r.kmpp2_labels = p2.predict(Xb).compute();
+r.kmpp2_init_passes = p2.n_init_passes_;
+
+let Xk = from_npy(D + "/Xk.npy", #{chunks: [700, -1]});
+let Xf = from_npy(D + "/Xf.npy", #{chunks: [700, -1]});
+let given = #{categories: [[0, 1, 2], [10, 20]], handle_unknown: "ignore"};
+for run in [["oh", Xk, #{}], ["ohf", Xf, #{}], ["oh_first", Xk, #{drop: "first"}], ["oh_bin", Xk, #{drop: "if_binary"}], ["oh_given", Xk, given]] {
+    let enc = OneHotEncoder(run[2]).fit(run[1]);
+    let Z = enc.transform(run[1]);
+    r[run[0] + "_sum"] = Z.sum(0).compute();
+    r[run[0] + "_head"] = Z[0..6].compute();
+    r[run[0] + "_cats0"] = enc.categories_[0];
+    r[run[0] + "_cats1"] = enc.categories_[1];
+}
 
 let Xl = from_npy(D + "/Xl.npy", #{chunks: [700, -1]});
 for run in [["lg", "yl"], ["lgm", "ym"]] {
@@ -115,6 +132,20 @@ for run in [["lg", "yl"], ["lgm", "ym"]] {
     r[tag + "_default_coef"] = LogisticRegression().fit(Xl, yl).coef_;
     if tag == "lg" { r.lg_passes = lg.n_passes_ <= lg.n_iter_ * 3 / 2 + 2; }
 }
+// Newton's method reaches the same optimum in a few passes.
+for run in [["lgn", "yl"], ["lgmn", "ym"]] {
+    let yl = from_npy(D + "/" + run[1] + ".npy", #{chunks: 800});
+    let lg = LogisticRegression(#{solver: "newton", tol: 1e-10, max_iter: 100}).fit(Xl, yl);
+    r[run[0] + "_coef"] = lg.coef_;
+    r[run[0] + "_intercept"] = lg.intercept_;
+    r[run[0] + "_few"] = lg.n_iter_ <= 12 && lg.n_passes_ <= 2 * lg.n_iter_ + 1;
+}
+// DataFrame columns as X and y, converted block by block.
+let df = read_csv(D + "/lg.csv", #{blocksize: 40000});
+let lgdf = LogisticRegression(#{tol: 1e-10, max_iter: 1000}).fit(df[["x0", "x1", "x2", "x3", "x4"]], df["y"]);
+r.lgdf_coef = lgdf.coef_;
+r.lgdf_classes = lgdf.classes_;
+r.lgdf_rows = df.drop(["y"]).to_dask_array().shape[0];
 let yl = from_npy(D + "/yl.npy", #{chunks: 800});
 r.lg_nopenalty_coef = LogisticRegression(#{penalty: (), tol: 1e-10, max_iter: 1000}).fit(Xl, yl).coef_;
 r.lg_c_coef = LogisticRegression(#{C: 0.01, tol: 1e-10, max_iter: 1000}).fit(Xl, yl).coef_;
@@ -163,6 +194,10 @@ errors.one_class = failure(|| LogisticRegression().fit(Xl, full([3000], 1)));
 errors.continuous = failure(|| LogisticRegression().fit(Xl, Xl.sum(1)));
 errors.km_features = failure(|| km.score(Xp));
 errors.solver = failure(|| LogisticRegression(#{solver: "saga"}));
+errors.oh_unknown_fit = failure(|| OneHotEncoder(#{categories: [[0, 1, 2], [10, 20]]}).fit(Xk));
+errors.oh_unknown = failure(|| OneHotEncoder().fit(Xk[0..2]).transform(Xk).compute());
+errors.frame_str = failure(|| LinearRegression().fit(from_columns(#{s: ["a", "b"]}), from_array([1.0, 2.0])));
+errors.oh_drop = failure(|| OneHotEncoder(#{drop: "last"}));
 errors.pois_negative = failure(|| PoissonRegression().fit(Xq, yq - 100));
 r.errors = errors;
 r

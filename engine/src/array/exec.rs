@@ -190,6 +190,16 @@ pub fn execute_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
                 .ok_or_else(|| ArrayError::Value(format!("no item {k} in a list of {}", items.len())))?,
             _ => return Err(ArrayError::Value("getitem expects one list".into())),
         },
+        ArrayOp::FrameRows => match args {
+            [Value::Frame(f)] => Value::array(Chunk::from_vec(&[1], vec![f.height() as i64])?),
+            _ => return Err(ArrayError::Value("lengths expects one frame partition".into())),
+        },
+        ArrayOp::FromFrame { dtype, rows, flat } => match args {
+            [Value::Frame(f)] => {
+                Value::array(crate::frame::to_block::frame_block(&f.0, *dtype, *rows, *flat)?)
+            }
+            _ => return Err(ArrayError::Value("values expects one frame partition".into())),
+        },
         ArrayOp::Qr => Value::list(super::linalg::qr(&one(args)?)?.into_iter().map(Value::array).collect()),
         ArrayOp::QrStack => {
             // A list is a stage-one `[Q, R]`; a block skipped stage one.

@@ -96,6 +96,15 @@ pub enum ArrayOp {
     /// host (a generated operand following the array it multiplies, as
     /// `svd_compressed`'s test matrix, as Dask's `like=` meta).
     PlaceLike,
+    /// A frame partition's number of rows, as a one-value int64 block.
+    FrameRows,
+    /// A frame partition as a block of `dtype` (`to_array::frame_block`):
+    /// `rows` × columns, or 1-d (`flat`) for a Series.
+    FromFrame {
+        dtype: DType,
+        rows: usize,
+        flat: bool,
+    },
     /// Stage two's Q as a block, from its QR value.
     QrFormQ,
     /// TSQR's Q block: `Q_i @ Q2[offset..offset + rows]` from the block's
@@ -242,6 +251,8 @@ impl ArrayOp {
             ArrayOp::QrStack => "qr-stack".into(),
             ArrayOp::QrFormQ => "qr-form-q".into(),
             ArrayOp::PlaceLike => "place-like".into(),
+            ArrayOp::FrameRows => "lengths".into(),
+            ArrayOp::FromFrame { .. } => "values".into(),
             ArrayOp::QrQ { .. } => "qr-q".into(),
             ArrayOp::Svd => "svd".into(),
             ArrayOp::SvdVals => "svd-values".into(),

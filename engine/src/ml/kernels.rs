@@ -265,6 +265,127 @@ impl InitRound<'_> {
     }
 }
 
+/// One step of scikit-learn's greedy k-means++ on a block, so that the
+/// whole initialisation reads X once per centre. Each row's squared
+/// distance to its nearest chosen centre (the state) first takes in the
+/// centre chosen last (`winner`); then each of the `trials` rows drawn for
+/// the next centre gets its potential Σ min(d², ‖x − trial‖²); and, for
+/// each trial as if it won (the driver learns which one did only once the
+/// potentials are summed), `draws` rows are drawn with probability ∝ the
+/// d² that trial would leave: the next centre's trials. A block draws its
+/// rows by inverse cumulative weight, and keys each with ln(u)/S, S its
+/// weight sum, so that keeping the largest key across blocks picks a block
+/// ∝ S (the exponential race): the merge is associative and deterministic.
+pub struct PlusPlus<'a> {
+    pub winner: Option<&'a [f64]>,
+    /// `t` rows of p, row-major (none in the first pass).
+    pub trials: &'a [f64],
+    pub draws: usize,
+    pub seed: u64,
+    pub step: u64,
+    pub block: u64,
+}
+
+/// The layout of [`PlusPlus`]'s packed result: `t` potentials, then for
+/// each of `max(t, 1)` hypotheses `draws` keys, then their rows.
+pub fn plusplus_len(t: usize, draws: usize, p: usize) -> usize {
+    t + t.max(1) * draws * (1 + p)
+}
+
+impl PlusPlus<'_> {
+    /// The new state (n values) and the packed result ([`plusplus_len`]).
+    pub fn run(&self, x: ArrayView2<'_, f64>, state: Option<&[f64]>) -> (Vec<f64>, Vec<f64>) {
+        let (n, p) = x.dim();
+        let xs = row_major(&x);
+        let row = |i: usize| &xs[i * p..(i + 1) * p];
+        let d2 = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(u, v)| (u - v) * (u - v)).sum::<f64>();
+        let mut d: Vec<f64> = match state {
+            Some(s) => s.to_vec(),
+            None => vec![f64::INFINITY; n],
+        };
+        if let Some(w) = self.winner {
+            for (i, di) in d.iter_mut().enumerate() {
+                *di = di.min(d2(row(i), w));
+            }
+        }
+        let t = self.trials.len().checked_div(p).unwrap_or(0);
+        let h = t.max(1);
+        // Each hypothesis's weights, row by row (the state's when no trials).
+        let weights: Vec<Vec<f64>> = if t == 0 {
+            vec![d.clone()]
+        } else {
+            (0..t)
+                .map(|j| {
+                    let c = &self.trials[j * p..(j + 1) * p];
+                    (0..n).map(|i| d[i].min(d2(row(i), c))).collect()
+                })
+                .collect()
+        };
+        let mut out = vec![0.0; plusplus_len(t, self.draws, p)];
+        if t > 0 {
+            for (j, w) in weights.iter().enumerate() {
+                out[j] = w.iter().sum();
+            }
+        }
+        let keys = t;
+        let rows_at = t + h * self.draws;
+        let mut r = rng(self.seed, self.block, self.step);
+        for (hyp, w) in weights.iter().enumerate() {
+            let mut cum = Vec::with_capacity(n);
+            let mut total = 0.0;
+            for &v in w {
+                total += v;
+                cum.push(total);
+            }
+            for q in 0..self.draws {
+                let slot = hyp * self.draws + q;
+                let (u, e): (f64, f64) = (r.random(), r.random());
+                let (key, pick) = if total > 0.0 && n > 0 {
+                    // 1 − e lies in (0, 1]: its logarithm is finite.
+                    let i = cum.partition_point(|&c| c <= u * total).min(n - 1);
+                    ((1.0 - e).ln() / total, Some(i))
+                } else {
+                    (f64::NEG_INFINITY, (n > 0).then_some(0))
+                };
+                out[keys + slot] = key;
+                if let Some(i) = pick {
+                    out[rows_at + slot * p..rows_at + (slot + 1) * p].copy_from_slice(row(i));
+                }
+            }
+        }
+        (d, out)
+    }
+}
+
+/// Merge two [`PlusPlus`] results of the same layout: potentials added,
+/// and for each draw the row of the larger key.
+pub fn merge_plusplus(a: &[f64], b: &[f64], t: usize, draws: usize) -> Result<Vec<f64>, ArrayError> {
+    let slots = t.max(1) * draws;
+    if a.len() != b.len()
+        || a.len() < t + slots
+        || (slots > 0 && !(a.len() - t - slots).is_multiple_of(slots))
+    {
+        return Err(ArrayError::Shape(format!(
+            "k-means++ results of {} and {} values for {t} trials and {draws} draws",
+            a.len(),
+            b.len()
+        )));
+    }
+    let p = (a.len() - t - slots).checked_div(slots).unwrap_or(0);
+    let mut out = a.to_vec();
+    for j in 0..t {
+        out[j] += b[j];
+    }
+    for slot in 0..slots {
+        if b[t + slot] > a[t + slot] {
+            out[t + slot] = b[t + slot];
+            let at = t + slots + slot * p;
+            out[at..at + p].copy_from_slice(&b[at..at + p]);
+        }
+    }
+    Ok(out)
+}
+
 /// A linear model's scores `X·Wᵀ + b` for a block: `coef` is `m` rows of
 /// `p` weights then the intercept (m × (p + 1), row-major). n × m.
 pub fn scores(x: ArrayView2<'_, f64>, coef: &[f64], m: usize) -> Mat<f64> {
@@ -382,6 +503,63 @@ pub fn probabilities(x: ArrayView2<'_, f64>, coef: &[f64], m: usize) -> Vec<f64>
     out
 }
 
+/// The logistic loss's Hessian on a block (summed over its rows), for the
+/// Newton solver: with x̃ = [x, 1] and p a row's class probabilities, the
+/// block of class rows (a, b) of `coef` is Σ x̃ x̃ᵀ · p_a(δ_ab − p_b)
+/// (p(1 − p) for two classes). d × d, d = m(p + 1), row-major. Rows go in
+/// tiles: the weighted tile and a GEMM per pair of classes.
+pub fn logistic_hessian(x: ArrayView2<'_, f64>, coef: &[f64], m: usize) -> Vec<f64> {
+    const TILE: usize = 1024;
+    let (n, p) = x.dim();
+    let q = p + 1;
+    let d = m * q;
+    let mut h = Mat::<f64>::zeros(d, d);
+    let mut xt = Mat::<f64>::zeros(TILE.min(n.max(1)), q);
+    let mut wx = xt.clone();
+    for start in (0..n).step_by(TILE) {
+        let t = TILE.min(n - start);
+        let tile = x.slice(ndarray::s![start..start + t, ..]);
+        let probs = probabilities(tile, coef, m);
+        let k = m.max(2);
+        for (i, row) in tile.rows().into_iter().enumerate() {
+            for (j, v) in row.iter().enumerate() {
+                xt[(i, j)] = *v;
+            }
+            xt[(i, p)] = 1.0;
+        }
+        for a in 0..m {
+            for b in a..m {
+                for i in 0..t {
+                    let pr = &probs[i * k..(i + 1) * k];
+                    let w = if m == 1 {
+                        pr[1] * (1.0 - pr[1])
+                    } else {
+                        pr[a] * (f64::from(u8::from(a == b)) - pr[b])
+                    };
+                    for j in 0..q {
+                        wx[(i, j)] = w * xt[(i, j)];
+                    }
+                }
+                matmul(
+                    h.as_mut().submatrix_mut(a * q, b * q, q, q),
+                    Accum::Add,
+                    xt.as_ref().subrows(0, t).transpose(),
+                    wx.as_ref().subrows(0, t),
+                    1.0,
+                    Par::Seq,
+                );
+            }
+        }
+    }
+    // The blocks below the diagonal mirror those above.
+    (0..d * d)
+        .map(|at| {
+            let (i, j) = (at / d, at % d);
+            if i / q > j / q { h[(j, i)] } else { h[(i, j)] }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,6 +575,45 @@ mod tests {
         assert_eq!(test, chosen_rows(10, 3, 7, 2, true, true), "a seed gives the same rows");
         assert_ne!(test, chosen_rows(10, 3, 8, 2, true, true));
         assert_eq!(chosen_rows(5, 2, 0, 0, false, true), [3, 4]);
+    }
+
+    /// k-means++ draws rows ∝ d², within a block and across blocks (the
+    /// merge's exponential race), and sums each trial's potential.
+    #[test]
+    fn plusplus_draws_rows_in_proportion_to_their_squared_distance() {
+        // Block a: squared distances 1 and 3 from the winner at 0; block b: 4.
+        let a = Array2::from_shape_vec((2, 3), vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0]).expect("a");
+        let b = Array2::from_shape_vec((1, 3), vec![2.0, 0.0, 0.0]).expect("b");
+        let winner = [0.0; 3];
+        let (mut second, mut from_b) = (0, 0);
+        let runs = 4000;
+        for seed in 0..runs {
+            let step =
+                |block| PlusPlus { winner: Some(&winner), trials: &[], draws: 1, seed, step: 0, block };
+            let (sa, pa) = step(0).run(a.view(), None);
+            let (_, pb) = step(1).run(b.view(), None);
+            assert_eq!(sa, [1.0, 3.0]);
+            // [key, row]
+            if pa[2] == 1.0 {
+                second += 1;
+            }
+            let m = merge_plusplus(&pa, &pb, 0, 1).expect("merge");
+            if m[1] == 2.0 {
+                from_b += 1;
+            }
+        }
+        // 3/4 of a's draws are its second row; b holds 4/8 of the weight.
+        assert!((2900..3100).contains(&second), "{second} of {runs}");
+        assert!((1900..2100).contains(&from_b), "{from_b} of {runs}");
+        // Two trials against a state of squared distances [1, 3].
+        let state = [1.0, 3.0];
+        let trials = [1.0, 0.0, 0.0, 2.0, 0.0, 0.0];
+        let pp = PlusPlus { winner: None, trials: &trials, draws: 2, seed: 1, step: 1, block: 0 };
+        let (s, out) = pp.run(a.view(), Some(&state));
+        assert_eq!(s, state);
+        assert_eq!(out.len(), plusplus_len(2, 2, 3));
+        assert_eq!(out[..2], [2.0, 4.0]);
+        assert!(merge_plusplus(&out, &out[1..], 2, 2).is_err(), "results of other layouts");
     }
 
     #[test]

@@ -31,6 +31,8 @@ use crate::ops::Arg;
 pub enum Init {
     /// k-means‖ (the default, as dask-ml's).
     Parallel,
+    /// scikit-learn's greedy k-means++, one pass over X per centre.
+    PlusPlus,
     /// k distinct rows drawn at random.
     Random,
     /// Given centres, k × p row-major.
@@ -101,6 +103,7 @@ impl KMeans {
                 (fetch_rows(ctx, &rows, &picks, runner)?, 1)
             }
             Init::Parallel => self.parallel(ctx, &rows, n, p, runner)?,
+            Init::PlusPlus => self.plus_plus(ctx, &rows, n, p, runner)?,
         };
         let mut tol = None;
         let mut n_iter = 0;
@@ -208,6 +211,74 @@ impl KMeans {
     }
 }
 
+impl KMeans {
+    /// scikit-learn's greedy k-means++ (`_kmeans_plusplus`): the first
+    /// centre a row drawn uniformly, each next one the best of 2 + ln k rows
+    /// drawn ∝ d² by the potential it would leave. One pass per centre
+    /// after the first ([`PlusPlus`](super::kernels::PlusPlus) draws the
+    /// next trials for each trial as if it won): k passes in all.
+    fn plus_plus(
+        &self,
+        ctx: &Ctx,
+        rows: &Array,
+        n: usize,
+        p: usize,
+        runner: &dyn Runner,
+    ) -> Result<(Vec<f64>, usize), MlError> {
+        let k = self.n_clusters;
+        let draws = 2 + (k as f64).ln() as usize;
+        let first = rng(self.seed, u64::MAX, 1).random_range(0..n);
+        let mut centers = fetch_rows(ctx, rows, &[first], runner)?;
+        let mut winner = Some(Arc::new(centers.clone()));
+        let mut trials: Vec<f64> = Vec::new();
+        let mut state: Option<Array> = None;
+        let mut passes = 0;
+        let mut step = 0u64;
+        while centers.len() / p < k {
+            let t = trials.len() / p;
+            // The pass that picks the last centre draws no more trials.
+            let more = if t > 0 && centers.len() / p + 1 == k { 0 } else { draws };
+            let trials_now = Arc::new(std::mem::take(&mut trials));
+            let op = |block| MlOp::PlusPlus {
+                winner: winner.clone(),
+                trials: trials_now.clone(),
+                draws: more,
+                seed: self.seed,
+                step,
+                block,
+            };
+            let merge = MlOp::MergePlusPlus { trials: t, draws: more };
+            let (st, part) = stateful_pass(ctx, rows, state.as_ref(), "kmeans-plusplus", 1, op, merge)?;
+            let (mut kept, out) = runner.run(&[st], &[part])?;
+            passes += 1;
+            step += 1;
+            state = kept.pop();
+            let v = unpacked(&out[0]);
+            let slots = t.max(1) * more;
+            if v.len() != t + slots * (1 + p) {
+                return Err(MlError::Compute(format!(
+                    "a k-means++ step gave {} values for {t} trials and {more} draws of {p} features",
+                    v.len()
+                )));
+            }
+            check_finite("KMeans", &v[..t])?;
+            // The trial that leaves the least potential wins (the first of equals).
+            let best = (0..t).fold(0, |b, j| if v[j] < v[b] { j } else { b });
+            winner = if t > 0 {
+                let c = trials_now[best * p..(best + 1) * p].to_vec();
+                centers.extend_from_slice(&c);
+                Some(Arc::new(c))
+            } else {
+                None
+            };
+            let hyp = if t > 0 { best } else { 0 };
+            let at = t + slots + hyp * more * p;
+            trials = v[at..at + more * p].to_vec();
+        }
+        Ok((centers, passes))
+    }
+}
+
 /// The rows at global indices `picks` of a matrix of row blocks: one task
 /// per block that holds some, reading only those blocks.
 fn fetch_rows(ctx: &Ctx, rows: &Array, picks: &[usize], runner: &dyn Runner) -> Result<Vec<f64>, MlError> {
@@ -267,16 +338,31 @@ fn init_round(
     seed: u64,
     round: u64,
 ) -> Result<(Array, Array), ArrayError> {
-    let mut t = Tokenizer::new();
-    t.str("kmeans-init")
-        .str(&rows.name)
-        .str(state.map_or("", |s| &s.name))
-        .serde(&(new, first, sample, seed, round));
-    let tok = t.finish();
-    let both: Arc<str> = Arc::from(format!("kmeans-init-{tok}"));
-    let st_name: Arc<str> = Arc::from(format!("kmeans-init-state-{tok}"));
-    let drawn_name: Arc<str> = Arc::from(format!("kmeans-init-drawn-{tok}"));
     let new = Arc::new(new.to_vec());
+    let op = |block| MlOp::InitRound { new: new.clone(), first, sample, seed, round, block };
+    stateful_pass(ctx, rows, state, "kmeans-init", 2, op, MlOp::MergeDrawn)
+}
+
+/// One pass of a stateful initialisation: a task per block of X (with its
+/// block of the previous pass's state after the first pass) gives
+/// `[state, part]`; the states (`cols` columns) form an array for the next
+/// pass to read, and the parts are merged in one task by `merge` (their
+/// lengths are not used: drawn rows are known only once drawn).
+fn stateful_pass(
+    ctx: &Ctx,
+    rows: &Array,
+    state: Option<&Array>,
+    label: &str,
+    cols: usize,
+    op: impl Fn(u64) -> MlOp,
+    merge: MlOp,
+) -> Result<(Array, Array), ArrayError> {
+    let mut t = Tokenizer::new();
+    t.str(label).str(&rows.name).str(state.map_or("", |s| &s.name)).serde(&op(0));
+    let tok = t.finish();
+    let both: Arc<str> = Arc::from(format!("{label}-{tok}"));
+    let st_name: Arc<str> = Arc::from(format!("{label}-state-{tok}"));
+    let part_name: Arc<str> = Arc::from(format!("{label}-part-{tok}"));
     let nb = rows.chunks[0].len();
     let mut tasks = Vec::new();
     let mut st_tasks = Vec::new();
@@ -285,9 +371,8 @@ fn init_round(
         if let Some(s) = state {
             deps.push(s.block_key(&[i, 0]));
         }
-        let op = MlOp::InitRound { new: new.clone(), first, sample, seed, round, block: i as u64 };
         let args = (0..deps.len()).map(|d| Arg::Dep(d as u32)).collect();
-        tasks.push(array_task(ctx, block(&both, &[i]), ArrayOp::Ml(op), args, deps));
+        tasks.push(array_task(ctx, block(&both, &[i]), ArrayOp::Ml(op(i as u64)), args, deps));
         st_tasks.push(array_task(
             ctx,
             block(&st_name, &[i, 0]),
@@ -297,7 +382,7 @@ fn init_round(
         ));
         tasks.push(array_task(
             ctx,
-            block(&drawn_name, &[i]),
+            block(&part_name, &[i]),
             ArrayOp::Item(1),
             vec![Arg::Dep(0)],
             vec![block(&both, &[i])],
@@ -312,13 +397,11 @@ fn init_round(
         st_name.to_string(),
         st_tasks,
         vec![both_layer.layer.clone()],
-        vec![rows.chunks[0].clone(), vec![2]],
+        vec![rows.chunks[0].clone(), vec![cols]],
         DType::F64,
     );
-    // The drawn rows of every block, joined (their number is known only
-    // once drawn: the merged block's length is not used).
-    let drawn = Array { name: drawn_name, ..both_layer };
-    let merged = merge_all(ctx, &drawn, MlOp::MergeDrawn, "kmeans-init-merge")?;
+    let parts = Array { name: part_name, ..both_layer };
+    let merged = merge_all(ctx, &parts, merge, &format!("{label}-merge"))?;
     Ok((st, merged))
 }
 

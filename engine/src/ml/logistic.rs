@@ -22,6 +22,16 @@ pub struct Logistic {
     pub fit_intercept: bool,
     pub max_iter: usize,
     pub tol: f64,
+    pub solver: LogisticSolver,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogisticSolver {
+    Lbfgs,
+    /// scikit-learn's `newton-cholesky`: each pass also sums the Hessian
+    /// (d² numbers, d = classes' rows × (features + 1)), so it suits few
+    /// features, and converges in a handful of passes.
+    Newton,
 }
 
 /// A fitted logistic regression.
@@ -80,36 +90,73 @@ impl Logistic {
         let mut passes = 0;
         let penalty = self.c.map_or(0.0, |c| 1.0 / (c * n as f64));
         let fit_intercept = self.fit_intercept;
-        let mut objective = |w: &[f64]| -> Result<(f64, Vec<f64>), MlError> {
-            let op = MlOp::Logistic { coef: Arc::new(w.to_vec()), m, classes: shared.clone() };
-            let stat = row_statistic(ctx, &rows, Some(&y), op, MlOp::MergeSum, 1 + d)?;
+        let newton = self.solver == LogisticSolver::Newton;
+        // The objective (mean loss plus penalty), its gradient, and with
+        // the Newton solver its Hessian (else empty), in one pass.
+        let mut evaluate = |w: &[f64]| -> Result<(f64, Vec<f64>, Vec<f64>), MlError> {
+            let (coef, classes) = (Arc::new(w.to_vec()), shared.clone());
+            let (op, len) = if newton {
+                (MlOp::LogisticNewton { coef, m, classes }, 1 + d + d * d)
+            } else {
+                (MlOp::Logistic { coef, m, classes }, 1 + d)
+            };
+            let stat = row_statistic(ctx, &rows, Some(&y), op, MlOp::MergeSum, len)?;
             let v = unpacked(&runner.compute(&[stat])?[0]);
-            if v.len() != 1 + d {
+            if v.len() != len {
                 return Err(MlError::Compute(format!(
-                    "a loss and gradient of {} values, not {}",
-                    v.len(),
-                    1 + d
+                    "a loss and gradient of {} values, not {len}",
+                    v.len()
                 )));
             }
             passes += 1;
             let mut f = v[0] / n as f64;
-            let mut g: Vec<f64> = v[1..].iter().map(|x| x / n as f64).collect();
+            let mut g: Vec<f64> = v[1..1 + d].iter().map(|x| x / n as f64).collect();
+            let mut h: Vec<f64> = v[1 + d..].iter().map(|x| x / n as f64).collect();
             for c in 0..m {
                 for j in 0..p {
                     let k = c * (p + 1) + j;
                     f += 0.5 * penalty * w[k] * w[k];
                     g[k] += penalty * w[k];
+                    if newton {
+                        h[k * d + k] += penalty;
+                    }
                 }
                 if !fit_intercept {
-                    g[c * (p + 1) + p] = 0.0;
+                    // The intercept stays at 0: no gradient, and a Hessian
+                    // that leaves it alone.
+                    let b = c * (p + 1) + p;
+                    g[b] = 0.0;
+                    if newton {
+                        for i in 0..d {
+                            h[b * d + i] = 0.0;
+                            h[i * d + b] = 0.0;
+                        }
+                        h[b * d + b] = 1.0;
+                    }
                 }
             }
-            if !f.is_finite() || g.iter().any(|x| !x.is_finite()) {
+            if !f.is_finite() || g.iter().chain(&h).any(|x| !x.is_finite()) {
                 return Err(MlError::Input("LogisticRegression: X contains NaN or infinity".into()));
             }
-            Ok((f, g))
+            Ok((f, g, h))
         };
-        let (coef, n_iter, f) = lbfgs(&mut objective, vec![0.0; d], self.max_iter, self.tol)?;
+        let (coef, n_iter, f) = if newton {
+            let (mut coef, n_iter, f) = newton_cholesky(&mut evaluate, d, self.max_iter, self.tol)?;
+            // The softmax is the same when a vector is added to every
+            // class's row, and the unpenalised intercepts have no say in
+            // it: of those equal models, scikit-learn's (whose L-BFGS from 0
+            // never leaves them) sums to 0 over the classes.
+            if m > 1 {
+                for j in 0..=p {
+                    let mean = (0..m).map(|c| coef[c * (p + 1) + j]).sum::<f64>() / m as f64;
+                    (0..m).for_each(|c| coef[c * (p + 1) + j] -= mean);
+                }
+            }
+            (coef, n_iter, f)
+        } else {
+            let mut objective = |w: &[f64]| evaluate(w).map(|(f, g, _)| (f, g));
+            lbfgs(&mut objective, vec![0.0; d], self.max_iter, self.tol)?
+        };
         Ok(LogisticFit {
             coef,
             m,
@@ -189,6 +236,57 @@ pub fn log_loss(ctx: &Ctx, y: &Array, prob: &Array, runner: &dyn Runner) -> Resu
     let v = unpacked(&runner.compute(&[stat])?[0]);
     Ok(v[0] / v[1])
 }
+
+/// Newton's method with a backtracking (Armijo) line search, as
+/// scikit-learn's `newton-cholesky` solver: from 0, each iteration solves
+/// H·s = −g (Cholesky, or the minimum-norm solution where H is singular,
+/// as a multinomial model's unpenalised intercepts make it), halving the
+/// step until the objective falls enough; it stops when the gradient's
+/// largest entry and the Newton decrement ½·sᵀHs are within `tol`. Each
+/// evaluation is one pass; returns the point, the iterations and the
+/// objective.
+fn newton_cholesky(
+    evaluate: &mut SecondOrder<'_>,
+    d: usize,
+    max_iter: usize,
+    tol: f64,
+) -> Result<(Vec<f64>, usize, f64), MlError> {
+    let mut w = vec![0.0; d];
+    let (mut f, mut g, mut h) = evaluate(&w)?;
+    let mut iters = 0;
+    while iters < max_iter {
+        let minus_g: Vec<f64> = g.iter().map(|v| -v).collect();
+        let step = super::linear::solve_symmetric(&h, &minus_g, d)?;
+        let hs: Vec<f64> = (0..d).map(|i| (0..d).map(|j| h[i * d + j] * step[j]).sum()).collect();
+        let decrement = 0.5 * step.iter().zip(&hs).map(|(a, b)| a * b).sum::<f64>();
+        let largest = g.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+        if largest <= tol && decrement <= tol {
+            break;
+        }
+        iters += 1;
+        let slope: f64 = g.iter().zip(&step).map(|(a, b)| a * b).sum();
+        let mut t = 1.0;
+        let mut moved = false;
+        for _ in 0..30 {
+            let next: Vec<f64> = w.iter().zip(&step).map(|(a, b)| a + t * b).collect();
+            let (fn_, gn, hn) = evaluate(&next)?;
+            if fn_ <= f + 1e-4 * t * slope {
+                (w, f, g, h) = (next, fn_, gn, hn);
+                moved = true;
+                break;
+            }
+            t *= 0.5;
+        }
+        // No step lowers the objective: it is at its minimum to rounding.
+        if !moved {
+            break;
+        }
+    }
+    Ok((w, iters, f))
+}
+
+/// An objective with its Hessian: value, gradient and d × d Hessian.
+pub type SecondOrder<'a> = dyn FnMut(&[f64]) -> Result<(f64, Vec<f64>, Vec<f64>), MlError> + 'a;
 
 /// An objective to minimise: its value and gradient at a point.
 pub type Objective<'a> = dyn FnMut(&[f64]) -> Result<(f64, Vec<f64>), MlError> + 'a;

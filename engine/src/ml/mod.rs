@@ -7,6 +7,7 @@
 //! `stats` holds the per-block statistics, `op` the tasks that compute and
 //! merge them, `graph` the graphs; each estimator has its own module.
 
+pub mod categories;
 pub mod gpu;
 pub mod graph;
 pub mod kernels;
@@ -14,6 +15,7 @@ pub mod kmeans;
 pub mod linear;
 pub mod logistic;
 pub mod metrics;
+pub mod onehot;
 pub mod op;
 pub mod pca;
 pub mod poisson;

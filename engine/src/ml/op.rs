@@ -6,7 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use std::sync::Arc;
 
-use super::kernels::{InitRound, LloydStat, logistic_loss, nearest, poisson_loss, probabilities, scores};
+use super::categories as onehot;
+use super::kernels::{
+    InitRound, LloydStat, PlusPlus, logistic_hessian, logistic_loss, merge_plusplus, nearest, plusplus_len,
+    poisson_loss, probabilities, scores,
+};
 use super::stats::{CoMoments, Moments, packed, unpacked, with_rows};
 use crate::array::chunk::Chunk;
 use crate::array::error::ArrayError;
@@ -49,6 +53,25 @@ pub enum MlOp {
     },
     /// Merge drawn rows: costs added, rows joined.
     MergeDrawn,
+    /// A greedy k-means++ step on a block (`kernels::PlusPlus`), with the
+    /// previous step's state (n × 1) as a second argument after the first
+    /// step: `[state, packed]`.
+    PlusPlus {
+        winner: Option<Arc<Vec<f64>>>,
+        trials: Arc<Vec<f64>>,
+        draws: usize,
+        seed: u64,
+        step: u64,
+        block: u64,
+    },
+    /// Merge k-means++ steps' results (`kernels::merge_plusplus`).
+    MergePlusPlus { trials: usize, draws: usize },
+    /// Each column's distinct values in a block (`onehot::pack_distinct`).
+    Distinct,
+    /// Merge distinct values: each column's union.
+    MergeDistinct,
+    /// One 0/1 column per category (`onehot::encode`), n × width.
+    OneHot { categories: Arc<Vec<Vec<f64>>>, drop: Arc<Vec<Option<usize>>>, ignore: bool },
     /// How many rows are nearest to each candidate (the k-means‖ weights),
     /// from round states: a packed vector of `n` counts.
     CountNearest { n: usize },
@@ -57,6 +80,9 @@ pub enum MlOp {
     /// A logistic loss and its gradient on a block of X and its block of y
     /// (`kernels::logistic_loss`): `coef` is m × (p + 1), `classes` sorted.
     Logistic { coef: Arc<Vec<f64>>, m: usize, classes: Arc<Vec<f64>> },
+    /// `Logistic`'s loss and gradient, then the Hessian
+    /// (`kernels::logistic_hessian`), for the Newton solver.
+    LogisticNewton { coef: Arc<Vec<f64>>, m: usize, classes: Arc<Vec<f64>> },
     /// A linear model's scores (n × m; n for m = 1).
     Decision { coef: Arc<Vec<f64>>, m: usize },
     /// Class probabilities (n × classes).
@@ -94,9 +120,15 @@ impl MlOp {
             MlOp::Distances { .. } => "kmeans-transform",
             MlOp::InitRound { .. } => "kmeans-init",
             MlOp::MergeDrawn => "kmeans-init-merge",
+            MlOp::PlusPlus { .. } => "kmeans-plusplus",
+            MlOp::MergePlusPlus { .. } => "kmeans-plusplus-merge",
+            MlOp::Distinct => "categories",
+            MlOp::MergeDistinct => "categories-merge",
+            MlOp::OneHot { .. } => "one-hot",
             MlOp::CountNearest { .. } => "kmeans-init-weights",
             MlOp::MergeSum => "sum-merge",
             MlOp::Logistic { .. } => "logistic-loss",
+            MlOp::LogisticNewton { .. } => "logistic-newton",
             MlOp::Decision { .. } => "decision-function",
             MlOp::Proba { .. } => "predict-proba",
             MlOp::Predict { .. } => "predict",
@@ -231,6 +263,95 @@ impl MlOp {
                 out.extend(rows);
                 out
             }
+            MlOp::PlusPlus { winner, trials, draws, seed, step, block } => {
+                let Some(x) = blocks.first() else { return Err(arity(self, 1, 0)) };
+                let (n, p) = (rows(x), cols(x));
+                let bad_winner = winner.as_ref().is_some_and(|w| w.len() != p);
+                if bad_winner || p == 0 || !trials.len().is_multiple_of(p) {
+                    return Err(ArrayError::Shape(format!(
+                        "{}: a centre of {} values and {} trial values for rows of {p} features",
+                        self.name(),
+                        winner.as_ref().map_or(0, |w| w.len()),
+                        trials.len()
+                    )));
+                }
+                let t = trials.len() / p;
+                crate::memory::check(
+                    (plusplus_len(t, *draws, p) as u64)
+                        .saturating_add((t.max(1) * n) as u64)
+                        .saturating_mul(8),
+                    || format!("{draws} k-means++ draws for {t} trials"),
+                )?;
+                let step = PlusPlus {
+                    winner: winner.as_ref().map(|w| w.as_slice()),
+                    trials,
+                    draws: *draws,
+                    seed: *seed,
+                    step: *step,
+                    block: *block,
+                };
+                let (state, out) = match &blocks[..] {
+                    [x] => with_rows(x, |x| step.run(x, None))?,
+                    [x, s] if s.shape() == [n, 1] => {
+                        let s: Vec<f64> = s.cast::<f64>().iter().copied().collect();
+                        with_rows(x, |x| step.run(x, Some(&s)))?
+                    }
+                    [_, s] => {
+                        return Err(ArrayError::Shape(format!(
+                            "{}: a state of shape {:?} for a block of {n} rows",
+                            self.name(),
+                            s.shape()
+                        )));
+                    }
+                    _ => return Err(arity(self, 2, blocks.len())),
+                };
+                return Ok(Value::list(vec![
+                    Value::array(Chunk::from_vec(&[n, 1], state)?),
+                    Value::array(packed(out)),
+                ]));
+            }
+            MlOp::MergePlusPlus { trials, draws } => {
+                let (t, d) = (*trials, *draws);
+                let mut it = blocks.iter();
+                let first = it.next().ok_or_else(|| ArrayError::Value("nothing to merge".into()))?;
+                let mut acc = unpacked(first);
+                for b in it {
+                    acc = merge_plusplus(&acc, &unpacked(b), t, d)?;
+                }
+                acc
+            }
+            MlOp::Distinct => {
+                let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                let cols = with_rows(x, |x| {
+                    x.columns()
+                        .into_iter()
+                        .map(|c| {
+                            let mut v: Vec<f64> = c.iter().map(|v| onehot::category(*v)).collect();
+                            v.sort_unstable_by(f64::total_cmp);
+                            v.dedup_by(|a, b| a.total_cmp(b).is_eq());
+                            v
+                        })
+                        .collect::<Vec<_>>()
+                })?;
+                onehot::pack_distinct(&cols)
+            }
+            MlOp::MergeDistinct => merge(&blocks, onehot::unpack_distinct, |a, b| {
+                if a.len() != b.len() {
+                    return Err(ArrayError::Shape(format!(
+                        "distinct values of {} and {} columns cannot merge",
+                        a.len(),
+                        b.len()
+                    )));
+                }
+                Ok(a.iter().zip(b).map(|(a, b)| onehot::union(a, b)).collect())
+            })
+            .map(|c| onehot::pack_distinct(&c))?,
+            MlOp::OneHot { categories, drop, ignore } => {
+                let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                let out = with_rows(x, |x| onehot::encode(x, categories, drop, *ignore))??;
+                let width = onehot::width(categories, drop);
+                return Ok(Value::array(Chunk::from_vec(&[rows(x), width], out)?));
+            }
             MlOp::CountNearest { n } => {
                 let [s] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
                 crate::memory::check((*n as u64).saturating_mul(8), || {
@@ -246,7 +367,7 @@ impl MlOp {
                 })?;
                 counts
             }
-            MlOp::Logistic { coef, m, classes } => {
+            MlOp::Logistic { coef, m, classes } | MlOp::LogisticNewton { coef, m, classes } => {
                 let [x, y] = blocks[..] else { return Err(arity(self, 2, blocks.len())) };
                 fits(self, x, coef, *m, 1)?;
                 let y = class_numbers(y, classes)?;
@@ -258,7 +379,19 @@ impl MlOp {
                         y.len()
                     )));
                 }
-                with_rows(x, |x| logistic_loss(x, &y, coef, *m))?
+                let d = m * (cols(x) + 1);
+                if matches!(self, MlOp::LogisticNewton { .. }) {
+                    crate::memory::check((d as u64).saturating_mul(d as u64).saturating_mul(8), || {
+                        format!("a Hessian of {d} × {d}")
+                    })?;
+                }
+                with_rows(x, |x| {
+                    let mut out = logistic_loss(x, &y, coef, *m);
+                    if matches!(self, MlOp::LogisticNewton { .. }) {
+                        out.extend(logistic_hessian(x, coef, *m));
+                    }
+                    out
+                })?
             }
             MlOp::Decision { coef, m } => {
                 let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };

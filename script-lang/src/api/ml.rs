@@ -1,5 +1,6 @@
 //! Estimators with dask-ml's (scikit-learn's) names: `StandardScaler`,
-//! `MinMaxScaler`, `LinearRegression`, `Ridge`, `PCA`, with
+//! `MinMaxScaler`, `OneHotEncoder`, `LinearRegression`, `Ridge`, `PCA`,
+//! `KMeans`, `LogisticRegression`, with
 //! `train_test_split` and the metrics. An estimator is a value of its own:
 //! `m.fit(X[, y])` runs now and returns the fitted model, `predict` and
 //! `transform` give lazy arrays, fitted attributes read by scikit-learn's
@@ -9,9 +10,12 @@ use std::sync::Arc;
 
 use brisk_engine::array::Chunk;
 use brisk_engine::collections::array::{self as arr, Array};
+use brisk_engine::collections::frame::DataFrame;
+use brisk_engine::collections::frame::to_array;
 use brisk_engine::ml::kmeans::{Init, KMeans, KMeansFit};
 use brisk_engine::ml::linear::{Linear, LinearFit};
-use brisk_engine::ml::logistic::{Logistic, LogisticFit};
+use brisk_engine::ml::logistic::{Logistic, LogisticFit, LogisticSolver};
+use brisk_engine::ml::onehot::{Drop, OneHotEncoder, OneHotFit};
 use brisk_engine::ml::pca::{Pca, PcaFit, Solver, SvdAlgorithm, TruncatedSvd, TruncatedSvdFit};
 use brisk_engine::ml::poisson::{Poisson, PoissonFit};
 use brisk_engine::ml::scaler::{MinMaxFit, MinMaxScaler, StandardFit, StandardScaler};
@@ -26,7 +30,7 @@ use super::fndoc::{FnDoc, doc};
 use crate::convert::to_dynamic;
 use crate::error::runtime;
 use crate::state::SessionState;
-use crate::types::LazyArray;
+use crate::types::{LazyArray, LazyFrame, LazySeries};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
@@ -49,6 +53,18 @@ pub const DOCS: &[FnDoc] = &[
         "MinMaxScaler(#{feature_range: [0, 1]}) -> Estimator",
         "Scale each feature to feature_range, as scikit-learn's MinMaxScaler: fit reads X once for each column's min and max (NaN skipped); transform gives X * scale_ + min_. Attributes data_min_, data_max_, data_range_, scale_, min_.",
         "let X = random([1000, 2], #{chunks: [300, 2]});\nMinMaxScaler(#{feature_range: [-1, 1]}).fit(X).transform(X).max(0).compute()",
+    ),
+    doc(
+        "OneHotEncoder",
+        "OneHotEncoder(#{categories: \"auto\", handle_unknown: \"error\", drop: ()}) -> Estimator",
+        "Encode each numeric feature as one 0/1 column per category, as scikit-learn's OneHotEncoder: fit reads X once for each column's distinct values (sorted; NaN is a category of its own), or takes categories given as one sorted list per feature (a Rhai array of arrays or a 2-d array); transform gives the dense f64 columns, feature by feature, as a lazy array chunked like X's rows (scikit-learn and dask-ml default to sparse output; brisk arrays are dense). handle_unknown \"ignore\" gives an unknown value a row of zeros where \"error\" fails the transform; drop \"first\" or \"if_binary\" leaves out a feature's first category (for every feature, or for those with two). Attributes categories_, drop_idx_.",
+        "let X = from_array([[1, 10], [2, 10], [1, 30]]);\nOneHotEncoder().fit(X).transform(X).compute()",
+    ),
+    doc(
+        "to_dask_array",
+        "df.to_dask_array() -> Array",
+        "A DataFrame's columns as a 2-d array (a Series as a 1-d one), one row block per partition, as Dask's to_dask_array(lengths=True): the partitions' lengths are computed first, so the chunks are known. Number and bool columns only (all bool stays bool, integers and bools become int64, any float makes float64; a missing value is NaN in float64 and an error otherwise). Estimators take DataFrames and Series as X and y this way.",
+        "let df = from_columns(#{a: [1.0, 2.0, 3.0], b: [4, 5, 6]}, #{npartitions: 2});\ndf.to_dask_array().compute()",
     ),
     doc(
         "LinearRegression",
@@ -83,13 +99,13 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "KMeans",
         "KMeans(#{n_clusters: 8, init: \"k-means||\", oversampling_factor: 2, init_max_iter, max_iter: 300, tol: 1e-4, random_state}) -> Estimator",
-        "k-means clustering, as dask-ml's KMeans with scikit-learn's answers: init \"k-means||\" (the default) runs init_max_iter rounds (default 5), each one pass that draws about oversampling_factor × n_clusters rows far from the candidates so far, then clusters the weighted candidates with k-means++; \"random\" takes n_clusters random rows, or give the centres as an array. Each Lloyd iteration is one pass (per-block sums from a GEMM argmin, merged in a tree); a cluster left empty takes the farthest row; it stops when the centres' squared shift is within tol times the mean feature variance (scikit-learn's rule). inertia_ is the sum of squared distances (dask-ml's is not squared). predict, transform (distances) and labels_ are lazy; score is minus the inertia. Attributes cluster_centers_, inertia_, n_iter_, n_passes_, labels_.",
+        "k-means clustering, as dask-ml's KMeans with scikit-learn's answers: init \"k-means||\" (the default) runs init_max_iter rounds (default 5), each one pass that draws about oversampling_factor × n_clusters rows far from the candidates so far, then clusters the weighted candidates with k-means++; \"k-means++\" is scikit-learn's greedy k-means++ (each centre the best of 2 + ln k rows drawn ∝ d²), one pass per centre; \"random\" takes n_clusters random rows, or give the centres as an array. Each Lloyd iteration is one pass (per-block sums from a GEMM argmin, merged in a tree); a cluster left empty takes the farthest row; it stops when the centres' squared shift is within tol times the mean feature variance (scikit-learn's rule). inertia_ is the sum of squared distances (dask-ml's is not squared). predict, transform (distances) and labels_ are lazy; score is minus the inertia. Attributes cluster_centers_, inertia_, n_iter_, n_passes_, labels_.",
         "let X = random([300, 2], #{chunks: [100, 2], seed: 1});\nKMeans(#{n_clusters: 3, random_state: 0}).fit(X).inertia_",
     ),
     doc(
         "LogisticRegression",
         "LogisticRegression(#{penalty: \"l2\", C: 1.0, fit_intercept: true, solver: \"lbfgs\", max_iter: 100, tol: 1e-4}) -> Estimator",
-        "Logistic regression as scikit-learn's lbfgs solver fits it (dask-ml's default, admm, is slow and its intercept penalised): binary, or multinomial (softmax) for more classes; the penalty is ||w||^2 / 2C on the weights, not the intercepts (penalty () for none). Each evaluation of the loss and its gradient is one pass over X; L-BFGS runs on the session. predict, predict_proba and decision_function are lazy; score is the accuracy. Attributes coef_ (one row per class, one row for two classes), intercept_, classes_, n_iter_, n_passes_.",
+        "Logistic regression as scikit-learn's lbfgs solver fits it (dask-ml's default, admm, is slow and its intercept penalised): binary, or multinomial (softmax) for more classes; the penalty is ||w||^2 / 2C on the weights, not the intercepts (penalty () for none). Each evaluation of the loss and its gradient is one pass over X; L-BFGS runs on the session. solver \"newton\" (or \"newton-cholesky\") sums the Hessian in the same pass and takes Newton steps with a backtracking line search, as scikit-learn's newton-cholesky: a handful of passes, for few features (the Hessian has (classes × (features + 1))² entries). predict, predict_proba and decision_function are lazy; score is the accuracy. Attributes coef_ (one row per class, one row for two classes), intercept_, classes_, n_iter_, n_passes_.",
         "let X = random([400, 2], #{chunks: [100, 2], seed: 3}) - 0.5;\nlet y = (X.sum(1) > 0.0).astype(\"i64\");\nlet m = LogisticRegression().fit(X, y);\n[m.classes_, m.score(X, y)]",
     ),
     doc(
@@ -303,9 +319,21 @@ pub const DOCS: &[FnDoc] = &[
         fitted!("KMeans(#{n_clusters: 2, random_state: 0}).fit(X).n_iter_"),
     ),
     doc(
+        "categories_",
+        "m.categories_ -> array",
+        "OneHotEncoder: each feature's categories, sorted, as arrays of X's type.",
+        "let X = from_array([[1, 10], [2, 10], [1, 30]]);\nOneHotEncoder().fit(X).categories_",
+    ),
+    doc(
+        "drop_idx_",
+        "m.drop_idx_ -> array or ()",
+        "OneHotEncoder: for each feature the index of the category that has no column (() where none), or () when drop is ().",
+        "let X = from_array([[1, 10], [2, 10], [1, 30]]);\nOneHotEncoder(#{drop: \"if_binary\"}).fit(X).drop_idx_",
+    ),
+    doc(
         "n_init_passes_",
         "m.n_init_passes_ -> int",
-        "KMeans: the passes over X the initialisation made (init_max_iter + 2 for k-means||, 1 for random, 0 for given centres); n_passes_ counts them too.",
+        "KMeans: the passes over X the initialisation made (init_max_iter + 2 for k-means||, n_clusters for k-means++ (none for one cluster), 1 for random, 0 for given centres); n_passes_ counts them too.",
         fitted!("KMeans(#{n_clusters: 2, random_state: 0}).fit(X).n_init_passes_"),
     ),
     doc(
@@ -338,6 +366,7 @@ pub const DOCS: &[FnDoc] = &[
 #[derive(Clone, Debug)]
 enum Kind {
     Standard(StandardScaler),
+    OneHot(OneHotEncoder),
     MinMax(MinMaxScaler),
     Linear(Linear),
     Pca(Pca),
@@ -351,6 +380,7 @@ enum Kind {
 #[derive(Clone, Debug)]
 enum Fitted {
     Standard(StandardFit),
+    OneHot(OneHotFit),
     MinMax(MinMaxFit),
     Linear(LinearFit),
     Pca(PcaFit),
@@ -377,6 +407,7 @@ impl Estimator {
     fn name(&self) -> &'static str {
         match &self.kind {
             Kind::Standard(_) => "StandardScaler",
+            Kind::OneHot(_) => "OneHotEncoder",
             Kind::MinMax(_) => "MinMaxScaler",
             Kind::Linear(l) => l.name,
             Kind::Pca(_) => "PCA",
@@ -412,6 +443,16 @@ impl Estimator {
                 let seen = &s.n_samples_seen;
                 let same = seen.iter().all(|&n| n == seen[0]);
                 out.push(("n_samples_seen_", if same { i(seen[0] as usize) } else { v(seen) }));
+            }
+            Some(Fitted::OneHot(o)) => {
+                let cats = o.categories.iter().map(|c| categories(c, o.dtype)).collect::<RArray>();
+                out.push(("categories_", Dynamic::from_array(cats)));
+                let drop = if o.drop_idx.iter().all(Option::is_none) {
+                    Dynamic::UNIT
+                } else {
+                    Dynamic::from_array(o.drop_idx.iter().map(|d| d.map_or(Dynamic::UNIT, i)).collect())
+                };
+                out.push(("drop_idx_", drop));
             }
             Some(Fitted::MinMax(m)) => {
                 out.push(("data_min_", v(&m.data_min)));
@@ -510,7 +551,17 @@ const ATTRIBUTES: &[&str] = &[
     "n_iter_",
     "n_init_passes_",
     "classes_",
+    "categories_",
+    "drop_idx_",
 ];
+
+/// A feature's categories as a 1-d array of X's type (integers stay integers).
+fn categories(c: &[f64], dtype: brisk_engine::array::DType) -> Dynamic {
+    match Chunk::from_vec(&[c.len()], c.to_vec()) {
+        Ok(chunk) => to_dynamic(&Value::array(chunk.astype(dtype))),
+        Err(_) => vector(c),
+    }
+}
 
 fn vector(x: &[f64]) -> Dynamic {
     to_dynamic(&Value::array(brisk_engine::ml::stats::packed(x.to_vec())))
@@ -582,15 +633,39 @@ fn ml_err(e: MlError) -> Box<EvalAltResult> {
     runtime(e.to_string())
 }
 
-/// X or y as a lazy array (a computed ndarray becomes one block).
+/// X or y as a lazy array: a computed ndarray becomes one block, a
+/// DataFrame's columns (`df[["a", "b"]]`) a 2-d array and a Series
+/// (`df["y"]`) a 1-d one, their partitions' lengths computed first.
 fn lazy(state: &SessionState, d: &Dynamic, what: &str) -> Res<Array> {
     if let Some(x) = d.read_lock::<LazyArray>() {
         return Ok(x.a.clone());
+    }
+    if let Some(f) = d.read_lock::<LazyFrame>() {
+        let f = f.f.clone();
+        return frame_array(state, &f, false).map_err(|e| runtime(format!("{what}: {e}")));
+    }
+    if let Some(s) = d.read_lock::<LazySeries>() {
+        let f = s.s.to_frame();
+        return frame_array(state, &f, true).map_err(|e| runtime(format!("{what}: {e}")));
     }
     if let Some(c) = d.read_lock::<Chunk>() {
         return arr::from_chunk(&ctx(state), &c, &whole(&c)).map_err(err);
     }
     Err(wrong_type(what, "an array", d))
+}
+
+/// A frame's columns as an array of known chunks (Dask's
+/// `to_dask_array(lengths=True)`): the column types are checked, then the
+/// partitions' lengths computed.
+fn frame_array(state: &SessionState, f: &DataFrame, flat: bool) -> Result<Array, String> {
+    to_array::array_dtype(&f.schema).map_err(|e| e.to_string())?;
+    let c = ctx(state);
+    let lengths = Session(state).compute(&[to_array::lengths(&c, f)]).map_err(|e| e.to_string())?;
+    let lengths: Vec<usize> = lengths
+        .first()
+        .map(|l| l.cast::<f64>().iter().map(|&v| v as usize).collect())
+        .ok_or("the partitions' lengths were not computed")?;
+    to_array::to_array(&c, f, &lengths, flat).map_err(|e| e.to_string())
 }
 
 fn fit(state: &SessionState, m: &mut Estimator, x: &Dynamic, y: Option<&Dynamic>) -> Res<Estimator> {
@@ -607,6 +682,7 @@ fn fit(state: &SessionState, m: &mut Estimator, x: &Dynamic, y: Option<&Dynamic>
         (Kind::Poisson(l), Some(y)) => Fitted::Poisson(l.fit(&c, &x, y, &run).map_err(ml_err)?),
         (Kind::Poisson(_), None) => return Err(runtime("PoissonRegression.fit needs X and y")),
         (Kind::Standard(s), _) => Fitted::Standard(s.fit(&c, &x, &run).map_err(ml_err)?),
+        (Kind::OneHot(o), _) => Fitted::OneHot(o.fit(&c, &x, &run).map_err(ml_err)?),
         (Kind::MinMax(s), _) => Fitted::MinMax(s.fit(&c, &x, &run).map_err(ml_err)?),
         (Kind::Pca(p), _) => Fitted::Pca(p.fit(&c, &x, &run).map_err(ml_err)?),
         (Kind::Tsvd(t), _) => Fitted::Tsvd(t.fit(&c, &x, &run).map_err(ml_err)?),
@@ -624,6 +700,7 @@ fn transform(state: &SessionState, m: &Estimator, x: &Dynamic, inverse: bool) ->
     let out = match (m.fitted(what)?, inverse) {
         (Fitted::Standard(s), false) => s.transform(&c, &x),
         (Fitted::Standard(s), true) => s.inverse_transform(&c, &x),
+        (Fitted::OneHot(o), false) => o.transform(&c, &x),
         (Fitted::MinMax(s), false) => s.transform(&c, &x),
         (Fitted::MinMax(s), true) => s.inverse_transform(&c, &x),
         (Fitted::Pca(p), false) => p.transform(&c, &x),
@@ -631,7 +708,14 @@ fn transform(state: &SessionState, m: &Estimator, x: &Dynamic, inverse: bool) ->
         (Fitted::Tsvd(t), false) => t.transform(&c, &x),
         (Fitted::Tsvd(t), true) => t.inverse_transform(&c, &x),
         (Fitted::KMeans(k, _), false) => k.transform(&c, &x),
-        (Fitted::Linear(_) | Fitted::KMeans(..) | Fitted::Logistic(_) | Fitted::Poisson(_), _) => {
+        (
+            Fitted::Linear(_)
+            | Fitted::KMeans(..)
+            | Fitted::Logistic(_)
+            | Fitted::Poisson(_)
+            | Fitted::OneHot(_),
+            _,
+        ) => {
             return Err(runtime(format!("{} has no {what}", m.name())));
         }
     };
@@ -734,6 +818,45 @@ fn make(state: &SessionState, name: &str, opts: Option<Map>) -> Res<Estimator> {
                 with_std: flag(&o, "with_std", true)?,
             })
         }
+        "OneHotEncoder" => {
+            let o = options(opts, name, &["categories", "handle_unknown", "drop", "sparse_output"])?;
+            let given = match o.get("categories") {
+                None => None,
+                Some(d) if d.is_string() && text(d, "categories")? == "auto" => None,
+                Some(d) => Some(rows_of(state, d, "OneHotEncoder categories")?),
+            };
+            let ignore_unknown = match o.get("handle_unknown") {
+                None => false,
+                Some(d) => match text(d, "handle_unknown")?.as_str() {
+                    "error" => false,
+                    "ignore" => true,
+                    other => {
+                        return Err(runtime(format!(
+                            "OneHotEncoder: handle_unknown must be \"error\" or \"ignore\", got \"{other}\""
+                        )));
+                    }
+                },
+            };
+            let drop = match o.get("drop") {
+                None => Drop::None,
+                Some(d) if d.is_unit() => Drop::None,
+                Some(d) => match text(d, "drop")?.as_str() {
+                    "first" => Drop::First,
+                    "if_binary" => Drop::IfBinary,
+                    other => {
+                        return Err(runtime(format!(
+                            "OneHotEncoder: drop must be (), \"first\" or \"if_binary\", got \"{other}\""
+                        )));
+                    }
+                },
+            };
+            if flag(&o, "sparse_output", false)? {
+                return Err(runtime(
+                    "OneHotEncoder: sparse_output: true is not supported (brisk arrays are dense)",
+                ));
+            }
+            Kind::OneHot(OneHotEncoder { categories: given, ignore_unknown, drop })
+        }
         "MinMaxScaler" => {
             let o = options(opts, name, &["feature_range"])?;
             let range = match o.get("feature_range") {
@@ -783,14 +906,18 @@ fn make(state: &SessionState, name: &str, opts: Option<Map>) -> Res<Estimator> {
                     }
                 },
             };
-            if let Some(d) = o.get("solver") {
-                let s = text(d, "solver")?;
-                if s != "lbfgs" {
-                    return Err(runtime(format!(
-                        "LogisticRegression: solver must be \"lbfgs\", got \"{s}\""
-                    )));
-                }
-            }
+            let solver = match o.get("solver") {
+                None => LogisticSolver::Lbfgs,
+                Some(d) => match text(d, "solver")?.as_str() {
+                    "lbfgs" => LogisticSolver::Lbfgs,
+                    "newton" | "newton-cholesky" => LogisticSolver::Newton,
+                    s => {
+                        return Err(runtime(format!(
+                            "LogisticRegression: solver must be \"lbfgs\" or \"newton\" (\"newton-cholesky\"), got \"{s}\""
+                        )));
+                    }
+                },
+            };
             let max_iter = match o.get("max_iter") {
                 None => 100,
                 Some(d) => usize::try_from(int_of(d, "max_iter")?)
@@ -801,6 +928,7 @@ fn make(state: &SessionState, name: &str, opts: Option<Map>) -> Res<Estimator> {
                 fit_intercept: flag(&o, "fit_intercept", true)?,
                 max_iter,
                 tol: o.float("tol", 1e-4)?,
+                solver,
             })
         }
         "PoissonRegression" => {
@@ -829,9 +957,10 @@ fn make(state: &SessionState, name: &str, opts: Option<Map>) -> Res<Estimator> {
                 Some(d) if d.is_string() => match text(d, "init")?.as_str() {
                     "k-means||" => Init::Parallel,
                     "random" => Init::Random,
+                    "k-means++" => Init::PlusPlus,
                     other => {
                         return Err(runtime(format!(
-                            "KMeans: init must be \"k-means||\", \"random\" or an array of centres, got \"{other}\""
+                            "KMeans: init must be \"k-means||\", \"k-means++\", \"random\" or an array of centres, got \"{other}\""
                         )));
                     }
                 },
@@ -947,45 +1076,44 @@ fn fresh_seed() -> u64 {
     std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8)
 }
 
-/// Initial centres given as an ndarray or nested arrays (k × p).
 /// Initial centres given as a brisk array (lazy ones are computed now) or
 /// as a Rhai array of rows, k × p.
 fn centres(state: &SessionState, d: &Dynamic) -> Res<Vec<f64>> {
+    let rows = rows_of(state, d, "KMeans init")?;
+    if rows.windows(2).any(|w| w[0].len() != w[1].len()) {
+        return Err(runtime("KMeans: init's rows must all have the same length"));
+    }
+    Ok(rows.concat())
+}
+
+/// Rows of numbers given as a 2-d brisk array (a lazy one is computed now)
+/// or as a Rhai array of arrays (which may differ in length).
+fn rows_of(state: &SessionState, d: &Dynamic, what: &str) -> Res<Vec<Vec<f64>>> {
     if let Some(x) = d.read_lock::<LazyArray>() {
         let a = x.a.clone();
         drop(x);
         let c = Session(state).compute(&[a]).map_err(ml_err)?.pop();
-        let c = c.ok_or_else(|| runtime("KMeans init: the centres were not computed"))?;
-        return centres(state, &to_dynamic(&Value::array(c)));
+        let c = c.ok_or_else(|| runtime(format!("{what}: the array was not computed")))?;
+        return rows_of(state, &to_dynamic(&Value::array(c)), what);
     }
     if let Some(c) = d.read_lock::<Chunk>() {
-        if c.ndim() != 2 {
-            return Err(runtime(format!(
-                "KMeans: init must be a 2-d array of centres, got {} dimensions",
-                c.ndim()
-            )));
-        }
-        return Ok(c.cast::<f64>().iter().copied().collect());
+        let [_, p] = c.shape()[..] else {
+            return Err(runtime(format!("{what} must be a 2-d array, got {} dimensions", c.ndim())));
+        };
+        let v: Vec<f64> = c.cast::<f64>().iter().copied().collect();
+        return Ok(v.chunks(p.max(1)).map(<[f64]>::to_vec).collect());
     }
-    let rows = d
-        .read_lock::<RArray>()
-        .map(|a| a.to_vec())
-        .ok_or_else(|| wrong_type("KMeans init", "an array of centres", d))?;
-    let mut out = Vec::new();
-    let width = rows.first().and_then(|r| r.read_lock::<RArray>().map(|a| a.len()));
-    for r in rows {
-        let r = r
-            .read_lock::<RArray>()
-            .map(|a| a.to_vec())
-            .ok_or_else(|| wrong_type("KMeans init", "an array of rows", &r))?;
-        if Some(r.len()) != width {
-            return Err(runtime("KMeans: init's rows must all have the same length"));
-        }
-        for v in r {
-            out.push(super::array_args::float_of(&v, "KMeans init")?);
-        }
-    }
-    Ok(out)
+    let rows =
+        d.read_lock::<RArray>().map(|a| a.to_vec()).ok_or_else(|| wrong_type(what, "an array of rows", d))?;
+    rows.into_iter()
+        .map(|r| {
+            let r = r
+                .read_lock::<RArray>()
+                .map(|a| a.to_vec())
+                .ok_or_else(|| wrong_type(what, "an array of rows", &r))?;
+            r.iter().map(|v| super::array_args::float_of(v, what)).collect()
+        })
+        .collect()
 }
 
 type Metric = fn(&arr::Ctx, &Array, &Array, &dyn Runner) -> Result<f64, MlError>;
@@ -996,6 +1124,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("to_debug", |m: &mut Estimator| describe(m));
     for name in [
         "StandardScaler",
+        "OneHotEncoder",
         "MinMaxScaler",
         "LinearRegression",
         "Ridge",
@@ -1073,6 +1202,14 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             Some(_) => Err(runtime(format!("{} has no attribute labels_", m.name()))),
             None => Err(runtime(format!("{}: labels_ is set by fit; call m.fit(X) first", m.name()))),
         }
+    });
+    let st = state.clone();
+    engine.register_fn("to_dask_array", move |f: &mut LazyFrame| -> Res<LazyArray> {
+        frame_array(&st, &f.f, false).map(LazyArray::new).map_err(runtime)
+    });
+    let st = state.clone();
+    engine.register_fn("to_dask_array", move |s: &mut LazySeries| -> Res<LazyArray> {
+        frame_array(&st, &s.s.to_frame(), true).map(LazyArray::new).map_err(runtime)
     });
     let st = state.clone();
     engine.register_fn("train_test_split", move |x: Dynamic| split(&st, &[x], None));

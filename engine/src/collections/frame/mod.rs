@@ -7,6 +7,7 @@ mod dataframe;
 mod read;
 mod series;
 mod shuffle;
+pub mod to_array;
 
 pub use crate::frame::error::FrameError;
 pub use dataframe::{
