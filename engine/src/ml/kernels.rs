@@ -130,27 +130,33 @@ pub struct LloydStat {
 
 impl LloydStat {
     pub fn of(x: ArrayView2<'_, f64>, centers: &[f64], k: usize) -> LloydStat {
-        let (n, p) = x.dim();
+        let p = x.ncols();
         let mut s =
             LloydStat { k, p, sums: vec![0.0; k * p], counts: vec![0.0; k], inertia: 0.0, far: Vec::new() };
-        let mut labels = Vec::with_capacity(n);
-        let mut d2 = Vec::with_capacity(n);
-        each_nearest(x, centers, k, |_, row, j, d| {
+        // The k farthest rows so far, (d², row number, label), kept while
+        // the rows stream by: a row displaces the nearest of them only when
+        // farther (an equal one came first and stays), so after the first k
+        // rows most are turned away by one comparison, and no per-row
+        // buffer is written.
+        let mut far: Vec<(f64, usize, u32)> = Vec::with_capacity(k);
+        let mut nearest_far = 0;
+        each_nearest(x, centers, k, |i, row, j, d| {
             s.counts[j] += 1.0;
             s.inertia += d;
             s.sums[j * p..(j + 1) * p].iter_mut().zip(row).for_each(|(acc, v)| *acc += v);
-            labels.push(j as u32);
-            d2.push(d);
+            if far.len() < k {
+                far.push((d, i, j as u32));
+                if far.len() == k {
+                    nearest_far = least(&far);
+                }
+            } else if d.total_cmp(&far[nearest_far].0).is_gt() {
+                far[nearest_far] = (d, i, j as u32);
+                nearest_far = least(&far);
+            }
         });
-        // The k farthest rows: selected in linear time, then sorted.
-        let mut order: Vec<usize> = (0..d2.len()).collect();
-        let farthest = |a: &usize, b: &usize| d2[*b].total_cmp(&d2[*a]).then(a.cmp(b));
-        if order.len() > k && k > 0 {
-            order.select_nth_unstable_by(k - 1, farthest);
-            order.truncate(k);
-        }
-        order.sort_by(farthest);
-        s.far = order.into_iter().take(k).map(|i| (d2[i], labels[i], x.row(i).to_vec())).collect();
+        // Farthest first; of equal distances, the earlier row.
+        far.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        s.far = far.into_iter().map(|(d, i, l)| (d, l, x.row(i).to_vec())).collect();
         s
     }
 
@@ -208,6 +214,15 @@ impl LloydStat {
         }
         Some(LloydStat { k, p, sums, counts, inertia, far })
     }
+}
+
+/// Which of the farthest rows kept is the nearest (the one a farther row
+/// displaces; of equal distances the later row, so the earlier one stays).
+fn least(far: &[(f64, usize, u32)]) -> usize {
+    (1..far.len()).fold(0, |m, i| {
+        let (a, b) = (&far[i], &far[m]);
+        if a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)).is_lt() { i } else { m }
+    })
 }
 
 /// One k-means‖ round on a block: the distance of each row to its nearest
