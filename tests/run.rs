@@ -717,26 +717,39 @@ fn a_long_paste_takes_moments() {
 fn the_full_screen_dashboard_opens_and_closes() {
     let dir = std::env::temp_dir().join(format!("brisk-dash-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let steps: &[(&str, u64)] = &[
-        ("let f = submit(|x| { let i = 0; while i < 200000 { i += 1; } i + x }, 1);\n", 400),
-        (":dash\n", 1500),
-        ("q", 800),
-        ("f.result()\n", 800),
-        (":dash delayed(|x| x * 2).call(21).compute()\n", 1500),
-        ("q", 800),
-        (":dash no_such_name + 1\n", 1200),
-        ("\x1b", 800),
-        // A program's lines show in the log while it runs, not only in its result.
-        (
-            ":dash run_command([\"sh\", \"-c\", \"echo printed-by-$((40+2)); sleep 2\"]).result().returncode\n",
-            2000,
-        ),
-        ("q", 800),
-        ("40 + 2 + 100\n", 700),
-        // Ctrl-D at an empty prompt leaves.
-        ("\x04", 600),
-    ];
-    let Some(screen) = type_into_repl(steps, &dir.join("history")) else { return };
+    let Some(mut terminal) = Terminal::open(&dir.join("history"), &[]) else { return };
+    let typing = |t: &mut Terminal, steps: &[(&str, u64)]| {
+        for (keys, ms) in steps {
+            t.type_bytes(keys.as_bytes());
+            std::thread::sleep(std::time::Duration::from_millis(*ms));
+        }
+    };
+    typing(
+        &mut terminal,
+        &[
+            ("let f = submit(|x| { let i = 0; while i < 200000 { i += 1; } i + x }, 1);\n", 400),
+            (":dash\n", 1500),
+            ("q", 800),
+            ("f.result()\n", 800),
+            (":dash delayed(|x| x * 2).call(21).compute()\n", 1500),
+            ("q", 800),
+            (":dash no_such_name + 1\n", 1200),
+            ("\x1b", 800),
+            // A program's lines show in the log while it runs, not only in its result.
+            (
+                ":dash run_command([\"sh\", \"-c\", \"echo printed-by-$((40+2)); sleep 2\"]).result().returncode\n",
+                0,
+            ),
+        ],
+    );
+    // The program starts and the screen redraws when the machine gets to
+    // them: wait for its line rather than for a fixed time.
+    let shown = terminal.wait_for("printed-by-42", std::time::Duration::from_secs(30));
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // Ctrl-D at an empty prompt leaves.
+    typing(&mut terminal, &[("q", 800), ("40 + 2 + 100\n", 700), ("\x04", 600)]);
+    let screen = terminal.close();
+    assert!(shown.is_some(), "the program's line was not shown within 30 s: {screen}");
     // The full screen is drawn by cursor moves, and a blank cell that was
     // blank before is skipped: compare with every blank taken out.
     let packed: String = screen.chars().filter(|c| !c.is_whitespace()).collect();

@@ -3,7 +3,8 @@
 //! every row's distance to its nearest candidate up to date against the new
 //! candidates only (the state is persisted between rounds), the candidates
 //! weighted by the rows nearest to them and reclustered with k-means++ on
-//! the driver; then Lloyd's iterations, one pass each: per-block cluster
+//! the driver (or scikit-learn's greedy k-means++ over all of X, one pass
+//! per centre); then Lloyd's iterations, one pass each: per-block cluster
 //! sums, counts and inertia from a GEMM argmin, merged in a tree. An empty
 //! cluster is reseeded with the farthest row, and convergence is
 //! scikit-learn's (the centres' squared shift within tol × the mean feature

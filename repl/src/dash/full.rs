@@ -26,9 +26,11 @@ pub fn show<T>(
     work: impl FnOnce() -> T,
 ) -> std::io::Result<T> {
     let mut terminal = ratatui::try_init()?;
+    // Subscribed before the work starts: a line a program prints at once
+    // would otherwise be published while no one listens, and never shown.
+    let events = state.client().subscribe(65_536);
     let drawer = std::thread::Builder::new().name("brisk-dash".into()).spawn(move || {
         let sampler = Sampler::new(state);
-        let events = sampler.state().client().subscribe(65_536);
         let mut model = Model::new(&Default::default());
         let mut result = Ok(());
         loop {

@@ -48,8 +48,4 @@ impl Sampler {
             cluster,
         }
     }
-
-    pub fn state(&self) -> &Arc<SessionState> {
-        &self.state
-    }
 }

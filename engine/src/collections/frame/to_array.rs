@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::{DataFrame, FrameError, Series};
+use super::{DataFrame, FrameError};
 use crate::array::dtype::DType;
 use crate::array::op::ArrayOp;
 use crate::collections::array::{Array, Ctx, array_task, block, finish};
@@ -89,9 +89,4 @@ pub fn to_array(ctx: &Ctx, df: &DataFrame, lengths: &[usize], flat: bool) -> Res
         chunks.push(vec![ncols]);
     }
     Ok(finish(name.to_string(), tasks, vec![layer], chunks, dtype))
-}
-
-/// A Series as a 1-d array of the given partition lengths.
-pub fn series_to_array(ctx: &Ctx, s: &Series, lengths: &[usize]) -> Result<Array, FrameError> {
-    to_array(ctx, &s.to_frame(), lengths, true)
 }
