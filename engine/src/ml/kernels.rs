@@ -303,8 +303,15 @@ pub struct PlusPlus<'a> {
 
 /// The layout of [`PlusPlus`]'s packed result: `t` potentials, then for
 /// each of `max(t, 1)` hypotheses `draws` keys, then their rows.
+/// Saturating, so counts read from a peer cannot overflow it: a huge
+/// layout is then refused by the memory check.
 pub fn plusplus_len(t: usize, draws: usize, p: usize) -> usize {
-    t + t.max(1) * draws * (1 + p)
+    t.saturating_add(t.max(1).saturating_mul(draws).saturating_mul(p.saturating_add(1)))
+}
+
+/// scikit-learn's number of trials per k-means++ centre: 2 + ⌊ln k⌋.
+pub fn local_trials(k: usize) -> usize {
+    2 + (k.max(1) as f64).ln() as usize
 }
 
 impl PlusPlus<'_> {
@@ -325,27 +332,27 @@ impl PlusPlus<'_> {
         }
         let t = self.trials.len().checked_div(p).unwrap_or(0);
         let h = t.max(1);
-        // Each hypothesis's weights, row by row (the state's when no trials).
-        let weights: Vec<Vec<f64>> = if t == 0 {
-            vec![d.clone()]
-        } else {
-            (0..t)
-                .map(|j| {
-                    let c = &self.trials[j * p..(j + 1) * p];
-                    (0..n).map(|i| d[i].min(d2(row(i), c))).collect()
-                })
-                .collect()
-        };
+        // Each trial's weights, row by row: the d² it would leave.
+        let weights: Vec<Vec<f64>> = (0..t)
+            .map(|j| {
+                let c = &self.trials[j * p..(j + 1) * p];
+                (0..n).map(|i| d[i].min(d2(row(i), c))).collect()
+            })
+            .collect();
         let mut out = vec![0.0; plusplus_len(t, self.draws, p)];
-        if t > 0 {
-            for (j, w) in weights.iter().enumerate() {
-                out[j] = w.iter().sum();
-            }
+        for (j, w) in weights.iter().enumerate() {
+            out[j] = w.iter().sum();
+        }
+        if self.draws == 0 {
+            return (d, out);
         }
         let keys = t;
         let rows_at = t + h * self.draws;
         let mut r = rng(self.seed, self.block, self.step);
-        for (hyp, w) in weights.iter().enumerate() {
+        // Without trials, the one hypothesis draws from the state itself.
+        let hypotheses: Vec<&[f64]> =
+            if t == 0 { vec![d.as_slice()] } else { weights.iter().map(Vec::as_slice).collect() };
+        for (hyp, w) in hypotheses.into_iter().enumerate() {
             let mut cum = Vec::with_capacity(n);
             let mut total = 0.0;
             for &v in w {
@@ -375,9 +382,9 @@ impl PlusPlus<'_> {
 /// Merge two [`PlusPlus`] results of the same layout: potentials added,
 /// and for each draw the row of the larger key.
 pub fn merge_plusplus(a: &[f64], b: &[f64], t: usize, draws: usize) -> Result<Vec<f64>, ArrayError> {
-    let slots = t.max(1) * draws;
+    let slots = t.max(1).saturating_mul(draws);
     if a.len() != b.len()
-        || a.len() < t + slots
+        || a.len() < t.saturating_add(slots)
         || (slots > 0 && !(a.len() - t - slots).is_multiple_of(slots))
     {
         return Err(ArrayError::Shape(format!(

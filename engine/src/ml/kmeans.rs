@@ -16,7 +16,7 @@ use std::sync::Arc;
 use rand::RngExt;
 
 use super::graph::{map_row_blocks, row_blocks, row_statistic};
-use super::kernels::{LloydStat, rng};
+use super::kernels::{LloydStat, local_trials, rng};
 use super::op::MlOp;
 use super::stats::{Moments, unpacked};
 use super::{MlError, Runner, check_finite, features_match, samples_features};
@@ -160,9 +160,7 @@ impl KMeans {
     ) -> Result<(Vec<f64>, usize), MlError> {
         let k = self.n_clusters;
         let ell = self.oversampling_factor * k as f64;
-        let first = rng(self.seed, u64::MAX, 1).random_range(0..n);
-        // One row of one block: not counted as a pass.
-        let mut candidates = fetch_rows(ctx, rows, &[first], runner)?;
+        let mut candidates = self.first_centre(ctx, rows, n, runner)?;
         let mut passes = 0;
         let rounds = self.init_max_iter.unwrap_or(ROUNDS);
         let mut state: Option<Array> = None;
@@ -210,9 +208,20 @@ impl KMeans {
         let mut r = rng(self.seed, u64::MAX, 2);
         Ok((recluster(&candidates, &weights, k, p, &mut r), passes))
     }
-}
 
-impl KMeans {
+    /// The first centre of either initialisation: a row drawn uniformly
+    /// (one row of one block read: not counted as a pass).
+    fn first_centre(
+        &self,
+        ctx: &Ctx,
+        rows: &Array,
+        n: usize,
+        runner: &dyn Runner,
+    ) -> Result<Vec<f64>, MlError> {
+        let first = rng(self.seed, u64::MAX, 1).random_range(0..n);
+        fetch_rows(ctx, rows, &[first], runner)
+    }
+
     /// scikit-learn's greedy k-means++ (`_kmeans_plusplus`): the first
     /// centre a row drawn uniformly, each next one the best of 2 + ln k rows
     /// drawn ∝ d² by the potential it would leave. One pass per centre
@@ -227,9 +236,8 @@ impl KMeans {
         runner: &dyn Runner,
     ) -> Result<(Vec<f64>, usize), MlError> {
         let k = self.n_clusters;
-        let draws = 2 + (k as f64).ln() as usize;
-        let first = rng(self.seed, u64::MAX, 1).random_range(0..n);
-        let mut centers = fetch_rows(ctx, rows, &[first], runner)?;
+        let draws = local_trials(k);
+        let mut centers = self.first_centre(ctx, rows, n, runner)?;
         let mut winner = Some(Arc::new(centers.clone()));
         let mut trials: Vec<f64> = Vec::new();
         let mut state: Option<Array> = None;
@@ -500,7 +508,7 @@ fn recluster(cands: &[f64], w: &[f64], k: usize, p: usize, r: &mut impl rand::Rn
     let mut chosen = vec![pick(r, w)];
     let mut best: Vec<f64> = (0..m).map(|i| d2(row(i), row(chosen[0]))).collect();
     // scikit-learn's greedy k-means++: 2 + ln k trials per centre.
-    let trials = 2 + (k as f64).ln() as usize;
+    let trials = local_trials(k);
     while chosen.len() < k {
         let pot: Vec<f64> = (0..m).map(|i| w[i] * best[i]).collect();
         let mut winner = None;

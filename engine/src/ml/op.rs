@@ -278,7 +278,7 @@ impl MlOp {
                 let t = trials.len() / p;
                 crate::memory::check(
                     (plusplus_len(t, *draws, p) as u64)
-                        .saturating_add((t.max(1) * n) as u64)
+                        .saturating_add(t.max(1).saturating_mul(n) as u64)
                         .saturating_mul(8),
                     || format!("{draws} k-means++ draws for {t} trials"),
                 )?;
@@ -596,6 +596,18 @@ mod tests {
         let op =
             MlOp::InitRound { new: Arc::new(vec![]), first: 0, sample: None, seed: 0, round: 1, block: 0 };
         assert!(op.run(&[block(4, 2), state]).is_err(), "a state of another block's length");
+        // Counts from a peer that would overflow a layout are refused, not a panic.
+        let huge = MlOp::PlusPlus {
+            winner: None,
+            trials: Arc::new(vec![0.0; 2]),
+            draws: usize::MAX,
+            seed: 0,
+            step: 0,
+            block: 0,
+        };
+        assert!(huge.run(&[block(4, 2)]).is_err(), "usize::MAX draws");
+        let parts = [Value::array(packed(vec![0.0; 4])), Value::array(packed(vec![0.0; 4]))];
+        assert!(MlOp::MergePlusPlus { trials: 1, draws: usize::MAX }.run(&parts).is_err());
         let sums = [Value::array(packed(vec![1.0, 2.0])), Value::array(packed(vec![1.0]))];
         assert!(MlOp::MergeSum.run(&sums).is_err(), "sums of different lengths");
     }
