@@ -131,6 +131,8 @@ def expected(d):
         out[f"{tag}_mean"] = (pc.mean_, 1e-12)
         out[f"{tag}_noise"] = (pc.noise_variance_, 1e-6)
         out[f"{tag}_t_head"] = (pc.transform(Xp[:4]), 1e-6)
+    # brisk's TSQR takes row blocks shorter than X is wide (5 rows of 6).
+    out["pca_tsqr_short_evr"] = (PCA(n_components=3, svd_solver="full").fit(Xp).explained_variance_ratio_, 1e-6)
     # TruncatedSVD: X itself, not centred. With 6 features the range finder
     # (3 + 10 columns) spans them all, so the randomized answer is exact.
     for tag, algorithm in [("tsvd", "randomized"), ("tsvd_tsqr", "arpack")]:

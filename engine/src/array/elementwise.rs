@@ -293,6 +293,22 @@ pub fn zip2<A: Copy, B: Copy, R: Copy>(
             let p = x[0];
             return vec(b.shape(), y.iter().map(|&q| f(p, q)).collect());
         }
+        // One operand repeats along the other's leading axes (a row of
+        // column means against a block of rows): row by row over slices.
+        if let Some(l) = trailing(a.shape(), b.shape()) {
+            let mut out = Vec::with_capacity(x.len());
+            for row in x.chunks_exact(l) {
+                out.extend(row.iter().zip(y).map(|(&p, &q)| f(p, q)));
+            }
+            return vec(a.shape(), out);
+        }
+        if let Some(l) = trailing(b.shape(), a.shape()) {
+            let mut out = Vec::with_capacity(y.len());
+            for row in y.chunks_exact(l) {
+                out.extend(x.iter().zip(row).map(|(&p, &q)| f(p, q)));
+            }
+            return vec(b.shape(), out);
+        }
     }
     if a.shape() == b.shape() {
         if a.ndim() == 2 && a.is_standard_layout() && b.t().is_standard_layout() {
@@ -309,6 +325,18 @@ pub fn zip2<A: Copy, B: Copy, R: Copy>(
         )));
     };
     Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
+}
+
+/// The length of `small`'s values when `small` (leading 1s aside) is the
+/// trailing axes of `big`, so it repeats once per `big`'s leading index.
+fn trailing(big: &[usize], small: &[usize]) -> Option<usize> {
+    if small.len() > big.len() {
+        return None;
+    }
+    let first = small.iter().position(|&d| d != 1).unwrap_or(small.len());
+    let small = &small[first..];
+    let l: usize = small.iter().product();
+    (!small.is_empty() && small.len() < big.len() && big.ends_with(small) && l > 0).then_some(l)
 }
 
 /// `f(a, b)` for a C-ordered `a` and an F-ordered `b` of one 2-d shape,
@@ -663,6 +691,27 @@ mod tests {
         let row = f64s(&[3], &[10.0, 20.0, 30.0]);
         let s = binary(BinOp::Add, Operand::Chunk(&col), Operand::Chunk(&row)).expect("add");
         assert_eq!(s.to_json(), "[[11.0,21.0,31.0],[12.0,22.0,32.0]]");
+    }
+
+    #[test]
+    fn a_row_against_a_block_of_rows_broadcasts_either_side() {
+        let block = f64s(&[2, 2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
+        let row = f64s(&[1, 3], &[10.0, 20.0, 30.0]);
+        let s = binary(BinOp::Sub, Operand::Chunk(&block), Operand::Chunk(&row)).expect("sub");
+        assert_eq!(
+            s.to_json(),
+            "[[[-9.0,-18.0,-27.0],[-6.0,-15.0,-24.0]],[[-3.0,-12.0,-21.0],[0.0,-9.0,-18.0]]]"
+        );
+        let s = binary(BinOp::Sub, Operand::Chunk(&row), Operand::Chunk(&block)).expect("sub");
+        assert_eq!(s.to_json(), "[[[9.0,18.0,27.0],[6.0,15.0,24.0]],[[3.0,12.0,21.0],[0.0,9.0,18.0]]]");
+        let plane = f64s(&[2, 3], &[0.0, 0.0, 0.0, 100.0, 100.0, 100.0]);
+        let s = binary(BinOp::Add, Operand::Chunk(&block), Operand::Chunk(&plane)).expect("add");
+        assert_eq!(s.shape(), &[2, 2, 3]);
+        assert_eq!(s.to_json(), "[[[1.0,2.0,3.0],[104.0,105.0,106.0]],[[7.0,8.0,9.0],[110.0,111.0,112.0]]]");
+        assert_eq!(trailing(&[4, 3], &[3]), Some(3));
+        assert_eq!(trailing(&[4, 3], &[1, 1, 3]), None, "more axes than the block: not a row of it");
+        assert_eq!(trailing(&[4, 3], &[4, 1]), None);
+        assert_eq!(trailing(&[4, 0], &[0]), None);
     }
 
     #[test]

@@ -137,12 +137,48 @@ pub fn partial(
 }
 
 fn simple<T: Num>(red: Reduction, a: &Nd<T>, axes: &[usize]) -> Nd<T> {
+    // Every axis of a contiguous block: one pass over its memory (the
+    // axis-at-a-time fold walks it through views, at a third the speed).
+    if axes.len() == a.ndim()
+        && a.ndim() > 0
+        && let Some(x) = a.as_slice_memory_order()
+        && !x.is_empty()
+    {
+        let v = match red {
+            Reduction::Sum => pairwise(x, T::zero(), T::add),
+            Reduction::Prod => pairwise(x, T::one(), T::mul),
+            Reduction::Min => x.iter().fold(T::highest(), |m, &v| min_nan(m, v)),
+            _ => x.iter().fold(T::lowest(), |m, &v| max_nan(m, v)),
+        };
+        return Nd::from_elem(IxDyn(&vec![1; a.ndim()]), v);
+    }
     match red {
         Reduction::Sum => fold_axes(a, axes, T::zero(), T::add),
         Reduction::Prod => fold_axes(a, axes, T::one(), T::mul),
         Reduction::Min => fold_axes(a, axes, T::highest(), min_nan),
         _ => fold_axes(a, axes, T::lowest(), max_nan),
     }
+}
+
+/// `x` folded by `f` pairwise, as NumPy sums: halves until 1,024 values,
+/// those in 8 interleaved lanes (which vectorize), so rounding grows with
+/// log n rather than n.
+fn pairwise<T: Copy>(x: &[T], init: T, f: impl Fn(T, T) -> T + Copy) -> T {
+    const LEAF: usize = 1024;
+    if x.len() > LEAF {
+        let (a, b) = x.split_at(x.len() / 2);
+        return f(pairwise(a, init, f), pairwise(b, init, f));
+    }
+    let mut lanes = [init; 8];
+    let mut it = x.chunks_exact(8);
+    for c in &mut it {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l = f(*l, v);
+        }
+    }
+    let tail = it.remainder().iter().fold(init, |acc, &v| f(acc, v));
+    let quads = [f(lanes[0], lanes[1]), f(lanes[2], lanes[3]), f(lanes[4], lanes[5]), f(lanes[6], lanes[7])];
+    f(f(f(quads[0], quads[1]), f(quads[2], quads[3])), tail)
 }
 
 fn first<T: Elem>(a: &Nd<T>) -> T {
@@ -436,6 +472,25 @@ pub fn check_histogram(bins: usize, lo: f64, hi: f64) -> Result<(), ArrayError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_whole_block_sums_pairwise_as_numpy() {
+        // 0.1 summed 10⁶ times: a running sum drifts by ~1e-6, NumPy's
+        // pairwise sum stays within ~1e-10 of 100,000.
+        let n = 1_000_000;
+        let c = Chunk::from_vec(&[1000, 1000], vec![0.1; n]).expect("chunk");
+        let p = partial(Reduction::Sum, &c, &[0, 1], &BlockPlace::default()).expect("sum");
+        let v = p[0].cast::<f64>().iter().copied().collect::<Vec<_>>();
+        assert_eq!(p[0].shape(), &[1, 1]);
+        assert!((v[0] - 100_000.0).abs() < 1e-8, "{}", v[0]);
+        let m =
+            Chunk::from_vec(&[3, 3], vec![4.0, -2.0, f64::NAN, 1.0, 9.0, 0.0, 3.0, 5.0, 7.0]).expect("chunk");
+        let max = partial(Reduction::Max, &m, &[0, 1], &BlockPlace::default()).expect("max");
+        assert!(max[0].cast::<f64>().iter().all(|v| v.is_nan()), "NaN wins, as np.max");
+        let i = Chunk::from_vec(&[2, 3], vec![1i64, 2, 3, 4, 5, 6]).expect("chunk");
+        let prod = partial(Reduction::Prod, &i, &[0, 1], &BlockPlace::default()).expect("prod");
+        assert_eq!(prod[0].to_json(), "[[720]]");
+    }
 
     fn reduce_blocks(red: Reduction, blocks: &[Chunk], axes: &[usize], out: DType) -> Chunk {
         let mut acc: Option<Vec<Chunk>> = None;

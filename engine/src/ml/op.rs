@@ -11,7 +11,7 @@ use super::kernels::{
     InitRound, LloydStat, PlusPlus, logistic_hessian, logistic_loss, merge_plusplus, nearest, plusplus_len,
     poisson_loss, probabilities, scores,
 };
-use super::stats::{CoMoments, Moments, packed, unpacked, with_rows};
+use super::stats::{CoMoments, Moments, QrMoments, packed, unpacked, with_rows};
 use crate::array::chunk::Chunk;
 use crate::array::error::ArrayError;
 use crate::value::Value;
@@ -27,6 +27,11 @@ pub enum MlOp {
     CoMoments { with_y: bool },
     /// Merge packed co-moments (the arguments).
     MergeCoMoments,
+    /// Count, means and TSQR's R of the centred rows of a block of X
+    /// (`stats::QrMoments`).
+    QrMoments,
+    /// Merge packed `QrMoments`.
+    MergeQrMoments,
     /// The rows of a block that go to one part of `train_test_split`
     /// (`split::chosen_rows`).
     SplitRows { seed: u64, block: u64, n_test: usize, shuffle: bool, test: bool },
@@ -111,6 +116,8 @@ impl MlOp {
             MlOp::MergeMoments => "moments-merge",
             MlOp::CoMoments { .. } => "comoments",
             MlOp::MergeCoMoments => "comoments-merge",
+            MlOp::QrMoments => "tsqr-r",
+            MlOp::MergeQrMoments => "tsqr-r-merge",
             MlOp::SplitRows { test: true, .. } => "test-split",
             MlOp::SplitRows { test: false, .. } => "train-split",
             MlOp::Rows(_) => "rows",
@@ -163,6 +170,11 @@ impl MlOp {
             },
             MlOp::MergeMoments => merge(&blocks, Moments::unpack, |a, b| a.merge(b))?.pack(),
             MlOp::MergeCoMoments => merge(&blocks, CoMoments::unpack, |a, b| a.merge(b))?.pack(),
+            MlOp::QrMoments => {
+                let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
+                with_rows(x, |x| QrMoments::of(x))?.pack()
+            }
+            MlOp::MergeQrMoments => merge(&blocks, QrMoments::unpack, |a, b| a.merge(b))?.pack(),
             MlOp::SplitRows { seed, block, n_test, shuffle, test } => {
                 let [a] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
                 let rows = a.shape().first().copied().unwrap_or(0);
@@ -518,9 +530,26 @@ fn class_numbers(y: &Chunk, classes: &[f64]) -> Result<Vec<usize>, ArrayError> {
         .collect()
 }
 
-/// The rows `keep` of a block, in that order.
+/// The rows `keep` of a block, in that order: each row one slice copy
+/// when the block is laid out by rows (`select` goes element by element).
 fn take_rows(c: &Chunk, keep: &[usize]) -> Chunk {
-    crate::each_chunk!(c, a => Chunk::from_array(a.select(ndarray::Axis(0), keep)))
+    crate::each_chunk!(c, a => {
+        let l: usize = a.shape().iter().skip(1).product();
+        let mut out = Vec::with_capacity(keep.len() * l);
+        let copied = a.ndim() >= 1
+            && a.as_slice().is_some_and(|x| {
+                keep.iter().all(|&r| x.get(r * l..(r + 1) * l).map(|row| out.extend_from_slice(row)).is_some())
+            });
+        let mut shape = a.shape().to_vec();
+        match shape.first_mut() {
+            Some(first) if copied => {
+                *first = keep.len();
+                ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out)
+                    .map_or_else(|_| Chunk::from_array(a.select(ndarray::Axis(0), keep)), Chunk::from_array)
+            }
+            _ => Chunk::from_array(a.select(ndarray::Axis(0), keep)),
+        }
+    })
 }
 
 /// A block's rows and columns (a 1-d block is one column).

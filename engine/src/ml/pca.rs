@@ -1,7 +1,7 @@
 //! `PCA` as scikit-learn's: `covariance_eigh` (one pass for the centred
 //! cross-products, then a p × p eigendecomposition; what `"auto"` picks
 //! for tall data, as scikit-learn ≥ 1.5 does), `tsqr` (the exact SVD of
-//! the centred X by TSQR, two passes) or `randomized` (Halko's range
+//! the centred X by TSQR, one pass keeping no Q) or `randomized` (Halko's range
 //! finder with power iterations, `svd_compressed`, on the centred X), and
 //! `TruncatedSVD` (the same on X uncentred). Signs follow scikit-learn's
 //! `svd_flip`: each component's largest entry is positive.
@@ -11,7 +11,7 @@ use faer::{Mat, Side};
 use super::graph::{apply, constant, float_of, product, row_blocks, row_statistic};
 use super::linear::co_moments;
 use super::op::MlOp;
-use super::stats::{Moments, unpacked};
+use super::stats::{Moments, QrMoments, unpacked};
 use super::{MlError, Runner, check_finite, features_match, samples_features};
 use crate::array::dtype::DType;
 use crate::array::elementwise::BinOp;
@@ -87,35 +87,37 @@ impl Pca {
             return Err(MlError::Input("PCA: a fit needs at least 2 samples".into()));
         }
         let tall = p < 1000 && n >= 10 * p;
-        let cm = co_moments(ctx, x, None, runner)?;
-        check_finite("PCA", &cm.pack())?;
-        let (values, vectors, passes, solver) = match (&self.solver, tall) {
-            (Solver::CovarianceEigh, _) | (Solver::Auto, true) => {
-                let (v, w) = covariance_eigh(&cm.c, p, n)?;
-                (v, w, 1, "covariance_eigh")
+        // The variances found, largest first (all p, or min(n, p), but k
+        // for the randomized solver); rows of `vectors`; the means; the
+        // covariance's trace when not every variance was found (the total
+        // scikit-learn's randomized solver takes).
+        let (values, vectors, mean, trace, passes, solver) = match (&self.solver, tall) {
+            (Solver::Tsqr, _) | (Solver::Auto, false) => {
+                let (v, w, mean) = tsqr(ctx, x, n, runner)?;
+                (v, w, mean, None, 1, "tsqr")
             }
-            (Solver::Randomized, _) => {
-                let q = self.iterated_power.unwrap_or(if (k as f64) < 0.1 * most as f64 { 7 } else { 4 });
-                let rows = row_blocks(ctx, x)?;
-                let centred =
-                    apply(ctx, BinOp::Sub, &rows, &constant(ctx, cm.mean.clone(), &[p], DType::F64)?)?;
-                let (s, vt) = compressed(ctx, &centred, k, q, self.seed, runner)?;
-                let values = s.iter().map(|v| v * v / (n - 1) as f64).collect();
-                // The co-moments, X·Ω, two per power iteration, Qᵀ·X.
-                (values, vt, 3 + 2 * q, "randomized")
-            }
-            _ => {
-                let (v, w) = tsqr(ctx, x, &cm.mean, n, runner)?;
-                (v, w, 2, "tsqr")
+            (solver, _) => {
+                let cm = co_moments(ctx, x, None, runner)?;
+                check_finite("PCA", &cm.pack())?;
+                let trace = (0..p).map(|j| cm.c[j * p + j]).sum::<f64>() / (n - 1) as f64;
+                if matches!(solver, Solver::Randomized) {
+                    let q = self.iterated_power.unwrap_or(if (k as f64) < 0.1 * most as f64 { 7 } else { 4 });
+                    let rows = row_blocks(ctx, x)?;
+                    let centred =
+                        apply(ctx, BinOp::Sub, &rows, &constant(ctx, cm.mean.clone(), &[p], DType::F64)?)?;
+                    let (s, vt) = compressed(ctx, &centred, k, q, self.seed, runner)?;
+                    let values = s.iter().map(|v| v * v / (n - 1) as f64).collect();
+                    // The co-moments, X·Ω, two per power iteration, Qᵀ·X.
+                    (values, vt, cm.mean, Some(trace), 3 + 2 * q, "randomized")
+                } else {
+                    let (v, w) = covariance_eigh(&cm.c, p, n)?;
+                    (v, w, cm.mean, None, 1, "covariance_eigh")
+                }
             }
         };
-        // The variances found, largest first (all p, or min(n, p), but k
-        // for the randomized solver); rows of `vectors`. The total is the
-        // covariance's trace, as scikit-learn's randomized solver takes it.
-        let total: f64 = if values.len() >= most {
-            values.iter().sum()
-        } else {
-            (0..p).map(|j| cm.c[j * p + j]).sum::<f64>() / (n - 1) as f64
+        let total: f64 = match trace {
+            Some(t) if values.len() < most => t,
+            _ => values.iter().sum(),
         };
         let explained_variance = values[..k].to_vec();
         let noise_variance = if k < most {
@@ -133,7 +135,7 @@ impl Pca {
                 .collect(),
             singular_values: explained_variance.iter().map(|v| (v * (n - 1) as f64).sqrt()).collect(),
             explained_variance,
-            mean: cm.mean,
+            mean,
             noise_variance,
             n_samples: n,
             whiten: self.whiten,
@@ -157,28 +159,30 @@ fn covariance_eigh(c: &[f64], p: usize, n: usize) -> Result<(Vec<f64>, Vec<f64>)
     Ok((values, vectors))
 }
 
-/// The SVD of the centred X by TSQR: variances s²/(n − 1) and Vᵀ's rows.
+/// The SVD of the centred X by TSQR in one pass: each block's R of its
+/// centred rows (`QrMoments`, no Q kept), merged in a tree, then the SVD
+/// of the last p × p R. Variances s²/(n − 1), Vᵀ's rows and the means.
 fn tsqr(
     ctx: &Ctx,
     x: &Array,
-    mean: &[f64],
     n: usize,
     runner: &dyn Runner,
-) -> Result<(Vec<f64>, Vec<f64>), MlError> {
-    let p = mean.len();
-    let rows = super::graph::row_blocks(ctx, x)?;
-    if let Some(&short) = rows.chunks[0].iter().find(|&&r| r < p) {
-        return Err(MlError::Input(format!(
-            "PCA: svd_solver \"tsqr\" needs row blocks at least as tall as X is wide ({p}), but one has {short} rows; use svd_solver \"covariance_eigh\" or fewer, taller blocks"
-        )));
-    }
-    let centred =
-        apply(ctx, BinOp::Sub, &rows, &constant(ctx, mean.to_vec(), &[p], crate::array::dtype::DType::F64)?)?;
-    let (_, s, vt) = svd(ctx, &centred)?;
-    let out = runner.compute(&[s, vt])?;
-    let [s, vt] = &out[..] else { return Err(MlError::Compute("the SVD was not computed".into())) };
-    let values = s.cast::<f64>().iter().map(|v| v * v / (n - 1) as f64).collect();
-    Ok((values, vt.cast::<f64>().iter().copied().collect()))
+) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>), MlError> {
+    let rows = row_blocks(ctx, x)?;
+    let p = if rows.ndim() == 1 { 1 } else { rows.shape()[1] };
+    let stat = row_statistic(ctx, &rows, None, MlOp::QrMoments, MlOp::MergeQrMoments, 1 + p + p * p)?;
+    let out = runner.compute(&[stat])?;
+    let chunk = out.first().ok_or_else(|| MlError::Compute("the R factor was not computed".into()))?;
+    let packed = unpacked(chunk);
+    check_finite("PCA", &packed)?;
+    let qr = QrMoments::unpack(&packed)?;
+    let r = Mat::from_fn(p, p, |i, j| qr.r[i * p + j]);
+    let f =
+        r.thin_svd().map_err(|e| MlError::Compute(format!("PCA: the SVD of R did not converge ({e:?})")))?;
+    let (s, v) = (f.S().column_vector(), f.V());
+    let values = (0..p).map(|i| s[i] * s[i] / (n - 1) as f64).collect();
+    let vectors = (0..p).flat_map(|i| (0..p).map(move |c| v[(c, i)])).collect();
+    Ok((values, vectors, qr.mean))
 }
 
 impl PcaFit {

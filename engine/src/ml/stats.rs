@@ -16,6 +16,10 @@ use ndarray::{ArrayView2, Axis, Ix2};
 use crate::array::chunk::Chunk;
 use crate::array::error::ArrayError;
 
+/// Rows a kernel takes at a time: a tile of 2,048 rows of a few dozen
+/// features stays in a core's cache while it is centred and multiplied.
+const TILE: usize = 2048;
+
 /// A block as an f64 matrix of rows (a 1-d block is one column), viewed
 /// without a copy when it is f64 already.
 pub fn with_rows<R>(c: &Chunk, f: impl FnOnce(ArrayView2<'_, f64>) -> R) -> Result<R, ArrayError> {
@@ -46,7 +50,15 @@ pub struct Moments {
 }
 
 impl Moments {
+    /// A tile of rows at a time (each read twice while it is in cache),
+    /// the tiles merged: one read of the block from memory.
     pub fn of(x: ArrayView2<'_, f64>) -> Moments {
+        let mut tiles = x.axis_chunks_iter(Axis(0), TILE).map(Moments::of_tile);
+        let first = tiles.next().unwrap_or_else(|| Moments::of_tile(x));
+        tiles.fold(first, |acc, t| acc.merge(&t).unwrap_or(acc))
+    }
+
+    fn of_tile(x: ArrayView2<'_, f64>) -> Moments {
         let p = x.ncols();
         let mut m = Moments {
             n: vec![0.0; p],
@@ -55,19 +67,21 @@ impl Moments {
             min: vec![f64::INFINITY; p],
             max: vec![f64::NEG_INFINITY; p],
         };
-        // Two passes over the block: the mean, then deviations from it.
-        // Branch-free, so the loops vectorize: NaN adds 0 and counts 0
-        // (and `min`/`max` pass over it).
+        // Two passes over the tile: the mean, then deviations from it.
+        // Branch-free, over slices zipped to one length, so the loops
+        // vectorize: NaN adds 0 and counts 0 (and `min`/`max` pass over it).
         let mut sum = vec![0.0; p];
         for row in x.rows() {
             let row = row.as_slice().map_or_else(|| row.to_vec().into(), std::borrow::Cow::Borrowed);
-            for j in 0..p {
-                let v = row[j];
+            let each = row.iter().zip(m.n.iter_mut()).zip(sum.iter_mut());
+            for ((&v, n), s) in each {
                 let ok = !v.is_nan();
-                m.n[j] += f64::from(u8::from(ok));
-                sum[j] += if ok { v } else { 0.0 };
-                m.min[j] = m.min[j].min(v);
-                m.max[j] = m.max[j].max(v);
+                *n += f64::from(u8::from(ok));
+                *s += if ok { v } else { 0.0 };
+            }
+            for ((&v, lo), hi) in row.iter().zip(m.min.iter_mut()).zip(m.max.iter_mut()) {
+                *lo = lo.min(v);
+                *hi = hi.max(v);
             }
         }
         for ((mean, s), &n) in m.mean.iter_mut().zip(&sum).zip(&m.n) {
@@ -75,9 +89,9 @@ impl Moments {
         }
         for row in x.rows() {
             let row = row.as_slice().map_or_else(|| row.to_vec().into(), std::borrow::Cow::Borrowed);
-            for j in 0..p {
-                let d = row[j] - m.mean[j];
-                m.m2[j] += if d.is_nan() { 0.0 } else { d * d };
+            for ((&v, mean), m2) in row.iter().zip(&m.mean).zip(m.m2.iter_mut()) {
+                let d = v - mean;
+                *m2 += if d.is_nan() { 0.0 } else { d * d };
             }
         }
         m
@@ -150,49 +164,68 @@ impl CoMoments {
             )));
         }
         let q = p + usize::from(y.is_some());
-        // The rows of [X | y], centred, row-major: one streaming copy.
-        let mut z = vec![0.0; rows * q];
-        for (i, row) in x.rows().into_iter().enumerate() {
-            let out = &mut z[i * q..i * q + p];
-            match row.as_slice() {
-                Some(r) => out.copy_from_slice(r),
-                None => out.iter_mut().zip(row.iter()).for_each(|(o, v)| *o = *v),
+        // A tile of rows of [X | y] at a time, centred on the tile's own
+        // means into a buffer that stays in cache, its products added to
+        // the lower triangle, then merged (Chan) into the block's: one read
+        // of the block and no block-sized copy.
+        let mut acc = CoMoments { n: 0.0, mean: vec![0.0; q], c: vec![0.0; q * q] };
+        let mut lower = Mat::<f64>::zeros(q, q);
+        let mut z = vec![0.0; TILE.min(rows) * q];
+        let mut start = 0;
+        while start < rows {
+            let t = TILE.min(rows - start);
+            let z = &mut z[..t * q];
+            for i in 0..t {
+                let row = x.row(start + i);
+                let out = &mut z[i * q..i * q + p];
+                match row.as_slice() {
+                    Some(r) => out.copy_from_slice(r),
+                    None => out.iter_mut().zip(row.iter()).for_each(|(o, v)| *o = *v),
+                }
+                if let Some(y) = &y {
+                    z[i * q + p] = y[[start + i, 0]];
+                }
             }
-            if let Some(y) = &y {
-                z[i * q + p] = y[[i, 0]];
+            let mut mean = vec![0.0; q];
+            for r in z.chunks_exact(q) {
+                mean.iter_mut().zip(r).for_each(|(m, v)| *m += v);
+            }
+            mean.iter_mut().for_each(|m| *m /= t as f64);
+            for r in z.chunks_exact_mut(q) {
+                r.iter_mut().zip(&mean).for_each(|(v, m)| *v -= m);
+            }
+            let zm = MatRef::from_row_major_slice(z, t, q);
+            tri_matmul(
+                lower.as_mut(),
+                BlockStructure::TriangularLower,
+                Accum::Add,
+                zm.transpose(),
+                BlockStructure::Rectangular,
+                zm,
+                BlockStructure::Rectangular,
+                1.0,
+                Par::Seq,
+            );
+            // The tile's mean against the running one (Chan's update);
+            // the tile's own products are already in `lower`.
+            let n = acc.n + t as f64;
+            let w = acc.n * t as f64 / n;
+            let d: Vec<f64> = (0..q).map(|j| mean[j] - acc.mean[j]).collect();
+            for j in 0..q {
+                for i in j..q {
+                    lower[(i, j)] += w * d[i] * d[j];
+                }
+                acc.mean[j] += d[j] * t as f64 / n;
+            }
+            acc.n = n;
+            start += t;
+        }
+        for i in 0..q {
+            for j in 0..q {
+                acc.c[i * q + j] = if i >= j { lower[(i, j)] } else { lower[(j, i)] };
             }
         }
-        let mut mean = vec![0.0; q];
-        for r in z.chunks_exact(q) {
-            mean.iter_mut().zip(r).for_each(|(m, v)| *m += v);
-        }
-        if rows > 0 {
-            mean.iter_mut().for_each(|m| *m /= rows as f64);
-        }
-        for r in z.chunks_exact_mut(q) {
-            r.iter_mut().zip(&mean).for_each(|(v, m)| *v -= m);
-        }
-        // Zᵀ·Z, its lower triangle only (it is symmetric), then mirrored.
-        let zm = MatRef::from_row_major_slice(&z, rows, q);
-        let mut c = Mat::<f64>::zeros(q, q);
-        tri_matmul(
-            c.as_mut(),
-            BlockStructure::TriangularLower,
-            Accum::Replace,
-            zm.transpose(),
-            BlockStructure::Rectangular,
-            zm,
-            BlockStructure::Rectangular,
-            1.0,
-            Par::Seq,
-        );
-        for j in 0..q {
-            for i in 0..j {
-                c[(i, j)] = c[(j, i)];
-            }
-        }
-        let c = (0..q * q).map(|k| c[(k / q, k % q)]).collect();
-        Ok(CoMoments { n: rows as f64, mean, c })
+        Ok(acc)
     }
 
     pub fn merge(&self, o: &CoMoments) -> Result<CoMoments, ArrayError> {
@@ -228,6 +261,119 @@ impl CoMoments {
             return Err(ArrayError::Value(format!("packed co-moments cannot have {} values", v.len())));
         }
         Ok(CoMoments { n: v[0], mean: v[1..1 + q].to_vec(), c: v[1 + q..].to_vec() })
+    }
+}
+
+/// Count, column means and an upper-triangular R (p × p, row-major) with
+/// RᵀR = Σ (x − μ)(x − μ)ᵀ: TSQR's statistic, so PCA's exact SVD reads X
+/// once and keeps no Q. Rows fold in a tile at a time, each a Householder
+/// QR of `[R; tile − tile mean; √w·(tile mean − mean)]`, whose last row
+/// carries the means' difference as Chan's update does for co-moments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QrMoments {
+    pub n: f64,
+    pub mean: Vec<f64>,
+    pub r: Vec<f64>,
+}
+
+impl QrMoments {
+    fn empty(p: usize) -> QrMoments {
+        QrMoments { n: 0.0, mean: vec![0.0; p], r: vec![0.0; p * p] }
+    }
+
+    pub fn of(x: ArrayView2<'_, f64>) -> QrMoments {
+        let p = x.ncols();
+        let mut acc = QrMoments::empty(p);
+        for tile in x.axis_chunks_iter(Axis(0), TILE.max(4 * p)) {
+            let t = tile.nrows();
+            let mut mean = vec![0.0; p];
+            for row in tile.rows() {
+                mean.iter_mut().zip(row.iter()).for_each(|(m, v)| *m += v);
+            }
+            mean.iter_mut().for_each(|m| *m /= t as f64);
+            // NaN or ±inf anywhere in the tile shows in its mean: poison
+            // the statistic (the fit refuses it) without factoring.
+            if mean.iter().any(|m| !m.is_finite()) {
+                return QrMoments { n: f64::NAN, mean: vec![f64::NAN; p], r: vec![f64::NAN; p * p] };
+            }
+            acc = acc.absorb(t as f64, &mean, t, |mut m, at| {
+                for (i, row) in tile.rows().into_iter().enumerate() {
+                    for (j, v) in row.iter().enumerate() {
+                        m[(at + i, j)] = v - mean[j];
+                    }
+                }
+            });
+        }
+        acc
+    }
+
+    pub fn merge(&self, o: &QrMoments) -> Result<QrMoments, ArrayError> {
+        let p = self.mean.len();
+        if o.mean.len() != p || o.r.len() != p * p {
+            return Err(ArrayError::Shape(format!(
+                "R factors of {p} and {} columns cannot merge",
+                o.mean.len()
+            )));
+        }
+        Ok(self.absorb(o.n, &o.mean, p, |mut m, at| {
+            for i in 0..p {
+                for j in i..p {
+                    m[(at + i, j)] = o.r[i * p + j];
+                }
+            }
+        }))
+    }
+
+    /// Fold in `rows` centred rows (written by `fill` from row `at` of the
+    /// stacked matrix) of `n` samples with column means `mean`.
+    fn absorb(
+        &self,
+        n: f64,
+        mean: &[f64],
+        rows: usize,
+        fill: impl FnOnce(faer::MatMut<'_, f64>, usize),
+    ) -> QrMoments {
+        let p = self.mean.len();
+        if n == 0.0 || n.is_nan() || self.n.is_nan() {
+            return if n.is_nan() || self.n.is_nan() {
+                QrMoments { n: f64::NAN, mean: vec![f64::NAN; p], r: vec![f64::NAN; p * p] }
+            } else {
+                self.clone()
+            };
+        }
+        let total = self.n + n;
+        let w = (self.n * n / total).sqrt();
+        let mut m = Mat::<f64>::zeros(p + rows + 1, p);
+        for i in 0..p {
+            for j in i..p {
+                m[(i, j)] = self.r[i * p + j];
+            }
+        }
+        fill(m.as_mut(), p);
+        for j in 0..p {
+            m[(p + rows, j)] = w * (mean[j] - self.mean[j]);
+        }
+        let qr = m.qr();
+        let r = qr.thin_R();
+        let mut out = vec![0.0; p * p];
+        for i in 0..p.min(r.nrows()) {
+            for j in i..p {
+                out[i * p + j] = r[(i, j)];
+            }
+        }
+        let mean = (0..p).map(|j| self.mean[j] + (mean[j] - self.mean[j]) * n / total).collect();
+        QrMoments { n: total, mean, r: out }
+    }
+
+    pub fn pack(&self) -> Vec<f64> {
+        std::iter::once(self.n).chain(self.mean.iter().copied()).chain(self.r.iter().copied()).collect()
+    }
+
+    /// The same layout as `CoMoments`: 1 + p + p² values.
+    pub fn unpack(v: &[f64]) -> Result<QrMoments, ArrayError> {
+        let c = CoMoments::unpack(v)
+            .map_err(|_| ArrayError::Value(format!("a packed R factor cannot have {} values", v.len())))?;
+        Ok(QrMoments { n: c.n, mean: c.mean, r: c.c })
     }
 }
 
@@ -274,6 +420,60 @@ mod tests {
             assert_eq!((merged.min[j], merged.max[j]), (whole.min[j], whole.max[j]));
         }
         assert_eq!(Moments::unpack(&merged.pack()).expect("unpack"), merged);
+    }
+
+    #[test]
+    fn tiles_of_a_tall_block_give_the_direct_statistics() {
+        // Past one tile (2,048 rows), with an offset the sums would lose.
+        let x = data(5000, 3, 1e6);
+        let direct: Vec<f64> = (0..3).map(|j| x.column(j).sum() / 5000.0).collect();
+        let m = Moments::of(x.view());
+        let cm = CoMoments::of(x.view(), None).expect("co-moments");
+        for j in 0..3 {
+            let dev: Vec<f64> = x.column(j).iter().map(|v| v - direct[j]).collect();
+            let m2: f64 = dev.iter().map(|d| d * d).sum();
+            assert!((m.mean[j] - direct[j]).abs() < 1e-9 && (cm.mean[j] - direct[j]).abs() < 1e-9);
+            assert!((m.m2[j] / m2 - 1.0).abs() < 1e-10, "{} vs {m2}", m.m2[j]);
+            for k in 0..3 {
+                let c: f64 = dev.iter().zip(x.column(k)).map(|(d, v)| d * (v - direct[k])).sum();
+                assert!((cm.c[j * 3 + k] - c).abs() <= 1e-9 * c.abs().max(1.0), "{j},{k}");
+                assert_eq!(cm.c[j * 3 + k], cm.c[k * 3 + j], "symmetric");
+            }
+        }
+    }
+
+    #[test]
+    fn r_factors_merged_over_blocks_give_the_centred_cross_products() {
+        let x = data(5000, 4, 1e4);
+        let cm = CoMoments::of(x.view(), None).expect("co-moments");
+        let rtr = |q: &QrMoments| -> Vec<f64> {
+            (0..16).map(|k| (0..4).map(|i| q.r[i * 4 + k / 4] * q.r[i * 4 + k % 4]).sum()).collect()
+        };
+        let whole = QrMoments::of(x.view());
+        // Blocks shorter than X is wide, and one empty, merge like any.
+        let parts = [0..2, 2..2, 2..3000, 3000..5000];
+        let merged = parts
+            .iter()
+            .map(|r| QrMoments::of(x.slice(ndarray::s![r.clone(), ..])))
+            .reduce(|a, b| a.merge(&b).expect("merge"))
+            .expect("parts");
+        for q in [&whole, &merged] {
+            assert_eq!(q.n, 5000.0);
+            for (a, b) in rtr(q).iter().zip(&cm.c) {
+                assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{a} vs {b}");
+            }
+            for (a, b) in q.mean.iter().zip(&cm.mean) {
+                assert!((a - b).abs() <= 1e-9 * b.abs(), "{a} vs {b}");
+            }
+            assert!((1..4).all(|i| (0..i).all(|j| q.r[i * 4 + j] == 0.0)), "upper triangular");
+        }
+        assert_eq!(QrMoments::unpack(&merged.pack()).expect("unpack"), merged);
+        let mut bad = x.clone();
+        bad[[4000, 2]] = f64::NAN;
+        let poisoned = QrMoments::of(bad.view()).merge(&whole).expect("merge");
+        assert!(poisoned.pack().iter().all(|v| v.is_nan()));
+        assert!(whole.merge(&QrMoments::of(data(10, 2, 0.0).view())).is_err());
+        assert!(QrMoments::unpack(&[1.0, 2.0]).is_err());
     }
 
     #[test]
