@@ -115,8 +115,17 @@ out = {}
 if side == "dask":
     import dask, dask.array as da
     dask.config.set(scheduler="threads", num_workers=2)
-    X = da.from_array(X, chunks=(100_000, X.shape[1]))
-    X = X if big else X.persist()
+    if big:
+        # from_array copies anything with a .copy() (a memory map too):
+        # hand it the map through a reader that has none, as an h5py dataset.
+        class Rows:
+            def __init__(self, m):
+                self.m, self.shape, self.dtype, self.ndim = m, m.shape, m.dtype, m.ndim
+            def __getitem__(self, idx):
+                return np.asarray(self.m[idx])
+        X = da.from_array(Rows(X), chunks=(100_000, X.shape[1]))
+    else:
+        X = da.from_array(X, chunks=(100_000, X.shape[1])).persist()
     if y is not None:
         y = da.from_array(y, chunks=100_000).persist()
     from dask_ml.cluster import KMeans
@@ -298,6 +307,9 @@ def main():
             "ratio_dask": ratio("dask"), "ratio_sklearn": ratio("sklearn"), "targets": TARGETS.get(name),
             "brisk_passes": (res.get("brisk", {}).get("answer") or {}).get("n_passes"),
             "quality": {s: res[s].get("quality") for s in res},
+            # The answers' scalars, so runs of one side at a time compare later.
+            "answers": {s: {k: v for k, v in (res[s]["answer"] or {}).items() if isinstance(v, (int, float))}
+                        for s in res},
         }
         rows.append(line)
         with open(os.path.join(HERE, "results", "ml.jsonl"), "a") as fh:

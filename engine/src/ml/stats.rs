@@ -58,7 +58,40 @@ impl Moments {
         tiles.fold(first, |acc, t| acc.merge(&t).unwrap_or(acc))
     }
 
+    /// One tile: plain sums first (NaN and ±inf show in them, at no
+    /// cost per value), and only a tile whose sums are not all finite
+    /// takes the NaN-skipping loops.
     fn of_tile(x: ArrayView2<'_, f64>) -> Moments {
+        let (rows, p) = x.dim();
+        let mut sum = vec![0.0; p];
+        let mut min = vec![f64::INFINITY; p];
+        let mut max = vec![f64::NEG_INFINITY; p];
+        for row in x.rows() {
+            let row = row.as_slice().map_or_else(|| row.to_vec().into(), std::borrow::Cow::Borrowed);
+            for (&v, s) in row.iter().zip(sum.iter_mut()) {
+                *s += v;
+            }
+            for ((&v, lo), hi) in row.iter().zip(min.iter_mut()).zip(max.iter_mut()) {
+                *lo = lo.min(v);
+                *hi = hi.max(v);
+            }
+        }
+        if rows == 0 || sum.iter().any(|s| !s.is_finite()) {
+            return Moments::of_tile_skipping_nan(x);
+        }
+        let mean: Vec<f64> = sum.iter().map(|s| s / rows as f64).collect();
+        let mut m2 = vec![0.0; p];
+        for row in x.rows() {
+            let row = row.as_slice().map_or_else(|| row.to_vec().into(), std::borrow::Cow::Borrowed);
+            for ((&v, mean), m2) in row.iter().zip(&mean).zip(m2.iter_mut()) {
+                let d = v - mean;
+                *m2 += d * d;
+            }
+        }
+        Moments { n: vec![rows as f64; p], mean, m2, min, max }
+    }
+
+    fn of_tile_skipping_nan(x: ArrayView2<'_, f64>) -> Moments {
         let p = x.ncols();
         let mut m = Moments {
             n: vec![0.0; p],
