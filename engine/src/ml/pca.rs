@@ -93,8 +93,8 @@ impl Pca {
         // scikit-learn's randomized solver takes).
         let (values, vectors, mean, trace, passes, solver) = match (&self.solver, tall) {
             (Solver::Tsqr, _) | (Solver::Auto, false) => {
-                let (v, w, mean) = tsqr(ctx, x, n, runner)?;
-                (v, w, mean, None, 1, "tsqr")
+                let Spectrum { values, vectors, mean } = tsqr(ctx, x, n, runner)?;
+                (values, vectors, mean, None, 1, "tsqr")
             }
             (solver, _) => {
                 let cm = co_moments(ctx, x, None, runner)?;
@@ -162,12 +162,7 @@ fn covariance_eigh(c: &[f64], p: usize, n: usize) -> Result<(Vec<f64>, Vec<f64>)
 /// The SVD of the centred X by TSQR in one pass: each block's R of its
 /// centred rows (`QrMoments`, no Q kept), merged in a tree, then the SVD
 /// of the last p × p R. Variances s²/(n − 1), Vᵀ's rows and the means.
-fn tsqr(
-    ctx: &Ctx,
-    x: &Array,
-    n: usize,
-    runner: &dyn Runner,
-) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>), MlError> {
+fn tsqr(ctx: &Ctx, x: &Array, n: usize, runner: &dyn Runner) -> Result<Spectrum, MlError> {
     let rows = row_blocks(ctx, x)?;
     let p = if rows.ndim() == 1 { 1 } else { rows.shape()[1] };
     let stat = row_statistic(ctx, &rows, None, MlOp::QrMoments, MlOp::MergeQrMoments, 1 + p + p * p)?;
@@ -182,7 +177,14 @@ fn tsqr(
     let (s, v) = (f.S().column_vector(), f.V());
     let values = (0..p).map(|i| s[i] * s[i] / (n - 1) as f64).collect();
     let vectors = (0..p).flat_map(|i| (0..p).map(move |c| v[(c, i)])).collect();
-    Ok((values, vectors, qr.mean))
+    Ok(Spectrum { values, vectors, mean: qr.mean })
+}
+
+/// Variances (largest first), the directions as rows, and the means.
+struct Spectrum {
+    values: Vec<f64>,
+    vectors: Vec<f64>,
+    mean: Vec<f64>,
 }
 
 impl PcaFit {

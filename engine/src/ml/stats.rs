@@ -467,8 +467,8 @@ mod tests {
             let m2: f64 = dev.iter().map(|d| d * d).sum();
             assert!((m.mean[j] - direct[j]).abs() < 1e-9 && (cm.mean[j] - direct[j]).abs() < 1e-9);
             assert!((m.m2[j] / m2 - 1.0).abs() < 1e-10, "{} vs {m2}", m.m2[j]);
-            for k in 0..3 {
-                let c: f64 = dev.iter().zip(x.column(k)).map(|(d, v)| d * (v - direct[k])).sum();
+            for (k, mean_k) in direct.iter().enumerate() {
+                let c: f64 = dev.iter().zip(x.column(k)).map(|(d, v)| d * (v - mean_k)).sum();
                 assert!((cm.c[j * 3 + k] - c).abs() <= 1e-9 * c.abs().max(1.0), "{j},{k}");
                 assert_eq!(cm.c[j * 3 + k], cm.c[k * 3 + j], "symmetric");
             }
