@@ -101,8 +101,8 @@ impl Moments {
             max: vec![f64::NEG_INFINITY; p],
         };
         // Two passes over the tile: the mean, then deviations from it.
-        // Branch-free, over slices zipped to one length, so the loops
-        // vectorize: NaN adds 0 and counts 0 (and `min`/`max` pass over it).
+        // NaN adds 0 and counts 0 (and `min`/`max` pass over it). Only a
+        // tile with NaN or ±inf comes here, so these loops need not be fast.
         let mut sum = vec![0.0; p];
         for row in x.rows() {
             let row = row.as_slice().map_or_else(|| row.to_vec().into(), std::borrow::Cow::Borrowed);
