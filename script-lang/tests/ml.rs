@@ -166,7 +166,8 @@ let fit_rows = (lr.predict(parts[1]) - parts[3]).std().compute() < 0.2;
 let other = train_test_split(X, y, #{test_size: 0.2, random_state: 4});
 r.split_all_rows = fit_rows && !(other[1] == parts[1]).all().compute();
 r.passes = lr.n_passes_ == 1 && PCA(#{n_components: 2}).fit(Xp).n_passes_ == 1
-    && PCA(#{n_components: 2, svd_solver: "tsqr"}).fit(Xp).n_passes_ == 1;
+    && PCA(#{n_components: 2, svd_solver: "tsqr"}).fit(Xp).n_passes_ == 1
+    && TruncatedSVD(#{n_components: 2, algorithm: "tsqr"}).fit(Xp.rechunk([5, -1])).n_passes_ == 1;
 r.pca_tsqr_short_evr = PCA(#{n_components: 3, svd_solver: "tsqr"}).fit(Xp.rechunk([5, -1])).explained_variance_ratio_;
 
 let Xq = from_npy(D + "/Xq.npy", #{chunks: [500, -1]});

@@ -15,7 +15,7 @@ use super::stats::{Moments, QrMoments, unpacked};
 use super::{MlError, Runner, check_finite, features_match, samples_features};
 use crate::array::dtype::DType;
 use crate::array::elementwise::BinOp;
-use crate::collections::array::{Array, Ctx, svd, svd_compressed};
+use crate::collections::array::{Array, Ctx, svd_compressed};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Solver {
@@ -159,23 +159,38 @@ fn covariance_eigh(c: &[f64], p: usize, n: usize) -> Result<(Vec<f64>, Vec<f64>)
     Ok((values, vectors))
 }
 
-/// The SVD of the centred X by TSQR in one pass: each block's R of its
-/// centred rows (`QrMoments`, no Q kept), merged in a tree, then the SVD
-/// of the last p × p R. Variances s²/(n − 1), Vᵀ's rows and the means.
-fn tsqr(ctx: &Ctx, x: &Array, n: usize, runner: &dyn Runner) -> Result<Spectrum, MlError> {
+/// The count, means and R of X's centred rows, in one pass: each block's
+/// `QrMoments` (no Q kept), merged in a tree.
+fn r_factor(name: &str, x: &Array, ctx: &Ctx, runner: &dyn Runner) -> Result<QrMoments, MlError> {
     let rows = row_blocks(ctx, x)?;
     let p = if rows.ndim() == 1 { 1 } else { rows.shape()[1] };
     let stat = row_statistic(ctx, &rows, None, MlOp::QrMoments, MlOp::MergeQrMoments, 1 + p + p * p)?;
     let out = runner.compute(&[stat])?;
     let chunk = out.first().ok_or_else(|| MlError::Compute("the R factor was not computed".into()))?;
     let packed = unpacked(chunk);
-    check_finite("PCA", &packed)?;
-    let qr = QrMoments::unpack(&packed)?;
-    let r = Mat::from_fn(p, p, |i, j| qr.r[i * p + j]);
-    let f =
-        r.thin_svd().map_err(|e| MlError::Compute(format!("PCA: the SVD of R did not converge ({e:?})")))?;
-    let (s, v) = (f.S().column_vector(), f.V());
-    let values = (0..p).map(|i| s[i] * s[i] / (n - 1) as f64).collect();
+    check_finite(name, &packed)?;
+    Ok(QrMoments::unpack(&packed)?)
+}
+
+/// The singular values and right singular vectors (as columns) of a
+/// p × p row-major `r`.
+fn svd_of(name: &str, r: &[f64], p: usize) -> Result<(Vec<f64>, Mat<f64>), MlError> {
+    let m = Mat::from_fn(p, p, |i, j| r[i * p + j]);
+    let f = m
+        .thin_svd()
+        .map_err(|e| MlError::Compute(format!("{name}: the SVD of R did not converge ({e:?})")))?;
+    let s = f.S().column_vector();
+    Ok(((0..p).map(|i| s[i]).collect(), f.V().to_owned()))
+}
+
+/// The SVD of the centred X by TSQR in one pass (`r_factor`), then of
+/// the last p × p R. Variances s²/(n − 1), Vᵀ's rows and the means.
+fn tsqr(ctx: &Ctx, x: &Array, n: usize, runner: &dyn Runner) -> Result<Spectrum, MlError> {
+    let qr = r_factor("PCA", x, ctx, runner)?;
+    let p = qr.mean.len();
+    let (s, v) = svd_of("PCA", &qr.r, p)?;
+    let v = &v;
+    let values = s.iter().map(|s| s * s / (n - 1) as f64).collect();
     let vectors = (0..p).flat_map(|i| (0..p).map(move |c| v[(c, i)])).collect();
     Ok(Spectrum { values, vectors, mean: qr.mean })
 }
@@ -293,21 +308,7 @@ impl TruncatedSvd {
                 let (s, vt) = compressed(ctx, &rows, k, self.n_iter, self.seed, runner)?;
                 (s, vt, 2 + 2 * self.n_iter)
             }
-            SvdAlgorithm::Tsqr => {
-                if let Some(&short) = rows.chunks[0].iter().find(|&&r| r < p) {
-                    return Err(MlError::Input(format!(
-                        "TruncatedSVD: algorithm \"tsqr\" needs row blocks at least as tall as X is wide ({p}), but one has {short} rows"
-                    )));
-                }
-                let (_, s, vt) = svd(ctx, &rows)?;
-                let out = runner.compute(&[s, vt])?;
-                let [s, vt] = &out[..] else {
-                    return Err(MlError::Compute("the SVD was not computed".into()));
-                };
-                let s: Vec<f64> = s.cast::<f64>().iter().take(k).copied().collect();
-                let vt: Vec<f64> = vt.cast::<f64>().iter().take(k * p).copied().collect();
-                (s, vt, 2)
-            }
+            SvdAlgorithm::Tsqr => return self.fit_tsqr(ctx, &rows, n, k, runner),
         };
         check_finite("TruncatedSVD", &s)?;
         flip_rows(&mut vt, p);
@@ -332,6 +333,61 @@ impl TruncatedSvd {
             singular_values: s,
             p,
             n_passes: passes + 1,
+        })
+    }
+}
+
+impl TruncatedSvd {
+    /// TSQR's exact SVD of X in one pass. The centred R gives X's: XᵀX is
+    /// RᵀR + n·μμᵀ, the products of `[R; √n·μ]`, whose R is factored
+    /// again. The variances come from the centred products, without a
+    /// pass: X's columns' from RᵀR's diagonal, X·v's as ‖R·v‖²/n.
+    fn fit_tsqr(
+        &self,
+        ctx: &Ctx,
+        rows: &Array,
+        n: usize,
+        k: usize,
+        runner: &dyn Runner,
+    ) -> Result<TruncatedSvdFit, MlError> {
+        let qr = r_factor("TruncatedSVD", rows, ctx, runner)?;
+        let p = qr.mean.len();
+        let mut m = Mat::<f64>::zeros(p + 1, p);
+        for i in 0..p {
+            for j in i..p {
+                m[(i, j)] = qr.r[i * p + j];
+            }
+        }
+        for j in 0..p {
+            m[(p, j)] = (n as f64).sqrt() * qr.mean[j];
+        }
+        let f = m.qr();
+        let r = f.thin_R();
+        let plain: Vec<f64> =
+            (0..p * p).map(|i| if i / p < r.nrows() { r[(i / p, i % p)] } else { 0.0 }).collect();
+        let (s, v) = svd_of("TruncatedSVD", &plain, p)?;
+        let v = &v;
+        let mut vt: Vec<f64> = (0..k).flat_map(|i| (0..p).map(move |c| v[(c, i)])).collect();
+        flip_rows(&mut vt, p);
+        let nf = n as f64;
+        let total: f64 =
+            (0..p).map(|j| (0..=j).map(|i| qr.r[i * p + j].powi(2)).sum::<f64>()).sum::<f64>() / nf;
+        let explained_variance: Vec<f64> = vt
+            .chunks(p)
+            .map(|v| {
+                (0..p).map(|i| (i..p).map(|j| qr.r[i * p + j] * v[j]).sum::<f64>().powi(2)).sum::<f64>() / nf
+            })
+            .collect();
+        Ok(TruncatedSvdFit {
+            explained_variance_ratio: explained_variance
+                .iter()
+                .map(|v| if total > 0.0 { v / total } else { 0.0 })
+                .collect(),
+            explained_variance,
+            components: vt,
+            singular_values: s[..k].to_vec(),
+            p,
+            n_passes: 1,
         })
     }
 }

@@ -81,7 +81,7 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "PCA",
         "PCA(#{n_components, whiten: false, svd_solver: \"auto\", iterated_power: \"auto\", random_state}) -> Estimator",
-        "Principal components, as scikit-learn's PCA. svd_solver \"covariance_eigh\" reads X once for the centred covariance and takes its eigendecomposition; \"tsqr\" (or \"full\") takes the exact SVD of the centred X by TSQR (two passes); \"randomized\" finds the leading components by Halko's range finder (svd_compressed) with iterated_power power iterations (\"auto\": 7 for fewer components than a tenth of the smaller side, else 4) and 10 extra columns, seeded by random_state; \"auto\" picks covariance_eigh for tall data (fewer than 1000 features and ten times as many samples), as scikit-learn does, and tsqr otherwise. Signs as scikit-learn's (each component's largest entry positive). transform and inverse_transform are lazy. Attributes components_, explained_variance_, explained_variance_ratio_, singular_values_, mean_, noise_variance_, n_components_, n_passes_.",
+        "Principal components, as scikit-learn's PCA. svd_solver \"covariance_eigh\" reads X once for the centred covariance and takes its eigendecomposition; \"tsqr\" (or \"full\") takes the exact SVD of the centred X by TSQR in one pass (each block's R factor of its centred rows, no Q kept; blocks of any height); \"randomized\" finds the leading components by Halko's range finder (svd_compressed) with iterated_power power iterations (\"auto\": 7 for fewer components than a tenth of the smaller side, else 4) and 10 extra columns, seeded by random_state; \"auto\" picks covariance_eigh for tall data (fewer than 1000 features and ten times as many samples), as scikit-learn does, and tsqr otherwise. Signs as scikit-learn's (each component's largest entry positive). transform and inverse_transform are lazy. Attributes components_, explained_variance_, explained_variance_ratio_, singular_values_, mean_, noise_variance_, n_components_, n_passes_.",
         "let X = random([2000, 5], #{chunks: [500, 5]});\nPCA(#{n_components: 2}).fit(X).explained_variance_ratio_",
     ),
     doc(
@@ -93,7 +93,7 @@ pub const DOCS: &[FnDoc] = &[
     doc(
         "TruncatedSVD",
         "TruncatedSVD(#{n_components: 2, algorithm: \"randomized\", n_iter: 5, random_state}) -> Estimator",
-        "The leading singular vectors of X itself (not centred), as scikit-learn's TruncatedSVD: algorithm \"randomized\" by Halko's range finder with n_iter power iterations and 10 extra columns, \"tsqr\" by the exact SVD. Signs as scikit-learn's. transform (X·componentsᵀ) and inverse_transform are lazy. Attributes components_, singular_values_, explained_variance_ (the variances of the transformed columns), explained_variance_ratio_ (their share of X's total variance), n_components_, n_passes_.",
+        "The leading singular vectors of X itself (not centred), as scikit-learn's TruncatedSVD: algorithm \"randomized\" by Halko's range finder with n_iter power iterations and 10 extra columns, \"tsqr\" by the exact SVD in one pass (TSQR's R factor, the variances from it too). Signs as scikit-learn's. transform (X·componentsᵀ) and inverse_transform are lazy. Attributes components_, singular_values_, explained_variance_ (the variances of the transformed columns), explained_variance_ratio_ (their share of X's total variance), n_components_, n_passes_.",
         "let X = random([2000, 6], #{chunks: [500, 6]});\nTruncatedSVD(#{n_components: 2, random_state: 0}).fit(X).singular_values_",
     ),
     doc(
