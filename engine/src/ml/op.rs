@@ -179,15 +179,11 @@ impl MlOp {
                 let [a] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
                 let rows = a.shape().first().copied().unwrap_or(0);
                 let keep = super::kernels::chosen_rows(rows, *n_test, *seed, *block, *shuffle, *test);
-                return Ok(Value::array(take_rows(a, &keep)));
+                return Ok(Value::array(take_rows(a, &keep)?));
             }
             MlOp::Rows(rows) => {
                 let [a] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
-                let n = a.shape().first().copied().unwrap_or(0);
-                if let Some(bad) = rows.iter().find(|&&r| r >= n) {
-                    return Err(ArrayError::Value(format!("row {bad} of a block of {n} rows")));
-                }
-                return Ok(Value::array(take_rows(a, rows)));
+                return Ok(Value::array(take_rows(a, rows)?));
             }
             MlOp::Lloyd { centers, k } => {
                 let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
@@ -532,24 +528,31 @@ fn class_numbers(y: &Chunk, classes: &[f64]) -> Result<Vec<usize>, ArrayError> {
 
 /// The rows `keep` of a block, in that order: each row one slice copy
 /// when the block is laid out by rows (`select` goes element by element).
-fn take_rows(c: &Chunk, keep: &[usize]) -> Chunk {
-    crate::each_chunk!(c, a => {
-        let l: usize = a.shape().iter().skip(1).product();
-        let mut out = Vec::with_capacity(keep.len() * l);
-        let copied = a.ndim() >= 1
-            && a.as_slice().is_some_and(|x| {
-                keep.iter().all(|&r| x.get(r * l..(r + 1) * l).map(|row| out.extend_from_slice(row)).is_some())
-            });
+/// A row past the block (from a peer's op) is an error, not a panic.
+fn take_rows(c: &Chunk, keep: &[usize]) -> Result<Chunk, ArrayError> {
+    if c.shape().is_empty() {
+        return Err(ArrayError::Shape("rows of a 0-d block".into()));
+    }
+    let n = rows(c);
+    if let Some(bad) = keep.iter().find(|&&r| r >= n) {
+        return Err(ArrayError::Value(format!("row {bad} of a block of {n} rows")));
+    }
+    Ok(crate::each_chunk!(c, a => {
         let mut shape = a.shape().to_vec();
-        match shape.first_mut() {
-            Some(first) if copied => {
+        match (a.as_slice(), shape.first_mut()) {
+            (Some(x), Some(first)) => {
+                let l: usize = a.shape()[1..].iter().product();
+                let mut out = Vec::with_capacity(keep.len() * l);
+                for &r in keep {
+                    out.extend_from_slice(&x[r * l..(r + 1) * l]);
+                }
                 *first = keep.len();
                 ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out)
                     .map_or_else(|_| Chunk::from_array(a.select(ndarray::Axis(0), keep)), Chunk::from_array)
             }
             _ => Chunk::from_array(a.select(ndarray::Axis(0), keep)),
         }
-    })
+    }))
 }
 
 /// A block's rows and columns (a 1-d block is one column).
@@ -601,6 +604,18 @@ mod tests {
 
     fn block(rows: usize, cols: usize) -> Value {
         Value::array(Chunk::from_vec(&[rows, cols], vec![1.0; rows * cols]).expect("block"))
+    }
+
+    #[test]
+    fn rows_are_taken_in_order_and_rows_past_the_block_refused() {
+        let c = Chunk::from_vec(&[3, 2], vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]).expect("block");
+        let got = MlOp::Rows(vec![2, 0, 2]).run(&[Value::array(c.clone())]).expect("rows");
+        let Value::Array(got) = got else { panic!("an array") };
+        assert_eq!(got.to_json(), "[[4.0,5.0],[0.0,1.0],[4.0,5.0]]");
+        let e = MlOp::Rows(vec![1, 3]).run(&[Value::array(c)]).expect_err("past the block");
+        assert!(e.to_string().contains("row 3 of a block of 3 rows"), "{e}");
+        let scalar = Chunk::from_vec(&[], vec![1.0]).expect("0-d");
+        assert!(MlOp::Rows(vec![]).run(&[Value::array(scalar)]).is_err());
     }
 
     #[test]

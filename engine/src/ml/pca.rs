@@ -308,7 +308,7 @@ impl TruncatedSvd {
                 let (s, vt) = compressed(ctx, &rows, k, self.n_iter, self.seed, runner)?;
                 (s, vt, 2 + 2 * self.n_iter)
             }
-            SvdAlgorithm::Tsqr => return self.fit_tsqr(ctx, &rows, n, k, runner),
+            SvdAlgorithm::Tsqr => return self.fit_tsqr(ctx, &rows, k, runner),
         };
         check_finite("TruncatedSVD", &s)?;
         flip_rows(&mut vt, p);
@@ -322,18 +322,7 @@ impl TruncatedSvd {
             Ok(m.m2.iter().zip(&m.n).map(|(s, n)| if *n > 0.0 { s / n } else { 0.0 }).collect())
         };
         let total: f64 = var(&out[0])?.iter().sum();
-        let explained_variance = var(&out[1])?;
-        Ok(TruncatedSvdFit {
-            explained_variance_ratio: explained_variance
-                .iter()
-                .map(|v| if total > 0.0 { v / total } else { 0.0 })
-                .collect(),
-            explained_variance,
-            components: vt,
-            singular_values: s,
-            p,
-            n_passes: passes + 1,
-        })
+        Ok(TruncatedSvdFit::new(vt, s, var(&out[1])?, total, passes + 1))
     }
 }
 
@@ -346,30 +335,16 @@ impl TruncatedSvd {
         &self,
         ctx: &Ctx,
         rows: &Array,
-        n: usize,
         k: usize,
         runner: &dyn Runner,
     ) -> Result<TruncatedSvdFit, MlError> {
         let qr = r_factor("TruncatedSVD", rows, ctx, runner)?;
         let p = qr.mean.len();
-        let mut m = Mat::<f64>::zeros(p + 1, p);
-        for i in 0..p {
-            for j in i..p {
-                m[(i, j)] = qr.r[i * p + j];
-            }
-        }
-        for j in 0..p {
-            m[(p, j)] = (n as f64).sqrt() * qr.mean[j];
-        }
-        let f = m.qr();
-        let r = f.thin_R();
-        let plain: Vec<f64> =
-            (0..p * p).map(|i| if i / p < r.nrows() { r[(i / p, i % p)] } else { 0.0 }).collect();
-        let (s, v) = svd_of("TruncatedSVD", &plain, p)?;
+        let (s, v) = svd_of("TruncatedSVD", &qr.uncentred_r(), p)?;
         let v = &v;
         let mut vt: Vec<f64> = (0..k).flat_map(|i| (0..p).map(move |c| v[(c, i)])).collect();
         flip_rows(&mut vt, p);
-        let nf = n as f64;
+        let nf = qr.n;
         let total: f64 =
             (0..p).map(|j| (0..=j).map(|i| qr.r[i * p + j].powi(2)).sum::<f64>()).sum::<f64>() / nf;
         let explained_variance: Vec<f64> = vt
@@ -378,17 +353,7 @@ impl TruncatedSvd {
                 (0..p).map(|i| (i..p).map(|j| qr.r[i * p + j] * v[j]).sum::<f64>().powi(2)).sum::<f64>() / nf
             })
             .collect();
-        Ok(TruncatedSvdFit {
-            explained_variance_ratio: explained_variance
-                .iter()
-                .map(|v| if total > 0.0 { v / total } else { 0.0 })
-                .collect(),
-            explained_variance,
-            components: vt,
-            singular_values: s[..k].to_vec(),
-            p,
-            n_passes: 1,
-        })
+        Ok(TruncatedSvdFit::new(vt, s[..k].to_vec(), explained_variance, total, 1))
     }
 }
 
@@ -398,6 +363,29 @@ fn transposed(v: &[f64], k: usize, p: usize) -> Vec<f64> {
 }
 
 impl TruncatedSvdFit {
+    /// From the components (k rows), their singular values and variances,
+    /// and X's total variance.
+    fn new(
+        components: Vec<f64>,
+        singular_values: Vec<f64>,
+        explained_variance: Vec<f64>,
+        total: f64,
+        n_passes: usize,
+    ) -> TruncatedSvdFit {
+        let p = components.len() / explained_variance.len().max(1);
+        TruncatedSvdFit {
+            explained_variance_ratio: explained_variance
+                .iter()
+                .map(|v| if total > 0.0 { v / total } else { 0.0 })
+                .collect(),
+            explained_variance,
+            components,
+            singular_values,
+            p,
+            n_passes,
+        }
+    }
+
     /// `x @ componentsᵀ`.
     pub fn transform(&self, ctx: &Ctx, x: &Array) -> Result<Array, MlError> {
         let p = features_match("TruncatedSVD", x, self.p)?;

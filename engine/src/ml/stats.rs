@@ -314,6 +314,16 @@ impl QrMoments {
         QrMoments { n: 0.0, mean: vec![0.0; p], r: vec![0.0; p * p] }
     }
 
+    /// A statistic of rows with NaN or ±inf: all NaN, which every merge
+    /// keeps and the fit refuses.
+    fn poisoned(p: usize) -> QrMoments {
+        QrMoments { n: f64::NAN, mean: vec![f64::NAN; p], r: vec![f64::NAN; p * p] }
+    }
+
+    fn is_finite(&self) -> bool {
+        self.n.is_finite() && self.mean.iter().chain(&self.r).all(|v| v.is_finite())
+    }
+
     pub fn of(x: ArrayView2<'_, f64>) -> QrMoments {
         let p = x.ncols();
         let mut acc = QrMoments::empty(p);
@@ -327,7 +337,7 @@ impl QrMoments {
             // NaN or ±inf anywhere in the tile shows in its mean: poison
             // the statistic (the fit refuses it) without factoring.
             if mean.iter().any(|m| !m.is_finite()) {
-                return QrMoments { n: f64::NAN, mean: vec![f64::NAN; p], r: vec![f64::NAN; p * p] };
+                return QrMoments::poisoned(p);
             }
             acc = acc.absorb(t as f64, &mean, t, |mut m, at| {
                 for (i, row) in tile.rows().into_iter().enumerate() {
@@ -348,13 +358,24 @@ impl QrMoments {
                 o.mean.len()
             )));
         }
-        Ok(self.absorb(o.n, &o.mean, p, |mut m, at| {
-            for i in 0..p {
-                for j in i..p {
-                    m[(at + i, j)] = o.r[i * p + j];
-                }
-            }
-        }))
+        // A statistic from a peer is not trusted to be finite or counted
+        // right: such a one poisons the result rather than reach the QR.
+        if !o.is_finite() || o.n < 0.0 {
+            return Ok(QrMoments::poisoned(p));
+        }
+        Ok(self.absorb(o.n, &o.mean, p, |m, at| put_upper(m, at, &o.r, p)))
+    }
+
+    /// The R of X's own rows, uncentred: XᵀX = RᵀR + n·μμᵀ is the
+    /// products of `[R; √n·μ]`, whose R this is (TruncatedSVD's).
+    pub fn uncentred_r(&self) -> Vec<f64> {
+        let p = self.mean.len();
+        let mut m = Mat::<f64>::zeros(p + 1, p);
+        put_upper(m.as_mut(), 0, &self.r, p);
+        for j in 0..p {
+            m[(p, j)] = self.n.max(0.0).sqrt() * self.mean[j];
+        }
+        upper_r(m, p)
     }
 
     /// Fold in `rows` centred rows (written by `fill` from row `at` of the
@@ -367,33 +388,21 @@ impl QrMoments {
         fill: impl FnOnce(faer::MatMut<'_, f64>, usize),
     ) -> QrMoments {
         let p = self.mean.len();
-        if n == 0.0 || n.is_nan() || self.n.is_nan() {
-            return if n.is_nan() || self.n.is_nan() {
-                QrMoments { n: f64::NAN, mean: vec![f64::NAN; p], r: vec![f64::NAN; p * p] }
-            } else {
-                self.clone()
-            };
+        if n.is_nan() || self.n < 0.0 || !self.is_finite() {
+            return QrMoments::poisoned(p);
+        }
+        if n == 0.0 {
+            return self.clone();
         }
         let total = self.n + n;
         let w = (self.n * n / total).sqrt();
         let mut m = Mat::<f64>::zeros(p + rows + 1, p);
-        for i in 0..p {
-            for j in i..p {
-                m[(i, j)] = self.r[i * p + j];
-            }
-        }
+        put_upper(m.as_mut(), 0, &self.r, p);
         fill(m.as_mut(), p);
         for j in 0..p {
             m[(p + rows, j)] = w * (mean[j] - self.mean[j]);
         }
-        let qr = m.qr();
-        let r = qr.thin_R();
-        let mut out = vec![0.0; p * p];
-        for i in 0..p.min(r.nrows()) {
-            for j in i..p {
-                out[i * p + j] = r[(i, j)];
-            }
-        }
+        let out = upper_r(m, p);
         let mean = (0..p).map(|j| self.mean[j] + (mean[j] - self.mean[j]) * n / total).collect();
         QrMoments { n: total, mean, r: out }
     }
@@ -408,6 +417,28 @@ impl QrMoments {
             .map_err(|_| ArrayError::Value(format!("a packed R factor cannot have {} values", v.len())))?;
         Ok(QrMoments { n: c.n, mean: c.mean, r: c.c })
     }
+}
+
+/// The upper triangle of the p × p row-major `r` into rows `at..at + p`.
+fn put_upper(mut m: faer::MatMut<'_, f64>, at: usize, r: &[f64], p: usize) {
+    for i in 0..p {
+        for j in i..p {
+            m[(at + i, j)] = r[i * p + j];
+        }
+    }
+}
+
+/// The p × p R (row-major) of a Householder QR of `m` (at least p rows).
+fn upper_r(m: Mat<f64>, p: usize) -> Vec<f64> {
+    let qr = m.qr();
+    let r = qr.thin_R();
+    let mut out = vec![0.0; p * p];
+    for i in 0..p.min(r.nrows()) {
+        for j in i..p {
+            out[i * p + j] = r[(i, j)];
+        }
+    }
+    out
 }
 
 /// A packed statistic as the 1-d block a task gives.
@@ -507,6 +538,21 @@ mod tests {
         assert!(poisoned.pack().iter().all(|v| v.is_nan()));
         assert!(whole.merge(&QrMoments::of(data(10, 2, 0.0).view())).is_err());
         assert!(QrMoments::unpack(&[1.0, 2.0]).is_err());
+        // A peer's statistic that is not finite, or counts fewer than no
+        // rows, poisons the merge instead of reaching the QR.
+        let mut bad = whole.clone();
+        bad.r[5] = f64::INFINITY;
+        assert!(whole.merge(&bad).expect("merge").pack().iter().all(|v| v.is_nan()));
+        let mut negative = whole.clone();
+        negative.n = -1.0;
+        assert!(whole.merge(&negative).expect("merge").pack().iter().all(|v| v.is_nan()));
+        assert!(negative.merge(&whole).expect("merge").pack().iter().all(|v| v.is_nan()));
+        // Uncentred: the products of X itself.
+        let u = QrMoments { r: whole.uncentred_r(), ..whole.clone() };
+        for (k, got) in rtr(&u).iter().enumerate() {
+            let want: f64 = x.column(k / 4).iter().zip(x.column(k % 4)).map(|(a, b)| a * b).sum();
+            assert!((got - want).abs() <= 1e-9 * want.abs(), "{got} vs {want}");
+        }
     }
 
     #[test]
