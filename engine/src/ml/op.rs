@@ -175,15 +175,10 @@ impl MlOp {
                 with_rows(x, |x| QrMoments::of(x))?.pack()
             }
             MlOp::MergeQrMoments => merge(&blocks, QrMoments::unpack, |a, b| a.merge(b))?.pack(),
-            MlOp::SplitRows { seed, block, n_test, shuffle, test } => {
+            MlOp::SplitRows { .. } | MlOp::Rows(_) => {
                 let [a] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
-                let rows = a.shape().first().copied().unwrap_or(0);
-                let keep = super::kernels::chosen_rows(rows, *n_test, *seed, *block, *shuffle, *test);
+                let keep = self.picked_rows(a.shape().first().copied().unwrap_or(0)).unwrap_or_default();
                 return Ok(Value::array(take_rows(a, &keep)?));
-            }
-            MlOp::Rows(rows) => {
-                let [a] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
-                return Ok(Value::array(take_rows(a, rows)?));
             }
             MlOp::Lloyd { centers, k } => {
                 let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
@@ -524,6 +519,21 @@ fn class_numbers(y: &Chunk, classes: &[f64]) -> Result<Vec<usize>, ArrayError> {
             })
         })
         .collect()
+}
+
+impl MlOp {
+    /// The rows a row-taking op (a split's part, `Rows`) keeps of a block of
+    /// `n` rows, in order; `None` for every other op. Loop fusion reads a
+    /// take this way instead of copying the rows out first.
+    pub fn picked_rows(&self, n: usize) -> Option<Vec<usize>> {
+        match self {
+            MlOp::SplitRows { seed, block, n_test, shuffle, test } => {
+                Some(super::kernels::chosen_rows(n, *n_test, *seed, *block, *shuffle, *test))
+            }
+            MlOp::Rows(rows) => Some(rows.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// The rows `keep` of a block, in that order: each row one slice copy
