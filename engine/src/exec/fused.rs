@@ -78,7 +78,7 @@ fn is_elementwise(step: &Step) -> bool {
 /// The op of a step that takes rows of its one block (a split's part).
 fn row_take(step: &Step) -> Option<&MlOp> {
     match array_op(step) {
-        Some((ArrayOp::Ml(op), [Arg::Dep(0)])) if op.picked_rows(0).is_some() => Some(op),
+        Some((ArrayOp::Ml(op), [Arg::Dep(0)])) if op.takes_rows() => Some(op),
         _ => None,
     }
 }
@@ -306,9 +306,9 @@ fn leaf<'a>(input: &'a Input<'_>, rows: usize, cols: usize) -> Option<Leaf<'a>> 
             _ => return None,
         });
     }
-    // Broadcast leaves hold one row, one column or one value: any layout of
-    // them with a single non-unit axis is contiguous.
-    let data = b.as_slice_memory_order()?;
+    // Broadcast leaves hold one row, one column or one value, read in their
+    // logical order (a reversed view is not, and runs step by step).
+    let data = b.as_slice()?;
     match (lr, lc) {
         (1, 1) => data.first().map(|&v| Leaf::Scalar(v)),
         (1, c) if c == cols => Some(Leaf::Row(data)),
@@ -779,6 +779,27 @@ mod tests {
             Value::Array(c) => assert_eq!(c.shape(), [130, 90]),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A reversed row (negative strides) is not read in memory order: the
+    /// chain runs step by step and gives NumPy's elements.
+    #[test]
+    fn a_reversed_row_runs_step_by_step() {
+        let row = match block(&[1, 40], 1.0) {
+            Value::Array(c) => match &*c {
+                Chunk::F64(a) => a.to_owned().slice_move(ndarray::s![.., ..;-1]).into_dyn(),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        };
+        let steps = vec![
+            bin(BinOp::Sub, StepInput::External(0), StepInput::External(1)),
+            bin(BinOp::Mul, StepInput::Step(0), StepInput::External(1)),
+        ];
+        let inputs = [block(&[70, 40], 0.0), Value::array(Chunk::from_array(row))];
+        let (r, calls) = through(&steps, &inputs);
+        assert_eq!(calls, 2, "the chain ran step by step");
+        assert_eq!(values(&r.expect("runs")), values(&stepwise(&steps, &inputs).expect("steps")));
     }
 
     /// A split's part summed is read in place: the same sums as copying its

@@ -109,6 +109,11 @@ pub enum MlOp {
 }
 
 impl MlOp {
+    /// Whether the op keeps some rows of its one block (`picked_rows`).
+    pub fn takes_rows(&self) -> bool {
+        matches!(self, MlOp::SplitRows { .. } | MlOp::Rows(_))
+    }
+
     /// The task group's name.
     pub fn name(&self) -> &'static str {
         match self {
