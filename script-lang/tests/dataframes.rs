@@ -135,6 +135,19 @@ r.rolling_sum = df["y"].rolling(20).sum().compute().to_array();
 r.rolling_min = num.repartition(#{npartitions: 60}).rolling(25).min().compute().to_maps();
 r.rolling_max = x.rolling(4).max().compute().to_array();
 
+// Shifts and differences across partition edges, and the row count.
+r.len_df = len(df);
+r.shape_df = df.shape;
+r.len_series = len(x);
+r.shift_frame = num.shift(3).compute().to_maps();
+r.shift_neg = num.repartition(#{npartitions: 60}).shift(-7).compute().to_maps();
+r.shift_all = df.shift(2).compute().to_maps();
+r.shift_series = y.shift().compute().to_array();
+r.diff_series = y.diff().compute().to_array();
+r.diff_neg = x.diff(-2).compute().to_array();
+r.diff_frame = num.repartition(#{npartitions: 60}).diff(5).compute().to_maps();
+r.shift_far = x.shift(-1000000).compute().to_array();
+
 r.groupby_nunique = df.groupby("key").agg(#{x: "nunique", y: ["nunique", "sum"]}).compute().to_maps();
 r.groupby_nunique_all = df.groupby("flag").nunique().compute().to_maps();
 
@@ -290,6 +303,14 @@ fn bad_input_is_refused_clearly() {
             "does not have this frame's rows".into(),
         ),
         (format!("let d = read_csv(\"{g}\"); d.head(-1)"), "head: n must be 0 or more".into()),
+        (
+            format!("let d = read_csv(\"{g}\"); d.diff()"),
+            "diff: column \"b\" is string; select numeric columns first".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{b}\", #{{blocksize: 500, dtypes: #{{a: \"int64\"}}}}); len(d)"),
+            format!("{b}, line 202"),
+        ),
         (format!("let d = read_csv(\"{g}\"); d[\"b\"].str_contains(\"(\")"), "bad pattern".into()),
         (
             format!("let d = read_csv(\"{g}\"); d.astype(#{{b: \"int64\"}}).compute()"),

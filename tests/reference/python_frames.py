@@ -190,6 +190,17 @@ def expected(d):
     e["rolling_sum"] = [clean(v) for v in df["y"].rolling(20).sum()]
     e["rolling_min"] = records(num.rolling(25).min())
     e["rolling_max"] = [clean(v) for v in df["x"].rolling(4).max()]
+    e["len_df"] = len(df)
+    e["shape_df"] = list(df.shape)
+    e["len_series"] = len(df["x"])
+    e["shift_frame"] = records(num.shift(3))
+    e["shift_neg"] = records(num.shift(-7))
+    e["shift_all"] = records(df.shift(2))
+    e["shift_series"] = [clean(v) for v in df["y"].shift()]
+    e["diff_series"] = [clean(v) for v in df["y"].diff()]
+    e["diff_neg"] = [clean(v) for v in df["x"].diff(-2)]
+    e["diff_frame"] = records(num.diff(5))
+    e["shift_far"] = [clean(v) for v in df["x"].shift(-1000000)]
     g = df.groupby("key").agg({"x": "nunique", "y": ["nunique", "sum"]})
     g.columns = ["x", "y_nunique", "y_sum"]
     e["groupby_nunique"] = records(g.reset_index())

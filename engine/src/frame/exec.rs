@@ -149,6 +149,11 @@ fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
             let before = args.get(1).map(frame_arg).transpose()?;
             Ok(frame(rolling::rolling(part, before, *window, *agg, columns).map_err(err)?))
         }
+        FrameOp::Shift { periods, diff, columns } => {
+            let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
+            let edge = args.get(1).map(frame_arg).transpose()?;
+            Ok(frame(rolling::shift(part, edge, *periods, *diff, columns).map_err(err)?))
+        }
     }
 }
 

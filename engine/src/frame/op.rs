@@ -95,6 +95,9 @@ pub enum FrameOp {
     /// A rolling aggregate of `columns` of the first input, the second
     /// input (if any) being the rows just before it.
     Rolling { window: usize, agg: rolling::RollAgg, columns: Vec<String> },
+    /// `shift(periods)` (or `diff`) of `columns` of the first input, the
+    /// second input (if any) being the rows next to it that move in.
+    Shift { periods: i64, diff: bool, columns: Vec<String> },
 }
 
 /// What a shuffle's output partition becomes.
@@ -206,6 +209,8 @@ impl FrameOp {
             FrameOp::Join(_) => "merge",
             FrameOp::Slice { .. } => "repartition",
             FrameOp::Rolling { .. } => "rolling",
+            FrameOp::Shift { diff: false, .. } => "shift",
+            FrameOp::Shift { diff: true, .. } => "diff",
             FrameOp::SideBySide { .. } => "groupby",
             FrameOp::MapPartitions { .. } => "map_partitions",
             FrameOp::Apply { .. } => "apply",

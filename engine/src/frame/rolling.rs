@@ -1,6 +1,7 @@
-//! Rolling windows across partition edges (Dask's `map_overlap`): each
-//! partition is computed with the last `window - 1` rows before it
-//! prepended, and those rows dropped from the answer again.
+//! Rolling windows and shifts across partition edges (Dask's
+//! `map_overlap`): each partition is computed with the rows next to it
+//! (the last `window - 1` before it; the |periods| before or after it)
+//! added, and those rows dropped from the answer again.
 
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -108,9 +109,77 @@ pub fn rolling(
     DataFrame::new(part.height(), cols)
 }
 
+/// `shift(periods)` of `columns` of `part`, or with `diff` each value
+/// minus the shifted one, as pandas'. `edge` holds the rows just before
+/// the partition (periods > 0) or just after it (periods < 0), so values
+/// cross partition edges; other columns are kept. Integer columns (all
+/// columns, for `diff`) become float64 unless nothing moves.
+pub fn shift(
+    part: &DataFrame,
+    edge: Option<&DataFrame>,
+    periods: i64,
+    diff: bool,
+    columns: &[String],
+) -> PolarsResult<DataFrame> {
+    let h = part.height();
+    let floats = diff || periods != 0;
+    let cast = |s: &Series| -> PolarsResult<Series> {
+        if floats && (diff || s.dtype().is_integer()) { s.cast(&DataType::Float64) } else { Ok(s.clone()) }
+    };
+    let mut out = part.clone();
+    for c in columns {
+        let own = cast(part.column(c)?.as_materialized_series())?;
+        let whole = match edge {
+            Some(e) => {
+                let e = cast(e.column(c)?.as_materialized_series())?;
+                let (mut first, second) = if periods > 0 { (e, own.clone()) } else { (own.clone(), e) };
+                first.append(&second)?;
+                first
+            }
+            None => own.clone(),
+        };
+        // The partition's rows of the whole shifted: its last h rows when
+        // the edge came first, else its first h.
+        let start = if periods > 0 { whole.len() - h } else { 0 };
+        // Past the rows there are, everything moves out (and no i64 overflows).
+        let n = whole.len() as i64;
+        let moved = whole.shift(periods.clamp(-n, n)).slice(start as i64, h);
+        let s = if diff { (&own - &moved)? } else { moved };
+        out.with_column(s.with_name(c.as_str().into()).into_column())?;
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn floats(df: &DataFrame, c: &str) -> Vec<Option<f64>> {
+        df.column(c).expect("column").f64().expect("f64").iter().collect()
+    }
+
+    /// Values come in from the edge on the side they move from; integers
+    /// become floats, other columns stay; any i64 shift is all-missing
+    /// past the rows there are, not an overflow.
+    #[test]
+    fn shifts_take_values_across_the_edge() {
+        let part = df!("x" => [5i64, 7, 11], "k" => ["a", "b", "c"]).expect("part");
+        let before = df!("x" => [1i64, 3], "k" => ["y", "z"]).expect("before");
+        let cols = ["x".to_string()];
+        let r = shift(&part, Some(&before), 2, false, &cols).expect("shift");
+        assert_eq!(floats(&r, "x"), [Some(1.0), Some(3.0), Some(5.0)]);
+        assert_eq!(r.column("k").expect("k").str().expect("str").get(0), Some("a"));
+        let r = shift(&part, Some(&before), -1, true, &cols).expect("diff");
+        assert_eq!(floats(&r, "x"), [Some(-2.0), Some(-4.0), Some(10.0)]);
+        let r = shift(&part, None, 1, true, &cols).expect("diff");
+        assert_eq!(floats(&r, "x"), [None, Some(2.0), Some(4.0)]);
+        for p in [i64::MIN, i64::MAX, 4, -4] {
+            let r = shift(&part, None, p, false, &cols).expect("far");
+            assert_eq!(floats(&r, "x"), [None, None, None], "{p}");
+        }
+        let r = shift(&part, None, 0, false, &cols).expect("zero");
+        assert_eq!(r.column("x").expect("x").dtype(), &DataType::Int64);
+    }
 
     #[test]
     fn windows_skip_missing_values_and_span_the_edge() {

@@ -74,18 +74,20 @@ mod tests {
 
     /// Names with one entry in each of two areas, in the order `help` shows
     /// them: `map` (futures, bag), `map_partitions` (bag, frame_order),
-    /// `groupby` (bag, dataframe) and `status` (a future's, a deployed
-    /// cluster's).
-    const IN_TWO_AREAS: &[&str] = &["map", "map_partitions", "groupby", "status"];
+    /// `groupby` (bag, dataframe), `status` (a future's, a deployed
+    /// cluster's) and `shape` (an array's, a frame's).
+    const IN_TWO_AREAS: &[&str] = &["map", "map_partitions", "groupby", "status", "shape"];
 
     #[test]
     fn every_entry_is_in_exactly_one_area() {
         // Areas added since the split bring their own entries.
-        // `story` and `run_command` came later, to the futures area.
+        // `story` and `run_command` came later, to the futures area;
+        // `shift`, `diff`, `len` and `shape` to frame_order's.
         assert_eq!(
             all().count(),
             ENTRIES_BEFORE_SPLIT
                 + 2
+                + 4
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()
                 + super::super::kube::DOCS.len()

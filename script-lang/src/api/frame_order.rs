@@ -1,7 +1,8 @@
 //! DataFrame operations that move rows between partitions, in Rhai:
 //! `merge`/`join`, `sort_values`, `set_index` and its `divisions`,
-//! `shuffle`, `repartition`, `drop_duplicates`, `nlargest`/`nsmallest`
-//! and `tail`.
+//! `shuffle`, `repartition`, `drop_duplicates`, `nlargest`/`nsmallest`,
+//! `tail`, the windows across partition edges (`rolling`, `shift`, `diff`)
+//! and the row count (`len`, `shape`).
 
 use std::sync::Arc;
 
@@ -20,7 +21,8 @@ use super::fndoc::{FnDoc, doc};
 use crate::convert::to_dynamic;
 use crate::error::runtime;
 use crate::state::SessionState;
-use crate::types::{Delayed, GroupBy, LazyFrame, LazySeries, LocalFrame, LocalSeries};
+use crate::types::{Delayed, GroupBy, LazyArray, LazyFrame, LazySeries, LocalFrame, LocalSeries};
+use brisk_engine::array::Chunk;
 use brisk_engine::frame::dtype::Schema;
 use brisk_engine::frame::udf;
 use rhai::{FnPtr, NativeCallContext};
@@ -42,6 +44,24 @@ fn roll(state: &SessionState, r: &Rolling, agg: RollAgg) -> Res<Dynamic> {
         Some(name) => Dynamic::from(LazySeries { s: f.column(name).map_err(err)? }),
         None => Dynamic::from(LazyFrame { f }),
     })
+}
+
+fn shift_frame(state: &SessionState, f: &DataFrame, periods: i64, diff: bool) -> Res<LazyFrame> {
+    Ok(LazyFrame { f: f.shift(&ctx(state), periods, diff).map_err(err)? })
+}
+
+fn shift_series(state: &SessionState, s: &LazySeries, periods: i64, diff: bool) -> Res<LazySeries> {
+    let f = s.s.to_frame().shift(&ctx(state), periods, diff).map_err(err)?;
+    Ok(LazySeries { s: f.column(&s.s.name).map_err(err)? })
+}
+
+/// `len(df)`: each partition's rows counted by a small task, summed.
+fn frame_len(state: &SessionState, f: &DataFrame) -> Res<i64> {
+    let lengths = cf::to_array::lengths(&ctx(state), f);
+    let d = compute_one(state, Dynamic::from(LazyArray { a: lengths }))?;
+    let c =
+        d.read_lock::<Chunk>().ok_or_else(|| runtime("len: the partitions' lengths were not computed"))?;
+    Ok(c.cast::<f64>().iter().sum::<f64>() as i64)
 }
 
 fn merge(
@@ -342,6 +362,30 @@ pub(super) const DOCS: &[FnDoc] = &[
         "from_columns(#{x: [1, 2, 3, 4, 5]}, #{npartitions: 3}).rolling(2).mean().compute()",
     ),
     doc(
+        "shift",
+        "df.shift(periods = 1) / s.shift(periods = 1) -> DataFrame / Series",
+        "Values moved down `periods` rows (up, for a negative number), across partition edges: each partition gets the rows next to it, as Dask's map_overlap. The rows moved in from outside the frame are missing and an integer column becomes float64, as pandas'; an index set by `set_index` stays where it is.",
+        "from_columns(#{x: [1, 2, 3, 4, 5]}, #{npartitions: 3}).shift(2).compute();\nfrom_columns(#{x: [1, 2, 3, 4, 5]}, #{npartitions: 3})[\"x\"].shift(-1).compute()",
+    ),
+    doc(
+        "diff",
+        "df.diff(periods = 1) / s.diff(periods = 1) -> DataFrame / Series",
+        "Each value minus the one `periods` rows before it (after it, for a negative number), across partition edges, as pandas': float64, missing where the other row is outside the frame. Numeric columns only.",
+        "from_columns(#{x: [1, 4, 9, 16, 25]}, #{npartitions: 2})[\"x\"].diff().compute()",
+    ),
+    doc(
+        "len",
+        "len(df) / len(s) -> int",
+        "The number of rows, counted now: one small task per partition, summed (as Dask's `len`).",
+        "len(from_columns(#{x: [1, 2, 3, 4, 5]}, #{npartitions: 3}))",
+    ),
+    doc(
+        "shape",
+        "df.shape -> [rows, columns] / s.shape -> [rows]",
+        "The frame's shape, its rows counted now as `len`. A column named `shape` is still `df[\"shape\"]`.",
+        "from_columns(#{x: [1, 2, 3], y: [0.5, 1.5, 2.5]}, #{npartitions: 2}).shape",
+    ),
+    doc(
         "quantile",
         "s.quantile(q) -> Delayed (a float, or an array for an array of q)",
         "Quantiles by linear interpolation, from up to 1,000 sample points per partition (Dask's approach): exact when no partition has more values than that, close otherwise.",
@@ -383,6 +427,28 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         engine.register_fn(name, move |r: &mut Rolling| roll(&st, r, agg));
     }
     engine.register_fn("to_string", |r: &mut Rolling| format!("Rolling [window={}]", r.window));
+    for (name, diff) in [("shift", false), ("diff", true)] {
+        let st = state.clone();
+        engine.register_fn(name, move |f: &mut LazyFrame| shift_frame(&st, &f.f, 1, diff));
+        let st = state.clone();
+        engine.register_fn(name, move |f: &mut LazyFrame, p: i64| shift_frame(&st, &f.f, p, diff));
+        let st = state.clone();
+        engine.register_fn(name, move |s: &mut LazySeries| shift_series(&st, s, 1, diff));
+        let st = state.clone();
+        engine.register_fn(name, move |s: &mut LazySeries, p: i64| shift_series(&st, s, p, diff));
+    }
+    let st = state.clone();
+    engine.register_fn("len", move |f: &mut LazyFrame| frame_len(&st, &f.f));
+    let st = state.clone();
+    engine.register_fn("len", move |s: &mut LazySeries| frame_len(&st, &s.s.to_frame()));
+    let st = state.clone();
+    engine.register_get("shape", move |f: &mut LazyFrame| -> Res<RArray> {
+        Ok(vec![Dynamic::from(frame_len(&st, &f.f)?), Dynamic::from(f.f.schema.cols.len() as i64)])
+    });
+    let st = state.clone();
+    engine.register_get("shape", move |s: &mut LazySeries| -> Res<RArray> {
+        Ok(vec![Dynamic::from(frame_len(&st, &s.s.to_frame())?)])
+    });
     let st = state.clone();
     engine.register_fn("merge", move |l: LazyFrame, r: LazyFrame| {
         merge(&st, &l.f, &r.f, None, "merge", "inner")

@@ -6,6 +6,7 @@
 mod dataframe;
 mod read;
 mod series;
+mod shift;
 mod shuffle;
 pub mod to_array;
 
