@@ -147,6 +147,10 @@ r.diff_series = y.diff().compute().to_array();
 r.diff_neg = x.diff(-2).compute().to_array();
 r.diff_frame = num.repartition(#{npartitions: 60}).diff(5).compute().to_maps();
 r.shift_far = x.shift(-1000000).compute().to_array();
+let parts3 = [df[x > 0.5], df[x <= 0.5][["id", "x"]], df.assign(#{z: y * 2})];
+r.concat = concat(parts3).compute().to_maps();
+r.concat_npartitions_ok = concat(parts3).npartitions == 3 * df.npartitions;
+r.concat_len = len(concat([df, df]));
 
 r.groupby_nunique = df.groupby("key").agg(#{x: "nunique", y: ["nunique", "sum"]}).compute().to_maps();
 r.groupby_nunique_all = df.groupby("flag").nunique().compute().to_maps();
@@ -303,6 +307,12 @@ fn bad_input_is_refused_clearly() {
             "does not have this frame's rows".into(),
         ),
         (format!("let d = read_csv(\"{g}\"); d.head(-1)"), "head: n must be 0 or more".into()),
+        ("concat([])".into(), "concat: no frames to join".into()),
+        (format!("concat([read_csv(\"{g}\"), 1])"), "concat: item 1 is i64, not a DataFrame".into()),
+        (
+            format!("let d = read_csv(\"{g}\"); concat([d, d.rename(#{{a: \"c\", b: \"a\"}})])"),
+            "concat: column \"a\" is int64 in one frame and string in another".into(),
+        ),
         (
             format!("let d = read_csv(\"{g}\"); d.diff()"),
             "diff: column \"b\" is string; select numeric columns first".into(),

@@ -201,6 +201,10 @@ def expected(d):
     e["diff_neg"] = [clean(v) for v in df["x"].diff(-2)]
     e["diff_frame"] = records(num.diff(5))
     e["shift_far"] = [clean(v) for v in df["x"].shift(-1000000)]
+    parts3 = [df[df["x"] > 0.5], df[df["x"] <= 0.5][["id", "x"]], df.assign(z=df["y"] * 2)]
+    e["concat"] = records(pd.concat(parts3, ignore_index=True))
+    e["concat_npartitions_ok"] = True
+    e["concat_len"] = 2 * len(df)
     g = df.groupby("key").agg({"x": "nunique", "y": ["nunique", "sum"]})
     g.columns = ["x", "y_nunique", "y_sum"]
     e["groupby_nunique"] = records(g.reset_index())

@@ -149,12 +149,34 @@ fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
             let before = args.get(1).map(frame_arg).transpose()?;
             Ok(frame(rolling::rolling(part, before, *window, *agg, columns).map_err(err)?))
         }
+        FrameOp::Conform(schema) => {
+            let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
+            Ok(frame(conform(part, schema).map_err(err)?))
+        }
         FrameOp::Shift { periods, diff, columns } => {
             let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
             let edge = args.get(1).map(frame_arg).transpose()?;
             Ok(frame(rolling::shift(part, edge, *periods, *diff, columns).map_err(err)?))
         }
     }
+}
+
+/// `df` with exactly `schema`'s columns, in its order: each cast to its
+/// type, a column it lacks all missing.
+fn conform(df: &DataFrame, schema: &Schema) -> PolarsResult<DataFrame> {
+    let h = df.height();
+    let cols = schema
+        .cols
+        .iter()
+        .map(|(name, t)| {
+            let dt = t.to_polars();
+            match df.column(name) {
+                Ok(c) => c.cast(&dt),
+                Err(_) => Ok(Column::full_null(name.as_str().into(), h, &dt)),
+            }
+        })
+        .collect::<PolarsResult<Vec<_>>>()?;
+    DataFrame::new(h, cols)
 }
 
 /// A stable sort with missing values last (pandas' `na_position="last"`).

@@ -98,6 +98,9 @@ pub enum FrameOp {
     /// `shift(periods)` (or `diff`) of `columns` of the first input, the
     /// second input (if any) being the rows next to it that move in.
     Shift { periods: i64, diff: bool, columns: Vec<String> },
+    /// The partition with exactly these columns, in order: each cast to
+    /// its type, one it lacks all missing (`concat`).
+    Conform(Arc<Schema>),
 }
 
 /// What a shuffle's output partition becomes.
@@ -211,6 +214,7 @@ impl FrameOp {
             FrameOp::Rolling { .. } => "rolling",
             FrameOp::Shift { diff: false, .. } => "shift",
             FrameOp::Shift { diff: true, .. } => "diff",
+            FrameOp::Conform(_) => "concat",
             FrameOp::SideBySide { .. } => "groupby",
             FrameOp::MapPartitions { .. } => "map_partitions",
             FrameOp::Apply { .. } => "apply",

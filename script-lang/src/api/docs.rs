@@ -82,12 +82,12 @@ mod tests {
     fn every_entry_is_in_exactly_one_area() {
         // Areas added since the split bring their own entries.
         // `story` and `run_command` came later, to the futures area;
-        // `shift`, `diff`, `len` and `shape` to frame_order's.
+        // `shift`, `diff`, `concat`, `len` and `shape` to frame_order's.
         assert_eq!(
             all().count(),
             ENTRIES_BEFORE_SPLIT
                 + 2
-                + 4
+                + 5
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()
                 + super::super::kube::DOCS.len()

@@ -1,8 +1,8 @@
 //! DataFrame operations that move rows between partitions, in Rhai:
 //! `merge`/`join`, `sort_values`, `set_index` and its `divisions`,
 //! `shuffle`, `repartition`, `drop_duplicates`, `nlargest`/`nsmallest`,
-//! `tail`, the windows across partition edges (`rolling`, `shift`, `diff`)
-//! and the row count (`len`, `shape`).
+//! `tail`, the windows across partition edges (`rolling`, `shift`, `diff`),
+//! `concat` and the row count (`len`, `shape`).
 
 use std::sync::Arc;
 
@@ -374,6 +374,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "from_columns(#{x: [1, 4, 9, 16, 25]}, #{npartitions: 2})[\"x\"].diff().compute()",
     ),
     doc(
+        "concat",
+        "concat([df1, df2, ...]) -> DataFrame",
+        "The frames' rows one after another, their partitions in order (Dask's `dd.concat`). Columns are the union in order of first appearance, as pandas': a frame that lacks one gives missing values there; integer and float columns meet as float64 (and an integer column some frame lacks becomes float64); other types must agree.",
+        "let a = from_columns(#{x: [1, 2]});\nlet b = from_columns(#{x: [3.5], y: [\"z\"]});\nconcat([a, b]).compute()",
+    ),
+    doc(
         "len",
         "len(df) / len(s) -> int",
         "The number of rows, counted now: one small task per partition, summed (as Dask's `len`).",
@@ -437,6 +443,19 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         let st = state.clone();
         engine.register_fn(name, move |s: &mut LazySeries, p: i64| shift_series(&st, s, p, diff));
     }
+    let st = state.clone();
+    engine.register_fn("concat", move |frames: RArray| -> Res<LazyFrame> {
+        let frames = frames
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                d.read_lock::<LazyFrame>().map(|f| f.f.clone()).ok_or_else(|| {
+                    runtime(format!("concat: item {i} is {}, not a DataFrame", crate::types::type_name(d)))
+                })
+            })
+            .collect::<Res<Vec<DataFrame>>>()?;
+        Ok(LazyFrame { f: DataFrame::concat(&ctx(&st), &frames).map_err(err)? })
+    });
     let st = state.clone();
     engine.register_fn("len", move |f: &mut LazyFrame| frame_len(&st, &f.f));
     let st = state.clone();

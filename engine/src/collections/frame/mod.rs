@@ -3,6 +3,7 @@
 //! everything that moves rows between partitions (`shuffle`). Their
 //! per-partition kernels are `crate::frame`.
 
+mod concat;
 mod dataframe;
 mod read;
 mod series;
