@@ -544,7 +544,7 @@ impl MlOp {
 /// The rows `keep` of a block, in that order: each row one slice copy
 /// when the block is laid out by rows (`select` goes element by element).
 /// A row past the block (from a peer's op) is an error, not a panic.
-fn take_rows(c: &Chunk, keep: &[usize]) -> Result<Chunk, ArrayError> {
+pub fn take_rows(c: &Chunk, keep: &[usize]) -> Result<Chunk, ArrayError> {
     if c.shape().is_empty() {
         return Err(ArrayError::Shape("rows of a 0-d block".into()));
     }

@@ -203,6 +203,41 @@ fn transpose(st: &St, x: &Dynamic, axes: Option<Vec<i64>>) -> Res<Dynamic> {
 
 // ----- indexing and linear algebra -----
 
+/// A Rhai array of integers inside the brackets: NumPy's fancy indexing
+/// along axis 0 (`x[[1, 5, 7]]`). Other arrays (ranges, `()`) index axis
+/// by axis, as `x.slice([...])`.
+fn fancy(index: &Dynamic) -> Option<Vec<i64>> {
+    let a = index.read_lock::<RArray>()?;
+    a.iter().map(|d| d.as_int().ok()).collect()
+}
+
+/// The rows `rows` of a computed array (negative from the end).
+fn take_local(c: &Chunk, rows: &[i64]) -> Res<Dynamic> {
+    let Some(&n) = c.shape().first() else {
+        return Err(runtime("too many indices for array: array is 0-dimensional, but 1 were indexed"));
+    };
+    let keep = rows
+        .iter()
+        .map(|&i| {
+            if i < 0 { i.checked_add(n as i64) } else { Some(i) }
+                .filter(|&r| r >= 0 && (r as u64) < n as u64)
+                .map(|r| r as usize)
+                .ok_or_else(|| runtime(format!("index {i} is out of bounds for axis 0 with size {n}")))
+        })
+        .collect::<Res<Vec<usize>>>()?;
+    Ok(local_result(brisk_engine::ml::op::take_rows(c, &keep).map_err(err)?))
+}
+
+/// `x[i]`, or with an array of integers `x[[i, j, k]]` (fancy).
+fn index(st: &St, x: &LazyArray, index: &Dynamic) -> Res<Dynamic> {
+    match fancy(index) {
+        Some(rows) => {
+            Ok(Dynamic::from(LazyArray::new(arr::take(&ctx(need(st)?), &x.a, &rows).map_err(err)?)))
+        }
+        None => slice(st, &Dynamic::from(x.clone()), index),
+    }
+}
+
 fn slice(st: &St, x: &Dynamic, index: &Dynamic) -> Res<Dynamic> {
     let idx = index_arg(index)?;
     if let Some(a) = x.read_lock::<LazyArray>() {
@@ -525,8 +560,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         slice(&st, &Dynamic::from(x.clone()), &index)
     });
     let st: St = Some(state.clone());
-    engine
-        .register_indexer_get(move |x: &mut LazyArray, i: Dynamic| slice(&st, &Dynamic::from(x.clone()), &i));
+    engine.register_indexer_get(move |x: &mut LazyArray, i: Dynamic| index(&st, x, &i));
 
     // Dask's block view: `x.blocks()` lists every block (C order) as an
     // array of one block; `x.blocks([i, j])` (or `x.blocks(i)`) is one.
@@ -713,6 +747,13 @@ fn register_local_with(engine: &mut Engine, st: &St) {
     engine.register_fn("to_array", |c: &mut Chunk| to_nested(c));
     engine.register_fn("to_string", |c: &mut Chunk| crate::print::chunk_text(c));
     engine.register_fn("to_debug", |c: &mut Chunk| crate::print::chunk_text(c));
+    engine.register_indexer_get(|c: &mut Chunk, rows: RArray| -> Res<Dynamic> {
+        let rows = rows
+            .iter()
+            .map(|d| d.as_int().map_err(|t| runtime(format!("fancy indexing takes integers, not {t}"))))
+            .collect::<Res<Vec<i64>>>()?;
+        take_local(c, &rows)
+    });
     engine.register_indexer_get(|c: &mut Chunk, i: i64| -> Res<Dynamic> {
         let n = c.shape().first().copied().ok_or_else(|| runtime("a 0-d array cannot be indexed"))?;
         let j = if i < 0 { i + n as i64 } else { i };

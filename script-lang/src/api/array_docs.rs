@@ -223,8 +223,8 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc("matmul", "matmul(a, b) -> Array", "The same as `a @ b`.", "matmul(eye(3), arange(3)).compute()"),
     doc(
         "slice",
-        "x.slice([index, ...]) | x[i] -> Array",
-        "Basic indexing: a range (`0..10`, `2..=5`), an integer (drops the axis), `()` for a whole axis, or #{start, stop, step}; negative positions count from the end.",
+        "x.slice([index, ...]) | x[i] | x[[i, j, ...]] -> Array",
+        "Basic indexing: a range (`0..10`, `2..=5`), an integer (drops the axis), `()` for a whole axis, or #{start, stop, step}; negative positions count from the end. `x[[i, j, ...]]` (an array of integers in the brackets) is NumPy's fancy indexing along axis 0: those rows, in that order.",
         "let x = arange(20, #{chunks: 6});\nx.slice([#{start: 1, stop: -1, step: 4}]).compute()",
     ),
     doc(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::base::{Array, Ctx, array_task, finish, grid, offsets};
+use super::base::{Array, Ctx, array_task, block, finish, grid, offsets};
 use crate::array::error::ArrayError;
 use crate::array::error::fmt_shape;
 use crate::array::op::ArrayOp;
@@ -159,6 +159,57 @@ pub fn all_blocks(ctx: &Ctx, a: &Array) -> Result<Vec<Array>, ArrayError> {
         .into_iter()
         .map(|idx| block_at(ctx, a, &idx.iter().map(|&i| i as i64).collect::<Vec<_>>()))
         .collect()
+}
+
+/// `x[[i, j, k]]`: NumPy's fancy indexing along axis 0, the rows named in
+/// that order (a negative index counts from the end). Each run of indices
+/// that fall in one row block becomes one output block, cut by a task on
+/// that block alone, so no block is read whole into another.
+pub fn take(ctx: &Ctx, a: &Array, index: &[i64]) -> Result<Array, ArrayError> {
+    a.known("fancy indexing")?;
+    if a.ndim() == 0 {
+        return Err(ArrayError::Shape(
+            "too many indices for array: array is 0-dimensional, but 1 were indexed".into(),
+        ));
+    }
+    let n = a.shape()[0];
+    let starts = offsets(&a.chunks[0]);
+    let mut pieces: Vec<(usize, Vec<usize>)> = Vec::new();
+    for &i in index {
+        let r = if i < 0 { i.checked_add(n as i64) } else { Some(i) }
+            .filter(|&r| r >= 0 && (r as u64) < n as u64)
+            .ok_or_else(|| {
+                ArrayError::Value(format!("index {i} is out of bounds for axis 0 with size {n}"))
+            })? as usize;
+        let b = starts.partition_point(|&s| s <= r).saturating_sub(1);
+        let local = r - starts[b];
+        match pieces.last_mut() {
+            Some((pb, rows)) if *pb == b => rows.push(local),
+            _ => pieces.push((b, vec![local])),
+        }
+    }
+    if pieces.is_empty() {
+        // No rows: one empty block, cut from the first.
+        pieces.push((0, Vec::new()));
+    }
+    let mut t = Tokenizer::new();
+    t.str("take").str(&a.name).serde(&index);
+    let name: Arc<str> = Arc::from(format!("take-{}", t.finish()));
+    let rest = a.numblocks()[1..].to_vec();
+    let mut tasks = Vec::new();
+    for (p, (b, rows)) in pieces.iter().enumerate() {
+        for tail in grid(&rest) {
+            let mut from = vec![*b];
+            from.extend(&tail);
+            let mut to = vec![p];
+            to.extend(&tail);
+            let op = ArrayOp::Ml(crate::ml::op::MlOp::Rows(rows.clone()));
+            tasks.push(array_task(ctx, block(&name, &to), op, vec![Arg::Dep(0)], vec![a.block_key(&from)]));
+        }
+    }
+    let mut chunks = a.chunks.as_ref().clone();
+    chunks[0] = pieces.iter().map(|(_, r)| r.len()).collect();
+    Ok(finish(name.to_string(), tasks, vec![a.layer.clone()], chunks, a.dtype))
 }
 
 /// `x.slice(index)`: missing trailing entries mean whole axes.
