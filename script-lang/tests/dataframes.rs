@@ -315,7 +315,11 @@ fn bad_input_is_refused_clearly() {
         ),
         (
             format!("let d = read_csv(\"{g}\"); d.diff()"),
-            "diff: column \"b\" is string; select numeric columns first".into(),
+            "diff: column \"b\" is string; select integer and float columns first".into(),
+        ),
+        (
+            "from_columns(#{a: [1, 2], f: [true, false]}).diff()".into(),
+            "diff: column \"f\" is bool; select integer and float columns first".into(),
         ),
         (
             format!("let d = read_csv(\"{b}\", #{{blocksize: 500, dtypes: #{{a: \"int64\"}}}}); len(d)"),

@@ -473,9 +473,9 @@ fn a_wrong_number_of_arguments_is_said_so() {
         ),
         ("to_json(1, 2)", "to_json takes 1 argument (to_json(value) -> string), called with 2"),
         ("\"abc\".sub_string()", "sub_string takes 1 or 2 arguments, called with 0"),
-        ("[1, 2].len(3)", "len takes 0 arguments, called with 1"),
+        ("[1, 2].len(3)", "len takes 0 arguments (len(x) -> int), called with 1"),
         ("no_such_fn(1)", "Function not found: no_such_fn (i64)"),
-        ("f(\"a\", 1).len(1, 2, 3)", "len takes 0 arguments, called with 3"),
+        ("f(\"a\", 1).len(1, 2, 3)", "len takes 0 arguments (len(x) -> int), called with 3"),
     ];
     for (code, expected) in cases {
         let e = s.eval_value(code, "<test>").expect_err(code);

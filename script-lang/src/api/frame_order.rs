@@ -370,7 +370,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "diff",
         "df.diff(periods = 1) / s.diff(periods = 1) -> DataFrame / Series",
-        "Each value minus the one `periods` rows before it (after it, for a negative number), across partition edges, as pandas': float64, missing where the other row is outside the frame. Numeric columns only.",
+        "Each value minus the one `periods` rows before it (after it, for a negative number), across partition edges, as pandas': float64, missing where the other row is outside the frame. Integer and float columns only (pandas' diff of bools compares them).",
         "from_columns(#{x: [1, 4, 9, 16, 25]}, #{npartitions: 2})[\"x\"].diff().compute()",
     ),
     doc(
@@ -381,8 +381,8 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "len",
-        "len(df) / len(s) -> int",
-        "The number of rows, counted now: one small task per partition, summed (as Dask's `len`).",
+        "len(x) -> int",
+        "The length of `x`: of a DataFrame or Series its rows, counted now (one small task per partition, summed, as Dask's `len`); of a Rhai array or string as Rhai's own `len`.",
         "len(from_columns(#{x: [1, 2, 3, 4, 5]}, #{npartitions: 3}))",
     ),
     doc(

@@ -17,7 +17,8 @@ use crate::key::Key;
 impl DataFrame {
     /// `shift(periods)` of every column but the index (`set_index`'s), or
     /// with `diff` each value minus the one `periods` rows before it
-    /// (numeric columns only). As pandas, the rows moved in from outside
+    /// (integer and float columns only: pandas' diff of bools is a
+    /// comparison, not a number). As pandas, the rows moved in from outside
     /// the frame are missing, and an integer column becomes float64 (a
     /// shift by 0 keeps it).
     pub fn shift(&self, ctx: &Ctx, periods: i64, diff: bool) -> Result<DataFrame, FrameError> {
@@ -26,11 +27,14 @@ impl DataFrame {
         let columns: Vec<String> =
             self.schema.names().filter(|n| Some(*n) != index).map(String::from).collect();
         if diff
-            && let Some((n, t)) =
-                self.schema.cols.iter().find(|(n, t)| Some(n.as_str()) != index && !t.is_numeric())
+            && let Some((n, t)) = self
+                .schema
+                .cols
+                .iter()
+                .find(|(n, t)| Some(n.as_str()) != index && !matches!(t, DType::Int64 | DType::Float64))
         {
             return Err(invalid(format!(
-                "diff: column \"{n}\" is {t}; select numeric columns first (df[[...]])"
+                "diff: column \"{n}\" is {t}; select integer and float columns first (df[[...]])"
             )));
         }
         let k = usize::try_from(periods.unsigned_abs())
