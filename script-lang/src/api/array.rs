@@ -216,15 +216,7 @@ fn take_local(c: &Chunk, rows: &[i64]) -> Res<Dynamic> {
     let Some(&n) = c.shape().first() else {
         return Err(runtime("too many indices for array: array is 0-dimensional, but 1 were indexed"));
     };
-    let keep = rows
-        .iter()
-        .map(|&i| {
-            if i < 0 { i.checked_add(n as i64) } else { Some(i) }
-                .filter(|&r| r >= 0 && (r as u64) < n as u64)
-                .map(|r| r as usize)
-                .ok_or_else(|| runtime(format!("index {i} is out of bounds for axis 0 with size {n}")))
-        })
-        .collect::<Res<Vec<usize>>>()?;
+    let keep = rows.iter().map(|&i| arr::row_index(i, n).map_err(err)).collect::<Res<Vec<usize>>>()?;
     Ok(local_result(brisk_engine::ml::op::take_rows(c, &keep).map_err(err)?))
 }
 

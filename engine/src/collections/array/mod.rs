@@ -27,7 +27,7 @@ pub use linalg::{lstsq, norm, qr, solve, svd, svd_compressed, tensordot};
 pub use matmul::{MATMUL_FANIN, matmul, transpose};
 pub use rechunk::rechunk;
 pub use reduction::reduction;
-pub use slicing::{Index, all_blocks, block_at, local_ranges, slice, take};
+pub use slicing::{Index, all_blocks, block_at, local_ranges, row_index, slice, take};
 pub use structure::{chunk_size_tasks, concatenate, cumsum, histogram, mask, reshape, stack, unique};
 
 #[cfg(test)]

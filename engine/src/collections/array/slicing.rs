@@ -161,6 +161,15 @@ pub fn all_blocks(ctx: &Ctx, a: &Array) -> Result<Vec<Array>, ArrayError> {
         .collect()
 }
 
+/// Position `i` along an axis of `n` (negative from the end), or NumPy's
+/// error naming the index and the size.
+pub fn row_index(i: i64, n: usize) -> Result<usize, ArrayError> {
+    if i < 0 { i.checked_add(n as i64) } else { Some(i) }
+        .filter(|&r| r >= 0 && (r as u64) < n as u64)
+        .map(|r| r as usize)
+        .ok_or_else(|| ArrayError::Value(format!("index {i} is out of bounds for axis 0 with size {n}")))
+}
+
 /// `x[[i, j, k]]`: NumPy's fancy indexing along axis 0, the rows named in
 /// that order (a negative index counts from the end). Each run of indices
 /// that fall in one row block becomes one output block, cut by a task on
@@ -176,11 +185,7 @@ pub fn take(ctx: &Ctx, a: &Array, index: &[i64]) -> Result<Array, ArrayError> {
     let starts = offsets(&a.chunks[0]);
     let mut pieces: Vec<(usize, Vec<usize>)> = Vec::new();
     for &i in index {
-        let r = if i < 0 { i.checked_add(n as i64) } else { Some(i) }
-            .filter(|&r| r >= 0 && (r as u64) < n as u64)
-            .ok_or_else(|| {
-                ArrayError::Value(format!("index {i} is out of bounds for axis 0 with size {n}"))
-            })? as usize;
+        let r = row_index(i, n)?;
         let b = starts.partition_point(|&s| s <= r).saturating_sub(1);
         let local = r - starts[b];
         match pieces.last_mut() {
