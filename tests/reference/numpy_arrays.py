@@ -7,8 +7,11 @@ to_json writes them.
 """
 import json
 import sys
+import warnings
 
 import numpy as np
+
+warnings.filterwarnings("ignore")  # all-NaN slices, as the brisk side gives NaN too
 
 inp = json.load(open(sys.argv[1]))
 A = np.array(inp["A"], dtype=np.float64)
@@ -18,6 +21,19 @@ S = np.array(inp["S"], dtype=np.float64)
 T = np.array(inp["T"], dtype=np.float64)
 y = np.array(inp["y"], dtype=np.float64)
 F = A.astype(np.float32)
+N = np.where(A > 0.7, np.nan, A)
+M = np.where(np.arange(23) == 4, np.nan, N)
+
+
+def topk(a, k, axis=-1):
+    """da.topk: the k largest along axis, largest first (k < 0: smallest)."""
+    return np.take(a, argtopk(a, k, axis), axis=axis) if a.ndim == 1 else np.take_along_axis(a, argtopk(a, k, axis), axis)
+
+
+def argtopk(a, k, axis=-1):
+    order = np.argsort(-a if k > 0 else a, axis=axis, kind="stable")
+    return np.take(order, range(abs(k)), axis=axis)
+
 
 cases = {
     "add": A + B,
@@ -136,6 +152,59 @@ cases = {
     "tensordot_pairs": np.tensordot(A.reshape(37, 23, 1) * np.ones((1, 1, 3)), A, [[0, 1], [0, 1]]),
     "map_blocks": np.sqrt(A) * 2.0 + 1.0,
     "map_blocks_reduce": A.max(axis=1),
+    "nansum0": np.nansum(N, 0),
+    "nansum": np.nansum(N),
+    "nanmean1": np.nanmean(N, 1),
+    "nanmin0": np.nanmin(M, 0),
+    "nanmax": np.nanmax(N),
+    "nanmax1k": np.nanmax(M, 1, keepdims=True),
+    "nanstd0": np.nanstd(M, 0, ddof=1),
+    "nanvar": np.nanvar(N),
+    "nansum_int": np.nansum(I),
+    "std_both_ddofs": A.std() - A.std(ddof=1),
+    "median0": np.median(A, 0),
+    "median_all": np.median(A),
+    "median1_nan": np.median(N, 1),
+    "median_int": np.median(I),
+    "median_keep": np.median(A, [0, 1], keepdims=True),
+    "pct": np.percentile(A, [5, 50, 99.5]),
+    "pct_axis": np.percentile(A, 30, axis=1),
+    "pct_int": np.percentile(I, [0, 25, 100]),
+    "cumprod0": (A + 0.5).cumprod(0),
+    "cumprod_int": (I % 3 + 1).cumprod(0),
+    "isinf": np.isinf(np.where(A > 0.5, np.inf, A)),
+    "log1p": np.log1p(A),
+    "expm1": np.expm1(A),
+    "sign": np.sign(A - 0.5),
+    "sign_int": np.sign(I),
+    "round1": np.round(A * 100, 1),
+    "round_neg": np.round(A * 1000, -2),
+    "round_int_neg": np.round(I * 37, -1),
+    "squeeze": A[:, 0:1].squeeze(),
+    "squeeze_axis": B,
+    "ravel": A.ravel(),
+    "expand_dims": np.expand_dims(B, 1),
+    "broadcast_to": np.broadcast_to(B, (4, 23)),
+    "vstack": np.vstack([B, B * 2]),
+    "hstack": np.hstack([A, A[:, 0:3]]),
+    "hstack_1d": np.hstack([B, I]),
+    "tril": np.tril(S),
+    "triu_k": np.triu(A, 3),
+    "tril_neg": np.tril(A, -5),
+    "isin": np.isin(I, [-20, 1, 4, 7, 100]),
+    "nonzero0": np.nonzero(A > 0.8)[0],
+    "nonzero1": np.nonzero(A > 0.8)[1],
+    "argwhere": np.argwhere(A > 0.9),
+    "topk": topk(A, 3),
+    "topk0": topk(A, -4, 0),
+    "argtopk0": argtopk(A, 5, 0),
+    "topk_vec": topk(B, 7),
+    "argtopk_vec": argtopk(B, -6),
+    "zeros_like": np.zeros_like(A),
+    "ones_like_int": np.ones_like(I),
+    "full_like": np.full_like(A, 7),
+    "randint_min": np.int64(-3),
+    "randint_max": np.int64(4),
 }
 
 NAMES = {"float64": "f64", "float32": "f32", "int64": "i64", "bool": "bool"}

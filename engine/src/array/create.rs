@@ -21,6 +21,11 @@ pub enum Dist {
         mean: f64,
         std: f64,
     },
+    /// Integers uniform on [low, high), as `np.random.randint`.
+    Integers {
+        low: i64,
+        high: i64,
+    },
 }
 
 /// The seed of one block: the user's seed mixed with the block index, so
@@ -40,6 +45,14 @@ pub fn random(seed: u64, shape: &[usize], dist: Dist, dtype: DType) -> Chunk {
         Dist::Uniform => (0..n).map(|_| rng.random::<f64>()).collect(),
         Dist::Normal { mean, std } => {
             (0..n).map(|_| mean + std * rng.sample::<f64, _>(StandardNormal)).collect()
+        }
+        Dist::Integers { low, high } => {
+            // The caller checked low < high; an empty range gives low.
+            let ints: Vec<i64> =
+                (0..n).map(|_| if low < high { rng.random_range(low..high) } else { low }).collect();
+            let c =
+                ArrayD::from_shape_vec(IxDyn(shape), ints).unwrap_or_else(|_| ArrayD::zeros(IxDyn(shape)));
+            return Chunk::from_array(c).astype(dtype);
         }
     };
     let c = Chunk::from_array(

@@ -104,6 +104,11 @@ pub enum UnOp {
     Round,
     IsNan,
     IsFinite,
+    IsInf,
+    Log1p,
+    Expm1,
+    /// -1, 0 or 1 (NaN stays NaN), in the input's type, as `np.sign`.
+    Sign,
 }
 
 impl UnOp {
@@ -125,10 +130,14 @@ impl UnOp {
             UnOp::Round => "round",
             UnOp::IsNan => "isnan",
             UnOp::IsFinite => "isfinite",
+            UnOp::IsInf => "isinf",
+            UnOp::Log1p => "log1p",
+            UnOp::Expm1 => "expm1",
+            UnOp::Sign => "sign",
         }
     }
 
-    pub const ALL: [UnOp; 16] = [
+    pub const ALL: [UnOp; 20] = [
         UnOp::Neg,
         UnOp::Not,
         UnOp::Abs,
@@ -145,6 +154,10 @@ impl UnOp {
         UnOp::Round,
         UnOp::IsNan,
         UnOp::IsFinite,
+        UnOp::IsInf,
+        UnOp::Log1p,
+        UnOp::Expm1,
+        UnOp::Sign,
     ];
 }
 
@@ -581,9 +594,12 @@ pub fn unary_dtype(op: UnOp, t: DType) -> Result<DType, ArrayError> {
         UnOp::Not if t.is_float() => {
             return Err(ArrayError::DType(format!("! is defined for bool and integer arrays, not {t}")));
         }
-        UnOp::Neg | UnOp::Not | UnOp::Round => t,
+        UnOp::Sign if t == DType::Bool => {
+            return Err(ArrayError::DType("sign is defined for numbers, not bool".into()));
+        }
+        UnOp::Neg | UnOp::Not | UnOp::Round | UnOp::Sign => t,
         UnOp::Abs => t,
-        UnOp::IsNan | UnOp::IsFinite => DType::Bool,
+        UnOp::IsNan | UnOp::IsFinite | UnOp::IsInf => DType::Bool,
         _ => t.to_float(),
     })
 }
@@ -596,7 +612,10 @@ pub fn unary(op: UnOp, a: &Chunk) -> Result<Chunk, ArrayError> {
         (UnOp::IsNan, Chunk::F64(x)) => Chunk::from_array(x.map(|v| v.is_nan())),
         (UnOp::IsFinite, Chunk::F32(x)) => Chunk::from_array(x.map(|v| v.is_finite())),
         (UnOp::IsFinite, Chunk::F64(x)) => Chunk::from_array(x.map(|v| v.is_finite())),
-        (UnOp::IsNan, _) => Chunk::full(a.shape(), Scalar::Bool(false), DType::Bool),
+        (UnOp::IsInf, Chunk::F32(x)) => Chunk::from_array(x.map(|v| v.is_infinite())),
+        (UnOp::IsInf, Chunk::F64(x)) => Chunk::from_array(x.map(|v| v.is_infinite())),
+        (UnOp::IsNan | UnOp::IsInf, _) => Chunk::full(a.shape(), Scalar::Bool(false), DType::Bool),
+        (UnOp::Sign, Chunk::I64(x)) => Chunk::from_array(x.map(|v| v.signum())),
         (UnOp::IsFinite, _) => Chunk::full(a.shape(), Scalar::Bool(true), DType::Bool),
         (UnOp::Not, Chunk::Bool(x)) => Chunk::from_array(x.map(|v| !v)),
         (UnOp::Not, Chunk::I64(x)) => Chunk::from_array(x.map(|v| !v)),
@@ -628,7 +647,18 @@ fn float_unary<T: Float + Elem>(op: UnOp, a: &Nd<T>) -> ArrayD<T> {
         UnOp::Tanh => T::tanh,
         UnOp::Floor => T::floor,
         UnOp::Ceil => T::ceil,
-        UnOp::Round | UnOp::Not | UnOp::IsNan | UnOp::IsFinite => |v| v,
+        UnOp::Log1p => T::ln_1p,
+        UnOp::Expm1 => T::exp_m1,
+        UnOp::Sign => |v| {
+            if v > T::zero() {
+                T::one()
+            } else if v < T::zero() {
+                -T::one()
+            } else {
+                v * T::zero()
+            }
+        },
+        UnOp::Round | UnOp::Not | UnOp::IsNan | UnOp::IsFinite | UnOp::IsInf => |v| v,
     };
     a.mapv(f)
 }

@@ -292,7 +292,45 @@ pub fn execute_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
         }
         ArrayOp::ExpandDims(axis) => Value::array(shape::expand_dims(&one(args)?, *axis)?),
         ArrayOp::Reshape(to) => Value::array(shape::reshape(&one(args)?, to)?),
-        ArrayOp::Cumsum(axis) => Value::array(reduce::cumsum(&one(args)?, *axis)?),
+        ArrayOp::ArgWhere { offset, shape, axis } => {
+            Value::array(shape::argwhere(&one(args)?, *offset, shape, *axis)?)
+        }
+        ArrayOp::IsIn(values) => Value::array(shape::isin(&one(args)?, values)),
+        ArrayOp::Tri { k, upper, row0, col0 } => {
+            Value::array(shape::tri(&one(args)?, *k, *upper, *row0, *col0)?)
+        }
+        ArrayOp::Cumsum(axis) => Value::array(reduce::cumulative(&one(args)?, *axis, false)?),
+        ArrayOp::Cumprod(axis) => Value::array(reduce::cumulative(&one(args)?, *axis, true)?),
+        ArrayOp::Quantile { qs, axes, keepdims, q_axis } => {
+            Value::array(super::order::quantile(&one(args)?, qs, axes, *keepdims, *q_axis)?)
+        }
+        ArrayOp::TopK { k, axis, offset } => {
+            let (v, i) = super::order::topk(&one(args)?, None, *k, *axis, *offset)?;
+            partial_value(vec![v, i])
+        }
+        ArrayOp::TopKMerge { k, axis, indices } => {
+            let mut vals = Vec::with_capacity(args.len());
+            let mut pos = Vec::with_capacity(args.len());
+            for a in args {
+                let [v, i] = <[Chunk; 2]>::try_from(partial_arg(a)?).map_err(|_| {
+                    ArrayError::Value("internal: a topk candidate is [values, indices]".into())
+                })?;
+                vals.push(v);
+                pos.push(i);
+            }
+            let mut grid = vec![1; vals.first().map_or(1, Chunk::ndim)];
+            if let Some(g) = grid.get_mut(*axis) {
+                *g = vals.len();
+            }
+            let (v, i) = super::order::topk(
+                &shape::concat_grid(&vals, &grid)?,
+                Some(&shape::concat_grid(&pos, &grid)?),
+                *k,
+                *axis,
+                0,
+            )?;
+            Value::array(if *indices { i } else { v })
+        }
         ArrayOp::Histogram { bins, lo, hi } => Value::array(reduce::histogram(&one(args)?, *bins, *lo, *hi)?),
         ArrayOp::OnGpu(_) | ArrayOp::ToGpu => {
             return Err(ArrayError::Value(format!("{} runs on a GPU", op.name())));

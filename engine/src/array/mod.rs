@@ -13,6 +13,7 @@ pub mod gpu;
 pub mod linalg;
 pub mod npy;
 pub mod op;
+pub mod order;
 pub mod reduce;
 pub mod shape;
 pub mod zarr;

@@ -151,8 +151,50 @@ pub enum ArrayOp {
     ExpandDims(usize),
     /// The same elements, C order, in another shape.
     Reshape(Vec<usize>),
+    /// The positions of a flat block's non-zero elements, from `offset`
+    /// of an array of `shape`, unravelled: `[n, ndim]` (`argwhere`), or
+    /// the one coordinate `axis` (a part of `nonzero`).
+    ArgWhere {
+        offset: usize,
+        shape: Vec<usize>,
+        axis: Option<usize>,
+    },
+    /// Whether each element equals one of `values` (`isin`).
+    IsIn(Vec<super::dtype::Scalar>),
+    /// `tril`/`triu` of a block at `(row0, col0)` of a matrix.
+    Tri {
+        k: i64,
+        upper: bool,
+        row0: usize,
+        col0: usize,
+    },
     /// Cumulative sum along an axis, within the block.
     Cumsum(usize),
+    /// Cumulative product along an axis, within the block.
+    Cumprod(usize),
+    /// Quantiles (fractions) over `axes`, whose lanes are whole in the
+    /// block (`median`, `percentile`); `q_axis`: a leading axis of q.
+    Quantile {
+        qs: Vec<f64>,
+        axes: Vec<usize>,
+        keepdims: bool,
+        q_axis: bool,
+    },
+    /// A block's `k` most extreme values along `axis` (`k < 0`: smallest)
+    /// with their global indices (`offset`: the block's start), as
+    /// `[values, indices]`.
+    TopK {
+        k: i64,
+        axis: usize,
+        offset: usize,
+    },
+    /// The candidates (each a `[values, indices]`) joined along `axis`
+    /// and cut to the `k` most extreme: the values, or the indices.
+    TopKMerge {
+        k: i64,
+        axis: usize,
+        indices: bool,
+    },
     /// Counts of the block's values in `bins` equal bins over [lo, hi]
     /// (the last bin closed, as NumPy's).
     Histogram {
@@ -267,7 +309,18 @@ impl ArrayOp {
             ArrayOp::Len => "chunk-size".into(),
             ArrayOp::NpyRead { .. } => "from-npy".into(),
             ArrayOp::Reshape(_) => "reshape".into(),
+            ArrayOp::Tri { upper: true, .. } => "triu".into(),
+            ArrayOp::Tri { .. } => "tril".into(),
+            ArrayOp::ArgWhere { axis: None, .. } => "argwhere".into(),
+            ArrayOp::ArgWhere { .. } => "nonzero".into(),
+            ArrayOp::IsIn(_) => "isin".into(),
             ArrayOp::Cumsum(_) => "cumsum".into(),
+            ArrayOp::Cumprod(_) => "cumprod".into(),
+            ArrayOp::Quantile { q_axis: true, .. } => "percentile".into(),
+            ArrayOp::Quantile { .. } => "median".into(),
+            ArrayOp::TopK { .. } => "topk-chunk".into(),
+            ArrayOp::TopKMerge { indices: true, .. } => "argtopk".into(),
+            ArrayOp::TopKMerge { .. } => "topk".into(),
             ArrayOp::Histogram { .. } => "histogram".into(),
             ArrayOp::OnGpu(inner) => inner.name(),
             ArrayOp::ToGpu => "to_gpu".into(),

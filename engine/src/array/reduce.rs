@@ -22,10 +22,27 @@ pub enum Reduction {
     Any,
     All,
     Mean,
-    Var { ddof: u32 },
-    Std { ddof: u32 },
+    Var {
+        ddof: u32,
+    },
+    Std {
+        ddof: u32,
+    },
     ArgMin,
     ArgMax,
+    /// The `nan*` reductions: NaN values are skipped (as missing). On
+    /// integer and bool data, where nothing is NaN, each is its plain form.
+    NanSum,
+    NanProd,
+    NanMin,
+    NanMax,
+    NanMean,
+    NanVar {
+        ddof: u32,
+    },
+    NanStd {
+        ddof: u32,
+    },
 }
 
 impl Reduction {
@@ -42,6 +59,35 @@ impl Reduction {
             Reduction::Std { .. } => "std",
             Reduction::ArgMin => "argmin",
             Reduction::ArgMax => "argmax",
+            Reduction::NanSum => "nansum",
+            Reduction::NanProd => "nanprod",
+            Reduction::NanMin => "nanmin",
+            Reduction::NanMax => "nanmax",
+            Reduction::NanMean => "nanmean",
+            Reduction::NanVar { .. } => "nanvar",
+            Reduction::NanStd { .. } => "nanstd",
+        }
+    }
+
+    /// Whether NaN values are skipped (the `nan*` family).
+    pub fn skips_nan(self) -> bool {
+        self != self.plain()
+    }
+
+    /// The reduction that keeps NaN: `nansum` → `sum`; others themselves.
+    /// A `nan*` partial has the plain one's parts, so it merges and
+    /// finishes as the plain one (except min and max, which must still
+    /// skip a NaN that stands for an all-NaN slice).
+    pub fn plain(self) -> Reduction {
+        match self {
+            Reduction::NanSum => Reduction::Sum,
+            Reduction::NanProd => Reduction::Prod,
+            Reduction::NanMin => Reduction::Min,
+            Reduction::NanMax => Reduction::Max,
+            Reduction::NanMean => Reduction::Mean,
+            Reduction::NanVar { ddof } => Reduction::Var { ddof },
+            Reduction::NanStd { ddof } => Reduction::Std { ddof },
+            r => r,
         }
     }
 
@@ -51,12 +97,14 @@ impl Reduction {
 
     /// The dtype of the result for an input of type `t`.
     pub fn out_dtype(self, t: DType) -> DType {
-        match self {
+        match self.plain() {
             Reduction::Sum | Reduction::Prod => t.sum_type(),
             Reduction::Min | Reduction::Max => t,
             Reduction::Any | Reduction::All => DType::Bool,
             Reduction::Mean | Reduction::Var { .. } | Reduction::Std { .. } => t.to_float(),
             Reduction::ArgMin | Reduction::ArgMax => DType::I64,
+            // `plain` leaves none of the `nan*` family.
+            _ => t.to_float(),
         }
     }
 }
@@ -92,11 +140,21 @@ pub fn partial(
     place: &BlockPlace,
 ) -> Result<Vec<Chunk>, ArrayError> {
     let n = reduced_len(block.shape(), axes);
-    if n == 0 && matches!(red, Reduction::Min | Reduction::Max | Reduction::ArgMin | Reduction::ArgMax) {
+    if n == 0
+        && matches!(red.plain(), Reduction::Min | Reduction::Max | Reduction::ArgMin | Reduction::ArgMax)
+    {
         return Err(ArrayError::Value(format!(
             "zero-size array to reduction operation {} which has no identity",
             red.name()
         )));
+    }
+    if red.skips_nan() {
+        return match block {
+            Chunk::F32(a) => nan_partial(red, a, axes),
+            Chunk::F64(a) => nan_partial(red, a, axes),
+            // Nothing to skip.
+            _ => partial(red.plain(), block, axes, place),
+        };
     }
     Ok(match red {
         Reduction::Sum | Reduction::Prod | Reduction::Min | Reduction::Max => {
@@ -133,6 +191,53 @@ pub fn partial(
             Chunk::F32(a) => arg_partial(red, a, axes, place),
             Chunk::F64(a) => arg_partial(red, a, axes, place),
         },
+        // Taken above.
+        _ => return Err(mismatch()),
+    })
+}
+
+/// NumPy's `nanmin`: a NaN loses to any number; two NaNs give NaN.
+fn min_skip<T: Num>(a: T, b: T) -> T {
+    if b.is_nan() || (!a.is_nan() && a <= b) { a } else { b }
+}
+
+/// NumPy's `nanmax`.
+fn max_skip<T: Num>(a: T, b: T) -> T {
+    if b.is_nan() || (!a.is_nan() && a >= b) { a } else { b }
+}
+
+/// The partial of a `nan*` reduction of a float block, in the plain
+/// reduction's parts: sums and products over the block with each NaN as
+/// the identity, counts of the values that are not NaN, and min/max that
+/// stay NaN only where every value was.
+fn nan_partial<T: Num + num_traits::Float>(
+    red: Reduction,
+    a: &Nd<T>,
+    axes: &[usize],
+) -> Result<Vec<Chunk>, ArrayError> {
+    let (zero, one, nan) = (<T as Num>::zero(), <T as Num>::one(), <T as num_traits::Float>::nan());
+    let cleaned = |fill: T| a.mapv(|v| if Num::is_nan(v) { fill } else { v }).into_shared();
+    let present = || a.mapv(|v| if Num::is_nan(v) { 0.0 } else { 1.0 }).into_shared();
+    Ok(match red {
+        Reduction::NanSum => vec![T::wrap(simple(Reduction::Sum, &cleaned(zero), axes))],
+        Reduction::NanProd => vec![T::wrap(simple(Reduction::Prod, &cleaned(one), axes))],
+        Reduction::NanMin => vec![T::wrap(fold_axes(a, axes, nan, min_skip))],
+        Reduction::NanMax => vec![T::wrap(fold_axes(a, axes, nan, max_skip))],
+        Reduction::NanMean => {
+            let sum = fold_axes(&cleaned(zero), axes, zero, <T as Num>::add);
+            vec![T::wrap(sum), Chunk::F64(fold_axes(&present(), axes, 0.0, |p, q| p + q))]
+        }
+        _ => {
+            let x = a.mapv(|v| v.to_f64().unwrap_or(f64::NAN)).into_shared();
+            let count = fold_axes(&present(), axes, 0.0, |p, q| p + q);
+            let zeroed = x.mapv(|v| if v.is_nan() { 0.0 } else { v }).into_shared();
+            let sum = fold_axes(&zeroed, axes, 0.0, |p, q| p + q);
+            let mean = Zip::from(&sum).and(&count).map_collect(|&s, &c| if c > 0.0 { s / c } else { 0.0 });
+            let mean = mean.into_shared();
+            let dev = zip2(&x, &mean, |v, m| if v.is_nan() { 0.0 } else { (v - m) * (v - m) })?.into_shared();
+            let m2 = fold_axes(&dev, axes, 0.0, |p, q| p + q);
+            vec![Chunk::F64(count), Chunk::F64(mean), Chunk::F64(m2)]
+        }
     })
 }
 
@@ -304,6 +409,8 @@ pub fn merge(red: Reduction, a: &[Chunk], b: &[Chunk]) -> Result<Vec<Chunk>, Arr
                     Reduction::Prod => both::<$t>(a, b, <$t as Num>::mul),
                     Reduction::Min => both::<$t>(a, b, min_nan),
                     Reduction::Max => both::<$t>(a, b, max_nan),
+                    Reduction::NanMin => both::<$t>(a, b, min_skip),
+                    Reduction::NanMax => both::<$t>(a, b, max_skip),
                     Reduction::Any => both::<$t>(a, b, <$t as Num>::add),
                     _ => both::<$t>(a, b, <$t as Num>::mul),
                 }
@@ -318,11 +425,17 @@ pub fn merge(red: Reduction, a: &[Chunk], b: &[Chunk]) -> Result<Vec<Chunk>, Arr
     }
     let [a0, rest_a @ ..] = a else { return Err(mismatch()) };
     let [b0, rest_b @ ..] = b else { return Err(mismatch()) };
+    let red = match red {
+        Reduction::NanMin | Reduction::NanMax => red,
+        r => r.plain(),
+    };
     Ok(match red {
         Reduction::Sum
         | Reduction::Prod
         | Reduction::Min
         | Reduction::Max
+        | Reduction::NanMin
+        | Reduction::NanMax
         | Reduction::Any
         | Reduction::All => {
             vec![simple(a0, b0, red)?]
@@ -373,6 +486,8 @@ pub fn merge(red: Reduction, a: &[Chunk], b: &[Chunk]) -> Result<Vec<Chunk>, Arr
                 DType::F64 => pick::<f64>(red, a0, b0, ia, ib)?,
             }
         }
+        // `red` is plain here but for min and max, taken above.
+        _ => return Err(mismatch()),
     })
 }
 
@@ -385,6 +500,7 @@ pub fn finalize(
     keepdims: bool,
     out: DType,
 ) -> Result<Chunk, ArrayError> {
+    let red = red.plain();
     let r = match (red, p) {
         (Reduction::Mean, [sum, count]) => {
             let q = zip2(&sum.cast::<f64>(), &count.cast::<f64>(), |s, c| s / c)?;
@@ -421,19 +537,21 @@ pub fn squeeze(c: &Chunk, axes: &[usize]) -> Chunk {
 }
 
 /// Cumulative sum along `axis` (bools and integers sum as i64).
-pub fn cumsum(c: &Chunk, axis: usize) -> Result<Chunk, ArrayError> {
+/// Cumulative sum (or product) along `axis`, in the type a sum has.
+pub fn cumulative(c: &Chunk, axis: usize, prod: bool) -> Result<Chunk, ArrayError> {
     if axis >= c.ndim() {
         return Err(ArrayError::Axis { axis: axis as i64, ndim: c.ndim() });
     }
-    fn go<T: Num>(a: &Nd<T>, axis: usize) -> Chunk {
+    fn go<T: Num>(a: &Nd<T>, axis: usize, prod: bool) -> Chunk {
         let mut out = a.as_standard_layout().into_owned();
-        out.accumulate_axis_inplace(Axis(axis), |&prev, cur| *cur = T::add(prev, *cur));
+        let f = if prod { T::mul } else { T::add };
+        out.accumulate_axis_inplace(Axis(axis), |&prev, cur| *cur = f(prev, *cur));
         T::wrap(out.into_shared())
     }
     Ok(match c.dtype().sum_type() {
-        DType::F32 => go(&c.cast::<f32>(), axis),
-        DType::F64 => go(&c.cast::<f64>(), axis),
-        _ => go(&c.cast::<i64>(), axis),
+        DType::F32 => go(&c.cast::<f32>(), axis, prod),
+        DType::F64 => go(&c.cast::<f64>(), axis, prod),
+        _ => go(&c.cast::<i64>(), axis, prod),
     })
 }
 

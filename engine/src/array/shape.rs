@@ -185,6 +185,80 @@ pub fn reshape(c: &Chunk, shape: &[usize]) -> Result<Chunk, ArrayError> {
     crate::each_chunk!(c, a => go(a, shape))
 }
 
+/// The non-zero elements of a flat block whose first element is element
+/// `offset` (C order) of an array of `shape`: their coordinates, `[n,
+/// ndim]`, or only those along `axis` (1-d).
+pub fn argwhere(c: &Chunk, offset: usize, shape: &[usize], axis: Option<usize>) -> Result<Chunk, ArrayError> {
+    if c.ndim() != 1 {
+        return Err(ArrayError::Value("internal: argwhere takes a flat block".into()));
+    }
+    let nd = shape.len();
+    if axis.is_some_and(|a| a >= nd) {
+        return Err(ArrayError::Value("internal: argwhere axis out of range".into()));
+    }
+    let flat: Vec<bool> = c.cast::<bool>().iter().copied().collect();
+    let mut out = Vec::new();
+    let mut coords = vec![0usize; nd];
+    let mut n = 0;
+    for (j, &v) in flat.iter().enumerate() {
+        if !v {
+            continue;
+        }
+        n += 1;
+        let mut rest = offset + j;
+        for d in (0..nd).rev() {
+            let len = shape[d].max(1);
+            coords[d] = rest % len;
+            rest /= len;
+        }
+        match axis {
+            Some(a) => out.push(coords[a] as i64),
+            None => out.extend(coords.iter().map(|&x| x as i64)),
+        }
+    }
+    let dims: Vec<usize> = if axis.is_some() { vec![n] } else { vec![n, nd] };
+    let a =
+        ndarray::ArrayD::from_shape_vec(IxDyn(&dims), out).map_err(|e| ArrayError::Shape(e.to_string()))?;
+    Ok(Chunk::from_array(a))
+}
+
+/// Whether each element equals one of `values` (as `np.isin`: by value,
+/// so `2 == 2.0`; NaN matches nothing).
+pub fn isin(c: &Chunk, values: &[super::dtype::Scalar]) -> Chunk {
+    // `+ 0.0` makes -0.0 into 0.0, which total_cmp would tell apart.
+    let mut set: Vec<f64> = values.iter().map(|s| s.as_f64() + 0.0).filter(|v| !v.is_nan()).collect();
+    set.sort_unstable_by(f64::total_cmp);
+    let x = c.cast::<f64>();
+    Chunk::from_array(x.mapv(|v| set.binary_search_by(|p| p.total_cmp(&(v + 0.0))).is_ok()))
+}
+
+/// `tril`/`triu` of a 2-d block whose first element sits at `(row0,
+/// col0)` of the whole matrix: zero where the column is past the `k`-th
+/// diagonal (`tril`) or before it (`triu`), as `np.tril`/`np.triu`.
+pub fn tri(c: &Chunk, k: i64, upper: bool, row0: usize, col0: usize) -> Result<Chunk, ArrayError> {
+    if c.ndim() != 2 {
+        return Err(ArrayError::Value(format!(
+            "{} needs a 2-d array, got {} dimensions",
+            if upper { "triu" } else { "tril" },
+            c.ndim()
+        )));
+    }
+    fn go<T: Elem>(a: &Nd<T>, k: i64, upper: bool, row0: usize, col0: usize) -> Chunk {
+        let zero = T::from_bool(false);
+        let mut out = a.to_owned();
+        for (r, mut row) in out.outer_iter_mut().enumerate() {
+            for (c, v) in row.iter_mut().enumerate() {
+                let d = (col0 + c) as i64 - (row0 + r) as i64;
+                if (upper && d < k) || (!upper && d > k) {
+                    *v = zero;
+                }
+            }
+        }
+        T::wrap(out.into_shared())
+    }
+    Ok(crate::each_chunk!(c, a => go(a, k, upper, row0, col0)))
+}
+
 /// Every index of a grid, in C order.
 pub fn grid(numblocks: &[usize]) -> Vec<Vec<usize>> {
     let total: usize = numblocks.iter().product();

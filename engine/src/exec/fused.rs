@@ -57,7 +57,7 @@ fn fusable_bin(op: BinOp) -> bool {
 }
 
 fn fusable_un(op: UnOp) -> bool {
-    !matches!(op, UnOp::Not | UnOp::IsNan | UnOp::IsFinite)
+    !matches!(op, UnOp::Not | UnOp::IsNan | UnOp::IsFinite | UnOp::IsInf)
 }
 
 fn array_op(step: &Step) -> Option<(&ArrayOp, &[Arg])> {
@@ -526,7 +526,18 @@ impl Scratch {
                     UnOp::Floor => f64::floor,
                     UnOp::Ceil => f64::ceil,
                     UnOp::Round => f64::round_ties_even,
-                    UnOp::Not | UnOp::IsNan | UnOp::IsFinite => |x| x,
+                    UnOp::Log1p => f64::ln_1p,
+                    UnOp::Expm1 => f64::exp_m1,
+                    UnOp::Sign => |x| {
+                        if x > 0.0 {
+                            1.0
+                        } else if x < 0.0 {
+                            -1.0
+                        } else {
+                            x * 0.0
+                        }
+                    },
+                    UnOp::Not | UnOp::IsNan | UnOp::IsFinite | UnOp::IsInf => |x| x,
                 };
                 let x = self.eval(a, leaves, at);
                 self.map(x, at, f)

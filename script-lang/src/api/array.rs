@@ -101,6 +101,31 @@ fn where_(st: &St, c: &Dynamic, a: &Dynamic, b: &Dynamic) -> Res<Dynamic> {
     Ok(local_result(elementwise::where_(k.operand(), x.operand(), y.operand()).map_err(err)?))
 }
 
+/// `round(x, decimals)` as NumPy computes it: scaled by 10^decimals,
+/// rounded half to even, scaled back (integers only move for negative
+/// decimals, and stay integers).
+fn round_to(st: &St, x: &Dynamic, decimals: i64) -> Res<Dynamic> {
+    let dtype = match (x.read_lock::<LazyArray>(), x.read_lock::<Chunk>()) {
+        (Some(a), _) => a.a.dtype,
+        (_, Some(c)) => c.dtype(),
+        _ => return Err(wrong_type("round", "an array", x)),
+    };
+    let exp = i32::try_from(decimals.unsigned_abs()).map_err(|_| runtime("round: decimals out of range"))?;
+    let f = Dynamic::from_float(10f64.powi(exp));
+    if !dtype.is_float() {
+        if decimals >= 0 {
+            return Ok(x.clone());
+        }
+        let r = unary(st, UnOp::Round, &binary(st, BinOp::Div, x, &f)?)?;
+        return astype(st, &binary(st, BinOp::Mul, &r, &f)?, dtype.name());
+    }
+    if decimals >= 0 {
+        binary(st, BinOp::Div, &unary(st, UnOp::Round, &binary(st, BinOp::Mul, x, &f)?)?, &f)
+    } else {
+        binary(st, BinOp::Mul, &unary(st, UnOp::Round, &binary(st, BinOp::Div, x, &f)?)?, &f)
+    }
+}
+
 fn astype(st: &St, a: &Dynamic, dtype: &str) -> Res<Dynamic> {
     let t = dtype_arg(&Dynamic::from(dtype.to_string()))?;
     if let Some(x) = a.read_lock::<LazyArray>() {
@@ -140,6 +165,8 @@ fn reduce_call(
     let red = match red {
         Reduction::Var { .. } => Reduction::Var { ddof },
         Reduction::Std { .. } => Reduction::Std { ddof },
+        Reduction::NanVar { .. } => Reduction::NanVar { ddof },
+        Reduction::NanStd { .. } => Reduction::NanStd { ddof },
         r => r,
     };
     let split = match o.get("split_every") {
@@ -317,7 +344,7 @@ const BINOPS: [(&str, BinOp); 17] = [
     ("floor_divide", BinOp::FloorDiv),
 ];
 
-const REDUCTIONS: [(&str, Reduction); 11] = [
+const REDUCTIONS: [(&str, Reduction); 17] = [
     ("sum", Reduction::Sum),
     ("prod", Reduction::Prod),
     ("min", Reduction::Min),
@@ -329,9 +356,15 @@ const REDUCTIONS: [(&str, Reduction); 11] = [
     ("argmax", Reduction::ArgMax),
     ("any", Reduction::Any),
     ("all", Reduction::All),
+    ("nansum", Reduction::NanSum),
+    ("nanmin", Reduction::NanMin),
+    ("nanmax", Reduction::NanMax),
+    ("nanmean", Reduction::NanMean),
+    ("nanstd", Reduction::NanStd { ddof: 0 }),
+    ("nanvar", Reduction::NanVar { ddof: 0 }),
 ];
 
-const FUNCTIONS: [(&str, UnOp); 14] = [
+const FUNCTIONS: [(&str, UnOp); 18] = [
     ("sqrt", UnOp::Sqrt),
     ("exp", UnOp::Exp),
     ("log", UnOp::Log),
@@ -346,6 +379,10 @@ const FUNCTIONS: [(&str, UnOp); 14] = [
     ("round", UnOp::Round),
     ("isnan", UnOp::IsNan),
     ("isfinite", UnOp::IsFinite),
+    ("isinf", UnOp::IsInf),
+    ("log1p", UnOp::Log1p),
+    ("expm1", UnOp::Expm1),
+    ("sign", UnOp::Sign),
 ];
 
 /// What both kinds of array answer: operators, functions, reductions, properties.
@@ -378,6 +415,10 @@ fn register_common<T: Clone + Send + Sync + 'static>(engine: &mut Engine, state:
         if hi.is_unit() { Ok(lower) } else { binary(&st, BinOp::Minimum, &lower, &hi) }
     });
     let st = state.clone();
+    engine.register_fn("round", move |x: &mut T, decimals: i64| {
+        round_to(&st, &Dynamic::from(x.clone()), decimals)
+    });
+    let st = state.clone();
     engine.register_fn("astype", move |x: &mut T, dtype: &str| astype(&st, &Dynamic::from(x.clone()), dtype));
     let st = state.clone();
     engine.register_fn("transpose", move |x: &mut T| transpose(&st, &Dynamic::from(x.clone()), None));
@@ -402,6 +443,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
 
     register_local_with(engine, &some);
     super::array_create::register(engine, state);
+    super::array_more::register(engine, state);
     for (sym, op) in BINOPS {
         let st: St = Some(state.clone());
         let f = Arc::new(move |a: &Dynamic, b: &Dynamic| binary(&st, op, a, b));

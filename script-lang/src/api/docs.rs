@@ -21,6 +21,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::DOCS,
     super::array_create::DOCS,
     super::array_docs::DOCS,
+    super::array_more::DOCS,
     super::gpu_kernels::DOCS,
     super::ml::DOCS,
     super::bag::DOCS,
@@ -76,18 +77,22 @@ mod tests {
     /// them: `map` (futures, bag), `map_partitions` (bag, frame_order),
     /// `groupby` (bag, dataframe), `status` (a future's, a deployed
     /// cluster's) and `shape` (an array's, a frame's).
-    const IN_TWO_AREAS: &[&str] = &["map", "map_partitions", "groupby", "status", "shape"];
+    const IN_TWO_AREAS: &[&str] = &["map", "map_partitions", "groupby", "status", "shape", "topk", "isin"];
 
     #[test]
     fn every_entry_is_in_exactly_one_area() {
         // Areas added since the split bring their own entries.
         // `story` and `run_command` came later, to the futures area;
-        // `shift`, `diff`, `concat`, `len` and `shape` to frame_order's.
+        // `shift`, `diff`, `concat`, `len` and `shape` to frame_order's;
+        // the nan-reductions, `isinf`, `log1p`, `expm1` and `sign` to the
+        // arrays'.
         assert_eq!(
             all().count(),
             ENTRIES_BEFORE_SPLIT
                 + 2
                 + 5
+                + 10
+                + super::super::array_more::DOCS.len()
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()
                 + super::super::kube::DOCS.len()

@@ -7,6 +7,7 @@ mod array;
 mod array_args;
 mod array_create;
 mod array_docs;
+mod array_more;
 mod bag;
 mod cluster;
 mod config;

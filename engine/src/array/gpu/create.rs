@@ -52,6 +52,9 @@ pub fn random(
     let (mean, std, normal) = match dist {
         Dist::Uniform => (0.0, 1.0, false),
         Dist::Normal { mean, std } => (mean, std, true),
+        Dist::Integers { .. } => {
+            return Err(ArrayError::Value("internal: random integers are made on the host".into()));
+        }
     };
     let body = match (t, normal) {
         (DType::F32, false) => "v[0] = u24(c[0]); v[1] = u24(c[1]); v[2] = u24(c[2]); v[3] = u24(c[3]);",

@@ -219,7 +219,9 @@ fn native(op: &ArrayOp, args: &[Value], host: Host<'_>) -> Result<Option<Value>,
         ArrayOp::OnGpu(inner) => {
             let device = super::chunk::default_device()?;
             match inner.as_ref() {
-                ArrayOp::Random { seed, shape, dist, dtype } => {
+                ArrayOp::Random { seed, shape, dist, dtype }
+                    if !matches!(dist, crate::array::create::Dist::Integers { .. }) =>
+                {
                     gpu_value(super::create::random(&device, *seed, shape, *dist, *dtype)?)
                 }
                 ArrayOp::Full { shape, value, dtype } => {

@@ -344,6 +344,7 @@ pub const PRELUDE: &str = r#"
 typedef unsigned long long u64;
 typedef long long i64;
 template <typename T> __device__ __forceinline__ bool b_isnan(T v) { return v != v; }
+template <typename T> __device__ __forceinline__ T b_sign(T v) { return b_isnan(v) ? v : (T)((v > (T)0) - (v < (T)0)); }
 template <typename T> __device__ __forceinline__ T b_max(T a, T b) { return (b_isnan(a) || a >= b) ? a : b; }
 template <typename T> __device__ __forceinline__ T b_min(T a, T b) { return (b_isnan(a) || a <= b) ? a : b; }
 __device__ __forceinline__ i64 b_add(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
@@ -615,6 +616,11 @@ fn emit(n: &Node, s: &Src<'_>, out: &mut String) {
                 (UnOp::IsNan, _) => write!(out, "b_isnan({x})"),
                 (UnOp::IsFinite, DType::Bool | DType::I64) => write!(out, "true"),
                 (UnOp::IsFinite, _) => write!(out, "isfinite({x})"),
+                (UnOp::IsInf, DType::Bool | DType::I64) => write!(out, "false"),
+                (UnOp::IsInf, _) => write!(out, "isinf({x})"),
+                (UnOp::Sign, _) => write!(out, "b_sign({x})"),
+                (UnOp::Log1p, _) => write!(out, "log1p({x})"),
+                (UnOp::Expm1, _) => write!(out, "expm1({x})"),
                 (UnOp::Sqrt, _) => write!(out, "sqrt({x})"),
                 (UnOp::Exp, _) => write!(out, "exp({x})"),
                 (UnOp::Log, _) => write!(out, "log({x})"),

@@ -528,7 +528,8 @@ fn partial_of(red: Reduction, e: &Expr, axes: &[usize]) -> Result<Option<Vec<Gpu
             let count = super::create::full(x.device(), mean.shape(), Scalar::Float(n as f64), DType::F64)?;
             vec![count, mean, m2]
         }
-        Reduction::ArgMin | Reduction::ArgMax => return Ok(None),
+        // The host skips NaNs (and finds args).
+        _ => return Ok(None),
     }))
 }
 
@@ -622,6 +623,9 @@ pub fn finalize(
     keepdims: bool,
     out: DType,
 ) -> Result<Option<GpuChunk>, ArrayError> {
+    if red.skips_nan() {
+        return Ok(None);
+    }
     let r = match (red, p) {
         (Reduction::Mean, [sum, count]) => {
             let q = Expr::binary(

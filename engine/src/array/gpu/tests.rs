@@ -464,7 +464,7 @@ fn cumsum_matches_the_cpu() {
         for &t in &DTYPES {
             let a = sample(shape, t, 3);
             for axis in 0..shape.len() {
-                let cpu = reduce::cumsum(&a, axis).expect("cpu");
+                let cpu = reduce::cumulative(&a, axis, false).expect("cpu");
                 let gpu = scan::cumsum(&up(&a), axis).expect("gpu").to_host().expect("down");
                 // Long f32 rows: the device adds in another order.
                 let what = format!("cumsum of {t} {shape:?} along {axis}");
@@ -482,7 +482,7 @@ fn cumsum_matches_the_cpu() {
         }
     }
     let v = up(&sample(&[40, 30], DType::F64, 1)).transpose(&[1, 0]).expect("view");
-    let cpu = reduce::cumsum(&v.to_host().expect("down"), 1).expect("cpu");
+    let cpu = reduce::cumulative(&v.to_host().expect("down"), 1, false).expect("cpu");
     close(&scan::cumsum(&v, 1).expect("gpu").to_host().expect("down"), &cpu, "cumsum of a transposed view");
     assert!(checked >= 30, "{checked}");
 }

@@ -7,10 +7,12 @@
 mod base;
 mod chunks;
 mod create;
+mod dims;
 mod elementwise;
 mod kernels;
 mod linalg;
 mod matmul;
+mod order;
 mod rechunk;
 mod reduction;
 mod slicing;
@@ -21,14 +23,18 @@ pub use base::{Array, Ctx, finalize, grid, offsets};
 pub(crate) use base::{array_task, block, finish};
 pub use chunks::{AUTO_BYTES, AxisChunks, ChunkSpec, MAX_BLOCKS, normalize_chunks, regular};
 pub use create::{arange, eye, from_chunk, from_npy, from_zarr, full, linspace, random, to_zarr};
+pub use dims::{broadcast_to, expand_dims, squeeze, tri};
 pub use elementwise::{BlockFn, Operand, astype, binary, map_blocks, to_cpu, to_gpu, unary, where_};
 pub use kernels::{map_blocks_gpu, user_elementwise, user_reduction};
 pub use linalg::{lstsq, norm, qr, solve, svd, svd_compressed, tensordot};
 pub use matmul::{MATMUL_FANIN, matmul, transpose};
+pub use order::{argwhere, isin, quantile, topk};
 pub use rechunk::rechunk;
 pub use reduction::reduction;
 pub use slicing::{Index, all_blocks, block_at, local_ranges, row_index, slice, take};
-pub use structure::{chunk_size_tasks, concatenate, cumsum, histogram, mask, reshape, stack, unique};
+pub use structure::{
+    chunk_size_tasks, concatenate, cumprod, cumsum, histogram, mask, reshape, stack, unique,
+};
 
 #[cfg(test)]
 mod tests;

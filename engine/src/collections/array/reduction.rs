@@ -38,7 +38,7 @@ pub fn reduction(
             axes.len()
         )));
     }
-    if matches!(red, Reduction::Min | Reduction::Max | Reduction::ArgMin | Reduction::ArgMax)
+    if matches!(red.plain(), Reduction::Min | Reduction::Max | Reduction::ArgMin | Reduction::ArgMax)
         && axes.iter().any(|&d| a.shape()[d] == 0)
     {
         return Err(ArrayError::Value(format!(
@@ -51,7 +51,13 @@ pub fn reduction(
     }
     let out_dtype = red.out_dtype(a.dtype);
     let mut t = Tokenizer::new();
-    t.str(red.name()).str(&a.name).serde(&(&axes, keepdims, split_every.unwrap_or(SPLIT_EVERY).max(2)));
+    // The whole reduction, ddof included: `std()` and `std(#{ddof: 1})`
+    // of one array are different keys.
+    t.str(red.name()).serde(&red).str(&a.name).serde(&(
+        &axes,
+        keepdims,
+        split_every.unwrap_or(SPLIT_EVERY).max(2),
+    ));
     let token = t.finish();
     let shape = a.shape();
     let offs: Vec<Vec<usize>> = a.chunks.iter().map(|c| offsets(c)).collect();

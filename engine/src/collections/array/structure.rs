@@ -219,22 +219,34 @@ pub fn reshape(ctx: &Ctx, a: &Array, shape: &[i64]) -> Result<Array, ArrayError>
 /// `x.cumsum(axis)`: a scan within each block, then each block adds the
 /// running total of the blocks before it along the axis (a chain).
 pub fn cumsum(ctx: &Ctx, a: &Array, axis: i64) -> Result<Array, ArrayError> {
-    a.known("cumsum")?;
+    cumulative(ctx, a, axis, false)
+}
+
+/// `x.cumprod(axis)`: as `cumsum`, multiplying.
+pub fn cumprod(ctx: &Ctx, a: &Array, axis: i64) -> Result<Array, ArrayError> {
+    cumulative(ctx, a, axis, true)
+}
+
+fn cumulative(ctx: &Ctx, a: &Array, axis: i64, prod: bool) -> Result<Array, ArrayError> {
+    let what = if prod { "cumprod" } else { "cumsum" };
+    a.known(what)?;
     let ax = norm_axis(axis, a.ndim())?;
     let dtype = a.dtype.sum_type();
+    let (scan_op, carry_op) =
+        if prod { (ArrayOp::Cumprod(ax), BinOp::Mul) } else { (ArrayOp::Cumsum(ax), BinOp::Add) };
     let mut t = Tokenizer::new();
-    t.str("cumsum").str(&a.name).u64(ax as u64);
+    t.str(what).str(&a.name).u64(ax as u64);
     let tok = t.finish();
-    let scan: Arc<str> = Arc::from(format!("cumsum-block-{tok}"));
-    let last: Arc<str> = Arc::from(format!("cumsum-last-{tok}"));
-    let carry: Arc<str> = Arc::from(format!("cumsum-carry-{tok}"));
-    let out: Arc<str> = Arc::from(format!("cumsum-{tok}"));
+    let scan: Arc<str> = Arc::from(format!("{what}-block-{tok}"));
+    let last: Arc<str> = Arc::from(format!("{what}-last-{tok}"));
+    let carry: Arc<str> = Arc::from(format!("{what}-carry-{tok}"));
+    let out: Arc<str> = Arc::from(format!("{what}-{tok}"));
     let mut tasks = Vec::new();
     for idx in a.block_indices() {
         tasks.push(array_task(
             ctx,
             block(&scan, &idx),
-            ArrayOp::Cumsum(ax),
+            scan_op.clone(),
             vec![Arg::Dep(0)],
             vec![a.block_key(&idx)],
         ));
@@ -284,7 +296,7 @@ pub fn cumsum(ctx: &Ctx, a: &Array, axis: i64) -> Result<Array, ArrayError> {
                 tasks.push(array_task(
                     ctx,
                     block(&carry, &idx),
-                    ArrayOp::Binary(BinOp::Add),
+                    ArrayOp::Binary(carry_op),
                     vec![Arg::Dep(0), Arg::Dep(1)],
                     vec![carry_in.clone(), block(&last, &idx)],
                 ));
@@ -292,7 +304,7 @@ pub fn cumsum(ctx: &Ctx, a: &Array, axis: i64) -> Result<Array, ArrayError> {
             tasks.push(array_task(
                 ctx,
                 block(&out, &idx),
-                ArrayOp::Binary(BinOp::Add),
+                ArrayOp::Binary(carry_op),
                 vec![Arg::Dep(0), Arg::Dep(1)],
                 vec![block(&scan, &idx), carry_in],
             ));

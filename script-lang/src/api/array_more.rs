@@ -1,0 +1,330 @@
+//! What a NumPy user reaches for after the basics: order statistics
+//! (`median`, `percentile`, `topk`), `cumprod`, axes added and dropped,
+//! stacking, triangles, searches (`isin`, `nonzero`, `argwhere`), the
+//! `*_like` creators and `randint`. Lazy arrays only; the kernels are the
+//! engine's (`collections::array`).
+
+use std::sync::Arc;
+
+use brisk_engine::array::create::Dist;
+use brisk_engine::array::{DType, Scalar};
+use brisk_engine::collections::array::{self as arr, Array, AxisChunks, ChunkSpec};
+use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
+
+use super::args::{ctx, wrong_type};
+use super::array_args::{Opts, axes_arg, err, float_of, int_of, lazy, random_seed, scalar_of, shape_arg};
+use super::fndoc::{FnDoc, doc};
+use crate::error::runtime;
+use crate::state::SessionState;
+use crate::types::LazyArray;
+
+type Res<T> = Result<T, Box<EvalAltResult>>;
+
+/// This area's entries of the API reference.
+pub(super) const DOCS: &[FnDoc] = &[
+    doc(
+        "median",
+        "x.median(axis, #{keepdims}) -> Array",
+        "The median along an axis (or axes; all when `()` or left out), as np.median: each lane is brought into one block (Dask's `da.median` rechunks the same way), so the answer is exact. A lane with a NaN gives NaN.",
+        "from_array([[3.0, 1.0, 2.0], [9.0, 7.0, 8.0]], #{chunks: 1}).median(1).compute()",
+    ),
+    doc(
+        "percentile",
+        "percentile(x, q, #{axis, keepdims}) -> Array",
+        "The q-th percentiles (0..=100; a number or an array of them), as np.percentile with linear interpolation, over all elements unless `axis` is given. An array of q gives a leading axis of its length. Exact, where Dask's percentile merges approximate per-block answers.",
+        "percentile(arange(11, #{chunks: 4}), [10, 50, 95]).compute()",
+    ),
+    doc(
+        "cumprod",
+        "x.cumprod(axis) -> Array",
+        "Cumulative product along an axis: a scan per block times the running product of the blocks before it.",
+        "arange(1, 7, #{chunks: 4}).cumprod(0).compute()",
+    ),
+    doc(
+        "topk",
+        "x.topk(k, axis) -> Array",
+        "The k largest values along an axis (the last by default), largest first; a negative k gives the |k| smallest, smallest first, as `da.topk`. Each block sends its k candidates, one task picks from them.",
+        "from_array([5, 1, 9, 3, 7], #{chunks: 2}).topk(2).compute()",
+    ),
+    doc(
+        "argtopk",
+        "x.argtopk(k, axis) -> Array",
+        "The indices of `topk`'s values along the axis.",
+        "from_array([5, 1, 9, 3, 7], #{chunks: 2}).argtopk(-2).compute()",
+    ),
+    doc(
+        "squeeze",
+        "x.squeeze(axis) -> Array",
+        "Drop axes of length 1 (all of them, or the ones named; naming an axis of another length is an error).",
+        "zeros([3, 1, 2]).squeeze().shape",
+    ),
+    doc(
+        "ravel",
+        "x.ravel() -> Array",
+        "The elements as one axis, in C order (`reshape(-1)`).",
+        "arange(6).reshape([2, 3]).ravel().compute()",
+    ),
+    doc(
+        "expand_dims",
+        "expand_dims(x, axis) -> Array",
+        "A new axis of length 1 at `axis` (counted in the result: -1 appends).",
+        "expand_dims(arange(3), 0).shape",
+    ),
+    doc(
+        "broadcast_to",
+        "broadcast_to(x, shape) -> Array",
+        "`x` repeated along new or length-1 axes to `shape`, as np.broadcast_to; an error where it does not broadcast.",
+        "broadcast_to(arange(3), [2, 3]).compute()",
+    ),
+    doc(
+        "vstack",
+        "vstack([a, b, ...]) -> Array",
+        "Join along the first axis, 1-d arrays taken as rows, as np.vstack.",
+        "vstack([arange(3), arange(3) * 10]).compute()",
+    ),
+    doc(
+        "hstack",
+        "hstack([a, b, ...]) -> Array",
+        "Join along the second axis (the first for 1-d arrays), as np.hstack.",
+        "hstack([arange(2), arange(3)]).compute()",
+    ),
+    doc(
+        "tril",
+        "tril(x, k) -> Array",
+        "The lower triangle of a 2-d array: zero above the k-th diagonal (k = 0 by default), as np.tril.",
+        "tril(ones([3, 3], #{chunks: 2})).compute()",
+    ),
+    doc(
+        "triu",
+        "triu(x, k) -> Array",
+        "The upper triangle of a 2-d array: zero below the k-th diagonal, as np.triu.",
+        "triu(ones([3, 3], #{chunks: 2}), 1).compute()",
+    ),
+    doc(
+        "isin",
+        "isin(x, values) -> Array",
+        "Whether each element equals one of `values` (a Rhai array of numbers), as np.isin.",
+        "isin(arange(6), [1, 4, 9]).compute()",
+    ),
+    doc(
+        "nonzero",
+        "nonzero(x) -> [Array, ...]",
+        "The indices of the non-zero elements, one array per axis, in C order (as np.nonzero); their lengths are known once computed.",
+        "nonzero(from_array([[0, 3], [4, 0]]))[1].compute()",
+    ),
+    doc(
+        "argwhere",
+        "argwhere(x) -> Array",
+        "The indices of the non-zero elements as rows of an [n, ndim] array, in C order, as np.argwhere.",
+        "argwhere(from_array([[0, 3], [4, 0]])).compute()",
+    ),
+    doc(
+        "zeros_like",
+        "zeros_like(x, #{dtype}) -> Array",
+        "Zeros of `x`'s shape, chunks and dtype (or the dtype given).",
+        "zeros_like(arange(4, #{chunks: 2})).compute()",
+    ),
+    doc(
+        "ones_like",
+        "ones_like(x, #{dtype}) -> Array",
+        "Ones of `x`'s shape, chunks and dtype (or the dtype given).",
+        "ones_like(arange(4), #{dtype: \"f64\"}).compute()",
+    ),
+    doc(
+        "empty_like",
+        "empty_like(x, #{dtype}) -> Array",
+        "An array of `x`'s shape, chunks and dtype; brisk fills it with zeros (NumPy leaves it uninitialised).",
+        "empty_like(arange(3)).shape",
+    ),
+    doc(
+        "full_like",
+        "full_like(x, value, #{dtype}) -> Array",
+        "`value` everywhere, in `x`'s shape, chunks and dtype (or the dtype given), as np.full_like.",
+        "full_like(arange(3), 7).compute()",
+    ),
+    doc(
+        "randint",
+        "randint(low, high, shape, #{chunks, seed, dtype}) -> Array",
+        "Random integers uniform on [low, high), as np.random.randint; with a seed, the same seed and chunks give the same array.",
+        "randint(0, 10, [5], #{seed: 1}).compute()",
+    ),
+];
+
+type Ctx = Arc<SessionState>;
+
+fn new(a: Result<Array, brisk_engine::array::ArrayError>) -> Res<LazyArray> {
+    a.map(LazyArray::new).map_err(err)
+}
+
+/// `axis` and `keepdims` of `median` and `percentile`.
+fn stat_opts(m: Option<Map>, what: &str, axis: Option<Dynamic>) -> Res<(Option<Vec<i64>>, bool)> {
+    let o = Opts::new(m, what, &["axis", "keepdims"])?;
+    let axis = match (axis, o.get("axis")) {
+        (Some(a), _) => axes_arg(&a)?,
+        (None, Some(a)) => axes_arg(a)?,
+        (None, None) => None,
+    };
+    Ok((axis, o.flag("keepdims")?))
+}
+
+fn median(st: &Ctx, x: &LazyArray, axis: Option<Dynamic>, m: Option<Map>) -> Res<LazyArray> {
+    let (axes, keepdims) = stat_opts(m, "median", axis)?;
+    new(arr::quantile(&ctx(st), &x.a, &[0.5], false, axes.as_deref(), keepdims))
+}
+
+fn percentile(st: &Ctx, x: &Dynamic, q: &Dynamic, m: Option<Map>) -> Res<LazyArray> {
+    let (axes, keepdims) = stat_opts(m, "percentile", None)?;
+    let a = lazy(st, x, "percentile")?;
+    let (qs, q_axis) = match q.read_lock::<RArray>() {
+        Some(list) => (list.iter().map(|d| float_of(d, "q")).collect::<Res<Vec<_>>>()?, true),
+        None => (vec![float_of(q, "q")?], false),
+    };
+    let fractions: Vec<f64> = qs.iter().map(|q| q / 100.0).collect();
+    new(arr::quantile(&ctx(st), &a, &fractions, q_axis, axes.as_deref(), keepdims))
+}
+
+/// `zeros_like` and the rest: `x`'s shape and chunks, `value` in `x`'s
+/// dtype (or the one given).
+fn like(st: &Ctx, x: &LazyArray, value: Scalar, m: Option<Map>, what: &str) -> Res<LazyArray> {
+    let o = Opts::new(m, what, &["dtype"])?;
+    x.a.known(what).map_err(err)?;
+    let spec = ChunkSpec::PerAxis(x.a.chunks.iter().map(|c| AxisChunks::Sizes(c.clone())).collect());
+    new(arr::full(&ctx(st), &x.a.shape(), &spec, value, o.dtype(x.a.dtype)?))
+}
+
+fn randint(st: &Ctx, low: &Dynamic, high: &Dynamic, shape: &Dynamic, m: Option<Map>) -> Res<LazyArray> {
+    let o = Opts::new(m, "randint", &["chunks", "seed", "dtype"])?;
+    let (low, high) = (int_of(low, "low")?, int_of(high, "high")?);
+    if low >= high {
+        return Err(runtime(format!("randint: low >= high ({low} >= {high})")));
+    }
+    let seed = match o.get("seed") {
+        Some(d) => int_of(d, "seed")? as u64,
+        None => random_seed(),
+    };
+    let shape = shape_arg(shape, "shape")?;
+    let dist = Dist::Integers { low, high };
+    new(arr::random(&ctx(st), &shape, &o.chunks()?, seed, dist, o.dtype(DType::I64)?))
+}
+
+/// `vstack`/`hstack`: NumPy's promotion of 1-d inputs, then concatenate.
+fn stack_along(st: &Ctx, xs: &RArray, vertical: bool) -> Res<LazyArray> {
+    let what = if vertical { "vstack" } else { "hstack" };
+    let c = ctx(st);
+    let arrays = xs.iter().map(|d| lazy(st, d, what)).collect::<Res<Vec<_>>>()?;
+    let Some(first) = arrays.first() else { return Err(runtime(format!("{what} needs at least one array"))) };
+    if vertical {
+        let rows = arrays
+            .iter()
+            .map(|a| if a.ndim() == 1 { arr::expand_dims(&c, a, 0) } else { Ok(a.clone()) })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err)?;
+        return new(arr::concatenate(&c, &rows, 0));
+    }
+    new(arr::concatenate(&c, &arrays, if first.ndim() == 1 { 0 } else { 1 }))
+}
+
+fn values_of(d: &Dynamic) -> Res<Vec<Scalar>> {
+    let list = match d.read_lock::<RArray>() {
+        Some(l) => l.clone(),
+        None => return Err(wrong_type("isin", "a Rhai array of numbers", d)),
+    };
+    list.iter().map(|v| scalar_of(v).ok_or_else(|| wrong_type("isin", "numbers", v))).collect()
+}
+
+pub(super) fn register(engine: &mut Engine, state: &Ctx) {
+    let st = state.clone();
+    engine.register_fn("median", move |x: &mut LazyArray| median(&st, x, None, None));
+    let st = state.clone();
+    engine.register_fn("median", move |x: &mut LazyArray, axis: Dynamic| {
+        if axis.is_map() {
+            median(&st, x, None, Some(axis.cast::<Map>()))
+        } else {
+            median(&st, x, Some(axis), None)
+        }
+    });
+    let st = state.clone();
+    engine.register_fn("median", move |x: &mut LazyArray, axis: Dynamic, m: Map| {
+        median(&st, x, Some(axis), Some(m))
+    });
+    let st = state.clone();
+    engine.register_fn("percentile", move |x: Dynamic, q: Dynamic| percentile(&st, &x, &q, None));
+    let st = state.clone();
+    engine.register_fn("percentile", move |x: Dynamic, q: Dynamic, m: Map| percentile(&st, &x, &q, Some(m)));
+    let st = state.clone();
+    engine
+        .register_fn("cumprod", move |x: &mut LazyArray, axis: i64| new(arr::cumprod(&ctx(&st), &x.a, axis)));
+    for (name, indices) in [("topk", false), ("argtopk", true)] {
+        let st = state.clone();
+        engine.register_fn(name, move |x: &mut LazyArray, k: i64| {
+            new(arr::topk(&ctx(&st), &x.a, k, -1, indices))
+        });
+        let st = state.clone();
+        engine.register_fn(name, move |x: &mut LazyArray, k: i64, axis: i64| {
+            new(arr::topk(&ctx(&st), &x.a, k, axis, indices))
+        });
+    }
+    let st = state.clone();
+    engine.register_fn("squeeze", move |x: &mut LazyArray| new(arr::squeeze(&ctx(&st), &x.a, None)));
+    let st = state.clone();
+    engine.register_fn("squeeze", move |x: &mut LazyArray, axis: Dynamic| {
+        new(arr::squeeze(&ctx(&st), &x.a, axes_arg(&axis)?.as_deref()))
+    });
+    let st = state.clone();
+    engine.register_fn("ravel", move |x: &mut LazyArray| new(arr::reshape(&ctx(&st), &x.a, &[-1])));
+    let st = state.clone();
+    engine.register_fn("expand_dims", move |x: &mut LazyArray, axis: i64| {
+        new(arr::expand_dims(&ctx(&st), &x.a, axis))
+    });
+    let st = state.clone();
+    engine.register_fn("broadcast_to", move |x: &mut LazyArray, shape: Dynamic| {
+        new(arr::broadcast_to(&ctx(&st), &x.a, &shape_arg(&shape, "shape")?))
+    });
+    for (name, vertical) in [("vstack", true), ("hstack", false)] {
+        let st = state.clone();
+        engine.register_fn(name, move |xs: RArray| stack_along(&st, &xs, vertical));
+    }
+    for (name, upper) in [("tril", false), ("triu", true)] {
+        let st = state.clone();
+        engine.register_fn(name, move |x: &mut LazyArray| new(arr::tri(&ctx(&st), &x.a, 0, upper)));
+        let st = state.clone();
+        engine.register_fn(name, move |x: &mut LazyArray, k: i64| new(arr::tri(&ctx(&st), &x.a, k, upper)));
+    }
+    let st = state.clone();
+    engine.register_fn("isin", move |x: &mut LazyArray, values: Dynamic| {
+        new(arr::isin(&ctx(&st), &x.a, &values_of(&values)?))
+    });
+    let st = state.clone();
+    engine.register_fn("nonzero", move |x: &mut LazyArray| -> Res<RArray> {
+        (0..x.a.ndim()).map(|d| new(arr::argwhere(&ctx(&st), &x.a, Some(d))).map(Dynamic::from)).collect()
+    });
+    let st = state.clone();
+    engine.register_fn("argwhere", move |x: &mut LazyArray| new(arr::argwhere(&ctx(&st), &x.a, None)));
+    for (name, v) in [("zeros_like", 0.0), ("ones_like", 1.0), ("empty_like", 0.0)] {
+        let st = state.clone();
+        engine.register_fn(name, move |x: &mut LazyArray| like(&st, x, Scalar::Float(v), None, name));
+        let st = state.clone();
+        engine.register_fn(name, move |x: &mut LazyArray, m: Map| {
+            like(&st, x, Scalar::Float(v), Some(m), name)
+        });
+    }
+    let full_like = |st: Ctx| {
+        move |x: &mut LazyArray, v: Dynamic, m: Option<Map>| -> Res<LazyArray> {
+            let s =
+                scalar_of(&v).ok_or_else(|| wrong_type("full_like", "a number or bool fill value", &v))?;
+            like(&st, x, s, m, "full_like")
+        }
+    };
+    let f = full_like(state.clone());
+    engine.register_fn("full_like", move |x: &mut LazyArray, v: Dynamic| f(x, v, None));
+    let f = full_like(state.clone());
+    engine.register_fn("full_like", move |x: &mut LazyArray, v: Dynamic, m: Map| f(x, v, Some(m)));
+    let st = state.clone();
+    engine.register_fn("randint", move |low: Dynamic, high: Dynamic, shape: Dynamic| {
+        randint(&st, &low, &high, &shape, None)
+    });
+    let st = state.clone();
+    engine.register_fn("randint", move |low: Dynamic, high: Dynamic, shape: Dynamic, m: Map| {
+        randint(&st, &low, &high, &shape, Some(m))
+    });
+}
