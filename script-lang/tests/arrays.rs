@@ -202,6 +202,10 @@ let cases = #{
     zeros_like: zeros_like(A),
     ones_like_int: ones_like(I),
     full_like: full_like(A, 7),
+    mo_none: A.map_overlap(|b| b - b.mean(0, #{keepdims: true}), #{depth: [2, 3]}),
+    mo_reflect: A.map_overlap(|b| b * b.sum(), #{depth: 2, boundary: "reflect"}),
+    mo_periodic: B.map_overlap(|b| b - b.min(), #{depth: 2, boundary: "periodic"}),
+    mo_const: A.map_overlap(|b| b / b.max(1, #{keepdims: true}), #{depth: [1, 4], boundary: 0.5}),
     randint_min: R.min(),
     randint_max: R.max(),
 };
@@ -438,6 +442,22 @@ fn bad_array_input_is_refused_clearly() {
         ("zeros_like(zeros([2]), #{chunks: 1})", "zeros_like has no option \"chunks\""),
         ("sign(zeros([2]) > 0)", "sign is defined for numbers, not bool"),
         ("zeros([3]).cumprod(1)", "axis 1 is out of bounds"),
+        ("zeros([9], #{chunks: 3}).map_overlap(|b| b, #{})", "map_overlap needs depth"),
+        (
+            "zeros([9], #{chunks: 3}).map_overlap(|b| b, #{depth: 4})",
+            "depth 4 along axis 0 is more than its smallest block (3); rechunk",
+        ),
+        ("zeros([9]).map_overlap(|b| b, #{depth: -1})", "depth -1 is negative"),
+        (
+            "zeros([9]).map_overlap(|b| b, #{depth: [1, 1]})",
+            "depth has 2 entries for an array of dimension 1",
+        ),
+        ("zeros([9]).map_overlap(|b| b, #{depth: 1, boundary: \"wrap\"})", "unknown boundary \"wrap\""),
+        ("zeros([9]).map_overlap(|b| b, #{depth: 1, halo: 2})", "map_overlap has no option \"halo\""),
+        (
+            "zeros([9], #{chunks: 3}).map_overlap(|b| b.sum(), #{depth: 1}).compute()",
+            "map_blocks: the function returned a value of type float",
+        ),
     ];
     for (code, want) in cases {
         match s.eval_value(code, "<bad>") {

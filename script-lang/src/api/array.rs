@@ -15,7 +15,7 @@ use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 use super::args::{ctx, wrong_type};
 use super::array_args::{
     LocalArg, Opts, St, arrays, axes_arg, chunks_arg, dtype_arg, err, float_of, index_arg, int_of, ints,
-    lazy, lazy_operand, local_result, need, random_seed,
+    lazy, lazy_operand, local_result, need, random_seed, scalar_of,
 };
 use super::array_create::to_nested;
 use super::write;
@@ -271,6 +271,53 @@ fn slice(st: &St, x: &Dynamic, index: &Dynamic) -> Res<Dynamic> {
     Ok(local_result(brisk_engine::array::shape::slice(&c, &ranges).map_err(err)?.to_contiguous()))
 }
 
+/// `x.map_overlap(f, #{depth, boundary, dtype})`: `f` runs on each block
+/// grown by `depth` elements of its neighbours (a number for every axis,
+/// or one per axis), and the halos are trimmed off its result, as
+/// `da.map_overlap`. `boundary` is `"none"` (the default, as Dask's),
+/// `"reflect"`, `"periodic"` or a number.
+fn map_overlap(state: &SessionState, x: &LazyArray, f: &rhai::FnPtr, m: Map) -> Res<LazyArray> {
+    let o = Opts::new(Some(m), "map_overlap", &["depth", "boundary", "dtype"])?;
+    let nd = x.a.ndim();
+    let depth: Vec<usize> = match o.get("depth") {
+        None => return Err(runtime("map_overlap needs depth (a number, or one per axis)")),
+        Some(d) => {
+            let each = match d.read_lock::<RArray>() {
+                Some(list) => list.iter().map(|v| int_of(v, "depth")).collect::<Res<Vec<_>>>()?,
+                None => vec![int_of(d, "depth")?; nd],
+            };
+            each.into_iter()
+                .map(|k| {
+                    usize::try_from(k).map_err(|_| runtime(format!("map_overlap: depth {k} is negative")))
+                })
+                .collect::<Res<Vec<_>>>()?
+        }
+    };
+    let boundary = match o.get("boundary") {
+        None => arr::Boundary::None,
+        Some(b) => match b.clone().into_string().ok().as_deref() {
+            Some("none") => arr::Boundary::None,
+            Some("reflect") => arr::Boundary::Reflect,
+            Some("periodic") => arr::Boundary::Periodic,
+            Some(other) => {
+                return Err(runtime(format!(
+                    "map_overlap: unknown boundary \"{other}\" (\"none\", \"reflect\", \"periodic\" or a number)"
+                )));
+            }
+            None => arr::Boundary::Constant(
+                scalar_of(b).ok_or_else(|| wrong_type("map_overlap", "a boundary name or a number", b))?,
+            ),
+        },
+    };
+    let (grown, halos) = arr::overlap(&ctx(state), &x.a, &depth, boundary).map_err(err)?;
+    let mut opts = Map::new();
+    if let Some(d) = o.get("dtype") {
+        opts.insert("dtype".into(), d.clone());
+    }
+    let mapped = map_blocks(state, &LazyArray::new(grown), f, Some(opts))?;
+    Ok(LazyArray::new(arr::trim(&ctx(state), &mapped.a, &halos).map_err(err)?))
+}
+
 /// `x.map_blocks(|block| ...)`: the closure runs on every block (an
 /// `ndarray`) on the workers; `#{chunks, dtype}` describe its output when
 /// it differs from the input's.
@@ -461,6 +508,10 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
 
     let st = state.clone();
     engine.register_fn("map_blocks", move |x: &mut LazyArray, f: rhai::FnPtr| map_blocks(&st, x, &f, None));
+    let st = state.clone();
+    engine.register_fn("map_overlap", move |x: &mut LazyArray, f: rhai::FnPtr, m: Map| {
+        map_overlap(&st, x, &f, m)
+    });
     let st = state.clone();
     engine.register_fn("map_blocks", move |x: &mut LazyArray, f: rhai::FnPtr, m: Map| {
         map_blocks(&st, x, &f, Some(m))

@@ -324,6 +324,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "norm(from_array([3.0, 4.0])).compute()",
     ),
     doc(
+        "map_overlap",
+        "x.map_overlap(f, #{depth, boundary, dtype}) -> Array",
+        "Run `f` on each block grown by `depth` elements of its neighbours (one number, or one per axis), then trim the halos off, as da.map_overlap: for stencils and filters across block edges. Past the array's edges `boundary` decides: \"none\" (no halo, the default), \"reflect\", \"periodic\" or a number. A depth larger than a block is refused: rechunk first.",
+        "let x = arange(8, #{chunks: 3}).astype(\"f64\");\nx.map_overlap(|b| b * 1.0, #{depth: 1, boundary: 0}).compute()",
+    ),
+    doc(
         "map_blocks",
         "x.map_blocks(|block| ..., #{chunks, dtype, drop_axis}) -> Array",
         "Run a closure on every block (an ndarray with the same operators, functions and reductions) on the workers. The output has the input's chunks and dtype unless chunks (block sizes per axis), dtype or drop_axis (axes the closure reduces away, each in one block) say otherwise.",

@@ -84,14 +84,14 @@ mod tests {
         // Areas added since the split bring their own entries.
         // `story` and `run_command` came later, to the futures area;
         // `shift`, `diff`, `concat`, `len` and `shape` to frame_order's;
-        // the nan-reductions, `isinf`, `log1p`, `expm1` and `sign` to the
-        // arrays'.
+        // the nan-reductions, `isinf`, `log1p`, `expm1`, `sign` and
+        // `map_overlap` to the arrays'.
         assert_eq!(
             all().count(),
             ENTRIES_BEFORE_SPLIT
                 + 2
                 + 5
-                + 10
+                + 11
                 + super::super::array_more::DOCS.len()
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()
