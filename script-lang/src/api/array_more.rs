@@ -53,6 +53,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "from_array([5, 1, 9, 3, 7], #{chunks: 2}).argtopk(-2).compute()",
     ),
     doc(
+        "einsum",
+        "einsum(spec, a, b, ...) -> Array",
+        "Einstein summation as np.einsum (\"ij,jk->ik\", \"bij,bjk->bik\", \"i,i->\"; without \"->\" the labels seen once, sorted). Up to four operands, or a Rhai array of them. Pairs whose shared labels are all summed meet in a tensordot; labels that live on broadcast. Ellipses and repeated labels in one operand (diagonals) are refused.",
+        "einsum(\"ij,j->i\", ones([2, 3], #{chunks: 1}), arange(3)).compute()",
+    ),
+    doc(
         "squeeze",
         "x.squeeze(axis) -> Array",
         "Drop axes of length 1 (all of them, or the ones named; naming an axis of another length is an error).",
@@ -232,7 +238,29 @@ fn values_of(d: &Dynamic) -> Res<Vec<Scalar>> {
     list.iter().map(|v| scalar_of(v).ok_or_else(|| wrong_type("isin", "numbers", v))).collect()
 }
 
+fn einsum(st: &Ctx, spec: &str, xs: &[Dynamic]) -> Res<LazyArray> {
+    let arrays = xs.iter().map(|d| lazy(st, d, "einsum")).collect::<Res<Vec<_>>>()?;
+    new(arr::einsum(&ctx(st), spec, &arrays))
+}
+
 pub(super) fn register(engine: &mut Engine, state: &Ctx) {
+    let st = state.clone();
+    engine.register_fn("einsum", move |spec: &str, a: Dynamic| {
+        match a.read_lock::<RArray>().map(|l| l.to_vec()) {
+            Some(list) => einsum(&st, spec, &list),
+            None => einsum(&st, spec, &[a]),
+        }
+    });
+    let st = state.clone();
+    engine.register_fn("einsum", move |spec: &str, a: Dynamic, b: Dynamic| einsum(&st, spec, &[a, b]));
+    let st = state.clone();
+    engine.register_fn("einsum", move |spec: &str, a: Dynamic, b: Dynamic, c: Dynamic| {
+        einsum(&st, spec, &[a, b, c])
+    });
+    let st = state.clone();
+    engine.register_fn("einsum", move |spec: &str, a: Dynamic, b: Dynamic, c: Dynamic, d: Dynamic| {
+        einsum(&st, spec, &[a, b, c, d])
+    });
     let st = state.clone();
     engine.register_fn("median", move |x: &mut LazyArray| median(&st, x, None, None));
     let st = state.clone();
