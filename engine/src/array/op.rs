@@ -161,6 +161,9 @@ pub enum ArrayOp {
     },
     /// Whether each element equals one of `values` (`isin`).
     IsIn(Vec<super::dtype::Scalar>),
+    /// Some rows of a block, in this order (`take`, fancy indexing, the
+    /// rows a k-means init picked).
+    TakeRows(Vec<usize>),
     /// `tril`/`triu` of a block at `(row0, col0)` of a matrix.
     Tri {
         k: i64,
@@ -247,6 +250,26 @@ pub enum ArrayOp {
 }
 
 impl ArrayOp {
+    /// Whether the op keeps some rows of its one block (`picked_rows`).
+    pub fn takes_rows(&self) -> bool {
+        match self {
+            ArrayOp::TakeRows(_) => true,
+            ArrayOp::Ml(op) => op.takes_rows(),
+            _ => false,
+        }
+    }
+
+    /// The rows a row-taking op keeps of a block of `n` rows, in order;
+    /// `None` for every other op. Loop fusion reads a take this way
+    /// instead of copying the rows out first.
+    pub fn picked_rows(&self, n: usize) -> Option<Vec<usize>> {
+        match self {
+            ArrayOp::TakeRows(rows) => Some(rows.clone()),
+            ArrayOp::Ml(op) => op.picked_rows(n),
+            _ => None,
+        }
+    }
+
     /// This op computing only the items `used` of its list result, when it
     /// has a cheaper form for them (`graph::narrow` asks).
     pub fn narrow(&self, used: &std::collections::BTreeSet<usize>) -> Option<ArrayOp> {
@@ -309,6 +332,7 @@ impl ArrayOp {
             ArrayOp::Len => "chunk-size".into(),
             ArrayOp::NpyRead { .. } => "from-npy".into(),
             ArrayOp::Reshape(_) => "reshape".into(),
+            ArrayOp::TakeRows(_) => "take".into(),
             ArrayOp::Tri { upper: true, .. } => "triu".into(),
             ArrayOp::Tri { .. } => "tril".into(),
             ArrayOp::ArgWhere { axis: None, .. } => "argwhere".into(),

@@ -185,6 +185,35 @@ pub fn reshape(c: &Chunk, shape: &[usize]) -> Result<Chunk, ArrayError> {
     crate::each_chunk!(c, a => go(a, shape))
 }
 
+/// The rows `keep` of a block, in that order: each row one slice copy
+/// when the block is laid out by rows (`select` goes element by element).
+/// A row past the block (from a peer's op) is an error, not a panic.
+pub fn take_rows(c: &Chunk, keep: &[usize]) -> Result<Chunk, ArrayError> {
+    if c.shape().is_empty() {
+        return Err(ArrayError::Shape("rows of a 0-d block".into()));
+    }
+    let n = c.shape().first().copied().unwrap_or(0);
+    if let Some(bad) = keep.iter().find(|&&r| r >= n) {
+        return Err(ArrayError::Value(format!("row {bad} of a block of {n} rows")));
+    }
+    Ok(crate::each_chunk!(c, a => {
+        let mut shape = a.shape().to_vec();
+        match (a.as_slice(), shape.first_mut()) {
+            (Some(x), Some(first)) => {
+                let l: usize = a.shape()[1..].iter().product();
+                let mut out = Vec::with_capacity(keep.len() * l);
+                for &r in keep {
+                    out.extend_from_slice(&x[r * l..(r + 1) * l]);
+                }
+                *first = keep.len();
+                ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out)
+                    .map_or_else(|_| Chunk::from_array(a.select(ndarray::Axis(0), keep)), Chunk::from_array)
+            }
+            _ => Chunk::from_array(a.select(ndarray::Axis(0), keep)),
+        }
+    }))
+}
+
 /// The non-zero elements of a flat block whose first element is element
 /// `offset` (C order) of an array of `shape`: their coordinates, `[n,
 /// ndim]`, or only those along `axis` (1-d).
@@ -287,6 +316,17 @@ pub fn grid(numblocks: &[usize]) -> Vec<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_are_taken_in_order_and_rows_past_the_block_refused() {
+        let c = Chunk::from_vec(&[3, 2], vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]).expect("block");
+        let got = take_rows(&c, &[2, 0, 2]).expect("rows");
+        assert_eq!(got.to_json(), "[[4.0,5.0],[0.0,1.0],[4.0,5.0]]");
+        let e = take_rows(&c, &[1, 3]).expect_err("past the block");
+        assert!(e.to_string().contains("row 3 of a block of 3 rows"), "{e}");
+        let scalar = Chunk::from_vec(&[], vec![1.0]).expect("0-d");
+        assert!(take_rows(&scalar, &[]).is_err());
+    }
 
     #[test]
     fn grid_transpose_and_slice() {

@@ -22,7 +22,6 @@ use crate::array::dtype::Scalar;
 use crate::array::elementwise::{BinOp, UnOp, max_nan, min_nan};
 use crate::array::op::ArrayOp;
 use crate::array::reduce::Reduction;
-use crate::ml::op::MlOp;
 use crate::ops::{Arg, Func, Op, Step, StepInput};
 use crate::value::Value;
 
@@ -75,10 +74,11 @@ fn is_elementwise(step: &Step) -> bool {
     }
 }
 
-/// The op of a step that takes rows of its one block (a split's part).
-fn row_take(step: &Step) -> Option<&MlOp> {
+/// The op of a step that takes rows of its one block (a take, a split's
+/// part).
+fn row_take(step: &Step) -> Option<&ArrayOp> {
     match array_op(step) {
-        Some((ArrayOp::Ml(op), [Arg::Dep(0)])) if op.takes_rows() => Some(op),
+        Some((op, [Arg::Dep(0)])) if op.takes_rows() => Some(op),
         _ => None,
     }
 }
@@ -87,7 +87,7 @@ fn row_take(step: &Step) -> Option<&MlOp> {
 /// (`pick`) only the rows a row-taking op keeps.
 struct LeafSource<'s> {
     input: StepInput,
-    pick: Option<&'s MlOp>,
+    pick: Option<&'s ArrayOp>,
 }
 
 /// Run a fused chain as one loop if it qualifies; `None` (decided before
@@ -819,7 +819,7 @@ mod tests {
     fn a_take_of_rows_is_read_in_place() {
         let x = block(&[1000, 37], 0.0);
         for test in [false, true] {
-            let take = MlOp::SplitRows { seed: 3, block: 1, n_test: 211, shuffle: true, test };
+            let take = crate::ml::op::MlOp::SplitRows { seed: 3, block: 1, n_test: 211, shuffle: true, test };
             let t = step(ArrayOp::Ml(take.clone()), vec![Arg::Dep(0)], vec![StepInput::External(0)]);
             let steps = vec![t.clone(), sum(vec![0, 1], 0)];
             let inputs = [x.clone()];
@@ -846,7 +846,7 @@ mod tests {
     /// the chain falls back and the take reports it.
     #[test]
     fn a_bad_take_falls_back_to_its_error() {
-        let t = step(ArrayOp::Ml(MlOp::Rows(vec![0, 5000])), vec![Arg::Dep(0)], vec![StepInput::External(0)]);
+        let t = step(ArrayOp::TakeRows(vec![0, 5000]), vec![Arg::Dep(0)], vec![StepInput::External(0)]);
         let steps = vec![t, sum(vec![0, 1], 0)];
         let (r, calls) = through(&steps, &[block(&[10, 3], 0.0)]);
         assert_eq!(calls, 1, "the take ran on its own");

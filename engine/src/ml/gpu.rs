@@ -1572,6 +1572,11 @@ mod tests {
         host(run(op, &blocks).expect("gpu").expect("a device kernel"))
     }
 
+    /// Some rows of `x`, as f64 values in C order.
+    fn rows(x: &Chunk, keep: Vec<usize>) -> Vec<f64> {
+        host(Value::array(crate::array::shape::take_rows(x, &keep).expect("rows")))
+    }
+
     fn host(v: Value) -> Vec<f64> {
         match v {
             Value::Array(c) => c.cast::<f64>().iter().copied().collect(),
@@ -1602,7 +1607,7 @@ mod tests {
             (2_000, 1, 3, DType::F32),
         ] {
             let x = blobs(n, p, k, t, n as u64);
-            let centers = Arc::new(cpu(&MlOp::Rows((0..k).collect()), &[&x]));
+            let centers = Arc::new(rows(&x, (0..k).collect()));
             let op = MlOp::Lloyd { centers: centers.clone(), k };
             let want = LloydStat::unpack(&cpu(&op, &[&x])).expect("cpu stat");
             let got = LloydStat::unpack(&gpu(&op, &[&on_device(&x, &d)])).expect("gpu stat");
@@ -1720,8 +1725,8 @@ mod tests {
         // 40 candidates: two chunks of the shared table.
         for (n, p, t) in [(3_000, 5, DType::F64), (50_000, 50, DType::F32)] {
             let x = blobs(n, p, 6, t, 11);
-            let first = cpu(&MlOp::Rows(vec![0]), &[&x]);
-            let more = cpu(&MlOp::Rows((100..140).collect()), &[&x]);
+            let first = rows(&x, vec![0]);
+            let more = rows(&x, (100..140).collect());
             let r0 =
                 MlOp::InitRound { new: Arc::new(first), first: 0, sample: None, seed: 5, round: 0, block: 2 };
             let c0 = parts(r0.run(&[Value::array(x.clone())]).expect("cpu round"));

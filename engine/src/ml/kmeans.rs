@@ -308,13 +308,7 @@ fn fetch_rows(ctx: &Ctx, rows: &Array, picks: &[usize], runner: &dyn Runner) -> 
         .map(|(j, (&b, wanted))| {
             let local = wanted.iter().map(|&(_, r)| r).collect();
             let src = rows.block_key(&vec![b, 0][..rows.ndim()]);
-            array_task(
-                ctx,
-                block(&name, &[j, 0]),
-                ArrayOp::Ml(MlOp::Rows(local)),
-                vec![Arg::Dep(0)],
-                vec![src],
-            )
+            array_task(ctx, block(&name, &[j, 0]), ArrayOp::TakeRows(local), vec![Arg::Dep(0)], vec![src])
         })
         .collect();
     let chunks = vec![per_block.values().map(Vec::len).collect(), vec![p]];

@@ -35,8 +35,6 @@ pub enum MlOp {
     /// The rows of a block that go to one part of `train_test_split`
     /// (`split::chosen_rows`).
     SplitRows { seed: u64, block: u64, n_test: usize, shuffle: bool, test: bool },
-    /// Some rows of a block, in this order.
-    Rows(Vec<usize>),
     /// One Lloyd step on a block: its `LloydStat` against `centers` (k × p).
     Lloyd { centers: Arc<Vec<f64>>, k: usize },
     /// Merge `LloydStat`s.
@@ -111,7 +109,7 @@ pub enum MlOp {
 impl MlOp {
     /// Whether the op keeps some rows of its one block (`picked_rows`).
     pub fn takes_rows(&self) -> bool {
-        matches!(self, MlOp::SplitRows { .. } | MlOp::Rows(_))
+        matches!(self, MlOp::SplitRows { .. })
     }
 
     /// The task group's name.
@@ -125,7 +123,6 @@ impl MlOp {
             MlOp::MergeQrMoments => "tsqr-r-merge",
             MlOp::SplitRows { test: true, .. } => "test-split",
             MlOp::SplitRows { test: false, .. } => "train-split",
-            MlOp::Rows(_) => "rows",
             MlOp::Lloyd { .. } => "kmeans-lloyd",
             MlOp::MergeLloyd => "kmeans-lloyd-merge",
             MlOp::Labels { .. } => "kmeans-predict",
@@ -180,10 +177,10 @@ impl MlOp {
                 with_rows(x, |x| QrMoments::of(x))?.pack()
             }
             MlOp::MergeQrMoments => merge(&blocks, QrMoments::unpack, |a, b| a.merge(b))?.pack(),
-            MlOp::SplitRows { .. } | MlOp::Rows(_) => {
+            MlOp::SplitRows { .. } => {
                 let [a] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
                 let keep = self.picked_rows(a.shape().first().copied().unwrap_or(0)).unwrap_or_default();
-                return Ok(Value::array(take_rows(a, &keep)?));
+                return Ok(Value::array(crate::array::shape::take_rows(a, &keep)?));
             }
             MlOp::Lloyd { centers, k } => {
                 let [x] = blocks[..] else { return Err(arity(self, 1, blocks.len())) };
@@ -527,7 +524,7 @@ fn class_numbers(y: &Chunk, classes: &[f64]) -> Result<Vec<usize>, ArrayError> {
 }
 
 impl MlOp {
-    /// The rows a row-taking op (a split's part, `Rows`) keeps of a block of
+    /// The rows a row-taking op (a split's part) keeps of a block of
     /// `n` rows, in order; `None` for every other op. Loop fusion reads a
     /// take this way instead of copying the rows out first.
     pub fn picked_rows(&self, n: usize) -> Option<Vec<usize>> {
@@ -535,39 +532,9 @@ impl MlOp {
             MlOp::SplitRows { seed, block, n_test, shuffle, test } => {
                 Some(super::kernels::chosen_rows(n, *n_test, *seed, *block, *shuffle, *test))
             }
-            MlOp::Rows(rows) => Some(rows.clone()),
             _ => None,
         }
     }
-}
-
-/// The rows `keep` of a block, in that order: each row one slice copy
-/// when the block is laid out by rows (`select` goes element by element).
-/// A row past the block (from a peer's op) is an error, not a panic.
-pub fn take_rows(c: &Chunk, keep: &[usize]) -> Result<Chunk, ArrayError> {
-    if c.shape().is_empty() {
-        return Err(ArrayError::Shape("rows of a 0-d block".into()));
-    }
-    let n = rows(c);
-    if let Some(bad) = keep.iter().find(|&&r| r >= n) {
-        return Err(ArrayError::Value(format!("row {bad} of a block of {n} rows")));
-    }
-    Ok(crate::each_chunk!(c, a => {
-        let mut shape = a.shape().to_vec();
-        match (a.as_slice(), shape.first_mut()) {
-            (Some(x), Some(first)) => {
-                let l: usize = a.shape()[1..].iter().product();
-                let mut out = Vec::with_capacity(keep.len() * l);
-                for &r in keep {
-                    out.extend_from_slice(&x[r * l..(r + 1) * l]);
-                }
-                *first = keep.len();
-                ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out)
-                    .map_or_else(|_| Chunk::from_array(a.select(ndarray::Axis(0), keep)), Chunk::from_array)
-            }
-            _ => Chunk::from_array(a.select(ndarray::Axis(0), keep)),
-        }
-    }))
 }
 
 /// A block's rows and columns (a 1-d block is one column).
@@ -619,18 +586,6 @@ mod tests {
 
     fn block(rows: usize, cols: usize) -> Value {
         Value::array(Chunk::from_vec(&[rows, cols], vec![1.0; rows * cols]).expect("block"))
-    }
-
-    #[test]
-    fn rows_are_taken_in_order_and_rows_past_the_block_refused() {
-        let c = Chunk::from_vec(&[3, 2], vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]).expect("block");
-        let got = MlOp::Rows(vec![2, 0, 2]).run(&[Value::array(c.clone())]).expect("rows");
-        let Value::Array(got) = got else { panic!("an array") };
-        assert_eq!(got.to_json(), "[[4.0,5.0],[0.0,1.0],[4.0,5.0]]");
-        let e = MlOp::Rows(vec![1, 3]).run(&[Value::array(c)]).expect_err("past the block");
-        assert!(e.to_string().contains("row 3 of a block of 3 rows"), "{e}");
-        let scalar = Chunk::from_vec(&[], vec![1.0]).expect("0-d");
-        assert!(MlOp::Rows(vec![]).run(&[Value::array(scalar)]).is_err());
     }
 
     #[test]

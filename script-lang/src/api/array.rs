@@ -244,7 +244,7 @@ fn take_local(c: &Chunk, rows: &[i64]) -> Res<Dynamic> {
         return Err(runtime("too many indices for array: array is 0-dimensional, but 1 were indexed"));
     };
     let keep = rows.iter().map(|&i| arr::row_index(i, n).map_err(err)).collect::<Res<Vec<usize>>>()?;
-    Ok(local_result(brisk_engine::ml::op::take_rows(c, &keep).map_err(err)?))
+    Ok(local_result(brisk_engine::array::shape::take_rows(c, &keep).map_err(err)?))
 }
 
 /// `x[i]`, or with an array of integers `x[[i, j, k]]` (fancy).

@@ -5,11 +5,12 @@
 use std::sync::Arc;
 
 use super::base::{Array, Ctx, array_task, block, finish, offsets};
-use super::elementwise::where_;
+use super::chunks::ChunkSpec;
+use super::create::full;
+use super::elementwise::{Operand, where_};
 use crate::array::dtype::{DType, Scalar};
 use crate::array::error::{ArrayError, fmt_shape, norm_axes, norm_axis};
 use crate::array::op::ArrayOp;
-use crate::collections::array::{ChunkSpec, Operand, full};
 use crate::graph::token::Tokenizer;
 use crate::ops::Arg;
 

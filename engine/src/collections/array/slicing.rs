@@ -208,7 +208,7 @@ pub fn take(ctx: &Ctx, a: &Array, index: &[i64]) -> Result<Array, ArrayError> {
             from.extend(&tail);
             let mut to = vec![p];
             to.extend(&tail);
-            let op = ArrayOp::Ml(crate::ml::op::MlOp::Rows(rows.clone()));
+            let op = ArrayOp::TakeRows(rows.clone());
             tasks.push(array_task(ctx, block(&name, &to), op, vec![Arg::Dep(0)], vec![a.block_key(&from)]));
         }
     }
