@@ -34,6 +34,7 @@ let Tr = T.rechunk([30, -1]);
 let N = where(A > 0.7, 0.0 / 0.0, A);
 let M = where(arange(23) == 4, 0.0 / 0.0, N);
 let R = randint(-3, 5, [1000], #{seed: 3, chunks: 300});
+let P = S @ S.T + eye(23, #{chunks: 7}) * 23;
 let cases = #{
     add: A + B,
     sub_scalar: 1.5 - A,
@@ -217,6 +218,18 @@ let cases = #{
     einsum_bmm: einsum("bij,bjk->bik", stack([S, S * 2, S + 1]), stack([S.T, S, S * 3])),
     einsum_int: einsum("i,j->ij", I, I),
     einsum_list: einsum("ij,jk", [A, S]),
+    inv: inv(S),
+    inv_check: inv(S) @ S,
+    cholesky_u: cholesky(P),
+    cholesky_l: cholesky(P, #{lower: true}),
+    reduction_sum0: reduction(A, |b| b.sum(0, #{keepdims: true}), |b| b.sum(0, #{keepdims: true}), #{axis: 0}),
+    reduction_ptp: reduction(
+        A,
+        |b| b.max(1, #{keepdims: true}) - b.min(1, #{keepdims: true}) * 0.0,
+        |b| b.max(1, #{keepdims: true}),
+        #{axis: 1, combine: |b| b.max(1, #{keepdims: true}), split_every: 2},
+    ),
+    reduction_all: reduction(A, |b| b.max([0, 1], #{keepdims: true}), |b| b.max([0, 1], #{keepdims: true}), #{keepdims: true}),
     randint_min: R.min(),
     randint_max: R.max(),
 };
@@ -458,6 +471,17 @@ fn bad_array_input_is_refused_clearly() {
             "einsum(\"ij,jk\", zeros([2, 3]), zeros([4, 2]))",
             "label 'j' has length 3 in operand 0 but 4 in operand 1",
         ),
+        ("reduction(zeros([4]), |b| b, |b| b, #{axes: 0})", "reduction has no option \"axes\""),
+        ("reduction(zeros([4]), |b| b, |b| b, #{combine: 3})", "reduction expects a function for combine"),
+        (
+            "reduction(zeros([4], #{chunks: 2}), |b| b.sum(), |b| b).compute()",
+            "map_blocks: the function returned a value of type float",
+        ),
+        ("inv(zeros([2, 3]))", "inv needs a square matrix, got shape (2, 3)"),
+        ("inv(zeros([2, 2])).compute()", "singular"),
+        ("cholesky(zeros([2, 3]))", "cholesky needs a square matrix, got shape (2, 3)"),
+        ("cholesky(from_array([[1.0, 2.0], [2.0, 1.0]])).compute()", "not positive definite"),
+        ("cholesky(eye(2), #{upper: true})", "cholesky has no option \"upper\""),
         ("einsum(\"ii\", zeros([2, 2]))", "label 'i' repeats within operand 0"),
         ("einsum(\"...i\", zeros([2, 2]))", "ellipses"),
         ("einsum(\"ij,j\", zeros([2, 2]))", "the spec names 2 operands but 1 were given"),

@@ -23,6 +23,7 @@ T = np.array(inp["T"], dtype=np.float64)
 y = np.array(inp["y"], dtype=np.float64)
 F = A.astype(np.float32)
 N = np.where(A > 0.7, np.nan, A)
+P = S @ S.T + np.eye(23) * 23
 M = np.where(np.arange(23) == 4, np.nan, N)
 
 
@@ -250,6 +251,13 @@ cases = {
     "einsum_bmm": np.einsum("bij,bjk->bik", np.stack([S, S * 2, S + 1]), np.stack([S.T, S, S * 3])),
     "einsum_int": np.einsum("i,j->ij", I, I),
     "einsum_list": np.einsum("ij,jk", A, S),
+    "inv": np.linalg.inv(S),
+    "inv_check": np.linalg.inv(S) @ S,
+    "cholesky_u": np.linalg.cholesky(P).T,
+    "cholesky_l": np.linalg.cholesky(P),
+    "reduction_sum0": A.sum(0),
+    "reduction_ptp": A.max(1),
+    "reduction_all": A.max(keepdims=True),
     "randint_min": np.int64(-3),
     "randint_max": np.int64(4),
 }

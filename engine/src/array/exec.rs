@@ -296,6 +296,7 @@ pub fn execute_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
             Value::array(shape::argwhere(&one(args)?, *offset, shape, *axis)?)
         }
         ArrayOp::IsIn(values) => Value::array(shape::isin(&one(args)?, values)),
+        ArrayOp::Cholesky { lower } => Value::array(super::linalg::cholesky(&one(args)?, *lower)?),
         ArrayOp::TakeRows(rows) => Value::array(shape::take_rows(&one(args)?, rows)?),
         ArrayOp::Tri { k, upper, row0, col0 } => {
             Value::array(shape::tri(&one(args)?, *k, *upper, *row0, *col0)?)

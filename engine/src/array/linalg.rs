@@ -274,6 +274,26 @@ pub fn solve(a: &Chunk, b: &Chunk) -> Result<Chunk, ArrayError> {
     Ok(if b.ndim() == 1 { crate::array::reduce::squeeze(&out, &[1]) } else { out })
 }
 
+/// The Cholesky factor of a symmetric positive-definite matrix (read from
+/// its lower triangle, as NumPy): `L` with `a = L Lᵀ`, or its transpose
+/// `U = Lᵀ` (`a = Uᵀ U`, Dask's default).
+pub fn cholesky(a: &Chunk, lower: bool) -> Result<Chunk, ArrayError> {
+    let (n, k) = (a.shape().first().copied().unwrap_or(0), a.shape().get(1).copied().unwrap_or(0));
+    if a.ndim() != 2 || n != k {
+        return Err(ArrayError::Shape(format!(
+            "cholesky needs a square matrix, got shape {}",
+            fmt_shape(a.shape())
+        )));
+    }
+    let m = to_mat(a)?;
+    let llt = m
+        .llt(faer::Side::Lower)
+        .map_err(|_| ArrayError::Value("cholesky: the matrix is not positive definite".into()))?;
+    let l = llt.L();
+    let out = if lower { l.to_owned() } else { l.transpose().to_owned() };
+    Ok(from_mat(out.as_ref(), float_of(a)))
+}
+
 /// Solve `r x = b` for an upper-triangular `r` (back substitution).
 pub fn solve_upper(r: &Chunk, b: &Chunk) -> Result<Chunk, ArrayError> {
     let t = DType::promote(float_of(r), float_of(b));

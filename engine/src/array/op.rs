@@ -120,6 +120,10 @@ pub enum ArrayOp {
     SvdVals,
     /// `solve(a, b)` on whole blocks.
     Solve,
+    /// The Cholesky factor of a whole matrix (`lower`: L, else U = Lᵀ).
+    Cholesky {
+        lower: bool,
+    },
     /// Back substitution with an upper-triangular block.
     SolveUpper,
     /// The elementwise sum of the arguments (partial matrix products).
@@ -333,6 +337,7 @@ impl ArrayOp {
             ArrayOp::NpyRead { .. } => "from-npy".into(),
             ArrayOp::Reshape(_) => "reshape".into(),
             ArrayOp::TakeRows(_) => "take".into(),
+            ArrayOp::Cholesky { .. } => "cholesky".into(),
             ArrayOp::Tri { upper: true, .. } => "triu".into(),
             ArrayOp::Tri { .. } => "tril".into(),
             ArrayOp::ArgWhere { axis: None, .. } => "argwhere".into(),

@@ -59,6 +59,24 @@ pub(super) const DOCS: &[FnDoc] = &[
         "einsum(\"ij,j->i\", ones([2, 3], #{chunks: 1}), arange(3)).compute()",
     ),
     doc(
+        "inv",
+        "inv(a) -> Array",
+        "The inverse of a square matrix, as `solve(a, eye(n))` (LU with partial pivoting, in one task); a singular matrix is an error.",
+        "inv(from_array([[2.0, 0.0], [0.0, 4.0]])).compute()",
+    ),
+    doc(
+        "cholesky",
+        "cholesky(a, #{lower}) -> Array",
+        "The Cholesky factor of a symmetric positive-definite matrix (read from its lower triangle): upper-triangular U with a = UᵀU by default, as da.linalg.cholesky; L with a = LLᵀ when `lower` (NumPy's). In one task.",
+        "cholesky(from_array([[4.0, 2.0], [2.0, 3.0]]), #{lower: true}).compute()",
+    ),
+    doc(
+        "reduction",
+        "reduction(x, chunk, aggregate, #{combine, axis, keepdims, split_every, dtype}) -> Array",
+        "A reduction of your own, as da.reduction: `chunk` turns each block into a partial, `combine` (optional) merges partials joined along the reduced axes, `split_every` at a time, `aggregate` makes the result from the rest joined. Each function takes a block and keeps the reduced axes at length 1 (as Dask's keepdims=True); `dtype` is the result's (the input's by default).",
+        "let x = arange(10, #{chunks: 3}).astype(\"f64\");\nreduction(x, |b| b.max(0, #{keepdims: true}), |b| b.max(0, #{keepdims: true})).compute()",
+    ),
+    doc(
         "squeeze",
         "x.squeeze(axis) -> Array",
         "Drop axes of length 1 (all of them, or the ones named; naming an axis of another length is an error).",
@@ -243,7 +261,66 @@ fn einsum(st: &Ctx, spec: &str, xs: &[Dynamic]) -> Res<LazyArray> {
     new(arr::einsum(&ctx(st), spec, &arrays))
 }
 
+fn cholesky(st: &Ctx, a: &Dynamic, m: Option<Map>) -> Res<LazyArray> {
+    let o = Opts::new(m, "cholesky", &["lower"])?;
+    new(arr::cholesky(&ctx(st), &lazy(st, a, "cholesky")?, o.flag("lower")?))
+}
+
+fn shipped(st: &Ctx, f: &rhai::FnPtr) -> Res<arr::BlockFn> {
+    let (udf, token) = super::args::shipped(st, f)?;
+    let label = udf.label.clone();
+    Ok(arr::BlockFn { func: brisk_engine::ops::Func::Udf(udf), label, token })
+}
+
+fn reduction(
+    st: &Ctx,
+    x: &Dynamic,
+    chunk: &rhai::FnPtr,
+    aggregate: &rhai::FnPtr,
+    m: Option<Map>,
+) -> Res<LazyArray> {
+    let o = Opts::new(m, "reduction", &["combine", "axis", "keepdims", "split_every", "dtype"])?;
+    let a = lazy(st, x, "reduction")?;
+    let combine = match o.get("combine") {
+        None => None,
+        Some(f) => Some(shipped(
+            st,
+            &f.clone()
+                .try_cast::<rhai::FnPtr>()
+                .ok_or_else(|| wrong_type("reduction", "a function for combine", f))?,
+        )?),
+    };
+    let axes = match o.get("axis") {
+        Some(d) => axes_arg(d)?,
+        None => None,
+    };
+    let split = match o.get("split_every") {
+        Some(d) => Some(
+            usize::try_from(int_of(d, "split_every")?)
+                .map_err(|_| runtime("split_every must be positive"))?,
+        ),
+        None => None,
+    };
+    let (chunk, aggregate) = (shipped(st, chunk)?, shipped(st, aggregate)?);
+    let fns = arr::UserReduction { chunk: &chunk, combine: combine.as_ref(), aggregate: &aggregate };
+    new(arr::user_tree(&ctx(st), &a, &fns, axes.as_deref(), o.flag("keepdims")?, split, o.dtype(a.dtype)?))
+}
+
 pub(super) fn register(engine: &mut Engine, state: &Ctx) {
+    let st = state.clone();
+    engine.register_fn("reduction", move |x: Dynamic, chunk: rhai::FnPtr, aggregate: rhai::FnPtr| {
+        reduction(&st, &x, &chunk, &aggregate, None)
+    });
+    let st = state.clone();
+    engine.register_fn("reduction", move |x: Dynamic, chunk: rhai::FnPtr, aggregate: rhai::FnPtr, m: Map| {
+        reduction(&st, &x, &chunk, &aggregate, Some(m))
+    });
+    let st = state.clone();
+    engine.register_fn("inv", move |a: Dynamic| new(arr::inv(&ctx(&st), &lazy(&st, &a, "inv")?)));
+    let st = state.clone();
+    engine.register_fn("cholesky", move |a: Dynamic| cholesky(&st, &a, None));
+    let st = state.clone();
+    engine.register_fn("cholesky", move |a: Dynamic, m: Map| cholesky(&st, &a, Some(m)));
     let st = state.clone();
     engine.register_fn("einsum", move |spec: &str, a: Dynamic| {
         match a.read_lock::<RArray>().map(|l| l.to_vec()) {

@@ -77,7 +77,8 @@ mod tests {
     /// them: `map` (futures, bag), `map_partitions` (bag, frame_order),
     /// `groupby` (bag, dataframe), `status` (a future's, a deployed
     /// cluster's) and `shape` (an array's, a frame's).
-    const IN_TWO_AREAS: &[&str] = &["map", "map_partitions", "groupby", "status", "shape", "topk", "isin"];
+    const IN_TWO_AREAS: &[&str] =
+        &["map", "map_partitions", "groupby", "status", "shape", "topk", "isin", "reduction"];
 
     #[test]
     fn every_entry_is_in_exactly_one_area() {

@@ -286,6 +286,47 @@ pub fn solve(ctx: &Ctx, a: &Array, b: &Array) -> Result<Array, ArrayError> {
     two_block_op(ctx, "solve", ArrayOp::Solve, &a, &b, &sb)
 }
 
+/// `inv(a)`: `solve(a, eye(n))`, in one task.
+pub fn inv(ctx: &Ctx, a: &Array) -> Result<Array, ArrayError> {
+    a.known("inv")?;
+    let sa = a.shape();
+    if a.ndim() != 2 || sa[0] != sa[1] {
+        return Err(ArrayError::Shape(format!("inv needs a square matrix, got shape {}", fmt_shape(&sa))));
+    }
+    let eye = super::create::eye(
+        ctx,
+        sa[0],
+        &ChunkSpec::PerAxis(vec![AxisChunks::Size(-1); 2]),
+        a.dtype.to_float(),
+    )?;
+    solve(ctx, a, &eye)
+}
+
+/// `cholesky(a, lower)`: the factor of a symmetric positive-definite `a`,
+/// in one task (`U` with `a = Uᵀ U` unless `lower`, as `da.linalg.cholesky`).
+pub fn cholesky(ctx: &Ctx, a: &Array, lower: bool) -> Result<Array, ArrayError> {
+    a.known("cholesky")?;
+    let sa = a.shape();
+    if a.ndim() != 2 || sa[0] != sa[1] {
+        return Err(ArrayError::Shape(format!(
+            "cholesky needs a square matrix, got shape {}",
+            fmt_shape(&sa)
+        )));
+    }
+    let w = whole(ctx, a)?;
+    let mut t = Tokenizer::new();
+    t.str("cholesky").str(&w.name).serde(&lower);
+    let name = t.name("cholesky");
+    let task = array_task(
+        ctx,
+        Key::block(Arc::from(name.as_str()), &[0, 0]),
+        ArrayOp::Cholesky { lower },
+        vec![Arg::Dep(0)],
+        vec![w.block_key(&[0, 0])],
+    );
+    Ok(finish(name, vec![task], vec![w.layer.clone()], vec![vec![sa[0]], vec![sa[0]]], a.dtype.to_float()))
+}
+
 fn two_block_op(
     ctx: &Ctx,
     label: &str,

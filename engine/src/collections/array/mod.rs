@@ -29,12 +29,12 @@ pub use dims::{broadcast_to, expand_dims, squeeze, tri};
 pub use einsum::einsum;
 pub use elementwise::{BlockFn, Operand, astype, binary, map_blocks, to_cpu, to_gpu, unary, where_};
 pub use kernels::{map_blocks_gpu, user_elementwise, user_reduction};
-pub use linalg::{lstsq, norm, qr, solve, svd, svd_compressed, tensordot};
+pub use linalg::{cholesky, inv, lstsq, norm, qr, solve, svd, svd_compressed, tensordot};
 pub use matmul::{MATMUL_FANIN, matmul, transpose};
 pub use order::{argwhere, isin, quantile, topk};
 pub use overlap::{Boundary, Halos, overlap, trim};
 pub use rechunk::rechunk;
-pub use reduction::reduction;
+pub use reduction::{UserReduction, reduction, user_tree};
 pub use slicing::{Index, all_blocks, block_at, local_ranges, row_index, slice, take};
 pub use structure::{
     chunk_size_tasks, concatenate, cumprod, cumsum, histogram, mask, reshape, stack, unique,

@@ -175,3 +175,68 @@ pub fn tree(
     r.unknown = a.unknown && !axes.contains(&0);
     Ok(r)
 }
+
+/// The user's functions of `reduction` (`da.reduction`): `chunk` makes
+/// each block's partial, `combine` (when given) merges partials joined
+/// along the reduced axes, `aggregate` makes the result from all of them
+/// joined; each keeps the reduced axes at length 1.
+pub struct UserReduction<'a> {
+    pub chunk: &'a super::elementwise::BlockFn,
+    pub combine: Option<&'a super::elementwise::BlockFn>,
+    pub aggregate: &'a super::elementwise::BlockFn,
+}
+
+/// `reduction(x, chunk, aggregate, #{combine, axis, keepdims, ...})`:
+/// `chunk` on every block, then partials joined `split_every` at a time
+/// along the reduced axes and merged by `combine` until few are left, then
+/// `aggregate` on all of them joined (Dask's `concatenate=True`).
+pub fn user_tree(
+    ctx: &Ctx,
+    a: &Array,
+    fns: &UserReduction<'_>,
+    axes: Option<&[i64]>,
+    keepdims: bool,
+    split_every: Option<usize>,
+    dtype: crate::array::dtype::DType,
+) -> Result<Array, ArrayError> {
+    use super::chunks::{AxisChunks, ChunkSpec};
+    use super::elementwise::map_blocks;
+    a.known("reduction")?;
+    let nd = a.ndim();
+    let axes: Vec<usize> = match axes {
+        None => (0..nd).collect(),
+        Some(ax) => norm_axes(ax, nd)?,
+    };
+    let split = split_every.unwrap_or(SPLIT_EVERY).max(2);
+    let per_axis = ((split as f64).powf(1.0 / axes.len().max(1) as f64) as usize).max(2);
+    // Each block's partial: length 1 along the reduced axes.
+    let ones = |x: &Array| -> Vec<Vec<usize>> {
+        (0..nd)
+            .map(|d| if axes.contains(&d) { vec![1; x.chunks[d].len()] } else { x.chunks[d].clone() })
+            .collect()
+    };
+    let mut p = map_blocks(ctx, a, fns.chunk, Some(ones(a)), &[], dtype)?;
+    let joined = |x: &Array, group: Option<usize>| -> Result<Array, ArrayError> {
+        let spec = (0..nd)
+            .map(|d| match (axes.contains(&d), group) {
+                (true, Some(g)) => AxisChunks::Size(g as i64),
+                (true, None) => AxisChunks::Size(-1),
+                (false, _) => AxisChunks::Sizes(x.chunks[d].clone()),
+            })
+            .collect();
+        super::rechunk::rechunk(ctx, x, &ChunkSpec::PerAxis(spec))
+    };
+    if let Some(combine) = fns.combine {
+        while axes.iter().map(|&d| p.chunks[d].len()).product::<usize>() > split {
+            let grouped = joined(&p, Some(per_axis))?;
+            p = map_blocks(ctx, &grouped, combine, Some(ones(&grouped)), &[], dtype)?;
+        }
+    }
+    let all = joined(&p, None)?;
+    let r = map_blocks(ctx, &all, fns.aggregate, Some(ones(&all)), &[], dtype)?;
+    if keepdims {
+        return Ok(r);
+    }
+    let drop: Vec<i64> = axes.iter().map(|&d| d as i64).collect();
+    super::dims::squeeze(ctx, &r, Some(&drop))
+}
