@@ -280,6 +280,7 @@ fn meta_command(meta: &str, session: &Rc<RefCell<Session>>, colour: bool) -> boo
             let mut vars: Vec<(String, String)> = s
                 .scope()
                 .iter_raw()
+                .filter(|(name, _, _)| !brisk_script::session::PRELUDE.contains(name))
                 .map(|(name, _, v)| (name.to_string(), brisk_script::types::type_name(v)))
                 .collect();
             vars.sort();

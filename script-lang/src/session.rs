@@ -52,6 +52,10 @@ pub struct Session {
     signatures: std::sync::OnceLock<Vec<crate::complete::Signature>>,
 }
 
+/// Functions a session also has as values, so `read_text(p).map(parse_json)`
+/// reads as Dask's `.map(json.loads)`; `:vars` leaves them out.
+pub const PRELUDE: &[&str] = &["parse_json"];
+
 impl Session {
     pub fn new() -> Session {
         Self::with_config(SessionConfig::default())
@@ -69,13 +73,13 @@ impl Session {
         engine.on_debug(move |s, _, pos| st.debug(&format!("[{pos:?}] {s}")));
         let cancel = state.cancel.clone();
         engine.on_progress(move |_| ship::progress_token(cancel.is_cancelled(), "interrupted"));
-        Session {
-            engine,
-            scope: Scope::new(),
-            ast: AST::empty(),
-            state,
-            signatures: std::sync::OnceLock::new(),
+        let mut scope = Scope::new();
+        for name in PRELUDE {
+            if let Ok(f) = rhai::FnPtr::new(*name) {
+                scope.push_constant(*name, f);
+            }
         }
+        Session { engine, scope, ast: AST::empty(), state, signatures: std::sync::OnceLock::new() }
     }
 
     /// Join the scheduler named by `BRISK_SCHEDULER_ADDRESS` (Dask's

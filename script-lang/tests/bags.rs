@@ -72,6 +72,25 @@ let written = from_sequence(kept.map(|l| trim_end_newline(l)), #{npartitions: 1}
     range_sum: ints.sum().compute(),
     map_partitions_total: nums.map_partitions(|p| [p.len()]).sum().compute(),
     round_trip: read_text(written).compute(),
+    any_true: nums.map(|x| x > 240).any().compute(),
+    any_false: nums.map(|x| x > 1000).any().compute(),
+    all_true: nums.map(|x| x != 1).all().compute(),
+    all_false: ints.all().compute(),
+    std: nums.std().compute(),
+    variance1: nums.variance(#{ddof: 1}).compute(),
+    fold: nums.fold(|a, b| a + b).compute(),
+    fold_initial: ints.fold(|a, b| a + b, #{initial: 10}).compute(),
+    fold_combine: recs.fold(|acc, r| acc + r.score, #{initial: 0, combine: |a, b| a + b}).compute(),
+    starmap: from_sequence([[1, 2], [3, 4], [5, 6]], #{npartitions: 2}).starmap(|a, b| a * b).compute(),
+    zip: zip(ints, ints.map(|x| x * 2)).compute(),
+    concat: concat([ints, ints.map(|x| -x), nums.filter(|x| x > 200)]).compute(),
+    sample_ok: {
+        let s = nums.random_sample(0.5, #{seed: 3}).compute();
+        let again = nums.random_sample(0.5, #{seed: 3}).compute();
+        s.all(|x| xs.contains(x)) && s.len() > 5 && s.len() < xs.len() && s == again
+    },
+    sample_edges: [nums.random_sample(0.0).count().compute(), nums.random_sample(1.0).count().compute()],
+    parse_json: from_sequence(["{\"a\": 1, \"b\": [1.5, null, true]}", "[1, 2]", "\"s\""]).map(parse_json).compute(),
 }
 "#;
 
@@ -116,6 +135,24 @@ fn bad_input_is_refused_clearly() {
         ("read_text(\"/nonexistent/brisk/*.txt\")", "read_text: no files match \"/nonexistent/brisk/*.txt\""),
         ("read_text(\"/nonexistent/brisk.txt\")", "cannot read /nonexistent/brisk.txt"),
         ("read_text(\"/tmp\")", "read_text: /tmp is a directory"),
+        ("from_sequence([1]).std(#{dof: 1})", "std has no option \"dof\""),
+        ("from_sequence([1]).variance(#{ddof: -1})", "variance: ddof must be a small non-negative integer"),
+        (
+            "from_sequence([1]).variance(#{ddof: 1}).compute()",
+            "var() of 1 records with ddof=1: needs more than 1",
+        ),
+        ("from_sequence([\"a\"]).std().compute()", "variance: a record is string, not a number"),
+        ("from_sequence([]).fold(|a, b| a + b).compute()", "fold() of an empty bag with no initial value"),
+        ("from_sequence([1]).fold(|a, b| a + b, #{combine: 3})", "fold: combine must be a function"),
+        ("from_sequence([1, 2]).starmap(|a, b| a + b).compute()", "starmap: a record is int, not an array"),
+        ("from_sequence([1]).random_sample(1.5)", "random_sample: prob must be between 0 and 1, got 1.5"),
+        (
+            "zip(from_sequence([1, 2], #{npartitions: 2}), from_sequence([1]))",
+            "zip: the bags must have as many partitions, got 2 and 1",
+        ),
+        ("concat([from_sequence([1]), 3])", "concat: item 1 is"),
+        ("parse_json(\"{oops\")", "parse_json: invalid JSON: key must be a string at line 1 column 2"),
+        ("from_sequence([\"[1,\"]).map(parse_json).compute()", "parse_json: invalid JSON"),
         ("read_text(\"/etc/hostname\", #{blocksize: 0})", "read_text: blocksize must be a positive integer"),
         ("read_text(\"/etc/hostname\", #{blocksize: \"12 parsecs\"})", "unknown unit"),
         ("read_text(\"/etc/hostname\", #{chunks: 3})", "read_text has no option \"chunks\""),

@@ -13,6 +13,7 @@ import heapq
 import json
 import os
 import random
+import statistics
 import sys
 
 
@@ -86,6 +87,22 @@ def expected(d):
         "range_sum": sum(range(10)),
         "map_partitions_total": len(nums),
         "round_trip": [l.rstrip("\n") + "\n" for l in kept[:4]] + [kept[4].rstrip("\n")],
+        "any_true": any(x > 240 for x in nums),
+        "any_false": any(x > 1000 for x in nums),
+        "all_true": all(x != 1 for x in nums),
+        "all_false": all(range(10)),
+        "std": statistics.pstdev(nums),
+        "variance1": statistics.variance(nums),
+        "fold": sum(nums),
+        # Dask's fold: `initial` starts each of the 3 partitions and the aggregate.
+        "fold_initial": 10 + 3 * 10 + sum(range(10)),
+        "fold_combine": sum(r["score"] for r in recs),
+        "starmap": [1 * 2, 3 * 4, 5 * 6],
+        "zip": [[i, 2 * i] for i in range(10)],
+        "concat": list(range(10)) + [-i for i in range(10)] + [x for x in nums if x > 200],
+        "sample_ok": True,
+        "sample_edges": [0, len(nums)],
+        "parse_json": [json.loads(t) for t in ['{"a": 1, "b": [1.5, null, true]}', "[1, 2]", '"s"']],
     }
 
 

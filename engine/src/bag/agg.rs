@@ -37,9 +37,36 @@ pub enum Agg {
     Max,
     Frequencies,
     Distinct,
-    TopK { k: usize, key: KeyBy },
-    FoldBy { key: Arc<Udf>, binop: Arc<Udf>, initial: Value, combine: Arc<Udf>, combine_initial: Value },
-    Reduction { per_partition: Arc<Udf>, aggregate: Arc<Udf> },
+    TopK {
+        k: usize,
+        key: KeyBy,
+    },
+    FoldBy {
+        key: Arc<Udf>,
+        binop: Arc<Udf>,
+        initial: Value,
+        combine: Arc<Udf>,
+        combine_initial: Value,
+    },
+    Reduction {
+        per_partition: Arc<Udf>,
+        aggregate: Arc<Udf>,
+    },
+    /// Whether any (all) records are true, by Python's truthiness.
+    Any,
+    All,
+    /// Variance (`std`: its square root) with `ddof`, as `Bag.var`.
+    Var {
+        ddof: u32,
+        std: bool,
+    },
+    /// `Bag.fold`: `binop` over each partition's records from `initial`
+    /// (else from its first record), `combine` over the partials.
+    Fold {
+        binop: Arc<Udf>,
+        combine: Arc<Udf>,
+        initial: Option<Value>,
+    },
 }
 
 impl Agg {
@@ -55,6 +82,11 @@ impl Agg {
             Agg::TopK { .. } => "topk",
             Agg::FoldBy { .. } => "foldby",
             Agg::Reduction { .. } => "reduction",
+            Agg::Any => "any",
+            Agg::All => "all",
+            Agg::Var { std: true, .. } => "std",
+            Agg::Var { .. } => "var",
+            Agg::Fold { .. } => "fold",
         }
     }
 
@@ -87,6 +119,10 @@ pub(super) enum Acc {
     Top(Vec<(Value, Value)>),
     Fold(Vec<(Value, Value)>, FxHashMap<VKey, usize>),
     Whole(Vec<Value>),
+    Flag(bool),
+    /// Count, mean and sum of squared deviations (Welford's update).
+    Moments(f64, f64, f64),
+    Folded(Option<Value>),
 }
 
 impl Acc {
@@ -103,6 +139,10 @@ impl Acc {
                 Agg::TopK { .. } => Acc::Top(Vec::new()),
                 Agg::FoldBy { .. } => Acc::Fold(Vec::new(), FxHashMap::default()),
                 Agg::Reduction { .. } => Acc::Whole(Vec::new()),
+                Agg::Any => Acc::Flag(false),
+                Agg::All => Acc::Flag(true),
+                Agg::Var { .. } => Acc::Moments(0.0, 0.0, 0.0),
+                Agg::Fold { initial, .. } => Acc::Folded(initial.clone()),
             },
         }
     }
@@ -156,6 +196,34 @@ impl Acc {
                     *best = top(records, keys, *k)?;
                 }
             }
+            Acc::Flag(flag) => {
+                let any = matches!(agg, Some(Agg::Any));
+                for r in &records {
+                    if super::records::truthy(r) == any {
+                        *flag = any;
+                        break;
+                    }
+                }
+            }
+            Acc::Moments(n, mean, m2) => {
+                for (i, r) in records.iter().enumerate() {
+                    let x = number(r).ok_or_else(|| run.at_record(not_a_number("variance", r), i))?;
+                    *n += 1.0;
+                    let d = x - *mean;
+                    *mean += d / *n;
+                    *m2 += d * (x - *mean);
+                }
+            }
+            Acc::Folded(acc) => {
+                if let Some(Agg::Fold { binop, .. }) = agg {
+                    for r in records {
+                        *acc = Some(match acc.take() {
+                            None => r,
+                            Some(a) => run.call(binop, vec![a, r])?,
+                        });
+                    }
+                }
+            }
             Acc::Fold(acc, index) => {
                 if let Some(Agg::FoldBy { key, binop, initial, .. }) = agg {
                     let keys = run.call_each(key, &records)?;
@@ -182,6 +250,9 @@ impl Acc {
             Acc::Mean(sum, n) => Value::list(vec![Value::Float(sum), Value::Int(n)]),
             Acc::Freq(c) => c.into_pairs(),
             Acc::Fold(acc, _) => pairs(acc),
+            Acc::Flag(b) => Value::Bool(b),
+            Acc::Moments(n, mean, m2) => moments(n, mean, m2),
+            Acc::Folded(v) => Value::list(v.into_iter().collect()),
             Acc::Whole(v) => match s {
                 Sink::Partial(Agg::Reduction { per_partition, .. }) => {
                     run.call(per_partition, vec![Value::list(v)])?
@@ -248,7 +319,41 @@ pub(super) fn combine(agg: &Agg, parts: &[Value], run: &mut Runner<'_, '_>) -> R
             pairs(acc)
         }
         Agg::Reduction { aggregate, .. } => run.call(aggregate, vec![Value::list(parts.to_vec())])?,
+        Agg::Any => Value::Bool(parts.iter().any(|p| matches!(p, Value::Bool(true)))),
+        Agg::All => Value::Bool(parts.iter().all(|p| matches!(p, Value::Bool(true)))),
+        Agg::Var { .. } => {
+            // Chan et al.'s merge of (n, mean, M2).
+            let (mut n, mut mean, mut m2) = (0.0, 0.0, 0.0);
+            for p in parts {
+                let [Value::Float(pn), Value::Float(pm), Value::Float(pm2)] = list(p) else {
+                    return Err(TaskError::internal("a malformed variance partial"));
+                };
+                let total = n + pn;
+                if total > 0.0 {
+                    let d = pm - mean;
+                    mean += d * pn / total;
+                    m2 += pm2 + d * d * n * pn / total;
+                }
+                n = total;
+            }
+            moments(n, mean, m2)
+        }
+        Agg::Fold { combine, initial, .. } => {
+            // As Dask's aggregate: `reduce(combine, partials, initial)`.
+            let mut acc = initial.clone();
+            for v in parts.iter().flat_map(|p| list(p).iter().cloned()) {
+                acc = Some(match acc.take() {
+                    None => v,
+                    Some(a) => run.call(combine, vec![a, v])?,
+                });
+            }
+            Value::list(acc.into_iter().collect())
+        }
     })
+}
+
+fn moments(n: f64, mean: f64, m2: f64) -> Value {
+    Value::list(vec![Value::Float(n), Value::Float(mean), Value::Float(m2)])
 }
 
 pub(super) fn finish(agg: &Agg, merged: Value, _run: &mut Runner<'_, '_>) -> Result<Value, TaskError> {
@@ -261,6 +366,23 @@ pub(super) fn finish(agg: &Agg, merged: Value, _run: &mut Runner<'_, '_>) -> Res
         Agg::Min | Agg::Max => match list(&merged).first() {
             Some(v) => v.clone(),
             None => return Err(TaskError::user(format!("{}() of an empty bag", agg.name()))),
+        },
+        Agg::Var { ddof, std } => match list(&merged) {
+            [Value::Float(n), _, Value::Float(m2)] if *n > f64::from(*ddof) => {
+                let v = m2 / (n - f64::from(*ddof));
+                Value::Float(if *std { v.sqrt() } else { v })
+            }
+            [Value::Float(n), ..] => {
+                return Err(TaskError::user(format!(
+                    "{}() of {n} records with ddof={ddof}: needs more than {ddof}",
+                    agg.name()
+                )));
+            }
+            _ => return Err(TaskError::internal("a malformed variance partial")),
+        },
+        Agg::Fold { .. } => match list(&merged).first() {
+            Some(v) => v.clone(),
+            None => return Err(TaskError::user("fold() of an empty bag with no initial value")),
         },
         _ => merged,
     })

@@ -123,6 +123,14 @@ pub fn execute(
             }
             Ok(Value::list(out))
         }
+        BagOp::Zip => {
+            let parts =
+                args.iter().map(|a| records_of(Some(a), "a bag partition")).collect::<Result<Vec<_>, _>>()?;
+            let n = parts.iter().map(Vec::len).min().unwrap_or(0);
+            Ok(Value::list(
+                (0..n).map(|i| Value::list(parts.iter().map(|p| p[i].clone()).collect())).collect(),
+            ))
+        }
         BagOp::WriteText { path } => {
             let records = records_of(args.first(), "a bag partition")?;
             text::write_lines(path, &records)?;

@@ -39,6 +39,9 @@ pub enum BagOp {
     Group { key: Arc<Udf>, part: u32, pieces: Pieces },
     /// The records of every dependency, in order (a computed bag).
     Concat,
+    /// Records of the dependencies paired up position by position, as
+    /// Python's zip (the shortest partition decides), as `Bag.zip`.
+    Zip,
     /// Write a partition's records as lines of a text file.
     WriteText { path: Arc<str> },
 }
@@ -76,6 +79,7 @@ impl BagOp {
             BagOp::Split { .. } => "shuffle-split",
             BagOp::Group { .. } => "shuffle-group",
             BagOp::Concat => "bag-concat",
+            BagOp::Zip => "zip",
             BagOp::WriteText { .. } => "to-textfiles",
         }
     }

@@ -94,6 +94,31 @@ impl Runner<'_, '_> {
                 }
                 Ok(out)
             }
+            Stage::StarMap(f) => {
+                let mut out = Vec::with_capacity(records.len());
+                for (i, r) in records.into_iter().enumerate() {
+                    let Value::List(args) = r else {
+                        return Err(self.at_record(
+                            TaskError::user(format!("starmap: a record is {}, not an array", r.type_name())),
+                            i,
+                        ));
+                    };
+                    let v = self
+                        .udfs
+                        .call(f, args.as_ref().clone(), self.ctx)
+                        .map_err(|e| self.at_record(e, i))?;
+                    out.push(v);
+                }
+                Ok(out)
+            }
+            Stage::RandomSample { prob, seed } => {
+                use rand::{RngExt, SeedableRng};
+                // One stream per batch: the same records, cut the same
+                // way, give the same sample on any scheduler.
+                let s = crate::array::create::block_seed(*seed, &[self.part, self.offset as u32]);
+                let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(s);
+                Ok(records.into_iter().filter(|_| rng.random::<f64>() < *prob).collect())
+            }
             Stage::Pluck(key) => records
                 .into_iter()
                 .enumerate()

@@ -21,6 +21,14 @@ pub enum Stage {
     StrSplit(Option<Arc<str>>),
     StrLower,
     StrStrip,
+    /// `f(*record)`: each record (a list) spread into the arguments.
+    StarMap(Arc<Udf>),
+    /// Each record kept with probability `prob` (`random_sample`), from a
+    /// stream seeded by `seed`, the partition and the record's position.
+    RandomSample {
+        prob: f64,
+        seed: u64,
+    },
 }
 
 impl Stage {
@@ -34,6 +42,8 @@ impl Stage {
             Stage::StrSplit(_) => "str_split",
             Stage::StrLower => "str_lower",
             Stage::StrStrip => "str_strip",
+            Stage::StarMap(_) => "starmap",
+            Stage::RandomSample { .. } => "random_sample",
         }
     }
 }

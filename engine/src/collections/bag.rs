@@ -233,6 +233,59 @@ pub fn read_text(paths: &[std::path::PathBuf], blocksize: Option<u64>) -> Result
     })
 }
 
+/// `concat([a, b, ...])`: the partitions of every bag, in order.
+pub fn concat(ctx: &Ctx, bags: &[Bag]) -> Result<Bag, BagError> {
+    if bags.is_empty() {
+        return Err(BagError::Value("concat needs at least one bag".into()));
+    }
+    let mut t = Tokenizer::new();
+    t.str("bag-concat");
+    let (mut parts, mut deps) = (Vec::new(), Vec::new());
+    for b in bags {
+        t.str(&b.token);
+        let (layer, keys) = b.partitions(ctx);
+        parts.extend(keys.into_iter().map(Part::Key));
+        deps.push(layer);
+    }
+    if parts.len() > MAX_PARTITIONS {
+        return Err(BagError::Value(format!("concat: more than {MAX_PARTITIONS} partitions")));
+    }
+    Ok(Bag { parts: Arc::new(parts), deps, stages: Arc::new(Vec::new()), token: t.finish(), label: "concat" })
+}
+
+/// `zip(a, b, ...)`: records paired partition by partition, as `Bag.zip`
+/// (the bags must have as many partitions; within a pair of partitions
+/// the shorter decides, as Python's zip).
+pub fn zip(ctx: &Ctx, bags: &[Bag]) -> Result<Bag, BagError> {
+    let Some(first) = bags.first() else { return Err(BagError::Value("zip needs at least one bag".into())) };
+    let n = first.npartitions();
+    if let Some(b) = bags.iter().find(|b| b.npartitions() != n) {
+        return Err(BagError::Value(format!(
+            "zip: the bags must have as many partitions, got {n} and {}",
+            b.npartitions()
+        )));
+    }
+    let mut t = Tokenizer::new();
+    t.str("zip");
+    bags.iter().for_each(|b| {
+        t.str(&b.token);
+    });
+    let name: Arc<str> = Arc::from(t.name("zip"));
+    let sources: Vec<(LayerRef, Vec<Key>)> = bags.iter().map(|b| b.partitions(ctx)).collect();
+    let mut keys = Vec::with_capacity(n);
+    let tasks = (0..n)
+        .map(|i| {
+            let key = block(&name, i);
+            keys.push(key.clone());
+            let deps: Vec<Key> = sources.iter().map(|(_, k)| k[i].clone()).collect();
+            let args = (0..deps.len() as u32).map(Arg::Dep).collect();
+            task(ctx, key, BagOp::Zip, args, deps)
+        })
+        .collect();
+    let layer = Layer::new(name, tasks, sources.into_iter().map(|(l, _)| l).collect());
+    Ok(Bag::of_keys(layer, keys, "zip"))
+}
+
 /// An aggregate as a tree: a partial per partition, combines of
 /// `SPLIT_EVERY`, and a finish task. Returns the layer and the final key.
 pub fn aggregate(ctx: &Ctx, bag: &Bag, agg: Agg, token: &str) -> (LayerRef, Key) {

@@ -455,6 +455,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         to_textfiles(&st, b, dir, Some(m))
     });
     engine.register_get("npartitions", |b: &mut LazyBag| b.b.npartitions() as i64);
+    super::bag_more::register(engine, state);
     crate::collection::register::<LazyBag>(engine, state);
     engine.register_fn("to_string", |b: &mut LazyBag| bag_repr(b));
     engine.register_fn("to_debug", |b: &mut LazyBag| bag_repr(b));

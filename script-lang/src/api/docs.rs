@@ -25,6 +25,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::gpu_kernels::DOCS,
     super::ml::DOCS,
     super::bag::DOCS,
+    super::bag_more::DOCS,
     super::dataframe_docs::DOCS,
     super::frame_order::DOCS,
 ];
@@ -78,7 +79,7 @@ mod tests {
     /// `groupby` (bag, dataframe), `status` (a future's, a deployed
     /// cluster's) and `shape` (an array's, a frame's).
     const IN_TWO_AREAS: &[&str] =
-        &["map", "map_partitions", "groupby", "status", "shape", "topk", "isin", "reduction"];
+        &["map", "map_partitions", "groupby", "status", "shape", "topk", "isin", "reduction", "any", "all"];
 
     #[test]
     fn every_entry_is_in_exactly_one_area() {
@@ -94,6 +95,7 @@ mod tests {
                 + 5
                 + 11
                 + super::super::array_more::DOCS.len()
+                + super::super::bag_more::DOCS.len()
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()
                 + super::super::kube::DOCS.len()

@@ -375,8 +375,8 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "concat",
-        "concat([df1, df2, ...]) -> DataFrame",
-        "The frames' rows one after another, their partitions in order (Dask's `dd.concat`). Columns are the union in order of first appearance, as pandas': a frame that lacks one gives missing values there; integer and float columns meet as float64 (and an integer column some frame lacks becomes float64); other types must agree.",
+        "concat([df1, df2, ...]) -> DataFrame / concat([b1, b2, ...]) -> Bag",
+        "The frames' rows one after another, their partitions in order (Dask's `dd.concat`); of bags, their partitions one after another (`db.concat`). Columns are the union in order of first appearance, as pandas': a frame that lacks one gives missing values there; integer and float columns meet as float64 (and an integer column some frame lacks becomes float64); other types must agree.",
         "let a = from_columns(#{x: [1, 2]});\nlet b = from_columns(#{x: [3.5], y: [\"z\"]});\nconcat([a, b]).compute()",
     ),
     doc(
@@ -444,7 +444,10 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         engine.register_fn(name, move |s: &mut LazySeries, p: i64| shift_series(&st, s, p, diff));
     }
     let st = state.clone();
-    engine.register_fn("concat", move |frames: RArray| -> Res<LazyFrame> {
+    engine.register_fn("concat", move |frames: RArray| -> Res<Dynamic> {
+        if frames.first().is_some_and(|d| d.is::<crate::types::LazyBag>()) {
+            return super::bag_more::concat(&st, &frames).map(Dynamic::from);
+        }
         let frames = frames
             .iter()
             .enumerate()
@@ -454,7 +457,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
                 })
             })
             .collect::<Res<Vec<DataFrame>>>()?;
-        Ok(LazyFrame { f: DataFrame::concat(&ctx(&st), &frames).map_err(err)? })
+        Ok(Dynamic::from(LazyFrame { f: DataFrame::concat(&ctx(&st), &frames).map_err(err)? }))
     });
     let st = state.clone();
     engine.register_fn("len", move |f: &mut LazyFrame| frame_len(&st, &f.f));

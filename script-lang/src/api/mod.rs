@@ -9,6 +9,7 @@ mod array_create;
 mod array_docs;
 mod array_more;
 mod bag;
+mod bag_more;
 mod cluster;
 mod config;
 mod dataframe;
@@ -85,6 +86,7 @@ pub fn register_values(engine: &mut Engine) {
     sized::register(engine);
     gpu_kernels::register_values(engine);
     array::register_local(engine);
+    bag_more::register_values(engine);
     dataframe::register_local(engine);
     engine.register_type_with_name::<TaskFailure>("TaskFailure");
     engine.register_fn("to_string", |f: &mut TaskFailure| f.to_string());
