@@ -183,6 +183,23 @@ r.describe = df.describe().compute().to_maps();
 let dts = read_csv(`${D}/dates.csv`, #{dtypes: #{t: "datetime64[ns]"}, blocksize: 2000});
 r.dt = dts.assign(#{yr: dts["t"].dt_year(), mo: dts["t"].dt_month(), dy: dts["t"].dt_day()})[["yr", "mo", "dy"]].compute().to_maps();
 r.dt_astype = read_csv(`${D}/dates.csv`).astype(#{t: "datetime64[ns]"})["t"].dt_year().compute().to_array();
+let ks = k["key"];
+r.str_more = k.assign([
+    ["sw", ks.str_startswith("k0")], ["ew", ks.str_endswith("1")],
+    ["rp", ks.str_replace("k", "key-")], ["rx", ks.str_replace("k(\\d)(\\d)", "\\2\\1", #{regex: true})],
+    ["sl", ks.str_slice(1, ())], ["sl2", ks.str_slice((), (), -1)],
+    ["pd", ks.str_pad(6, #{side: "both", fillchar: "*"})], ["pl", ks.str_pad(5)], ["gt", ks.str_get(-1)],
+    ["ex", ks.str_extract("k(\\d)")], ["st", (ks + "  ").str_strip()], ["ls", ("  " + ks).str_lstrip()],
+])[["sw", "ew", "rp", "rx", "sl", "sl2", "pd", "pl", "gt", "ex", "st", "ls"]].compute().to_maps();
+let raw = read_csv(`${D}/dates.csv`, #{blocksize: 2000});
+let tt = to_datetime(raw["t"], #{format: "%Y-%m-%d %H:%M:%S"});
+r.dt_more = raw.assign([
+    ["h", tt.dt_hour()], ["mi", tt.dt_minute()], ["s", tt.dt_second()], ["dw", tt.dt_dayofweek()],
+    ["fm", tt.dt_floor("15min").dt_minute()], ["fh", tt.dt_floor("1h").dt_minute()],
+    ["dh", tt.dt_date().dt_hour()], ["dd", tt.dt_date().dt_day()], ["iso", to_datetime(raw["t"]).dt_hour()],
+])[["h", "mi", "s", "dw", "fm", "fh", "dh", "dd", "iso"]].compute().to_maps();
+r.dt_coerce = to_datetime(from_columns(#{s: ["2024-02-30", "2024-02-28", ()]})["s"], #{format: "%Y-%m-%d", errors: "coerce"}).dt_day().compute().to_array();
+r.str_local = k.compute()["key"].str_pad(4, #{side: "right", fillchar: "_"}).to_array();
 
 // JSON lines written by pandas.
 let js = read_json(`${D}/*.jsonl`, #{blocksize: 5000});
@@ -258,6 +275,43 @@ fn bad_input_is_refused_clearly() {
         (format!("read_csv(\"{g}\")[[\"a\", \"q\"]]"), "unknown column \"q\"".into()),
         (format!("let d = read_csv(\"{g}\"); d[\"b\"] + 1"), "cannot apply + to string and int64".into()),
         (format!("let d = read_csv(\"{g}\").compute(); d[\"b\"].str_contains(\"(\")"), "bad pattern".into()),
+        (
+            format!("read_csv(\"{g}\")[\"b\"].str_extract(\"b\")"),
+            "str_extract: pattern \"b\" contains no capture groups".into(),
+        ),
+        (
+            format!("read_csv(\"{g}\")[\"b\"].str_replace(\"(\", \"x\", #{{regex: true}})"),
+            "str_replace: bad pattern".into(),
+        ),
+        (
+            format!("read_csv(\"{g}\")[\"b\"].str_pad(3, #{{side: \"up\"}})"),
+            "side must be \"left\", \"right\" or \"both\"".into(),
+        ),
+        (
+            format!("read_csv(\"{g}\")[\"b\"].str_pad(3, #{{fillchar: \"ab\"}})"),
+            "fillchar must be one character".into(),
+        ),
+        (
+            format!("read_csv(\"{g}\")[\"b\"].str_slice(0, 3, 0)"),
+            "str_slice: slice step cannot be zero".into(),
+        ),
+        (
+            format!("read_csv(\"{g}\")[\"a\"].str_startswith(\"x\")"),
+            "str_startswith needs a string column, not int64".into(),
+        ),
+        (format!("read_csv(\"{g}\")[\"a\"].dt_hour()"), "dt_hour needs a datetime column, not int64".into()),
+        (
+            format!("to_datetime(read_csv(\"{g}\")[\"b\"]).dt_floor(\"1M\")"),
+            "is not a fixed frequency".into(),
+        ),
+        (
+            format!("to_datetime(read_csv(\"{g}\")[\"b\"], #{{errors: \"ignore\"}})"),
+            "errors must be \"raise\" or \"coerce\"".into(),
+        ),
+        (
+            format!("to_datetime(read_csv(\"{g}\")[\"b\"], #{{format: \"%Y\"}}).compute()"),
+            "to_datetime: \"".into(),
+        ),
         (
             format!("let d = read_csv(\"{g}\").compute(); d[d[\"a\"]]"),
             "a row mask must be a bool Series, not one of type int64".into(),

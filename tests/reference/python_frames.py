@@ -246,6 +246,24 @@ def expected(d):
     dts = pd.read_csv(os.path.join(d, "dates.csv"), parse_dates=["t"])
     e["dt"] = records(pd.DataFrame({"yr": dts["t"].dt.year, "mo": dts["t"].dt.month, "dy": dts["t"].dt.day}))
     e["dt_astype"] = [clean(v) for v in dts["t"].dt.year]
+    ks = df["key"].dropna()
+    e["str_more"] = records(pd.DataFrame({
+        "sw": ks.str.startswith("k0"), "ew": ks.str.endswith("1"),
+        "rp": ks.str.replace("k", "key-"), "rx": ks.str.replace(r"k(\d)(\d)", r"\2\1", regex=True),
+        "sl": ks.str.slice(1, None), "sl2": ks.str.slice(None, None, -1),
+        "pd": ks.str.pad(6, side="both", fillchar="*"), "pl": ks.str.pad(5), "gt": ks.str.get(-1),
+        "ex": ks.str.extract(r"k(\d)", expand=False), "st": (ks + "  ").str.strip(), "ls": ("  " + ks).str.lstrip(),
+    }))
+    raw = pd.read_csv(os.path.join(d, "dates.csv"))
+    tt = pd.to_datetime(raw["t"], format="%Y-%m-%d %H:%M:%S")
+    e["dt_more"] = records(pd.DataFrame({
+        "h": tt.dt.hour, "mi": tt.dt.minute, "s": tt.dt.second, "dw": tt.dt.dayofweek,
+        "fm": tt.dt.floor("15min").dt.minute, "fh": tt.dt.floor("1h").dt.minute,
+        "dh": tt.dt.normalize().dt.hour, "dd": tt.dt.normalize().dt.day, "iso": pd.to_datetime(raw["t"]).dt.hour,
+    }))
+    coerced = pd.to_datetime(pd.Series(["2024-02-30", "2024-02-28", None]), format="%Y-%m-%d", errors="coerce")
+    e["dt_coerce"] = [clean(v) for v in coerced.dt.day]
+    e["str_local"] = list(ks.str.pad(4, side="right", fillchar="_"))
     e["json_npartitions_ok"] = True
     e["json"] = records(df)
     e["json_dtypes"] = {"id": "int64", "key": "string", "x": "float64", "y": "float64", "flag": "bool"}

@@ -92,6 +92,10 @@ pub enum Expr {
     /// A regular expression search, as pandas' `str.contains(pat)`.
     Contains(Box<Expr>, String),
     FillNa(Box<Expr>, Value),
+    /// A `.str` method of a string column (`text.rs`).
+    Text(super::text::TextOp, Box<Expr>),
+    /// A part or rounding of a datetime column (`text.rs`).
+    Time(super::text::TimeOp, Box<Expr>),
 }
 
 fn lit_dtype(v: &Value) -> Result<Option<DType>, FrameError> {
@@ -134,7 +138,9 @@ impl Expr {
             | Expr::IsIn(a, _)
             | Expr::Between(a, _, _)
             | Expr::Contains(a, _)
-            | Expr::FillNa(a, _) => a.columns(out),
+            | Expr::FillNa(a, _)
+            | Expr::Text(_, a)
+            | Expr::Time(_, a) => a.columns(out),
         }
     }
 
@@ -152,6 +158,8 @@ impl Expr {
             Expr::Between(x, lo, hi) => Expr::Between(b(x), lo.clone(), hi.clone()),
             Expr::Contains(x, p) => Expr::Contains(b(x), p.clone()),
             Expr::FillNa(x, v) => Expr::FillNa(b(x), v.clone()),
+            Expr::Text(op, x) => Expr::Text(op.clone(), b(x)),
+            Expr::Time(op, x) => Expr::Time(*op, b(x)),
         }
     }
 
@@ -271,6 +279,28 @@ impl Expr {
                 regex_check(pat)?;
                 Some(Bool)
             }
+            Expr::Text(op, a) => {
+                let t = a.dtype(schema)?;
+                if t != Some(Str) {
+                    return Err(FrameError::DType(format!(
+                        "{} needs a string column, not {}",
+                        op.name(),
+                        t.map_or("null", |t| t.name())
+                    )));
+                }
+                Some(op.dtype()?)
+            }
+            Expr::Time(op, a) => {
+                let t = a.dtype(schema)?;
+                if t != Some(Datetime) {
+                    return Err(FrameError::DType(format!(
+                        "{} needs a datetime column, not {}",
+                        op.name(),
+                        t.map_or("null", |t| t.name())
+                    )));
+                }
+                Some(op.dtype())
+            }
             Expr::FillNa(a, v) => {
                 let t = a.dtype(schema)?;
                 match (t, lit_dtype(v)?) {
@@ -316,6 +346,8 @@ impl Expr {
                 let s = a.eval(df)?;
                 fill_mask(s.str()?.contains(pat, true)?, false)?.into_series()
             }
+            Expr::Text(op, a) => op.eval(&a.eval(df)?)?,
+            Expr::Time(op, a) => op.eval(&a.eval(df)?)?,
             Expr::FillNa(a, v) => {
                 let s = a.eval(df)?;
                 if s.null_count() == 0 {

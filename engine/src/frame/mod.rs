@@ -26,6 +26,7 @@ pub mod rolling;
 pub mod series;
 pub mod shuffle;
 pub mod stage;
+pub mod text;
 pub mod to_block;
 pub mod udf;
 pub mod values;

@@ -16,6 +16,7 @@ use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::options;
 use super::args::{bytes_arg, ctx, positive};
+use super::series_expr::ElementWise;
 use super::write;
 use crate::convert::{to_dynamic, to_value};
 use crate::error::{ApiError, runtime};
@@ -416,13 +417,9 @@ fn register_operators<S: Clone + Send + Sync + 'static>(
         engine.register_fn(name, move |a: S, b: rhai::ImmutableString| f(Dynamic::from(a), Dynamic::from(b)));
         engine.register_fn(name, move |a: i64, b: S| f(Dynamic::from(a), Dynamic::from(b)));
         engine.register_fn(name, move |a: f64, b: S| f(Dynamic::from(a), Dynamic::from(b)));
+        engine.register_fn(name, move |a: bool, b: S| f(Dynamic::from(a), Dynamic::from(b)));
+        engine.register_fn(name, move |a: rhai::ImmutableString, b: S| f(Dynamic::from(a), Dynamic::from(b)));
     }
-}
-
-/// A Series, lazy or computed, as the element-wise methods see it: a
-/// column expression that can be extended.
-trait ElementWise: Clone + Send + Sync + 'static {
-    fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<Self>;
 }
 
 /// The element-wise Series methods and unary operators for `S`.
@@ -455,6 +452,7 @@ fn register_elementwise<S: ElementWise>(engine: &mut Engine) {
         let v = scalar(&v, "fillna")?;
         s.map_expr(|e| Expr::FillNa(e, v))
     });
+    super::series_text::register::<S>(engine);
 }
 
 /// `a op b` where one side at least is a computed Series.

@@ -27,6 +27,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::bag::DOCS,
     super::bag_more::DOCS,
     super::dataframe_docs::DOCS,
+    super::series_text::DOCS,
     super::frame_order::DOCS,
 ];
 
@@ -78,8 +79,19 @@ mod tests {
     /// them: `map` (futures, bag), `map_partitions` (bag, frame_order),
     /// `groupby` (bag, dataframe), `status` (a future's, a deployed
     /// cluster's) and `shape` (an array's, a frame's).
-    const IN_TWO_AREAS: &[&str] =
-        &["map", "map_partitions", "groupby", "status", "shape", "topk", "isin", "reduction", "any", "all"];
+    const IN_TWO_AREAS: &[&str] = &[
+        "map",
+        "map_partitions",
+        "groupby",
+        "status",
+        "shape",
+        "topk",
+        "isin",
+        "reduction",
+        "any",
+        "all",
+        "str_strip",
+    ];
 
     #[test]
     fn every_entry_is_in_exactly_one_area() {
@@ -96,6 +108,7 @@ mod tests {
                 + 11
                 + super::super::array_more::DOCS.len()
                 + super::super::bag_more::DOCS.len()
+                + super::super::series_text::DOCS.len()
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()
                 + super::super::kube::DOCS.len()

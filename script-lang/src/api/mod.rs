@@ -23,6 +23,8 @@ mod futures;
 mod gpu_kernels;
 mod kube;
 mod ml;
+mod series_expr;
+mod series_text;
 mod sized;
 mod write;
 
