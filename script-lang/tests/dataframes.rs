@@ -199,6 +199,18 @@ r.dt_more = raw.assign([
     ["dh", tt.dt_date().dt_hour()], ["dd", tt.dt_date().dt_day()], ["iso", to_datetime(raw["t"]).dt_hour()],
 ])[["h", "mi", "s", "dw", "fm", "fh", "dh", "dd", "iso"]].compute().to_maps();
 r.dt_coerce = to_datetime(from_columns(#{s: ["2024-02-30", "2024-02-28", ()]})["s"], #{format: "%Y-%m-%d", errors: "coerce"}).dt_day().compute().to_array();
+let by_id = df.set_index("id");
+r.loc_range = by_id.loc(100, 140).compute().to_maps();
+r.loc_one = by_id.loc(77).compute().to_maps();
+r.loc_open = by_id.loc((), 12).compute().to_maps();
+r.loc_keeps_divisions = by_id.loc(100, 140).divisions.len() == by_id.npartitions + 1;
+let each = [];
+for i in 0..df.npartitions { each.push(df.get_partition(i)); }
+r.get_partitions = concat(each).compute().to_maps();
+r.get_partition_last = df.get_partition(-1).compute().to_maps() == df.get_partition(df.npartitions - 1).compute().to_maps();
+r.iloc = df.iloc([0, -1, 2]).compute().to_maps();
+r.unordered_reset_drop = df.set_index("y").reset_index(#{drop: true}).compute().to_maps();
+r.reset_forgets = df.set_index("id").reset_index().divisions[0] == ();
 r.str_local = k.compute()["key"].str_pad(4, #{side: "right", fillchar: "_"}).to_array();
 
 // JSON lines written by pandas.

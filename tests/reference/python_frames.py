@@ -264,6 +264,16 @@ def expected(d):
     coerced = pd.to_datetime(pd.Series(["2024-02-30", "2024-02-28", None]), format="%Y-%m-%d", errors="coerce")
     e["dt_coerce"] = [clean(v) for v in coerced.dt.day]
     e["str_local"] = list(ks.str.pad(4, side="right", fillchar="_"))
+    by_id = df.set_index("id").sort_index()
+    e["loc_range"] = records(by_id.loc[100:140].reset_index())
+    e["loc_one"] = records(by_id.loc[[77]].reset_index())
+    e["loc_open"] = records(by_id.loc[:12].reset_index())
+    e["loc_keeps_divisions"] = True
+    e["get_partitions"] = records(df)
+    e["get_partition_last"] = True
+    e["iloc"] = records(df.iloc[:, [0, -1, 2]])
+    e["unordered_reset_drop"] = records(df.drop(columns=["y"]).dropna(subset=[]))
+    e["reset_forgets"] = True
     e["json_npartitions_ok"] = True
     e["json"] = records(df)
     e["json_dtypes"] = {"id": "int64", "key": "string", "x": "float64", "y": "float64", "flag": "bool"}

@@ -99,13 +99,15 @@ mod tests {
         // `story` and `run_command` came later, to the futures area;
         // `shift`, `diff`, `concat`, `len` and `shape` to frame_order's;
         // the nan-reductions, `isinf`, `log1p`, `expm1`, `sign` and
-        // `map_overlap` to the arrays'.
+        // `map_overlap` to the arrays'; `get_partition`, `loc`, `iloc` and
+        // `reset_index` to frame_order's.
         assert_eq!(
             all().count(),
             ENTRIES_BEFORE_SPLIT
                 + 2
                 + 5
                 + 11
+                + 4
                 + super::super::array_more::DOCS.len()
                 + super::super::bag_more::DOCS.len()
                 + super::super::series_text::DOCS.len()

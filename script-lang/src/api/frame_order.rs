@@ -296,6 +296,30 @@ pub(super) const DOCS: &[FnDoc] = &[
         "from_columns(#{x: [3, 1, (), 2]}, #{npartitions: 2}).sort_values(\"x\", #{ascending: false}).compute()",
     ),
     doc(
+        "get_partition",
+        "df.get_partition(i) -> DataFrame",
+        "Partition `i` alone (negative from the end), as Dask's get_partition.",
+        "from_columns(#{x: [1, 2, 3, 4]}, #{npartitions: 2}).get_partition(1).compute()",
+    ),
+    doc(
+        "loc",
+        "df.loc(value) / df.loc(lo, hi) -> DataFrame",
+        "The rows whose index (the column `set_index` made) equals `value`, or lies in [lo, hi] (`()` for an open end), as pandas' .loc; the frame keeps its divisions. An error on a frame without an index.",
+        "from_columns(#{k: [3, 1, 2], v: [\"c\", \"a\", \"b\"]}).set_index(\"k\").loc(2, ()).compute()",
+    ),
+    doc(
+        "iloc",
+        "df.iloc(cols) -> DataFrame",
+        "The columns at these positions (a number or an array; negative from the end), as Dask's df.iloc[:, cols].",
+        "from_columns([[\"a\", [1]], [\"b\", [2]], [\"c\", [3]]]).iloc([2, 0]).compute()",
+    ),
+    doc(
+        "reset_index",
+        "df.reset_index(#{drop}) -> DataFrame",
+        "The frame without its index: the divisions set_index made are forgotten, the index column stays a column (or goes, with `drop: true`). brisk frames have no separate row labels, so a frame without an index comes back as it is.",
+        "from_columns(#{k: [2, 1], v: [5, 6]}).set_index(\"k\").reset_index(#{drop: true}).compute()",
+    ),
+    doc(
         "set_index",
         "df.set_index(col) -> DataFrame",
         "Sorted by `col`, which becomes the first column (there is no hidden index), with known `divisions`.",
@@ -503,6 +527,37 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     });
     let st = state.clone();
     engine.register_get("divisions", move |f: &mut LazyFrame| divisions(&st, &f.f));
+    engine.register_fn("get_partition", |f: &mut LazyFrame, i: i64| -> Res<LazyFrame> {
+        Ok(LazyFrame { f: f.f.get_partition(i).map_err(err)? })
+    });
+    engine.register_fn("loc", |f: &mut LazyFrame, v: Dynamic| -> Res<LazyFrame> {
+        let v = super::dataframe::scalar(&v, "loc")?;
+        Ok(LazyFrame { f: f.f.loc(&v, None).map_err(err)? })
+    });
+    engine.register_fn("loc", |f: &mut LazyFrame, lo: Dynamic, hi: Dynamic| -> Res<LazyFrame> {
+        let (lo, hi) = (super::dataframe::scalar(&lo, "loc")?, super::dataframe::scalar(&hi, "loc")?);
+        Ok(LazyFrame { f: f.f.loc(&lo, Some(&hi)).map_err(err)? })
+    });
+    engine.register_fn("iloc", |f: &mut LazyFrame, cols: Dynamic| -> Res<LazyFrame> {
+        let positions: Vec<i64> = match cols.read_lock::<RArray>() {
+            Some(list) => list
+                .iter()
+                .map(|d| d.as_int().map_err(|_| runtime("iloc: column positions are integers")))
+                .collect::<Res<_>>()?,
+            None => vec![cols.as_int().map_err(|_| runtime("iloc: column positions are integers"))?],
+        };
+        Ok(LazyFrame { f: f.f.iloc(&positions).map_err(err)? })
+    });
+    let reset = |f: &mut LazyFrame, m: Option<Map>| -> Res<LazyFrame> {
+        let m = options(m, "reset_index", &["drop"])?;
+        let drop = match m.get("drop") {
+            None => false,
+            Some(b) => b.as_bool().map_err(|_| runtime("reset_index: drop must be true or false"))?,
+        };
+        Ok(LazyFrame { f: f.f.reset_index(drop).map_err(err)? })
+    };
+    engine.register_fn("reset_index", move |f: &mut LazyFrame| reset(f, None));
+    engine.register_fn("reset_index", move |f: &mut LazyFrame, m: Map| reset(f, Some(m)));
 
     let st = state.clone();
     let shuffle = move |f: &mut LazyFrame, on: Dynamic, m: Option<Map>| -> Res<LazyFrame> {

@@ -5,6 +5,7 @@
 
 mod concat;
 mod dataframe;
+mod index;
 mod read;
 mod series;
 mod shift;
