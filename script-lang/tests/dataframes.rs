@@ -199,6 +199,13 @@ r.dt_more = raw.assign([
     ["dh", tt.dt_date().dt_hour()], ["dd", tt.dt_date().dt_day()], ["iso", to_datetime(raw["t"]).dt_hour()],
 ])[["h", "mi", "s", "dw", "fm", "fh", "dh", "dd", "iso"]].compute().to_maps();
 r.dt_coerce = to_datetime(from_columns(#{s: ["2024-02-30", "2024-02-28", ()]})["s"], #{format: "%Y-%m-%d", errors: "coerce"}).dt_day().compute().to_array();
+r.where_ops = df.assign([
+    ["w", x.where(x > 0, 0)], ["w2", x.where(y > 500)], ["m", y.mask(y < 0, -1)], ["c", y.clip(0, 600)],
+    ["c2", x.clip((), 0.5)], ["cf", y.clip(0.5, 100.5)], ["r", df["key"].replace(#{k01: "one", k02: "two"})],
+    ["r2", y.replace([[5, 500], [500, 5]])], ["r3", df["flag"].replace(true, false)],
+])[["w", "w2", "m", "c", "c2", "cf", "r", "r2", "r3"]].compute().to_maps();
+let lc = df.compute();
+r.where_local = lc["x"].where(lc["x"] > 0, 0).to_array();
 let by_id = df.set_index("id");
 r.loc_range = by_id.loc(100, 140).compute().to_maps();
 r.loc_one = by_id.loc(77).compute().to_maps();

@@ -264,6 +264,12 @@ def expected(d):
     coerced = pd.to_datetime(pd.Series(["2024-02-30", "2024-02-28", None]), format="%Y-%m-%d", errors="coerce")
     e["dt_coerce"] = [clean(v) for v in coerced.dt.day]
     e["str_local"] = list(ks.str.pad(4, side="right", fillchar="_"))
+    e["where_ops"] = records(pd.DataFrame({
+        "w": x.where(x > 0, 0), "w2": x.where(y > 500), "m": y.mask(y < 0, -1), "c": y.clip(0, 600),
+        "c2": x.clip(upper=0.5), "cf": y.clip(0.5, 100.5), "r": df["key"].replace({"k01": "one", "k02": "two"}),
+        "r2": y.replace({5: 500, 500: 5}), "r3": df["flag"].replace(True, False),
+    }))
+    e["where_local"] = [clean(v) for v in x.where(x > 0, 0)]
     by_id = df.set_index("id").sort_index()
     e["loc_range"] = records(by_id.loc[100:140].reset_index())
     e["loc_one"] = records(by_id.loc[[77]].reset_index())

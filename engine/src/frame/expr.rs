@@ -96,6 +96,9 @@ pub enum Expr {
     Text(super::text::TextOp, Box<Expr>),
     /// A part or rounding of a datetime column (`text.rs`).
     Time(super::text::TimeOp, Box<Expr>),
+    /// `then` where `cond` is true, else `otherwise` (a missing condition
+    /// counts as false): pandas' `where`/`mask`, `clip`, `replace`.
+    IfElse(Box<Expr>, Box<Expr>, Box<Expr>),
 }
 
 fn lit_dtype(v: &Value) -> Result<Option<DType>, FrameError> {
@@ -141,6 +144,11 @@ impl Expr {
             | Expr::FillNa(a, _)
             | Expr::Text(_, a)
             | Expr::Time(_, a) => a.columns(out),
+            Expr::IfElse(c, a, b) => {
+                c.columns(out);
+                a.columns(out);
+                b.columns(out);
+            }
         }
     }
 
@@ -160,6 +168,7 @@ impl Expr {
             Expr::FillNa(x, v) => Expr::FillNa(b(x), v.clone()),
             Expr::Text(op, x) => Expr::Text(op.clone(), b(x)),
             Expr::Time(op, x) => Expr::Time(*op, b(x)),
+            Expr::IfElse(c, x, y) => Expr::IfElse(b(c), b(x), b(y)),
         }
     }
 
@@ -290,6 +299,27 @@ impl Expr {
                 }
                 Some(op.dtype()?)
             }
+            Expr::IfElse(c, a, b) => {
+                let tc = c.dtype(schema)?;
+                if tc.is_some_and(|t| t != Bool) {
+                    return Err(FrameError::DType(format!(
+                        "a condition must be a bool Series, not {}",
+                        tc.map_or("null", |t| t.name())
+                    )));
+                }
+                match (a.dtype(schema)?, b.dtype(schema)?) {
+                    (Some(x), Some(y)) if x == y => Some(x),
+                    (Some(Int64 | Float64), Some(Int64 | Float64)) => Some(Float64),
+                    (Some(x), Some(y)) => {
+                        return Err(FrameError::DType(format!(
+                            "a {} column cannot take {} values here",
+                            x.name(),
+                            y.name()
+                        )));
+                    }
+                    (x, y) => x.or(y),
+                }
+            }
             Expr::Time(op, a) => {
                 let t = a.dtype(schema)?;
                 if t != Some(Datetime) {
@@ -348,6 +378,27 @@ impl Expr {
             }
             Expr::Text(op, a) => op.eval(&a.eval(df)?)?,
             Expr::Time(op, a) => op.eval(&a.eval(df)?)?,
+            Expr::IfElse(c, a, b) => {
+                let h = df.height();
+                // Literals are one row: as long as the frame.
+                let wide = |s: Series| if s.len() == 1 && h != 1 { s.new_from_index(0, h) } else { s };
+                let cond = wide(c.eval(df)?);
+                let cond = if cond.dtype() == &DataType::Null {
+                    BooleanChunked::full(cond.name().clone(), false, cond.len())
+                } else {
+                    fill_mask(cond.bool()?.clone(), false)?
+                };
+                let (x, y) = (wide(a.eval(df)?), wide(b.eval(df)?));
+                let target = match (x.dtype(), y.dtype()) {
+                    (DataType::Null, t) | (t, DataType::Null) => t.clone(),
+                    (DataType::Int64, DataType::Float64) | (DataType::Float64, DataType::Int64) => {
+                        DataType::Float64
+                    }
+                    (t, _) => t.clone(),
+                };
+                let name = x.name().clone();
+                x.cast(&target)?.zip_with(&cond, &y.cast(&target)?)?.with_name(name)
+            }
             Expr::FillNa(a, v) => {
                 let s = a.eval(df)?;
                 if s.null_count() == 0 {

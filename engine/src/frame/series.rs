@@ -81,6 +81,26 @@ impl Frame {
         Frame::evaluate(df, &f(Box::new(expr::Expr::col("a"))), &name)
     }
 
+    /// `f(a, b)` of two computed Series of one length.
+    pub fn series_map2(
+        a: &Frame,
+        b: &Frame,
+        f: impl FnOnce(Box<expr::Expr>, Box<expr::Expr>) -> expr::Expr,
+    ) -> Result<Frame, FrameError> {
+        let (x, y) = (a.series_column()?, b.series_column()?);
+        if x.len() != y.len() {
+            return Err(FrameError::Invalid(format!(
+                "the Series have {} and {} rows; they must have as many",
+                x.len(),
+                y.len()
+            )));
+        }
+        let name = x.name().to_string();
+        let cols = vec![x.clone().with_name("a".into()), y.clone().with_name("b".into())];
+        let df = DataFrame::new(x.len(), cols).map_err(polars_error)?;
+        Frame::evaluate(df, &f(Box::new(expr::Expr::col("a")), Box::new(expr::Expr::col("b"))), &name)
+    }
+
     fn evaluate(df: DataFrame, e: &expr::Expr, name: &str) -> Result<Frame, FrameError> {
         let mut cols = Vec::new();
         for c in df.columns() {

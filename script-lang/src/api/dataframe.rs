@@ -17,6 +17,7 @@ use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 use super::args::options;
 use super::args::{bytes_arg, ctx, positive};
 use super::series_expr::ElementWise;
+pub(super) use super::series_expr::scalar;
 use super::write;
 use crate::convert::{to_dynamic, to_value};
 use crate::error::{ApiError, runtime};
@@ -66,16 +67,6 @@ pub(super) fn dtype_of(d: &Dynamic, what: &str) -> Res<DType> {
     DType::parse(&s).ok_or_else(|| {
         runtime(format!("{what}: unknown dtype \"{s}\" (int64, float64, bool, string, datetime64[ns])"))
     })
-}
-
-pub(super) fn scalar(d: &Dynamic, what: &str) -> Res<Value> {
-    let v = to_value(d, what)?;
-    match v {
-        Value::Unit | Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::Str(_) => Ok(v),
-        other => {
-            Err(runtime(format!("{what} must be a number, string, bool or (), not {}", other.type_name())))
-        }
-    }
 }
 
 fn paths(d: &Dynamic, function: &str) -> Res<Vec<String>> {
@@ -453,6 +444,7 @@ fn register_elementwise<S: ElementWise>(engine: &mut Engine) {
         s.map_expr(|e| Expr::FillNa(e, v))
     });
     super::series_text::register::<S>(engine);
+    super::series_where::register::<S>(engine);
 }
 
 /// `a op b` where one side at least is a computed Series.
@@ -584,12 +576,20 @@ impl ElementWise for LazySeries {
     fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<Self> {
         Ok(LazySeries { s: self.s.map_expr(f).map_err(err)? })
     }
+
+    fn map_expr2(&self, other: &Self, f: impl FnOnce(Box<Expr>, Box<Expr>) -> Expr) -> Res<Self> {
+        Ok(LazySeries { s: self.s.map_expr2(&other.s, f).map_err(err)? })
+    }
 }
 
 impl ElementWise for LocalSeries {
     /// Evaluated at once, with the lazy path's typing and kernels.
     fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Res<Self> {
         Frame::series_map(&self.0, f).map(|f| LocalSeries(Arc::new(f))).map_err(err)
+    }
+
+    fn map_expr2(&self, other: &Self, f: impl FnOnce(Box<Expr>, Box<Expr>) -> Expr) -> Res<Self> {
+        Frame::series_map2(&self.0, &other.0, f).map(|f| LocalSeries(Arc::new(f))).map_err(err)
     }
 }
 

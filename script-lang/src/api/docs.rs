@@ -28,6 +28,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::bag_more::DOCS,
     super::dataframe_docs::DOCS,
     super::series_text::DOCS,
+    super::series_where::DOCS,
     super::frame_order::DOCS,
 ];
 
@@ -91,6 +92,9 @@ mod tests {
         "any",
         "all",
         "str_strip",
+        "where",
+        "clip",
+        "mask",
     ];
 
     #[test]
@@ -111,6 +115,7 @@ mod tests {
                 + super::super::array_more::DOCS.len()
                 + super::super::bag_more::DOCS.len()
                 + super::super::series_text::DOCS.len()
+                + super::super::series_where::DOCS.len()
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()
                 + super::super::kube::DOCS.len()

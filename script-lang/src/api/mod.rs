@@ -25,6 +25,7 @@ mod kube;
 mod ml;
 mod series_expr;
 mod series_text;
+mod series_where;
 mod sized;
 mod write;
 

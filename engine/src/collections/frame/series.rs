@@ -76,6 +76,16 @@ impl Series {
         Series::typed(self.frame.clone(), e, self.name.clone())
     }
 
+    /// An expression of this Series and `other` (of this frame's rows).
+    pub fn map_expr2(
+        &self,
+        other: &Series,
+        f: impl FnOnce(Box<Expr>, Box<Expr>) -> Expr,
+    ) -> Result<Series, FrameError> {
+        let rhs = other.resolve_in(&self.frame)?;
+        Series::typed(self.frame.clone(), f(Box::new(self.expr.clone()), Box::new(rhs)), self.name.clone())
+    }
+
     pub fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Result<Series, FrameError> {
         Series::typed(self.frame.clone(), f(Box::new(self.expr.clone())), self.name.clone())
     }
