@@ -206,6 +206,11 @@ r.where_ops = df.assign([
 ])[["w", "w2", "m", "c", "c2", "cf", "r", "r2", "r3"]].compute().to_maps();
 let lc = df.compute();
 r.where_local = lc["x"].where(lc["x"] > 0, 0).to_array();
+r.csv_gz = read_csv(`${D}/comp/all.csv.gz`).compute().to_maps();
+r.csv_zst = read_csv(`${D}/comp/all.csv.zst`, #{blocksize: 1000}).compute().to_maps();
+r.compressed_one_partition = read_csv(`${D}/comp/all.csv.gz`, #{blocksize: 1000}).npartitions == 1;
+r.json_gz = read_json(`${D}/comp/all.jsonl.gz`, #{blocksize: 1000}).compute().to_maps();
+r.text_gz_lines = read_text(`${D}/comp/all.csv.gz`, #{blocksize: 100}).count().compute();
 let by_id = df.set_index("id");
 r.loc_range = by_id.loc(100, 140).compute().to_maps();
 r.loc_one = by_id.loc(77).compute().to_maps();
@@ -233,6 +238,11 @@ r
 fn frames_agree_with_pandas() {
     let Some(py) = python(&PANDAS) else { return };
     let reference = Reference::generate(py, "python_frames.py", "frames");
+    // A zstd file of the same rows (Python's zstd module is 3.14's).
+    let comp = reference.dir.join("comp");
+    let plain = std::fs::read(comp.join("all.csv")).expect("all.csv");
+    let packed = zstd::encode_all(plain.as_slice(), 3).expect("zstd");
+    std::fs::write(comp.join("all.csv.zst"), packed).expect("write .zst");
     for scheduler in SCHEDULERS {
         reference.check(scheduler, "", CASES, "<frames>", "pandas");
     }
@@ -256,6 +266,8 @@ fn bad_input_is_refused_clearly() {
     std::fs::write(&other, "a,c\n1,2\n").expect("write");
     let empty = dir.join("empty.csv");
     std::fs::write(&empty, "").expect("write");
+    // Named as gzip, but plain text.
+    std::fs::write(dir.join("fake.csv.gz"), "a,b\n1,2\n").expect("write");
     let (g, b, o, e) = (good.display(), bad.display(), other.display(), empty.display());
     let pq = dir.join("good.parquet");
     let mut s = Session::new();

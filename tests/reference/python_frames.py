@@ -8,6 +8,7 @@ same CSV files brisk reads.
 """
 
 import glob
+import gzip
 import json
 import math
 import os
@@ -50,6 +51,19 @@ def gen(d):
     whole.iloc[half:].to_json(os.path.join(d, "b.jsonl"), orient="records", lines=True)
     # The same rows as Parquet written by pandas, in row groups of 200.
     frame(d).to_parquet(os.path.join(d, "pandas.parquet"), row_group_size=200, index=False)
+    # The CSV files' rows as one compressed file (the test makes a .zst of
+    # comp/all.csv too), and the JSON lines gzipped.
+    comp = os.path.join(d, "comp")
+    os.makedirs(comp, exist_ok=True)
+    text = "id,key,x,y,flag\n"
+    for p in sorted(glob.glob(os.path.join(d, "part*.csv"))):
+        with open(p) as fh:
+            text += fh.read().split("\n", 1)[1]
+    with open(os.path.join(comp, "all.csv"), "w") as fh:
+        fh.write(text)
+    with gzip.open(os.path.join(comp, "all.csv.gz"), "wt") as fh:
+        fh.write(text)
+    whole.to_json(os.path.join(comp, "all.jsonl.gz"), orient="records", lines=True, compression="gzip")
 
 
 def frame(d):
@@ -270,6 +284,11 @@ def expected(d):
         "r2": y.replace({5: 500, 500: 5}), "r3": df["flag"].replace(True, False),
     }))
     e["where_local"] = [clean(v) for v in x.where(x > 0, 0)]
+    e["csv_gz"] = records(df)
+    e["csv_zst"] = records(df)
+    e["compressed_one_partition"] = True
+    e["json_gz"] = records(df)
+    e["text_gz_lines"] = len(df) + 1
     by_id = df.set_index("id").sort_index()
     e["loc_range"] = records(by_id.loc[100:140].reset_index())
     e["loc_one"] = records(by_id.loc[[77]].reset_index())

@@ -220,7 +220,7 @@ pub fn read_text(paths: &[std::path::PathBuf], blocksize: Option<u64>) -> Result
                 blocksize.unwrap_or(0)
             )));
         }
-        for (start, end) in crate::io::blocks(meta.len(), blocksize) {
+        for (start, end) in crate::io::file_blocks(&p.display().to_string(), meta.len(), blocksize) {
             parts.push(Part::Text { path: path.clone(), start, end });
         }
     }

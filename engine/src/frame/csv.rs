@@ -47,7 +47,7 @@ fn options(spec: &CsvSpec) -> CsvReadOptions {
 /// long it is.
 fn first_line(path: &str) -> Result<String, CsvError> {
     let io = |error| CsvError::Io { path: path.into(), error };
-    let mut f = std::io::BufReader::new(std::fs::File::open(path).map_err(io)?);
+    let mut f = std::io::BufReader::new(crate::io::decoded(path).map_err(io)?);
     let mut buf = Vec::new();
     std::io::BufRead::read_until(&mut f, b'\n', &mut buf).map_err(io)?;
     let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
@@ -133,7 +133,7 @@ pub fn infer(
 /// inferring column types (CSV and JSON lines). A first line longer than
 /// that (a wide header, a long record) is read whole, never cut.
 pub(crate) fn sample_of(path: &str) -> std::io::Result<Vec<u8>> {
-    let mut f = std::fs::File::open(path)?;
+    let mut f = crate::io::decoded(path)?;
     let mut sample = Vec::new();
     (&mut f).take(SAMPLE_BYTES as u64).read_to_end(&mut sample)?;
     if sample.len() < SAMPLE_BYTES {

@@ -48,7 +48,7 @@ pub fn read_csv(
             )));
         }
         let path: Arc<str> = Arc::from(p.as_str());
-        for (start, end) in crate::io::blocks(meta.len(), Some(bs)) {
+        for (start, end) in crate::io::file_blocks(p, meta.len(), Some(bs)) {
             parts.push(Part::Csv { path: path.clone(), start, end });
         }
     }
@@ -95,7 +95,7 @@ pub fn read_json(paths: &[String], blocksize: Option<u64>) -> Result<DataFrame, 
             )));
         }
         let path: Arc<str> = Arc::from(p.as_str());
-        let blocks = crate::io::blocks(meta.len(), blocksize);
+        let blocks = crate::io::file_blocks(p, meta.len(), blocksize);
         parts.extend(blocks.into_iter().map(|(start, end)| Part::Json { path: path.clone(), start, end }));
     }
     for (n, d) in &schema.cols {
