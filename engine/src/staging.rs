@@ -41,6 +41,8 @@ pub enum Format {
     Parquet,
     /// `N.part`, as `to_textfiles` writes them.
     Text,
+    /// `N.part` of JSON lines, as Dask's `to_json` names them.
+    Json,
 }
 
 impl Format {
@@ -49,13 +51,14 @@ impl Format {
             Format::Csv => "to_csv",
             Format::Parquet => "to_parquet",
             Format::Text => "to_textfiles",
+            Format::Json => "to_json",
         }
     }
 
     /// The name of part `i`.
     pub fn part_name(self, i: u64) -> String {
         match self {
-            Format::Csv | Format::Text => format!("{i}.part"),
+            Format::Csv | Format::Text | Format::Json => format!("{i}.part"),
             Format::Parquet => format!("part.{i}.parquet"),
         }
     }
@@ -64,7 +67,7 @@ impl Format {
     /// (so a reader of the folder would read it, and `overwrite` removes it).
     pub fn is_part(self, name: &str) -> bool {
         match self {
-            Format::Csv | Format::Text => self.index(name).is_some(),
+            Format::Csv | Format::Text | Format::Json => self.index(name).is_some(),
             Format::Parquet => {
                 (name.ends_with(".parquet") && !name.starts_with('.'))
                     || name == "_metadata"
@@ -76,7 +79,7 @@ impl Format {
     /// The partition number in a part's name, where it has one.
     fn index(self, name: &str) -> Option<u64> {
         let digits = match self {
-            Format::Csv | Format::Text => name.strip_suffix(".part")?,
+            Format::Csv | Format::Text | Format::Json => name.strip_suffix(".part")?,
             Format::Parquet => name.strip_prefix("part.")?.strip_suffix(".parquet")?,
         };
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {

@@ -19,6 +19,7 @@ const PANDAS: Need = Need {
 const CASES: &str = r#"
 let df = read_csv(`${D}/part*.csv`, #{blocksize: 3000});
 df.to_parquet(`${D}/pq`, #{overwrite: true});   // once per scheduler
+df.to_json(`${D}/js_out`, #{overwrite: true});
 let x = df["x"];
 let y = df["y"];
 let r = #{
@@ -192,6 +193,7 @@ r.str_more = k.assign([
     ["ex", ks.str_extract("k(\\d)")], ["st", (ks + "  ").str_strip()], ["ls", ("  " + ks).str_lstrip()],
 ])[["sw", "ew", "rp", "rx", "sl", "sl2", "pd", "pl", "gt", "ex", "st", "ls"]].compute().to_maps();
 let raw = read_csv(`${D}/dates.csv`, #{blocksize: 2000});
+dts.to_json(`${D}/js_out_dates`, #{overwrite: true});
 let tt = to_datetime(raw["t"], #{format: "%Y-%m-%d %H:%M:%S"});
 r.dt_more = raw.assign([
     ["h", tt.dt_hour()], ["mi", tt.dt_minute()], ["s", tt.dt_second()], ["dw", tt.dt_dayofweek()],
@@ -206,6 +208,8 @@ r.where_ops = df.assign([
 ])[["w", "w2", "m", "c", "c2", "cf", "r", "r2", "r3"]].compute().to_maps();
 let lc = df.compute();
 r.where_local = lc["x"].where(lc["x"] > 0, 0).to_array();
+r.json_round_trip = read_json(`${D}/js_out/*.part`).compute().to_maps();
+r.json_dates = read_json(`${D}/js_out_dates/*.part`).compute().to_maps();
 r.csv_gz = read_csv(`${D}/comp/all.csv.gz`).compute().to_maps();
 r.csv_zst = read_csv(`${D}/comp/all.csv.zst`, #{blocksize: 1000}).compute().to_maps();
 r.compressed_one_partition = read_csv(`${D}/comp/all.csv.gz`, #{blocksize: 1000}).npartitions == 1;

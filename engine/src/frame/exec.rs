@@ -220,6 +220,10 @@ fn partial(sink: &Sink, df: DataFrame, args: &[Value]) -> Result<Value, TaskErro
             parquet::write(path, &mut df)?;
             Value::Str(path.clone())
         }
+        Sink::WriteJson(path) => {
+            super::json::write(path, &df)?;
+            Value::Str(path.clone())
+        }
         Sink::Split(spec, input) => {
             let bounds = match spec.by {
                 shuffle::Partitioner::Range { .. } => {
@@ -287,7 +291,9 @@ fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
             frame(all.unique_stable(None, UniqueKeepStrategy::First, None).map_err(err)?)
         }
         Sink::Group(spec) => frame(spec.regroup(&concat(&frames(args)?).map_err(err)?).map_err(err)?),
-        Sink::WriteCsv(_) | Sink::WriteParquet(_) | Sink::Split(..) => Value::list(args.to_vec()),
+        Sink::WriteCsv(_) | Sink::WriteParquet(_) | Sink::WriteJson(_) | Sink::Split(..) => {
+            Value::list(args.to_vec())
+        }
         Sink::Sample { .. } => frame(concat(&frames(args)?).map_err(err)?),
         Sink::Tail(n) => frame(concat(&frames(args)?).map_err(err)?.tail(Some(*n))),
         Sink::Top { on, n, largest } => {

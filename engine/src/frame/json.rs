@@ -353,6 +353,57 @@ pub fn read(
     }
 }
 
+/// A partition as JSON lines (`to_json`, pandas' `orient="records",
+/// lines=True`): one object per row, columns in order, missing values and
+/// NaN as null, datetimes as milliseconds since the epoch (pandas'
+/// default `date_format="epoch"`). Floats keep every digit (pandas rounds
+/// to 10 by default).
+pub fn write(path: &str, df: &DataFrame) -> Result<(), TaskError> {
+    use std::io::Write;
+    let fail = |e: &dyn std::fmt::Display| TaskError::user(format!("cannot write {path}: {e}"));
+    let cols: Vec<Series> = df.columns().iter().map(|c| c.as_materialized_series().clone()).collect();
+    let mut f = std::fs::File::create(path).map_err(|e| fail(&e))?;
+    let mut w = std::io::BufWriter::new(&mut f);
+    let mut line = String::new();
+    for i in 0..df.height() {
+        line.clear();
+        line.push('{');
+        for (k, c) in cols.iter().enumerate() {
+            if k > 0 {
+                line.push(',');
+            }
+            line.push_str(&serde_json::to_string(c.name().as_str()).map_err(|e| fail(&e))?);
+            line.push(':');
+            let v = c.get(i).map_err(|e| fail(&e))?;
+            let cell = match v {
+                AnyValue::Null => serde_json::Value::Null,
+                AnyValue::Boolean(b) => serde_json::Value::Bool(b),
+                AnyValue::Int64(x) => x.into(),
+                AnyValue::Float64(x) => {
+                    serde_json::Number::from_f64(x).map_or(serde_json::Value::Null, Into::into)
+                }
+                AnyValue::String(s) => s.into(),
+                AnyValue::StringOwned(s) => s.as_str().into(),
+                AnyValue::Datetime(ns, unit, _) => {
+                    let per_ms = match unit {
+                        TimeUnit::Nanoseconds => 1_000_000,
+                        TimeUnit::Microseconds => 1_000,
+                        TimeUnit::Milliseconds => 1,
+                    };
+                    ns.div_euclid(per_ms).into()
+                }
+                other => other.to_string().into(),
+            };
+            line.push_str(&serde_json::to_string(&cell).map_err(|e| fail(&e))?);
+        }
+        line.push_str("}\n");
+        w.write_all(line.as_bytes()).map_err(|e| fail(&e))?;
+    }
+    w.flush().map_err(|e| fail(&e))?;
+    drop(w);
+    f.sync_all().map_err(|e| fail(&e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -50,6 +50,8 @@ pub enum Sink {
     WriteCsv(Arc<str>),
     /// Write the partition to a Parquet file; the result is the path.
     WriteParquet(Arc<str>),
+    /// The partition as JSON lines, one object per row (`to_json`).
+    WriteJson(Arc<str>),
     /// Cut the partition (input `.1` of the shuffle) into the shuffle's
     /// pieces on disk; a range shuffle's boundaries are the last input.
     Split(Arc<ShuffleSpec>, u32),
@@ -198,6 +200,7 @@ impl FrameOp {
                 Sink::Group(_) => "groupby",
                 Sink::WriteCsv(_) => "to_csv",
                 Sink::WriteParquet(_) => "to_parquet",
+                Sink::WriteJson(_) => "to_json",
                 Sink::Split(..) => "shuffle-split",
                 Sink::Sample { .. } => "sample",
                 Sink::Top { .. } => "top",

@@ -222,11 +222,16 @@ fn write_files(
     format: Format,
     m: Option<Map>,
 ) -> Res<RArray> {
-    let function = if format == Format::Csv { "to_csv" } else { "to_parquet" };
+    let function = match format {
+        Format::Csv => "to_csv",
+        Format::Json => "to_json",
+        _ => "to_parquet",
+    };
     let mode = write::mode(m, function)?;
     let mut staged = Staged::parts(format, std::path::Path::new(dir), mode).map_err(write::err)?;
     let (layer, keys) = match format {
         Format::Csv => f.f.to_csv(&ctx(state), &mut staged),
+        Format::Json => f.f.to_json(&ctx(state), &mut staged),
         _ => f.f.to_parquet(&ctx(state), &mut staged),
     }
     .map_err(err)?;
@@ -750,7 +755,9 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     // Compute and output.
     crate::collection::register::<LazyFrame>(engine, state);
     crate::collection::register::<LazySeries>(engine, state);
-    for (name, format) in [("to_csv", Format::Csv), ("to_parquet", Format::Parquet)] {
+    for (name, format) in
+        [("to_csv", Format::Csv), ("to_parquet", Format::Parquet), ("to_json", Format::Json)]
+    {
         let st = state.clone();
         engine.register_fn(name, move |f: &mut LazyFrame, dir: &str| write_files(&st, f, dir, format, None));
         let st = state.clone();

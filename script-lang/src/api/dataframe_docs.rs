@@ -78,6 +78,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "from_columns(#{a: [1, 2]}, #{npartitions: 2}).to_csv(\"/tmp/brisk-doc-to-csv\", #{overwrite: true})",
     ),
     doc(
+        "to_json",
+        "df.to_json(dir, #{overwrite, append}) -> array of paths",
+        "Write each partition as JSON lines (one object per row, as pandas' orient=\"records\", lines=True) to `dir/N.part`, as Dask's to_json; computes now, with to_csv's overwrite/append rules. Missing values and NaN are null, datetimes milliseconds since the epoch (pandas' default); floats keep every digit.",
+        "from_columns(#{a: [1, 2], s: [\"x\", ()]}).to_json(\"/tmp/brisk-doc-to-json\", #{overwrite: true})",
+    ),
+    doc(
         "to_parquet",
         "df.to_parquet(dir, #{overwrite, append}) -> array of paths",
         "Write each partition to `dir/part.N.parquet` (snappy); pandas and pyarrow read the directory back. The parts appear together once all are written. A dir that already holds .parquet files is an error unless overwrite: true (removes them, no other files) or append: true (new parts numbered after them; same columns and types), as Dask's; a frame that reads a file inside dir cannot write there.",

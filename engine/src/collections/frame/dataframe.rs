@@ -423,6 +423,7 @@ impl DataFrame {
             | Sink::Tail(_)
             | Sink::WriteCsv(_)
             | Sink::WriteParquet(_)
+            | Sink::WriteJson(_)
             | Sink::Split(..)
             | Sink::Top { .. }
             | Sink::Distinct { .. } => self.schema.names().map(String::from).collect(),
@@ -695,6 +696,12 @@ impl DataFrame {
             }
         }
         self.write_files(ctx, staged, "to_csv", Sink::WriteCsv)
+    }
+
+    /// Write each partition as JSON lines to `N.part` (Dask's `to_json`
+    /// names) in the staging folder of `staged`.
+    pub fn to_json(&self, ctx: &Ctx, staged: &mut Staged) -> Result<(LayerRef, Vec<Key>), FrameError> {
+        self.write_files(ctx, staged, "to_json", Sink::WriteJson)
     }
 
     /// Write each partition to `part.N.parquet` (Dask's names) in the
