@@ -215,6 +215,9 @@ r.csv_zst = read_csv(`${D}/comp/all.csv.zst`, #{blocksize: 1000}).compute().to_m
 r.compressed_one_partition = read_csv(`${D}/comp/all.csv.gz`, #{blocksize: 1000}).npartitions == 1;
 r.json_gz = read_json(`${D}/comp/all.jsonl.gz`, #{blocksize: 1000}).compute().to_maps();
 r.text_gz_lines = read_text(`${D}/comp/all.csv.gz`, #{blocksize: 100}).count().compute();
+r.unordered_melt = df.melt(#{id_vars: ["id"], value_vars: ["x", "y"]}).compute().to_maps();
+r.unordered_melt_named = df[["id", "key", "flag"]].melt(#{id_vars: ["id", "flag"], var_name: "col", value_name: "v"}).compute().to_maps();
+r.melt_columns = df.melt(#{id_vars: ["id"], value_vars: ["x", "y"]}).column_names();
 let by_id = df.set_index("id");
 r.loc_range = by_id.loc(100, 140).compute().to_maps();
 r.loc_one = by_id.loc(77).compute().to_maps();

@@ -293,6 +293,9 @@ def expected(d):
     e["compressed_one_partition"] = True
     e["json_gz"] = records(df)
     e["text_gz_lines"] = len(df) + 1
+    e["unordered_melt"] = records(pd.melt(df, id_vars=["id"], value_vars=["x", "y"]))
+    e["unordered_melt_named"] = records(pd.melt(df[["id", "key", "flag"]], id_vars=["id", "flag"], var_name="col", value_name="v"))
+    e["melt_columns"] = ["id", "variable", "value"]
     by_id = df.set_index("id").sort_index()
     e["loc_range"] = records(by_id.loc[100:140].reset_index())
     e["loc_one"] = records(by_id.loc[[77]].reset_index())

@@ -29,6 +29,16 @@ pub enum Stage {
     FillNa(Vec<(String, Value)>),
     /// Drop rows with a missing value in any of these columns.
     DropNa(Vec<String>),
+    /// pandas' `melt`: for each of `values` in turn, the `ids` columns, the
+    /// value column's name (as `var_name`) and its values (as
+    /// `value_name`, cast to `value_type`).
+    Melt {
+        ids: Vec<String>,
+        values: Vec<String>,
+        var_name: String,
+        value_name: String,
+        value_type: DType,
+    },
 }
 
 impl Stage {
@@ -42,6 +52,7 @@ impl Stage {
             Stage::Cast(_) => "astype",
             Stage::FillNa(_) => "fillna",
             Stage::DropNa(_) => "dropna",
+            Stage::Melt { .. } => "melt",
         }
     }
 
@@ -69,6 +80,8 @@ impl Stage {
                     .collect();
             }
             Stage::DropNa(subset) => need.extend(subset.iter().cloned()),
+            // Every output row is made from the id and value columns.
+            Stage::Melt { ids, values, .. } => need = ids.iter().chain(values).cloned().collect(),
         }
         need
     }
@@ -76,6 +89,38 @@ impl Stage {
     pub fn apply(&self, df: DataFrame) -> PolarsResult<DataFrame> {
         let has = |df: &DataFrame, c: &str| df.get_column_index(c).is_some();
         Ok(match self {
+            Stage::Melt { ids, values, var_name, value_name, value_type } => {
+                let mut out: Option<DataFrame> = None;
+                for v in values {
+                    let mut cols: Vec<Column> = Vec::with_capacity(ids.len() + 2);
+                    for id in ids {
+                        cols.push(df.column(id)?.clone());
+                    }
+                    cols.push(Column::new(var_name.as_str().into(), vec![v.as_str(); df.height()]));
+                    let val = super::expr::cast(df.column(v)?.as_materialized_series(), *value_type)?;
+                    cols.push(val.with_name(value_name.as_str().into()).into_column());
+                    let part = DataFrame::new(df.height(), cols)?;
+                    out = Some(match out {
+                        None => part,
+                        Some(mut acc) => {
+                            acc.vstack_mut(&part)?;
+                            acc
+                        }
+                    });
+                }
+                match out {
+                    Some(acc) => acc,
+                    None => {
+                        let mut cols: Vec<Column> = Vec::new();
+                        for id in ids {
+                            cols.push(df.column(id)?.clear());
+                        }
+                        cols.push(Column::new(var_name.as_str().into(), Vec::<&str>::new()));
+                        cols.push(Column::full_null(value_name.as_str().into(), 0, &value_type.to_polars()));
+                        DataFrame::new(0, cols)?
+                    }
+                }
+            }
             Stage::Project(cols) => df.select(cols.iter().filter(|c| has(&df, c)).map(|c| c.as_str()))?,
             Stage::Filter(e) => {
                 let m = e.eval(&df)?;

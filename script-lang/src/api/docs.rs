@@ -105,7 +105,7 @@ mod tests {
         // `shift`, `diff`, `concat`, `len` and `shape` to frame_order's;
         // the nan-reductions, `isinf`, `log1p`, `expm1`, `sign` and
         // `map_overlap` to the arrays'; `get_partition`, `loc`, `iloc` and
-        // `reset_index` to frame_order's; `to_json` to the frames'.
+        // `reset_index` and `melt` to frame_order's; `to_json` to the frames'.
         assert_eq!(
             all().count(),
             ENTRIES_BEFORE_SPLIT
@@ -113,6 +113,7 @@ mod tests {
                 + 5
                 + 11
                 + 4
+                + 1
                 + 1
                 + super::super::array_more::DOCS.len()
                 + super::super::bag_more::DOCS.len()

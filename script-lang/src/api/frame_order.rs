@@ -160,6 +160,24 @@ fn tail(state: &SessionState, f: &DataFrame, n: i64) -> Res<Arc<Frame>> {
     Ok(Arc::new(Frame::stack(&got, &f.schema).map_err(err)?))
 }
 
+/// `df.melt(#{id_vars, value_vars, var_name, value_name})`.
+fn melt(f: &LazyFrame, m: Option<Map>) -> Res<LazyFrame> {
+    let m = options(m, "melt", &["id_vars", "value_vars", "var_name", "value_name"])?;
+    let ids = match m.get("id_vars") {
+        Some(d) => strings(d, "melt: id_vars")?,
+        None => Vec::new(),
+    };
+    let values = m.get("value_vars").map(|d| strings(d, "melt: value_vars")).transpose()?;
+    let name = |k: &str, default: &str| -> Res<String> {
+        match m.get(k) {
+            None => Ok(default.to_string()),
+            Some(d) => d.clone().into_string().map_err(|_| runtime(format!("melt: {k} must be a string"))),
+        }
+    };
+    let (var, value) = (name("var_name", "variable")?, name("value_name", "value")?);
+    Ok(LazyFrame { f: f.f.melt(&ids, values.as_deref(), &var, &value).map_err(err)? })
+}
+
 fn divisions(state: &SessionState, f: &DataFrame) -> Res<RArray> {
     let Some((layer, key)) = f.divisions.clone().map(|d| d.task) else {
         return Ok(vec![Dynamic::UNIT; f.npartitions() + 1]);
@@ -312,6 +330,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "df.iloc(cols) -> DataFrame",
         "The columns at these positions (a number or an array; negative from the end), as Dask's df.iloc[:, cols].",
         "from_columns([[\"a\", [1]], [\"b\", [2]], [\"c\", [3]]]).iloc([2, 0]).compute()",
+    ),
+    doc(
+        "melt",
+        "df.melt(#{id_vars, value_vars, var_name, value_name}) -> DataFrame",
+        "Wide to long, as pandas' melt: for each value column (default: every column not in id_vars) the id columns, its name under `var_name` (\"variable\") and its values under `value_name` (\"value\"); int and float values meet as float. Partition by partition, as Dask's, so rows come grouped per partition.",
+        "from_columns(#{id: [1, 2], a: [10, 20], b: [30, 40]}).melt(#{id_vars: [\"id\"]}).compute()",
     ),
     doc(
         "reset_index",
@@ -556,6 +580,8 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         };
         Ok(LazyFrame { f: f.f.reset_index(drop).map_err(err)? })
     };
+    engine.register_fn("melt", |f: &mut LazyFrame| melt(f, None));
+    engine.register_fn("melt", |f: &mut LazyFrame, m: Map| melt(f, Some(m)));
     engine.register_fn("reset_index", move |f: &mut LazyFrame| reset(f, None));
     engine.register_fn("reset_index", move |f: &mut LazyFrame, m: Map| reset(f, Some(m)));
 

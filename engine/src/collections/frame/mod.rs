@@ -7,6 +7,7 @@ mod concat;
 mod dataframe;
 mod index;
 mod read;
+mod reshape;
 mod series;
 mod shift;
 mod shuffle;
