@@ -74,8 +74,17 @@ fn read_decoded(path: &str, start: u64) -> Result<Vec<u8>, TaskError> {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    decoded(path).and_then(|mut r| r.read_to_end(&mut out)).map_err(|e| decode_error(path, e))?;
-    Ok(out)
+    let mut r = decoded(path).map_err(|e| decode_error(path, e))?;
+    loop {
+        // A small file may expand past memory: refuse it, run by run.
+        let want = out.len() as u64 + RUN as u64;
+        crate::memory::check(want, || format!("decompressing {path}"))
+            .map_err(|e| TaskError::user(e.to_string()))?;
+        let got = (&mut r).take(RUN as u64).read_to_end(&mut out).map_err(|e| decode_error(path, e))?;
+        if got == 0 {
+            return Ok(out);
+        }
+    }
 }
 
 /// The bytes of the lines a block `[start, end)` owns: those that start

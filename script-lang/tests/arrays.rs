@@ -230,6 +230,10 @@ let cases = #{
         #{axis: 1, combine: |b| b.max(1, #{keepdims: true}), split_every: 2},
     ),
     reduction_all: reduction(A, |b| b.max([0, 1], #{keepdims: true}), |b| b.max([0, 1], #{keepdims: true}), #{keepdims: true}),
+    nanvar_dof: from_array([1.0, 0.0 / 0.0]).nanvar(#{ddof: 1}),
+    nanprod0: M.nanprod(0),
+    isin_big: isin(from_array([9007199254740993, 5]), [9007199254740992, 5.0]),
+    pct_scalar: percentile(A, 50),
     randint_min: R.min(),
     randint_max: R.max(),
 };
@@ -462,6 +466,7 @@ fn bad_array_input_is_refused_clearly() {
         ("isin(zeros([3]), [1, \"a\"])", "numbers"),
         ("let x = arange(10); nonzero(x.mask(x > 3))", "chunk sizes, which are unknown"),
         ("randint(5, 5, [3])", "randint: low >= high (5 >= 5)"),
+        ("zeros([2, 2]).median([0, 0])", "repeated axis"),
         ("randint(0, 5, [3], #{seeds: 1})", "randint has no option \"seeds\""),
         ("zeros_like(zeros([2]), #{chunks: 1})", "zeros_like has no option \"chunks\""),
         ("sign(zeros([2]) > 0)", "sign is defined for numbers, not bool"),

@@ -87,7 +87,8 @@ let written = from_sequence(kept.map(|l| trim_end_newline(l)), #{npartitions: 1}
     sample_ok: {
         let s = nums.random_sample(0.5, #{seed: 3}).compute();
         let again = nums.random_sample(0.5, #{seed: 3}).compute();
-        s.all(|x| xs.contains(x)) && s.len() > 5 && s.len() < xs.len() && s == again
+        let through = nums.random_sample(0.5, #{seed: 3}).map_partitions(|p| p).compute();
+        s.all(|x| xs.contains(x)) && s.len() > 5 && s.len() < xs.len() && s == again && s == through
     },
     sample_edges: [nums.random_sample(0.0).count().compute(), nums.random_sample(1.0).count().compute()],
     parse_json: from_sequence(["{\"a\": 1, \"b\": [1.5, null, true]}", "[1, 2]", "\"s\""]).map(parse_json).compute(),

@@ -205,7 +205,8 @@ r.where_ops = df.assign([
     ["w", x.where(x > 0, 0)], ["w2", x.where(y > 500)], ["m", y.mask(y < 0, -1)], ["c", y.clip(0, 600)],
     ["c2", x.clip((), 0.5)], ["cf", y.clip(0.5, 100.5)], ["r", df["key"].replace(#{k01: "one", k02: "two"})],
     ["r2", y.replace([[5, 500], [500, 5]])], ["r3", df["flag"].replace(true, false)],
-])[["w", "w2", "m", "c", "c2", "cf", "r", "r2", "r3"]].compute().to_maps();
+    ["cs", y.clip(600, 0)], ["rn", x.replace((), 0.5)], ["rk", df["key"].replace((), "none")],
+])[["w", "w2", "m", "c", "c2", "cf", "r", "r2", "r3", "cs", "rn", "rk"]].compute().to_maps();
 let lc = df.compute();
 r.where_local = lc["x"].where(lc["x"] > 0, 0).to_array();
 r.json_round_trip = read_json(`${D}/js_out/*.part`).compute().to_maps();
@@ -274,7 +275,7 @@ fn bad_input_is_refused_clearly() {
     let empty = dir.join("empty.csv");
     std::fs::write(&empty, "").expect("write");
     // Named as gzip, but plain text.
-    std::fs::write(dir.join("fake.csv.gz"), "a,b\n1,2\n").expect("write");
+    std::fs::write(dir.join("fake.csv.gz"), "a,b\n1,2\n3,4\n5,6\n").expect("write");
     let (g, b, o, e) = (good.display(), bad.display(), other.display(), empty.display());
     let pq = dir.join("good.parquet");
     let mut s = Session::new();
@@ -333,6 +334,68 @@ fn bad_input_is_refused_clearly() {
             format!("read_csv(\"{g}\")[\"b\"].str_slice(0, 3, 0)"),
             "str_slice: slice step cannot be zero".into(),
         ),
+        (
+            format!("read_csv(\"{g}\")[\"b\"].str_pad(2000000)"),
+            "str_pad: width 2000000 is more than 1048576 characters".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d[\"a\"].where(d[\"b\"])"),
+            "a condition must be a bool Series, not string".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d[\"a\"].where(d[\"a\"] > 1, \"x\")"),
+            "a int64 column cannot take string values here".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d[\"a\"].replace([[1]])"),
+            "replace: give [old, new] pairs".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d[\"a\"].replace(1, \"x\")"),
+            "replace: a int64 column cannot take string values".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d[\"b\"].clip(0, 1)"),
+            "clip needs a numeric column, not string".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d[\"a\"].clip(\"x\", ())"),
+            "clip: a bound must be a number or (), not string".into(),
+        ),
+        (
+            format!("let d = read_csv(\"{g}\"); d[\"a\"].where(d[d[\"a\"] > 1][\"a\"] > 0)"),
+            "does not have this frame's rows".into(),
+        ),
+        (format!("read_csv(\"{g}\").loc(1)"), "loc needs an index: set_index(column) first".into()),
+        (format!("read_csv(\"{}\")", dir.join("fake.csv.gz").display()), "invalid gzip header".into()),
+        (
+            format!("read_text(\"{}\").count().compute()", dir.join("fake.csv.gz").display()),
+            "fake.csv.gz as gzip: invalid gzip header".into(),
+        ),
+        (
+            format!("read_csv(\"{g}\").set_index(\"a\").loc(\"x\")"),
+            "cannot apply == to int64 and string".into(),
+        ),
+        (
+            format!("read_csv(\"{g}\").get_partition(3)"),
+            "get_partition: partition 3 of a frame of 1 partitions".into(),
+        ),
+        (format!("read_csv(\"{g}\").iloc([0, 5])"), "iloc: column position 5 of a frame of 2 columns".into()),
+        (format!("read_csv(\"{g}\").iloc([\"a\"])"), "iloc: column positions are integers".into()),
+        (
+            format!("read_csv(\"{g}\").reset_index(#{{dropped: true}})"),
+            "reset_index has no option \"dropped\"".into(),
+        ),
+        (format!("read_csv(\"{g}\").melt(#{{id_vars: [\"zz\"]}})"), "zz".into()),
+        (
+            format!("read_csv(\"{g}\").melt()"),
+            "value columns of types int64 and string cannot share one column".into(),
+        ),
+        (
+            format!("read_csv(\"{g}\").melt(#{{id_vars: [\"a\"], var_name: \"a\"}})"),
+            "melt: the columns would be named twice".into(),
+        ),
+        (format!("read_csv(\"{g}\").melt(#{{ids: [\"a\"]}})"), "melt has no option \"ids\"".into()),
         (
             format!("read_csv(\"{g}\")[\"a\"].str_startswith(\"x\")"),
             "str_startswith needs a string column, not int64".into(),

@@ -471,7 +471,7 @@ fn a_wrong_number_of_arguments_is_said_so() {
             "from_array()",
             "from_array takes 1 or 2 arguments (from_array(data, #{chunks, dtype}) -> Array), called with 0",
         ),
-        ("to_json(1, 2)", "to_json takes 1 argument (to_json(value) -> string), called with 2"),
+        ("to_json(1, 2, 3, 4)", "to_json takes 1 to 3 arguments (to_json(value) -> string), called with 4"),
         ("\"abc\".sub_string()", "sub_string takes 1 or 2 arguments, called with 0"),
         ("[1, 2].len(3)", "len takes 0 arguments (len(x) -> int), called with 1"),
         ("no_such_fn(1)", "Function not found: no_such_fn (i64)"),

@@ -258,6 +258,10 @@ cases = {
     "reduction_sum0": A.sum(0),
     "reduction_ptp": A.max(1),
     "reduction_all": A.max(keepdims=True),
+    "nanvar_dof": np.nanvar(np.array([1.0, np.nan]), ddof=1),
+    "nanprod0": np.nanprod(M, 0),
+    "isin_big": np.isin(np.array([9007199254740993, 5]), [9007199254740992, 5.0]),
+    "pct_scalar": np.percentile(A, 50),
     "randint_min": np.int64(-3),
     "randint_max": np.int64(4),
 }

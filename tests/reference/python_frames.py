@@ -282,6 +282,7 @@ def expected(d):
         "w": x.where(x > 0, 0), "w2": x.where(y > 500), "m": y.mask(y < 0, -1), "c": y.clip(0, 600),
         "c2": x.clip(upper=0.5), "cf": y.clip(0.5, 100.5), "r": df["key"].replace({"k01": "one", "k02": "two"}),
         "r2": y.replace({5: 500, 500: 5}), "r3": df["flag"].replace(True, False),
+        "cs": y.clip(600, 0), "rn": x.replace(math.nan, 0.5), "rk": df["key"].replace({None: "none"}),
     }))
     e["where_local"] = [clean(v) for v in x.where(x > 0, 0)]
     e["json_round_trip"] = records(df)

@@ -654,8 +654,10 @@ fn float_unary<T: Float + Elem>(op: UnOp, a: &Nd<T>) -> ArrayD<T> {
                 T::one()
             } else if v < T::zero() {
                 -T::one()
+            } else if v == T::zero() {
+                T::zero()
             } else {
-                v * T::zero()
+                v
             }
         },
         UnOp::Round | UnOp::Not | UnOp::IsNan | UnOp::IsFinite | UnOp::IsInf => |v| v,
@@ -788,6 +790,8 @@ mod tests {
         let x = f64s(&[5], &[0.5, 1.5, 2.5, -0.5, f64::NAN]);
         assert_eq!(unary(UnOp::Round, &x).expect("round").to_json(), "[0.0,2.0,2.0,-0.0,null]");
         assert_eq!(unary(UnOp::IsNan, &x).expect("isnan").to_json(), "[false,false,false,false,true]");
+        let z = Chunk::from_vec(&[3], vec![-0.0, -2.0, f64::NAN]).expect("z");
+        assert_eq!(unary(UnOp::Sign, &z).expect("sign").to_json(), "[0.0,-1.0,null]", "np.sign(-0.0) is 0.0");
         let i = i64s(&[2], &[4, 9]);
         let s = unary(UnOp::Sqrt, &i).expect("sqrt");
         assert_eq!((s.dtype(), s.to_json()), (DType::F64, "[2.0,3.0]".to_string()));

@@ -303,8 +303,8 @@ pub fn execute_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
         }
         ArrayOp::Cumsum(axis) => Value::array(reduce::cumulative(&one(args)?, *axis, false)?),
         ArrayOp::Cumprod(axis) => Value::array(reduce::cumulative(&one(args)?, *axis, true)?),
-        ArrayOp::Quantile { qs, axes, keepdims, q_axis } => {
-            Value::array(super::order::quantile(&one(args)?, qs, axes, *keepdims, *q_axis)?)
+        ArrayOp::Quantile { qs, axes, keepdims, q_axis, median } => {
+            Value::array(super::order::quantile(&one(args)?, qs, axes, *keepdims, *q_axis, *median)?)
         }
         ArrayOp::TopK { k, axis, offset } => {
             let (v, i) = super::order::topk(&one(args)?, None, *k, *axis, *offset)?;

@@ -186,6 +186,8 @@ pub enum ArrayOp {
         axes: Vec<usize>,
         keepdims: bool,
         q_axis: bool,
+        /// `median`: two middle values averaged, as `np.median`.
+        median: bool,
     },
     /// A block's `k` most extreme values along `axis` (`k < 0`: smallest)
     /// with their global indices (`offset`: the block's start), as
@@ -345,8 +347,8 @@ impl ArrayOp {
             ArrayOp::IsIn(_) => "isin".into(),
             ArrayOp::Cumsum(_) => "cumsum".into(),
             ArrayOp::Cumprod(_) => "cumprod".into(),
-            ArrayOp::Quantile { q_axis: true, .. } => "percentile".into(),
-            ArrayOp::Quantile { .. } => "median".into(),
+            ArrayOp::Quantile { median: true, .. } => "median".into(),
+            ArrayOp::Quantile { .. } => "percentile".into(),
             ArrayOp::TopK { .. } => "topk-chunk".into(),
             ArrayOp::TopKMerge { indices: true, .. } => "argtopk".into(),
             ArrayOp::TopKMerge { .. } => "topk".into(),

@@ -46,11 +46,15 @@ pub fn quantile(
     axes: &[usize],
     keepdims: bool,
     q_axis: bool,
+    median: bool,
 ) -> Result<Chunk, ArrayError> {
     check_quantiles(qs)?;
     let nd = c.ndim();
     if let Some(&a) = axes.iter().find(|&&a| a >= nd) {
         return Err(ArrayError::Axis { axis: a as i64, ndim: nd });
+    }
+    if axes.iter().enumerate().any(|(i, a)| axes[..i].contains(a)) {
+        return Err(ArrayError::Value(format!("repeated axis in {axes:?}")));
     }
     if !q_axis && qs.len() != 1 {
         return Err(ArrayError::Value(format!("one quantile expected, got {}", qs.len())));
@@ -75,7 +79,7 @@ pub fn quantile(
         for (k, &q) in qs.iter().enumerate() {
             out[k * outer + r] = if nan {
                 f64::NAN
-            } else if q == 0.5 && !q_axis && inner > 0 && inner.is_multiple_of(2) {
+            } else if median && q == 0.5 && inner > 0 && inner.is_multiple_of(2) {
                 (lane[inner / 2 - 1] + lane[inner / 2]) / 2.0
             } else {
                 of_sorted(&lane, q)
@@ -118,7 +122,7 @@ pub fn topk(
             let mut p = ArrayD::from_elem(IxDyn(values.shape()), 0i64);
             for mut lane in p.lanes_mut(Axis(axis)) {
                 for (j, v) in lane.iter_mut().enumerate() {
-                    *v = (j + offset) as i64;
+                    *v = offset.saturating_add(j) as i64;
                 }
             }
             p.into_shared()
@@ -168,15 +172,19 @@ mod tests {
     #[test]
     fn quantiles_interpolate_as_numpy() {
         let c = Chunk::from_vec(&[2, 4], vec![4.0, 1.0, 3.0, 2.0, 10.0, f64::NAN, 0.0, 5.0]).expect("c");
-        let m = quantile(&c, &[0.5], &[1], false, false).expect("median");
+        let m = quantile(&c, &[0.5], &[1], false, false, true).expect("median");
         assert_eq!(m.to_json(), "[2.5,null]");
         let row = Chunk::from_vec(&[4], vec![4.0, 1.0, 3.0, 2.0]).expect("row");
-        let p = quantile(&row, &[0.0, 0.3, 1.0], &[0], false, true).expect("pct");
+        let p = quantile(&row, &[0.0, 0.3, 1.0], &[0], false, true, false).expect("pct");
         // np.percentile([4, 1, 3, 2], [0, 30, 100]) = [1.0, 1.9, 4.0]
         let v: Vec<f64> = p.cast::<f64>().iter().copied().collect();
         assert_eq!(v.len(), 3);
         assert!((v[1] - 1.9).abs() < 1e-12 && v[0] == 1.0 && v[2] == 4.0, "{v:?}");
-        let bad = quantile(&c, &[1.5], &[1], false, false).expect_err("q > 1");
+        let big = Chunk::from_vec(&[2], vec![1e308, 1e308]).expect("big");
+        let p50 = quantile(&big, &[0.5], &[0], false, false, false).expect("p50");
+        assert_eq!(p50.to_json(), "1e308", "percentile interpolates as NumPy's");
+        assert!(quantile(&c, &[0.5], &[1, 1], false, false, true).is_err(), "repeated axes");
+        let bad = quantile(&c, &[1.5], &[1], false, false, true).expect_err("q > 1");
         assert!(bad.to_string().contains("[0, 100]"), "{bad}");
     }
 

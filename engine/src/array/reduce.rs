@@ -500,6 +500,9 @@ pub fn finalize(
     keepdims: bool,
     out: DType,
 ) -> Result<Chunk, ArrayError> {
+    // np.nanvar is NaN where ddof leaves no degrees of freedom; np.var
+    // divides by zero.
+    let nan_dof = red.skips_nan();
     let red = red.plain();
     let r = match (red, p) {
         (Reduction::Mean, [sum, count]) => {
@@ -508,7 +511,9 @@ pub fn finalize(
         }
         (Reduction::Var { ddof } | Reduction::Std { ddof }, [n, _, m2]) => {
             let d = f64::from(ddof);
-            let v = zip2(&n.cast::<f64>(), &m2.cast::<f64>(), |n, m2| m2 / (n - d).max(0.0))?;
+            let v = zip2(&n.cast::<f64>(), &m2.cast::<f64>(), |n, m2| {
+                if nan_dof && n - d <= 0.0 { f64::NAN } else { m2 / (n - d).max(0.0) }
+            })?;
             let v = if matches!(red, Reduction::Std { .. }) { v.mapv(f64::sqrt) } else { v };
             Chunk::from_array(v).astype(out)
         }
@@ -536,8 +541,8 @@ pub fn squeeze(c: &Chunk, axes: &[usize]) -> Chunk {
     crate::each_chunk!(c, a => go(a, axes))
 }
 
-/// Cumulative sum along `axis` (bools and integers sum as i64).
-/// Cumulative sum (or product) along `axis`, in the type a sum has.
+/// Cumulative sum (or product) along `axis`, in the type a sum has
+/// (bools and integers as i64).
 pub fn cumulative(c: &Chunk, axis: usize, prod: bool) -> Result<Chunk, ArrayError> {
     if axis >= c.ndim() {
         return Err(ArrayError::Axis { axis: axis as i64, ndim: c.ndim() });

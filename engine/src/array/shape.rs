@@ -234,7 +234,7 @@ pub fn argwhere(c: &Chunk, offset: usize, shape: &[usize], axis: Option<usize>) 
             continue;
         }
         n += 1;
-        let mut rest = offset + j;
+        let mut rest = offset.saturating_add(j);
         for d in (0..nd).rev() {
             let len = shape[d].max(1);
             coords[d] = rest % len;
@@ -254,6 +254,22 @@ pub fn argwhere(c: &Chunk, offset: usize, shape: &[usize], axis: Option<usize>) 
 /// Whether each element equals one of `values` (as `np.isin`: by value,
 /// so `2 == 2.0`; NaN matches nothing).
 pub fn isin(c: &Chunk, values: &[super::dtype::Scalar]) -> Chunk {
+    use super::dtype::Scalar;
+    if let Chunk::I64(x) = c {
+        // Integers exactly (through f64, 2^53 + 1 would match 2^53); a
+        // float value matches only where it is a whole number.
+        let mut set: Vec<i64> = values
+            .iter()
+            .filter_map(|v| match *v {
+                Scalar::Int(i) => Some(i),
+                Scalar::Bool(b) => Some(i64::from(b)),
+                Scalar::Float(f) if f.fract() == 0.0 && f.abs() < 9.2e18 => Some(f as i64),
+                Scalar::Float(_) => None,
+            })
+            .collect();
+        set.sort_unstable();
+        return Chunk::from_array(x.mapv(|v| set.binary_search(&v).is_ok()));
+    }
     // `+ 0.0` makes -0.0 into 0.0, which total_cmp would tell apart.
     let mut set: Vec<f64> = values.iter().map(|s| s.as_f64() + 0.0).filter(|v| !v.is_nan()).collect();
     set.sort_unstable_by(f64::total_cmp);
@@ -277,7 +293,9 @@ pub fn tri(c: &Chunk, k: i64, upper: bool, row0: usize, col0: usize) -> Result<C
         let mut out = a.to_owned();
         for (r, mut row) in out.outer_iter_mut().enumerate() {
             for (c, v) in row.iter_mut().enumerate() {
-                let d = (col0 + c) as i64 - (row0 + r) as i64;
+                // In i128: a peer's offsets cannot overflow it.
+                let d = (col0 as i128 + c as i128) - (row0 as i128 + r as i128);
+                let k = i128::from(k);
                 if (upper && d < k) || (!upper && d > k) {
                     *v = zero;
                 }

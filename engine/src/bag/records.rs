@@ -112,12 +112,23 @@ impl Runner<'_, '_> {
                 Ok(out)
             }
             Stage::RandomSample { prob, seed } => {
-                use rand::{RngExt, SeedableRng};
-                // One stream per batch: the same records, cut the same
-                // way, give the same sample on any scheduler.
-                let s = crate::array::create::block_seed(*seed, &[self.part, self.offset as u32]);
-                let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(s);
-                Ok(records.into_iter().filter(|_| rng.random::<f64>() < *prob).collect())
+                // A draw per record from the seed, the partition and the
+                // record's position, so however a partition is batched the
+                // same records are kept.
+                let offset = self.offset as u64;
+                Ok(records
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| {
+                        let at = offset + *i as u64;
+                        let h = crate::array::create::block_seed(
+                            *seed,
+                            &[self.part, at as u32, (at >> 32) as u32],
+                        );
+                        ((h >> 11) as f64 / (1u64 << 53) as f64) < *prob
+                    })
+                    .map(|(_, r)| r)
+                    .collect())
             }
             Stage::Pluck(key) => records
                 .into_iter()

@@ -533,8 +533,10 @@ impl Scratch {
                             1.0
                         } else if x < 0.0 {
                             -1.0
+                        } else if x == 0.0 {
+                            0.0
                         } else {
-                            x * 0.0
+                            x
                         }
                     },
                     UnOp::Not | UnOp::IsNan | UnOp::IsFinite | UnOp::IsInf => |x| x,

@@ -99,6 +99,12 @@ pub enum Expr {
     /// `then` where `cond` is true, else `otherwise` (a missing condition
     /// counts as false): pandas' `where`/`mask`, `clip`, `replace`.
     IfElse(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `clip(lower, upper)`: values below `lower` raised to it, above
+    /// `upper` lowered to it (`Unit`: no bound); the column read once.
+    Clip(Box<Expr>, Value, Value),
+    /// `replace`: each value equal to an `old` becomes its `new`, all at
+    /// once (a `Unit` old matches missing values); the column read once.
+    Replace(Box<Expr>, Vec<(Value, Value)>),
 }
 
 fn lit_dtype(v: &Value) -> Result<Option<DType>, FrameError> {
@@ -143,7 +149,9 @@ impl Expr {
             | Expr::Contains(a, _)
             | Expr::FillNa(a, _)
             | Expr::Text(_, a)
-            | Expr::Time(_, a) => a.columns(out),
+            | Expr::Time(_, a)
+            | Expr::Clip(a, _, _)
+            | Expr::Replace(a, _) => a.columns(out),
             Expr::IfElse(c, a, b) => {
                 c.columns(out);
                 a.columns(out);
@@ -169,6 +177,8 @@ impl Expr {
             Expr::Text(op, x) => Expr::Text(op.clone(), b(x)),
             Expr::Time(op, x) => Expr::Time(*op, b(x)),
             Expr::IfElse(c, x, y) => Expr::IfElse(b(c), b(x), b(y)),
+            Expr::Clip(x, lo, hi) => Expr::Clip(b(x), lo.clone(), hi.clone()),
+            Expr::Replace(x, pairs) => Expr::Replace(b(x), pairs.clone()),
         }
     }
 
@@ -320,6 +330,49 @@ impl Expr {
                     (x, y) => x.or(y),
                 }
             }
+            Expr::Clip(a, lo, hi) => {
+                let t = a.dtype(schema)?;
+                if !matches!(t, Some(Int64 | Float64)) {
+                    return Err(FrameError::DType(format!(
+                        "clip needs a numeric column, not {}",
+                        t.map_or("null", |t| t.name())
+                    )));
+                }
+                let mut out = t;
+                for v in [lo, hi] {
+                    match v {
+                        Value::Unit => {}
+                        Value::Float(_) => out = Some(Float64),
+                        Value::Int(_) => {}
+                        other => {
+                            return Err(FrameError::DType(format!(
+                                "clip: a bound must be a number or (), not {}",
+                                other.type_name()
+                            )));
+                        }
+                    }
+                }
+                out
+            }
+            Expr::Replace(a, pairs) => {
+                let mut out = a.dtype(schema)?;
+                for (_, new) in pairs {
+                    out = match (out, lit_dtype(new)?) {
+                        (t, None) => t,
+                        (None, n) => n,
+                        (Some(x), Some(y)) if x == y => Some(x),
+                        (Some(Int64 | Float64), Some(Int64 | Float64)) => Some(Float64),
+                        (Some(x), Some(y)) => {
+                            return Err(FrameError::DType(format!(
+                                "replace: a {} column cannot take {} values",
+                                x.name(),
+                                y.name()
+                            )));
+                        }
+                    };
+                }
+                out
+            }
             Expr::Time(op, a) => {
                 let t = a.dtype(schema)?;
                 if t != Some(Datetime) {
@@ -378,6 +431,57 @@ impl Expr {
             }
             Expr::Text(op, a) => op.eval(&a.eval(df)?)?,
             Expr::Time(op, a) => op.eval(&a.eval(df)?)?,
+            Expr::Clip(a, lo, hi) => {
+                let x = a.eval(df)?;
+                let float = matches!(lo, Value::Float(_)) || matches!(hi, Value::Float(_));
+                let mut acc = if float { x.cast(&DataType::Float64)? } else { x.clone() };
+                let name = acc.name().clone();
+                for (op, bound) in [(BinOp::Lt, lo), (BinOp::Gt, hi)] {
+                    if matches!(bound, Value::Unit) {
+                        continue;
+                    }
+                    let out = fill_mask(binary(op, &acc, &lit_series(bound))?.bool()?.clone(), false)?;
+                    let b = lit_series(bound).cast(acc.dtype())?.new_from_index(0, acc.len());
+                    acc = b.zip_with(&out, &acc)?;
+                }
+                acc.with_name(name)
+            }
+            Expr::Replace(a, pairs) => {
+                let x = a.eval(df)?;
+                let h = x.len();
+                let mut target = x.dtype().clone();
+                for (_, new) in pairs {
+                    let t = lit_series(new).dtype().clone();
+                    target = match (&target, &t) {
+                        (_, DataType::Null) => target,
+                        (DataType::Null, _) => t,
+                        (DataType::Int64, DataType::Float64) => DataType::Float64,
+                        _ => target,
+                    };
+                }
+                let name = x.name().clone();
+                let mut acc = x.cast(&target)?;
+                let numeric =
+                    |d: &DataType| matches!(d, DataType::Int64 | DataType::Float64 | DataType::Boolean);
+                for (old, new) in pairs {
+                    // Masks from the original values: one replacement never feeds another.
+                    let hit = match old {
+                        Value::Unit => x.is_null(),
+                        old => {
+                            let o = lit_series(old);
+                            let comparable =
+                                o.dtype() == x.dtype() || (numeric(o.dtype()) && numeric(x.dtype()));
+                            if !comparable {
+                                continue;
+                            }
+                            fill_mask(binary(BinOp::Eq, &x, &o)?.bool()?.clone(), false)?
+                        }
+                    };
+                    let n = lit_series(new).cast(&target)?.new_from_index(0, h);
+                    acc = n.zip_with(&hit, &acc)?;
+                }
+                acc.with_name(name)
+            }
             Expr::IfElse(c, a, b) => {
                 let h = df.height();
                 // Literals are one row: as long as the frame.

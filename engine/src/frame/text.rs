@@ -19,6 +19,10 @@ pub enum Side {
     Both,
 }
 
+/// The widest `str_pad` (every value of a column that wide would be
+/// megabytes; far wider is a mistake that would exhaust memory).
+pub const MAX_PAD: usize = 1 << 20;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum TextOp {
     StartsWith(String),
@@ -86,6 +90,9 @@ impl TextOp {
                 }
             }
             TextOp::Slice { step: 0, .. } => return Err(bad("slice step cannot be zero".into())),
+            TextOp::Pad { width, .. } if *width > MAX_PAD => {
+                return Err(bad(format!("width {width} is more than {MAX_PAD} characters")));
+            }
             _ => {}
         }
         Ok(match self {
@@ -97,6 +104,7 @@ impl TextOp {
 
     /// The op on every value of a string column.
     pub fn eval(&self, s: &Series) -> PolarsResult<Series> {
+        self.dtype().map_err(|e| polars_err!(ComputeError: "{e}"))?;
         let name = s.name().clone();
         let ca = s.str()?;
         let strings = |f: &dyn Fn(&str) -> Option<String>| -> Series {
@@ -237,14 +245,17 @@ fn slice_chars(v: &str, start: Option<i64>, stop: Option<i64>, step: i64) -> Str
         let mut i = a;
         while i < b {
             out.push(chars[i as usize]);
-            i += step;
+            // A step past the string ends the slice (and cannot overflow).
+            let Some(next) = i.checked_add(step) else { break };
+            i = next;
         }
     } else {
         let (a, b) = (start.map_or(n - 1, |s| norm(s, -1, n - 1)), stop.map_or(-1, |s| norm(s, -1, n - 1)));
         let mut i = a;
         while i > b {
             out.push(chars[i as usize]);
-            i += step;
+            let Some(next) = i.checked_add(step) else { break };
+            i = next;
         }
     }
     out
@@ -306,21 +317,27 @@ impl TimeOp {
     }
 
     pub fn eval(&self, s: &Series) -> PolarsResult<Series> {
+        if let TimeOp::Floor(step) = self
+            && *step <= 0
+        {
+            polars_bail!(ComputeError: "dt_floor: a frequency of {} ns", step);
+        }
         let ns = s.cast(&DataType::Int64)?;
         let ca = ns.i64()?;
-        let part = |v: i64| -> i64 {
+        // `None` where a rounding falls before the first datetime.
+        let part = |v: i64| -> Option<i64> {
             let in_day = v.rem_euclid(NS_DAY);
             match self {
-                TimeOp::Hour => in_day / 3_600_000_000_000,
-                TimeOp::Minute => in_day / 60_000_000_000 % 60,
-                TimeOp::Second => in_day / 1_000_000_000 % 60,
+                TimeOp::Hour => Some(in_day / 3_600_000_000_000),
+                TimeOp::Minute => Some(in_day / 60_000_000_000 % 60),
+                TimeOp::Second => Some(in_day / 1_000_000_000 % 60),
                 // 1970-01-01 was a Thursday (3).
-                TimeOp::DayOfWeek => (v.div_euclid(NS_DAY) + 3).rem_euclid(7),
-                TimeOp::Date => v - in_day,
-                TimeOp::Floor(step) => v - v.rem_euclid(*step),
+                TimeOp::DayOfWeek => Some((v.div_euclid(NS_DAY) + 3).rem_euclid(7)),
+                TimeOp::Date => v.checked_sub(in_day),
+                TimeOp::Floor(step) => v.checked_sub(v.rem_euclid(*step)),
             }
         };
-        let out: Int64Chunked = ca.iter().map(|v| v.map(part)).collect();
+        let out: Int64Chunked = ca.iter().map(|v| v.and_then(part)).collect();
         let out = out.into_series().with_name(s.name().clone());
         match self.dtype() {
             DType::Datetime => out.cast(&DType::Datetime.to_polars()),
@@ -365,6 +382,8 @@ mod tests {
         assert_eq!(slice_chars("hello", None, None, -2), "olh");
         assert_eq!(slice_chars("hello", Some(-2), None, 1), "lo");
         assert_eq!(slice_chars("hi", Some(5), None, 1), "");
+        assert_eq!(slice_chars("hello", Some(1), None, i64::MAX), "e");
+        assert_eq!(slice_chars("hello", None, None, i64::MIN), "o");
         assert_eq!(pad("ab", 5, Side::Both, '*'), "**ab*");
         assert_eq!(pad("abc", 6, Side::Both, '*'), "*abc**");
         assert_eq!(pad("ab", 4, Side::Left, '0'), "00ab");

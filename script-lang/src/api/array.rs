@@ -391,7 +391,7 @@ const BINOPS: [(&str, BinOp); 17] = [
     ("floor_divide", BinOp::FloorDiv),
 ];
 
-const REDUCTIONS: [(&str, Reduction); 17] = [
+const REDUCTIONS: [(&str, Reduction); 18] = [
     ("sum", Reduction::Sum),
     ("prod", Reduction::Prod),
     ("min", Reduction::Min),
@@ -404,6 +404,7 @@ const REDUCTIONS: [(&str, Reduction); 17] = [
     ("any", Reduction::Any),
     ("all", Reduction::All),
     ("nansum", Reduction::NanSum),
+    ("nanprod", Reduction::NanProd),
     ("nanmin", Reduction::NanMin),
     ("nanmax", Reduction::NanMax),
     ("nanmean", Reduction::NanMean),

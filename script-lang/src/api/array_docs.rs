@@ -111,6 +111,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "from_array([1.0, 0.0 / 0.0, 3.0]).nansum().compute()",
     ),
     doc(
+        "nanprod",
+        "x.nanprod([axis], #{keepdims}) -> Array",
+        "Product treating NaN as one, as np.nanprod.",
+        "from_array([2.0, 0.0 / 0.0, 3.0]).nanprod().compute()",
+    ),
+    doc(
         "nanmean",
         "x.nanmean([axis], #{keepdims}) -> Array",
         "Mean of the values that are not NaN, as np.nanmean (NaN where a lane has none).",

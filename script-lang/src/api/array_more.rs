@@ -193,7 +193,7 @@ fn stat_opts(m: Option<Map>, what: &str, axis: Option<Dynamic>) -> Res<(Option<V
 
 fn median(st: &Ctx, x: &LazyArray, axis: Option<Dynamic>, m: Option<Map>) -> Res<LazyArray> {
     let (axes, keepdims) = stat_opts(m, "median", axis)?;
-    new(arr::quantile(&ctx(st), &x.a, &[0.5], false, axes.as_deref(), keepdims))
+    new(arr::quantile(&ctx(st), &x.a, &[0.5], false, axes.as_deref(), keepdims, true))
 }
 
 fn percentile(st: &Ctx, x: &Dynamic, q: &Dynamic, m: Option<Map>) -> Res<LazyArray> {
@@ -204,7 +204,7 @@ fn percentile(st: &Ctx, x: &Dynamic, q: &Dynamic, m: Option<Map>) -> Res<LazyArr
         None => (vec![float_of(q, "q")?], false),
     };
     let fractions: Vec<f64> = qs.iter().map(|q| q / 100.0).collect();
-    new(arr::quantile(&ctx(st), &a, &fractions, q_axis, axes.as_deref(), keepdims))
+    new(arr::quantile(&ctx(st), &a, &fractions, q_axis, axes.as_deref(), keepdims, false))
 }
 
 /// `zeros_like` and the rest: `x`'s shape and chunks, `value` in `x`'s

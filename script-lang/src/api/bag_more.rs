@@ -95,7 +95,12 @@ fn fold(state: &SessionState, b: &LazyBag, binop: &FnPtr, m: Option<Map>) -> Res
         }
     };
     let initial = m.get("initial").map(|v| to_value(v, "fold's initial")).transpose()?;
-    let token = format!("{bt}/{ct}/{initial:?}");
+    let mut t = brisk_engine::graph::Tokenizer::new();
+    t.str(&bt).str(&ct);
+    if let Some(v) = &initial {
+        t.value(v);
+    }
+    let token = t.finish();
     Ok(item(state, b, Agg::Fold { binop, combine, initial }, &token))
 }
 
@@ -106,10 +111,7 @@ fn random_sample(b: &LazyBag, prob: f64, m: Option<Map>) -> Res<LazyBag> {
     }
     let seed = match m.get("seed") {
         Some(s) => s.as_int().map_err(|_| runtime("random_sample: seed must be an integer"))? as u64,
-        None => {
-            use std::hash::{BuildHasher, Hasher};
-            std::collections::hash_map::RandomState::new().build_hasher().finish()
-        }
+        None => super::array_args::random_seed(),
     };
     let stage = Stage::RandomSample { prob, seed };
     Ok(LazyBag { b: b.b.with_stage(stage, &format!("{prob}/{seed}")) })

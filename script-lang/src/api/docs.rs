@@ -111,7 +111,7 @@ mod tests {
             ENTRIES_BEFORE_SPLIT
                 + 2
                 + 5
-                + 11
+                + 12
                 + 4
                 + 1
                 + 1

@@ -3,7 +3,7 @@
 //! `Expr::IfElse`.
 
 use brisk_engine::Value;
-use brisk_engine::frame::expr::{BinOp, Expr};
+use brisk_engine::frame::expr::Expr;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::fndoc::{FnDoc, doc};
@@ -44,43 +44,39 @@ fn lit(v: Value) -> Box<Expr> {
     Box::new(Expr::Lit(v))
 }
 
-/// `where` (`keep` true) and `mask` (`keep` false).
+/// `where` (`keep` true) and `mask` (`keep` false). As pandas', a
+/// missing condition keeps nothing: `where` gives `other` there, and so
+/// does `mask`.
 fn choose<S: ElementWise>(s: &S, cond: &S, other: Value, keep: bool) -> Res<S> {
-    s.map_expr2(
-        cond,
-        |x, c| if keep { Expr::IfElse(c, x, lit(other)) } else { Expr::IfElse(c, lit(other), x) },
-    )
+    s.map_expr2(cond, |x, c| {
+        if keep {
+            Expr::IfElse(c, x, lit(other))
+        } else {
+            Expr::IfElse(Box::new(Expr::FillNa(c, Value::Bool(true))), lit(other), x)
+        }
+    })
 }
 
 fn clip<S: ElementWise>(s: &S, lo: &Dynamic, hi: &Dynamic) -> Res<S> {
-    let bound = |d: &Dynamic| -> Res<Option<Value>> {
-        if d.is_unit() { Ok(None) } else { scalar(d, "clip").map(Some) }
+    let (mut lo, mut hi) = (scalar(lo, "clip")?, scalar(hi, "clip")?);
+    let number = |v: &Value| match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(f) => Some(*f),
+        _ => None,
     };
-    let (lo, hi) = (bound(lo)?, bound(hi)?);
-    s.map_expr(|x| {
-        let mut e = *x.clone();
-        if let Some(h) = hi {
-            e = Expr::IfElse(
-                Box::new(Expr::bin(BinOp::Gt, *x.clone(), Expr::Lit(h.clone()))),
-                lit(h),
-                Box::new(e),
-            );
-        }
-        if let Some(l) = lo {
-            e = Expr::IfElse(Box::new(Expr::bin(BinOp::Lt, *x, Expr::Lit(l.clone()))), lit(l), Box::new(e));
-        }
-        e
-    })
+    // pandas swaps bounds given the wrong way round.
+    if let (Some(l), Some(h)) = (number(&lo), number(&hi))
+        && l > h
+    {
+        std::mem::swap(&mut lo, &mut hi);
+    }
+    s.map_expr(|x| Expr::Clip(x, lo, hi))
 }
 
 /// Every `old` by its `new`, compared with the original values (so one
 /// replacement never feeds another).
 fn replace<S: ElementWise>(s: &S, pairs: Vec<(Value, Value)>) -> Res<S> {
-    s.map_expr(|x| {
-        pairs.into_iter().rev().fold(*x.clone(), |e, (old, new)| {
-            Expr::IfElse(Box::new(Expr::bin(BinOp::Eq, *x.clone(), Expr::Lit(old))), lit(new), Box::new(e))
-        })
-    })
+    s.map_expr(|x| Expr::Replace(x, pairs))
 }
 
 fn pairs_of(list: &RArray) -> Res<Vec<(Value, Value)>> {

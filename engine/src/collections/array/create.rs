@@ -68,7 +68,11 @@ pub fn random(
     {
         return Err(ArrayError::Value(format!("the standard deviation must be non-negative, got {std}")));
     }
-    let label = if dist == Dist::Uniform { "random_sample" } else { "normal" };
+    let label = match dist {
+        Dist::Uniform => "random_sample",
+        Dist::Normal { .. } => "normal",
+        Dist::Integers { .. } => "randint",
+    };
     let mut t = Tokenizer::new();
     t.str(label).u64(seed).serde(&dist).str(dtype.name());
     create(ctx, &mut t, label, shape, spec, dtype, |idx, bshape, _| {

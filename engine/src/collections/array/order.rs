@@ -17,6 +17,7 @@ use crate::ops::Arg;
 
 /// Quantiles `qs` (fractions) of `a` over `axes` (all when `None`): with
 /// `q_axis` a leading axis of `qs.len()`, else the one quantile `qs[0]`.
+/// `median` averages the two middle values, as `np.median`.
 pub fn quantile(
     ctx: &Ctx,
     a: &Array,
@@ -24,8 +25,9 @@ pub fn quantile(
     q_axis: bool,
     axes: Option<&[i64]>,
     keepdims: bool,
+    median: bool,
 ) -> Result<Array, ArrayError> {
-    let what = if q_axis { "percentile" } else { "median" };
+    let what = if median { "median" } else { "percentile" };
     a.known(what)?;
     check_quantiles(qs)?;
     let nd = a.ndim();
@@ -39,10 +41,10 @@ pub fn quantile(
         (0..nd).map(|d| if axes.contains(&d) { vec![shape[d]] } else { a.chunks[d].clone() }).collect();
     let r = rechunk_to(ctx, a, whole)?;
     let mut t = Tokenizer::new();
-    t.str(what).str(&r.name).serde(&(qs, &axes, keepdims, q_axis));
+    t.str(what).str(&r.name).serde(&(qs, &axes, keepdims, q_axis, median));
     let name = t.name(what);
     let key_name: Arc<str> = Arc::from(name.as_str());
-    let op = ArrayOp::Quantile { qs: qs.to_vec(), axes: axes.clone(), keepdims, q_axis };
+    let op = ArrayOp::Quantile { qs: qs.to_vec(), axes: axes.clone(), keepdims, q_axis, median };
     let tasks = r
         .block_indices()
         .into_iter()

@@ -31,14 +31,14 @@ pub enum Boundary {
 #[derive(Clone, Copy)]
 enum Source {
     Block(usize, AxisSlice),
-    Constant(usize),
+    Constant(usize, Scalar),
 }
 
 impl Source {
     fn len(&self) -> usize {
         match self {
             Source::Block(_, s) => s.stop - s.start,
-            Source::Constant(n) => *n,
+            Source::Constant(n, _) => *n,
         }
     }
 }
@@ -102,7 +102,7 @@ pub fn overlap(
                                 Boundary::Reflect => {
                                     segs.push(Source::Block(i, AxisSlice { start: 0, stop: k, step: -1 }))
                                 }
-                                Boundary::Constant(_) => segs.push(Source::Constant(k)),
+                                Boundary::Constant(v) => segs.push(Source::Constant(k, v)),
                             }
                         }
                     }
@@ -120,7 +120,7 @@ pub fn overlap(
                                     i,
                                     AxisSlice { start: len - k, stop: len, step: -1 },
                                 )),
-                                Boundary::Constant(_) => segs.push(Source::Constant(k)),
+                                Boundary::Constant(v) => segs.push(Source::Constant(k, v)),
                             }
                         }
                     }
@@ -147,9 +147,12 @@ pub fn overlap(
         for (p, choice) in crate::array::shape::grid(&numblocks).into_iter().enumerate() {
             let segs: Vec<Source> = choice.iter().enumerate().map(|(d, &c)| per_axis[d][c]).collect();
             let whole = |n: usize| AxisSlice { start: 0, stop: n, step: 1 };
-            if segs.iter().any(|s| matches!(s, Source::Constant(_))) {
+            let constant = segs.iter().find_map(|s| match s {
+                Source::Constant(_, v) => Some(*v),
+                Source::Block(..) => None,
+            });
+            if let Some(value) = constant {
                 // A corner or edge past the array: the constant, made here.
-                let Boundary::Constant(value) = boundary else { continue };
                 let shape: Vec<usize> = segs.iter().map(Source::len).collect();
                 let mut key_idx = idx.clone();
                 key_idx.push(p);
@@ -165,22 +168,16 @@ pub fn overlap(
                 pieces.push(shape.iter().map(|&n| whole(n)).collect());
                 continue;
             }
-            let src: Vec<usize> = segs
+            // No constant here: every segment is a block's range.
+            let (src, ranges): (Vec<usize>, Vec<AxisSlice>) = segs
                 .iter()
-                .map(|s| match s {
-                    Source::Block(j, _) => *j,
-                    Source::Constant(_) => 0,
+                .filter_map(|s| match s {
+                    Source::Block(j, r) => Some((*j, *r)),
+                    Source::Constant(..) => None,
                 })
-                .collect();
+                .unzip();
             deps.push(a.block_key(&src));
-            pieces.push(
-                segs.iter()
-                    .map(|s| match s {
-                        Source::Block(_, r) => *r,
-                        Source::Constant(n) => whole(*n),
-                    })
-                    .collect(),
-            );
+            pieces.push(ranges);
         }
         let args = (0..deps.len() as u32).map(Arg::Dep).collect();
         tasks.push(array_task(

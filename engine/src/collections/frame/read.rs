@@ -42,13 +42,14 @@ pub fn read_csv(
             return Err(FrameError::IsDirectory { function: "read_csv", path: p.to_string() });
         }
         t.file(std::path::Path::new(p), &meta);
-        if parts.len() as u64 + meta.len().div_ceil(bs) > MAX_PARTITIONS as u64 {
+        let blocks = crate::io::file_blocks(p, meta.len(), Some(bs));
+        if parts.len() + blocks.len() > MAX_PARTITIONS {
             return Err(invalid(format!(
                 "read_csv: blocksize {bs} makes more than {MAX_PARTITIONS} partitions; use a larger blocksize"
             )));
         }
         let path: Arc<str> = Arc::from(p.as_str());
-        for (start, end) in crate::io::file_blocks(p, meta.len(), Some(bs)) {
+        for (start, end) in blocks {
             parts.push(Part::Csv { path: path.clone(), start, end });
         }
     }
