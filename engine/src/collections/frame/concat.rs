@@ -2,7 +2,8 @@
 //! partitions in order (Dask's `dd.concat` of frames without known
 //! divisions). Columns are the union in order of first appearance, as
 //! pandas'; a frame lacking a column gets it all missing, and each
-//! partition is conformed to the common columns by one small task.
+//! partition of a frame whose columns differ is conformed to the common
+//! ones by one small task (a frame that has them adds no task).
 
 use std::sync::Arc;
 
@@ -68,8 +69,18 @@ impl DataFrame {
         let mut layers = Vec::with_capacity(frames.len());
         let mut tasks = Vec::new();
         let mut keys = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for f in frames {
             let (layer, parts) = f.partitions(ctx);
+            // A frame that already has the joined columns needs no task:
+            // its partitions are the result's as they are (unless it came
+            // before, as in `concat([df, df])`: each part keeps its own key).
+            if *f.schema == schema && parts.iter().all(|p| !seen.contains(p)) {
+                seen.extend(parts.iter().cloned());
+                keys.extend(parts);
+                layers.push(layer);
+                continue;
+            }
             for p in parts {
                 let key = block(&name, keys.len());
                 tasks.push(task(ctx, key.clone(), op.clone(), vec![Arg::Dep(0)], vec![p]));
