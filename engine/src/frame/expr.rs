@@ -288,25 +288,12 @@ impl Expr {
                 Some(Bool)
             }
             Expr::Contains(a, pat) => {
-                let t = a.dtype(schema)?;
-                if t != Some(Str) {
-                    return Err(FrameError::DType(format!(
-                        "str_contains needs a string column, not {}",
-                        t.map_or("null", |t| t.name())
-                    )));
-                }
+                column_of(a.dtype(schema)?, Str, "string", "str_contains")?;
                 regex_check(pat)?;
                 Some(Bool)
             }
             Expr::Text(op, a) => {
-                let t = a.dtype(schema)?;
-                if t != Some(Str) {
-                    return Err(FrameError::DType(format!(
-                        "{} needs a string column, not {}",
-                        op.name(),
-                        t.map_or("null", |t| t.name())
-                    )));
-                }
+                column_of(a.dtype(schema)?, Str, "string", op.name())?;
                 Some(op.dtype()?)
             }
             Expr::IfElse(c, a, b) => {
@@ -374,14 +361,7 @@ impl Expr {
                 out
             }
             Expr::Time(op, a) => {
-                let t = a.dtype(schema)?;
-                if t != Some(Datetime) {
-                    return Err(FrameError::DType(format!(
-                        "{} needs a datetime column, not {}",
-                        op.name(),
-                        t.map_or("null", |t| t.name())
-                    )));
-                }
+                column_of(a.dtype(schema)?, Datetime, "datetime", op.name())?;
                 Some(op.dtype())
             }
             Expr::FillNa(a, v) => {
@@ -521,6 +501,15 @@ impl Expr {
             }
         })
     }
+}
+
+/// That `what` is given a column of type `want` (`t` is what it got);
+/// `kind` names the type in the message ("string", "datetime").
+fn column_of(t: Option<DType>, want: DType, kind: &str, what: &str) -> Result<(), FrameError> {
+    if t == Some(want) {
+        return Ok(());
+    }
+    Err(FrameError::DType(format!("{what} needs a {kind} column, not {}", t.map_or("null", |t| t.name()))))
 }
 
 fn regex_check(pat: &str) -> Result<(), FrameError> {

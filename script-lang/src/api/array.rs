@@ -169,13 +169,7 @@ fn reduce_call(
         Reduction::NanStd { .. } => Reduction::NanStd { ddof },
         r => r,
     };
-    let split = match o.get("split_every") {
-        Some(d) => Some(
-            usize::try_from(int_of(d, "split_every")?)
-                .map_err(|_| runtime("split_every must be positive"))?,
-        ),
-        None => None,
-    };
+    let split = o.split_every()?;
     if let Some(a) = x.read_lock::<LazyArray>() {
         let state = need(st)?;
         let r = arr::reduction(&ctx(state), &a.a, red, axis.as_deref(), keepdims, split).map_err(err)?;

@@ -127,6 +127,11 @@ impl Opts {
         self.get(k).map(|d| float_of(d, k)).unwrap_or(Ok(default))
     }
 
+    /// `split_every`: how many partials a tree merges at a time.
+    pub(super) fn split_every(&self) -> Res<Option<usize>> {
+        self.get("split_every").map(|d| super::args::positive(d, "split_every")).transpose()
+    }
+
     pub(super) fn flag(&self, k: &str) -> Res<bool> {
         match self.get(k) {
             None => Ok(false),

@@ -294,13 +294,7 @@ fn reduction(
         Some(d) => axes_arg(d)?,
         None => None,
     };
-    let split = match o.get("split_every") {
-        Some(d) => Some(
-            usize::try_from(int_of(d, "split_every")?)
-                .map_err(|_| runtime("split_every must be positive"))?,
-        ),
-        None => None,
-    };
+    let split = o.split_every()?;
     let (chunk, aggregate) = (shipped(st, chunk)?, shipped(st, aggregate)?);
     let fns = arr::UserReduction { chunk: &chunk, combine: combine.as_ref(), aggregate: &aggregate };
     new(arr::user_tree(&ctx(st), &a, &fns, axes.as_deref(), o.flag("keepdims")?, split, o.dtype(a.dtype)?))
