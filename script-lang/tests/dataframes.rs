@@ -209,6 +209,18 @@ r.where_ops = df.assign([
 ])[["w", "w2", "m", "c", "c2", "cf", "r", "r2", "r3", "cs", "rn", "rk"]].compute().to_maps();
 let lc = df.compute();
 r.where_local = lc["x"].where(lc["x"] > 0, 0).to_array();
+r.calls = df.assign([
+    ["m", x.map(|v| v * 2.0, #{na_action: "ignore"})], ["n", df["key"].map(#{k01: 1, k02: 2})],
+    ["a", df["id"].apply(|v| v % 3)], ["row", df.apply(|r| if r.y == () { -1 } else { r.id + r.y }, #{axis: 1})],
+    ["pairs", df["id"].map([[1, "one"], [3, "three"]])], ["s", df["key"].map(|k| if k == () { "none" } else { k + "!" }, #{meta: "string"})],
+])[["m", "n", "a", "row", "pairs", "s"]].compute().to_maps();
+r.call_filter = df[x.map(|v| v > 0.5, #{na_action: "ignore"}).fillna(false)].compute().to_maps();
+r.call_local = lc["id"].map(|v| v * 3).to_array();
+r.query = df.query("y > 500 and key in ['k01', 'k02', 'k03'] or x < -0.9").compute().to_maps();
+r.query_more = df.query("not (y > @lo) and 0 < id % 4 <= 2 and key != 'k05' and `flag`", #{local_dict: #{lo: 300}}).compute().to_maps();
+r.query_arith = df.query("x * 2 + 1 >= y / 500 - 1 and key not in @ks", #{local_dict: #{ks: ["k00", "k11"]}}).compute().to_maps();
+r.query_closure = df.query(|r| r.flag && r.id % 5 == 0).compute().to_maps();
+r.query_local = lc.query("y < 0 or id == 3").to_maps();
 r.json_round_trip = read_json(`${D}/js_out/*.part`).compute().to_maps();
 r.json_dates = read_json(`${D}/js_out_dates/*.part`).compute().to_maps();
 r.csv_gz = read_csv(`${D}/comp/all.csv.gz`).compute().to_maps();
@@ -401,6 +413,36 @@ fn bad_input_is_refused_clearly() {
             "str_startswith needs a string column, not int64".into(),
         ),
         (format!("read_csv(\"{g}\")[\"a\"].dt_hour()"), "dt_hour needs a datetime column, not int64".into()),
+        (format!("read_csv(\"{g}\").query(\"a > 1 and zz < 2\")"), "query: no column \"zz\"".into()),
+        (format!("read_csv(\"{g}\").query(\"a + 1\")"), "gives int64 values, not true or false".into()),
+        (format!("read_csv(\"{g}\").query(\"a > @k\")"), "@k is not given".into()),
+        (format!("read_csv(\"{g}\").query(\"(a > 1\")"), "a ')' is missing".into()),
+        (format!("read_csv(\"{g}\").apply(|r| 1)"), "only #{axis: 1} is supported".into()),
+        (
+            format!(
+                "read_csv(\"{g}\")[\"a\"].map(|v| if v > 1 {{ \"s\" }} else {{ 1 }}, #{{meta: \"int64\"}}).compute()"
+            ),
+            "map: the closure gave string for row 1 of the partition, but its values are int64".into(),
+        ),
+        (
+            format!("read_csv(\"{g}\")[\"a\"].map(|v| if v > 1 {{ \"s\" }} else {{ 1 }})"),
+            "map: the closure's first results do not share one type".into(),
+        ),
+        (format!("read_csv(\"{g}\")[\"a\"].map(|v| v.nope())"), "Function not found: nope".into()),
+        (
+            format!("read_csv(\"{g}\")[\"a\"].map(|v| v.nope(), #{{meta: \"int64\"}}).compute()"),
+            "map: Function not found: nope (i64) (row 0 of the partition)".into(),
+        ),
+        (format!("read_csv(\"{g}\")[\"a\"].map(|v| (), #{{}})"), "give #{meta: dtype}".into()),
+        (
+            format!("read_csv(\"{g}\")[\"a\"].map(|v| v, #{{na_action: 1}})"),
+            "na_action is \"ignore\" or ()".into(),
+        ),
+        (format!("read_csv(\"{g}\")[\"a\"].map(|v| v, #{{meta: \"f8\"}})"), "unknown dtype \"f8\"".into()),
+        (
+            format!("read_csv(\"{g}\").query(|r| r.a).compute()"),
+            "query: the closure gave int for row 0".into(),
+        ),
         (
             format!("to_datetime(read_csv(\"{g}\")[\"b\"]).dt_floor(\"1M\")"),
             "is not a fixed frequency".into(),

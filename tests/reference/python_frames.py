@@ -285,6 +285,22 @@ def expected(d):
         "cs": y.clip(600, 0), "rn": x.replace(math.nan, 0.5), "rk": df["key"].replace({None: "none"}),
     }))
     e["where_local"] = [clean(v) for v in x.where(x > 0, 0)]
+    e["calls"] = records(pd.DataFrame({
+        "m": x.map(lambda v: v * 2.0, na_action="ignore"), "n": df["key"].map({"k01": 1, "k02": 2}),
+        "a": df["id"].apply(lambda v: v % 3),
+        "row": df.apply(lambda r: -1 if pd.isna(r["y"]) else r["id"] + r["y"], axis=1),
+        "pairs": df["id"].map({1: "one", 3: "three"}),
+        "s": df["key"].map(lambda k: "none" if k is None else k + "!"),
+    }))
+    e["call_filter"] = records(df[x.map(lambda v: v > 0.5, na_action="ignore").fillna(False).astype(bool)])
+    e["call_local"] = [int(v) * 3 for v in df["id"]]
+    e["query"] = records(df.query("y > 500 and key in ['k01', 'k02', 'k03'] or x < -0.9"))
+    lo = 300
+    e["query_more"] = records(df.query("not (y > @lo) and 0 < id % 4 <= 2 and key != 'k05' and `flag`"))
+    ks = ["k00", "k11"]
+    e["query_arith"] = records(df.query("x * 2 + 1 >= y / 500 - 1 and key not in @ks"))
+    e["query_closure"] = records(df[df["flag"] & (df["id"] % 5 == 0)])
+    e["query_local"] = records(df.query("y < 0 or id == 3"))
     e["json_round_trip"] = records(df)
     ms = pd.read_csv(os.path.join(d, "dates.csv"), parse_dates=["t"])
     ms["t"] = [None if pd.isna(t) else int(t.value // 1_000_000) for t in ms["t"]]

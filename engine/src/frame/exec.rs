@@ -9,6 +9,7 @@ use super::agg::Stats;
 
 use super::red::Red;
 
+use super::call::Closures;
 use super::dtype::{DType, Schema};
 use super::group::GroupSpec;
 use super::op::{DUPLICATED, Finish, FrameOp, Keep, Sink, Source, Then};
@@ -56,7 +57,8 @@ pub fn execute(
         }
         _ => {}
     }
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(op, args))) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(op, args, &Closures::new(udfs, ctx))))
+    {
         Ok(r) => r,
         Err(p) => {
             let msg = p
@@ -69,7 +71,7 @@ pub fn execute(
     }
 }
 
-fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
+fn run(op: &FrameOp, args: &[Value], cl: &Closures<'_>) -> Result<Value, TaskError> {
     match op {
         FrameOp::Run { source, columns, stages, sink } => {
             if let (Source::Csv { spec, path, start, end }, Sink::Group(g)) = (source, sink)
@@ -99,7 +101,7 @@ fn run(op: &FrameOp, args: &[Value]) -> Result<Value, TaskError> {
                 }
             };
             for s in stages {
-                df = s.apply(df).map_err(err)?;
+                df = s.apply_in(df, Some(cl)).map_err(|e| cl.take_error().unwrap_or_else(|| err(e)))?;
             }
             partial(sink, df, args)
         }

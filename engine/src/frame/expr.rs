@@ -9,6 +9,7 @@ use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::calendar::{civil, parse_datetime};
+use super::call::Closures;
 use super::dtype::{DType, Schema};
 use super::error::FrameError;
 use crate::value::Value;
@@ -105,6 +106,9 @@ pub enum Expr {
     /// `replace`: each value equal to an `old` becomes its `new`, all at
     /// once (a `Unit` old matches missing values); the column read once.
     Replace(Box<Expr>, Vec<(Value, Value)>),
+    /// A script closure on each row's values of the arguments (`map`,
+    /// `apply`, `query`).
+    Call(Box<super::call::Call>, Vec<Expr>),
 }
 
 fn lit_dtype(v: &Value) -> Result<Option<DType>, FrameError> {
@@ -152,6 +156,7 @@ impl Expr {
             | Expr::Time(_, a)
             | Expr::Clip(a, _, _)
             | Expr::Replace(a, _) => a.columns(out),
+            Expr::Call(_, args) => args.iter().for_each(|a| a.columns(out)),
             Expr::IfElse(c, a, b) => {
                 c.columns(out);
                 a.columns(out);
@@ -179,6 +184,7 @@ impl Expr {
             Expr::IfElse(c, x, y) => Expr::IfElse(b(c), b(x), b(y)),
             Expr::Clip(x, lo, hi) => Expr::Clip(b(x), lo.clone(), hi.clone()),
             Expr::Replace(x, pairs) => Expr::Replace(b(x), pairs.clone()),
+            Expr::Call(c, args) => Expr::Call(c.clone(), args.iter().map(|a| a.map_columns(f)).collect()),
         }
     }
 
@@ -364,6 +370,12 @@ impl Expr {
                 column_of(a.dtype(schema)?, Datetime, "datetime", op.name())?;
                 Some(op.dtype())
             }
+            Expr::Call(c, args) => {
+                for a in args {
+                    a.dtype(schema)?;
+                }
+                Some(c.dtype)
+            }
             Expr::FillNa(a, v) => {
                 let t = a.dtype(schema)?;
                 match (t, lit_dtype(v)?) {
@@ -384,14 +396,19 @@ impl Expr {
     /// Evaluate on one partition. The result has the frame's height, or
     /// length 1 for an expression of literals only.
     pub fn eval(&self, df: &DataFrame) -> PolarsResult<Series> {
+        self.eval_in(df, None)
+    }
+
+    /// `eval`, with a script engine for the closures (`Expr::Call`).
+    pub fn eval_in(&self, df: &DataFrame, cl: Option<&Closures<'_>>) -> PolarsResult<Series> {
         Ok(match self {
             Expr::Col(c) => df.column(c)?.as_materialized_series().clone(),
             Expr::Lit(v) => lit_series(v),
-            Expr::Bin(op, a, b) => binary(*op, &a.eval(df)?, &b.eval(df)?)?,
-            Expr::Un(op, a) => unary(*op, &a.eval(df)?)?,
-            Expr::Cast(a, t) => cast(&a.eval(df)?, *t)?,
+            Expr::Bin(op, a, b) => binary(*op, &a.eval_in(df, cl)?, &b.eval_in(df, cl)?)?,
+            Expr::Un(op, a) => unary(*op, &a.eval_in(df, cl)?)?,
+            Expr::Cast(a, t) => cast(&a.eval_in(df, cl)?, *t)?,
             Expr::IsIn(a, values) => {
-                let s = a.eval(df)?;
+                let s = a.eval_in(df, cl)?;
                 let mut mask = BooleanChunked::full(s.name().clone(), false, s.len());
                 for v in values {
                     let hit = fill_mask(s.equal(&lit_series(v))?, false)?;
@@ -400,19 +417,19 @@ impl Expr {
                 mask.into_series()
             }
             Expr::Between(a, lo, hi) => {
-                let s = a.eval(df)?;
+                let s = a.eval_in(df, cl)?;
                 let ge = fill_mask(s.gt_eq(&lit_series(lo))?, false)?;
                 let le = fill_mask(s.lt_eq(&lit_series(hi))?, false)?;
                 (&ge & &le).into_series()
             }
             Expr::Contains(a, pat) => {
-                let s = a.eval(df)?;
+                let s = a.eval_in(df, cl)?;
                 fill_mask(s.str()?.contains(pat, true)?, false)?.into_series()
             }
-            Expr::Text(op, a) => op.eval(&a.eval(df)?)?,
-            Expr::Time(op, a) => op.eval(&a.eval(df)?)?,
+            Expr::Text(op, a) => op.eval(&a.eval_in(df, cl)?)?,
+            Expr::Time(op, a) => op.eval(&a.eval_in(df, cl)?)?,
             Expr::Clip(a, lo, hi) => {
-                let x = a.eval(df)?;
+                let x = a.eval_in(df, cl)?;
                 let float = matches!(lo, Value::Float(_)) || matches!(hi, Value::Float(_));
                 let mut acc = if float { x.cast(&DataType::Float64)? } else { x.clone() };
                 let name = acc.name().clone();
@@ -427,7 +444,7 @@ impl Expr {
                 acc.with_name(name)
             }
             Expr::Replace(a, pairs) => {
-                let x = a.eval(df)?;
+                let x = a.eval_in(df, cl)?;
                 let h = x.len();
                 let mut target = x.dtype().clone();
                 for (_, new) in pairs {
@@ -466,13 +483,13 @@ impl Expr {
                 let h = df.height();
                 // Literals are one row: as long as the frame.
                 let wide = |s: Series| if s.len() == 1 && h != 1 { s.new_from_index(0, h) } else { s };
-                let cond = wide(c.eval(df)?);
+                let cond = wide(c.eval_in(df, cl)?);
                 let cond = if cond.dtype() == &DataType::Null {
                     BooleanChunked::full(cond.name().clone(), false, cond.len())
                 } else {
                     fill_mask(cond.bool()?.clone(), false)?
                 };
-                let (x, y) = (wide(a.eval(df)?), wide(b.eval(df)?));
+                let (x, y) = (wide(a.eval_in(df, cl)?), wide(b.eval_in(df, cl)?));
                 let target = match (x.dtype(), y.dtype()) {
                     (DataType::Null, t) | (t, DataType::Null) => t.clone(),
                     (DataType::Int64, DataType::Float64) | (DataType::Float64, DataType::Int64) => {
@@ -483,8 +500,13 @@ impl Expr {
                 let name = x.name().clone();
                 x.cast(&target)?.zip_with(&cond, &y.cast(&target)?)?.with_name(name)
             }
+            Expr::Call(c, args) => {
+                let args = args.iter().map(|a| a.eval_in(df, cl)).collect::<PolarsResult<Vec<_>>>()?;
+                let s = c.eval(&args, cl)?;
+                if c.dtype == DType::Datetime { cast(&s, DType::Datetime)? } else { s }
+            }
             Expr::FillNa(a, v) => {
-                let s = a.eval(df)?;
+                let s = a.eval_in(df, cl)?;
                 if s.null_count() == 0 {
                     return Ok(s);
                 }

@@ -5,6 +5,7 @@
 
 pub mod agg;
 pub mod calendar;
+pub mod call;
 pub mod cells;
 pub mod csv;
 mod decimal;
@@ -21,6 +22,7 @@ pub mod parquet;
 pub mod partition;
 pub mod prune;
 pub mod quantile;
+pub mod query;
 pub mod red;
 pub mod rolling;
 pub mod series;

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::call::Closures;
 use super::dtype::DType;
 use super::expr::Expr;
 use crate::value::Value;
@@ -87,6 +88,11 @@ impl Stage {
     }
 
     pub fn apply(&self, df: DataFrame) -> PolarsResult<DataFrame> {
+        self.apply_in(df, None)
+    }
+
+    /// `apply`, with a script engine for closures in expressions.
+    pub fn apply_in(&self, df: DataFrame, cl: Option<&Closures<'_>>) -> PolarsResult<DataFrame> {
         let has = |df: &DataFrame, c: &str| df.get_column_index(c).is_some();
         Ok(match self {
             Stage::Melt { ids, values, var_name, value_name, value_type } => {
@@ -123,7 +129,7 @@ impl Stage {
             }
             Stage::Project(cols) => df.select(cols.iter().filter(|c| has(&df, c)).map(|c| c.as_str()))?,
             Stage::Filter(e) => {
-                let m = e.eval(&df)?;
+                let m = e.eval_in(&df, cl)?;
                 let m = m.bool()?;
                 if m.len() == 1 && df.height() != 1 {
                     if m.get(0) == Some(true) { df } else { df.clear() }
@@ -134,7 +140,7 @@ impl Stage {
             Stage::Assign(cols) => {
                 let mut df = df;
                 for (name, e) in cols {
-                    let mut s = e.eval(&df)?;
+                    let mut s = e.eval_in(&df, cl)?;
                     if s.len() != df.height() {
                         s = s.new_from_index(0, df.height());
                     }

@@ -30,6 +30,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::series_text::DOCS,
     super::series_where::DOCS,
     super::frame_order::DOCS,
+    super::frame_call::DOCS,
 ];
 
 /// Every documented entry, in the order of the guide.
@@ -76,8 +77,8 @@ mod tests {
     /// The entries of the one flat table before it was split by area.
     const ENTRIES_BEFORE_SPLIT: usize = 174;
 
-    /// Names with one entry in each of two areas, in the order `help` shows
-    /// them: `map` (futures, bag), `map_partitions` (bag, frame_order),
+    /// Names with an entry in each of two (or more) areas, in the order
+    /// `help` shows them: `map` (futures, bag, Series), `map_partitions` (bag, frame_order),
     /// `groupby` (bag, dataframe), `status` (a future's, a deployed
     /// cluster's) and `shape` (an array's, a frame's).
     const IN_TWO_AREAS: &[&str] = &[
@@ -96,6 +97,7 @@ mod tests {
         "clip",
         "mask",
         "to_json",
+        "apply",
     ];
 
     #[test]
@@ -119,6 +121,7 @@ mod tests {
                 + super::super::bag_more::DOCS.len()
                 + super::super::series_text::DOCS.len()
                 + super::super::series_where::DOCS.len()
+                + super::super::frame_call::DOCS.len()
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()
                 + super::super::kube::DOCS.len()
@@ -140,7 +143,8 @@ mod tests {
             }
         }
         for name in IN_TWO_AREAS {
-            assert_eq!(all().filter(|d| d.name == *name).count(), 2, "{name}");
+            let n = if *name == "map" { 3 } else { 2 };
+            assert_eq!(all().filter(|d| d.name == *name).count(), n, "{name}");
         }
     }
 }

@@ -18,6 +18,7 @@ mod delayed;
 mod deploy;
 pub mod docs;
 mod fndoc;
+mod frame_call;
 mod frame_order;
 mod futures;
 mod gpu_kernels;
@@ -67,6 +68,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     bag::register(engine, state);
     dataframe::register(engine, state);
     frame_order::register(engine, state);
+    frame_call::register(engine, state);
     futures::register(engine, state);
     gpu_kernels::register(engine, state);
     ml::register(engine, state);
@@ -91,6 +93,7 @@ pub fn register_values(engine: &mut Engine) {
     array::register_local(engine);
     bag_more::register_values(engine);
     dataframe::register_local(engine);
+    frame_call::register_local(engine);
     engine.register_type_with_name::<TaskFailure>("TaskFailure");
     engine.register_fn("to_string", |f: &mut TaskFailure| f.to_string());
     engine.register_fn("to_debug", |f: &mut TaskFailure| f.to_string());

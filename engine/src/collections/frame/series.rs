@@ -2,11 +2,12 @@
 //! Series with another frame of the same rows, reductions and distinct
 //! values.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::dataframe::{DataFrame, Series, invalid};
 use crate::collections::array::Ctx;
+use crate::frame::call::Call;
 use crate::frame::dtype::{DType, Schema};
 use crate::frame::error::FrameError;
 use crate::frame::expr::{BinOp, Expr};
@@ -17,7 +18,33 @@ use crate::frame::stage::Stage;
 use crate::graph::layer::LayerRef;
 use crate::graph::token::Tokenizer;
 use crate::key::Key;
+use crate::runner::Udf;
 use crate::value::Value;
+
+impl DataFrame {
+    /// `df.apply(f, #{axis: 1})`: the closure on each row (a map of every
+    /// column), as a Series `name` of type `dtype`; `what` names the
+    /// method in messages.
+    pub fn apply_rows(
+        &self,
+        udf: Arc<Udf>,
+        dtype: DType,
+        name: &str,
+        what: &str,
+    ) -> Result<Series, FrameError> {
+        let names: Vec<String> = self.schema.names().map(String::from).collect();
+        let args = names.iter().map(|n| Expr::col(n)).collect();
+        let call = Call { udf, fields: Some(names), dtype, skip_missing: false, what: what.into() };
+        let e = Expr::Call(Box::new(call), args);
+        Series::typed(self.clone(), e, name.to_string())
+    }
+
+    /// `df.query("x > 1 and k == 'a'")`, `@name` standing for `vars[name]`.
+    pub fn query(&self, src: &str, vars: &BTreeMap<String, Value>) -> Result<DataFrame, FrameError> {
+        let e = crate::frame::query::parse(src, &self.schema, vars)?;
+        self.filter(&Series::typed(self.clone(), e, "query".into())?)
+    }
+}
 
 impl Series {
     /// This Series' expression in terms of `f`'s columns.
@@ -88,6 +115,20 @@ impl Series {
 
     pub fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Result<Series, FrameError> {
         Series::typed(self.frame.clone(), f(Box::new(self.expr.clone())), self.name.clone())
+    }
+
+    /// `s.map(f)` / `s.apply(f)`: the closure on each value, its results
+    /// of type `dtype`.
+    pub fn call_each(
+        &self,
+        udf: Arc<Udf>,
+        dtype: DType,
+        skip_missing: bool,
+        what: &str,
+    ) -> Result<Series, FrameError> {
+        self.map_expr(|x| {
+            Expr::Call(Box::new(Call { udf, fields: None, dtype, skip_missing, what: what.into() }), vec![*x])
+        })
     }
 
     pub fn rename(&self, name: &str) -> Series {
