@@ -221,6 +221,21 @@ r.query_more = df.query("not (y > @lo) and 0 < id % 4 <= 2 and key != 'k05' and 
 r.query_arith = df.query("x * 2 + 1 >= y / 500 - 1 and key not in @ks", #{local_dict: #{ks: ["k00", "k11"]}}).compute().to_maps();
 r.query_closure = df.query(|r| r.flag && r.id % 5 == 0).compute().to_maps();
 r.query_local = lc.query("y < 0 or id == 3").to_maps();
+let num = df[["id", "x", "y", "flag"]];
+r.frame_reductions = [num.sum().compute().to_maps(), num.mean().compute().to_maps(), num.min().compute().to_maps(), num.max().compute().to_maps(), df.count().compute().to_maps(), num.std().compute().to_maps(), num.variance().compute().to_maps()];
+r.frame_numeric_only = [df.sum(#{numeric_only: true}).compute().to_maps(), df.mean(#{numeric_only: true}).column_names()];
+r.frame_min_strings = df[["key", "id"]].min().compute().to_maps();
+r.frame_median = df.median(#{numeric_only: true}).compute().to_maps();
+r.frame_quantile = df[["x", "y"]].quantile(0.3).compute().to_maps();
+r.corr = df.corr(#{numeric_only: true}).compute().to_maps();
+r.cov = num.cov().compute().to_maps();
+r.cov_ddof0 = df[["id", "flag"]].cov(#{ddof: 0}).compute().to_maps();
+r.series_corr = [x.corr(y).compute(), x.cov(y).compute(), y.cov(df["id"], #{ddof: 0}).compute(), (x * 2).corr(x).compute()];
+r.cumulative = df[["id", "x", "y"]].cumsum().compute().to_maps();
+r.cum_series = [x.cumsum().compute().to_array(), x.cummax().compute().to_array(), y.cummin().compute().to_array(), (df["id"] % 5 + 1).cumprod().compute().to_array()];
+r.cum_prod_float = (x + 1.0).cumprod().compute().to_array();
+r.aligned = df.assign(#{d: y - y.shift(1), c: x.cumsum(), e: df["id"].cummax() * 2})[["d", "c", "e"]].compute().to_maps();
+r.aligned_mask = df[y.shift(-2) > 500].compute().to_maps();
 r.json_round_trip = read_json(`${D}/js_out/*.part`).compute().to_maps();
 r.json_dates = read_json(`${D}/js_out_dates/*.part`).compute().to_maps();
 r.csv_gz = read_csv(`${D}/comp/all.csv.gz`).compute().to_maps();
@@ -414,6 +429,16 @@ fn bad_input_is_refused_clearly() {
         ),
         (format!("read_csv(\"{g}\")[\"a\"].dt_hour()"), "dt_hour needs a datetime column, not int64".into()),
         (format!("read_csv(\"{g}\").query(\"a > 1 and zz < 2\")"), "query: no column \"zz\"".into()),
+        (
+            format!("read_csv(\"{g}\").mean()"),
+            "mean: column \"b\": mean is not defined for a string column (select columns first, or give #{numeric_only: true})".into(),
+        ),
+        (format!("read_csv(\"{g}\")[[\"b\"]].sum(#{{numeric_only: true}})"), "sum: the frame has no column to reduce".into()),
+        (format!("read_csv(\"{g}\").cumsum()"), "cumsum: column \"b\" is string".into()),
+        (format!("read_csv(\"{g}\").corr(#{{method: \"spearman\"}})"), "corr: method is \"pearson\"".into()),
+        (format!("read_csv(\"{g}\").quantile(2, #{{numeric_only: true}})"), "q=2 is not between 0 and 1".into()),
+        (format!("read_csv(\"{g}\").cov(#{{ddof: -1, numeric_only: true}})"), "ddof is a whole number".into()),
+        (format!("let d = read_csv(\"{g}\"); d[\"a\"].corr(d[\"b\"])"), "corr needs numeric Series".into()),
         (format!("read_csv(\"{g}\").query(\"a + 1\")"), "gives int64 values, not true or false".into()),
         (format!("read_csv(\"{g}\").query(\"a > @k\")"), "@k is not given".into()),
         (format!("read_csv(\"{g}\").query(\"(a > 1\")"), "a ')' is missing".into()),

@@ -301,6 +301,22 @@ def expected(d):
     e["query_arith"] = records(df.query("x * 2 + 1 >= y / 500 - 1 and key not in @ks"))
     e["query_closure"] = records(df[df["flag"] & (df["id"] % 5 == 0)])
     e["query_local"] = records(df.query("y < 0 or id == 3"))
+    num = df[["id", "x", "y", "flag"]]
+    row = lambda s: records(s.to_frame().T.infer_objects())
+    e["frame_reductions"] = [row(num.sum()), row(num.mean()), row(num.min()), row(num.max()), row(df.count()), row(num.std()), row(num.var())]
+    e["frame_numeric_only"] = [row(df.sum(numeric_only=True)), ["id", "x", "y", "flag"]]
+    e["frame_min_strings"] = row(df[["key", "id"]].dropna(subset=["key"]).min().combine_first(pd.Series({"id": df["id"].min()})))
+    e["frame_median"] = row(df.median(numeric_only=True))
+    e["frame_quantile"] = row(df[["x", "y"]].quantile(0.3))
+    e["corr"] = records(df.corr(numeric_only=True).reset_index())
+    e["cov"] = records(num.cov().reset_index())
+    e["cov_ddof0"] = records(df[["id", "flag"]].cov(ddof=0).reset_index())
+    e["series_corr"] = [clean(x.corr(y)), clean(x.cov(y)), clean(y.cov(df["id"], ddof=0)), clean((x * 2).corr(x))]
+    e["cumulative"] = records(df[["id", "x", "y"]].cumsum())
+    e["cum_series"] = [[clean(v) for v in x.cumsum()], [clean(v) for v in x.cummax()], [clean(v) for v in y.cummin()], [clean(v) for v in (df["id"] % 5 + 1).cumprod()]]
+    e["cum_prod_float"] = [clean(v) for v in (x + 1.0).cumprod()]
+    e["aligned"] = records(pd.DataFrame({"d": y - y.shift(1), "c": x.cumsum(), "e": df["id"].cummax() * 2}))
+    e["aligned_mask"] = records(df[y.shift(-2) > 500])
     e["json_round_trip"] = records(df)
     ms = pd.read_csv(os.path.join(d, "dates.csv"), parse_dates=["t"])
     ms["t"] = [None if pd.isna(t) else int(t.value // 1_000_000) for t in ms["t"]]

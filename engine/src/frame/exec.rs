@@ -15,7 +15,7 @@ use super::group::GroupSpec;
 use super::op::{DUPLICATED, Finish, FrameOp, Keep, Sink, Source, Then};
 use super::partition::{Frame, concat};
 use super::values::from_values;
-use super::{csv, expr, json, parquet, quantile, rolling, shuffle, udf};
+use super::{csv, cumulative, expr, json, moments, parquet, quantile, rolling, shuffle, udf};
 use crate::error::TaskError;
 use crate::value::Value;
 
@@ -160,6 +160,26 @@ fn run(op: &FrameOp, args: &[Value], cl: &Closures<'_>) -> Result<Value, TaskErr
             let edge = args.get(1).map(frame_arg).transpose()?;
             Ok(frame(rolling::shift(part, edge, *periods, *diff, columns).map_err(err)?))
         }
+        FrameOp::Cumulative { agg, columns, step } => {
+            let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
+            let carry = args.get(1).map(frame_arg).transpose()?;
+            Ok(frame(cumulative::step(*agg, columns, *step, part, carry).map_err(err)?))
+        }
+        FrameOp::Zip { from, to } => {
+            let [l, r] = args else { return Err(TaskError::internal("align needs two inputs")) };
+            let (l, r) = (frame_arg(l)?, frame_arg(r)?);
+            if l.height() != r.height() {
+                return Err(TaskError::user(format!(
+                    "the Series \"{from}\" has {} rows in a partition where the frame has {} (was one of them repartitioned?); build the Series from this frame",
+                    r.height(),
+                    l.height()
+                )));
+            }
+            let col = r.column(from).map_err(err)?.clone().with_name(to.as_str().into());
+            let mut out = l.clone();
+            out.with_column(col).map_err(err)?;
+            Ok(frame(out))
+        }
     }
 }
 
@@ -242,6 +262,13 @@ fn partial(sink: &Sink, df: DataFrame, args: &[Value]) -> Result<Value, TaskErro
             frame(distinct(&df, subset.as_deref(), *keep, false).map_err(err)?)
         }
         Sink::Describe(cols) => quantile::describe_partial(&df, cols).map_err(err)?,
+        Sink::StatsOf(cols) => Value::list(
+            cols.iter()
+                .map(|c| Ok(Stats::of(df.column(c)?.as_materialized_series())?.to_value()))
+                .collect::<PolarsResult<Vec<_>>>()
+                .map_err(err)?,
+        ),
+        Sink::Moments(cols) => moments::partial(&df, cols).map_err(err)?,
     })
 }
 
@@ -307,6 +334,24 @@ fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
         Sink::Describe(_) => quantile::describe_combine(args)
             .map_err(err)?
             .ok_or_else(|| TaskError::internal("bad describe partial"))?,
+        Sink::StatsOf(cols) => {
+            let mut acc = vec![Stats::default(); cols.len()];
+            for a in args {
+                let Value::List(parts) = a else { return Err(TaskError::internal("bad statistics partial")) };
+                if parts.len() != acc.len() {
+                    return Err(TaskError::internal("bad statistics partial"));
+                }
+                for (st, p) in acc.iter_mut().zip(parts.iter()) {
+                    st.merge(
+                        &Stats::from_value(p).ok_or_else(|| TaskError::internal("bad statistics partial"))?,
+                    );
+                }
+            }
+            Value::list(acc.iter().map(Stats::to_value).collect())
+        }
+        Sink::Moments(_) => {
+            moments::merge(args).ok_or_else(|| TaskError::internal("bad co-moment partial"))?
+        }
     })
 }
 
@@ -374,6 +419,48 @@ fn finish(f: &Finish, args: &[Value]) -> Result<Value, TaskError> {
                 .ok_or_else(|| TaskError::internal("bad describe partial"))?,
         ),
         Finish::Top { on, n, largest } => frame(top(frame_arg(one)?, on, *n, *largest).map_err(err)?),
+        Finish::Row(red, cols) => {
+            let Value::List(parts) = one else { return Err(TaskError::internal("bad statistics partial")) };
+            let mut out = Vec::with_capacity(cols.len());
+            for ((name, t), p) in cols.iter().zip(parts.iter()) {
+                let st = Stats::from_value(p).ok_or_else(|| TaskError::internal("bad statistics partial"))?;
+                let rt = red.dtype(*t).map_err(|e| TaskError::user(e.to_string()))?;
+                let col = match (rt, st.finish(*red, *t)) {
+                    // A datetime's extremes are its nanoseconds.
+                    (DType::Datetime, Value::Int(ns)) => Series::new(name.as_str().into(), [ns])
+                        .cast(&rt.to_polars())
+                        .map_err(err)?
+                        .into_column(),
+                    (rt, v) => {
+                        let one = from_values(&Schema::new(vec![(name.clone(), rt)]), &[vec![v]])
+                            .map_err(|e| TaskError::user(e.to_string()))?;
+                        one.columns().first().cloned().ok_or_else(|| TaskError::internal("no column"))?
+                    }
+                };
+                out.push(col);
+            }
+            frame(DataFrame::new(1, out).map_err(err)?)
+        }
+        Finish::QuantileRow(cols, q) => frame(
+            quantile::quantile_row(one, cols, *q)
+                .map_err(err)?
+                .ok_or_else(|| TaskError::internal("bad describe partial"))?,
+        ),
+        Finish::Moments { columns, corr, ddof, pair } => {
+            let k = columns.len();
+            let m = moments::matrix(one, k, *corr, f64::from(*ddof))
+                .ok_or_else(|| TaskError::internal("bad co-moment partial"))?;
+            if *pair {
+                Value::Float(m.get(1).copied().unwrap_or(f64::NAN))
+            } else {
+                let mut cols = vec![Series::new("index".into(), columns.clone()).into_column()];
+                for (j, name) in columns.iter().enumerate() {
+                    let col: Vec<f64> = (0..k).map(|i| m[i * k + j]).collect();
+                    cols.push(Series::new(name.as_str().into(), col).into_column());
+                }
+                frame(DataFrame::new(k, cols).map_err(err)?)
+            }
+        }
     })
 }
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::red::Red;
 
 use super::csv::CsvSpec;
+use super::cumulative::{CumAgg, CumStep};
 use super::dtype::{DType, Schema};
 use super::group::GroupSpec;
 use super::rolling;
@@ -66,6 +67,10 @@ pub enum Sink {
     Distinct { subset: Option<Vec<String>>, keep: Keep },
     /// Statistics and sample points of these columns (`describe`).
     Describe(Vec<String>),
+    /// Statistics of each of these columns (`df.sum()`, `df.mean()`, …).
+    StatsOf(Vec<String>),
+    /// Pairwise co-moments of these columns (`corr`, `cov`).
+    Moments(Vec<String>),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -103,6 +108,12 @@ pub enum FrameOp {
     /// The partition with exactly these columns, in order: each cast to
     /// its type, one it lacks all missing (`concat`).
     Conform(Arc<Schema>),
+    /// One step of a running aggregate of `columns` across partitions
+    /// (`cumsum`, …): `cumulative.rs`.
+    Cumulative { agg: CumAgg, columns: Vec<String>, step: CumStep },
+    /// The first input with column `from` of the second (as many rows)
+    /// added as `to`: a Series of the same rows brought alongside.
+    Zip { from: String, to: String },
 }
 
 /// What a shuffle's output partition becomes.
@@ -154,6 +165,14 @@ pub enum Finish {
     Quantile { on: String, qs: Vec<f64>, list: bool },
     /// The `describe` table of these columns.
     Describe(Vec<(String, DType)>),
+    /// One row: the reduction of each column (`df.sum()`, …).
+    Row(Red, Vec<(String, DType)>),
+    /// One row: each column's `q` quantile, from `Describe` partials.
+    QuantileRow(Vec<String>, f64),
+    /// The correlation (or covariance with `ddof`) matrix of `columns`,
+    /// as a frame with an `index` column naming the rows; or with
+    /// `pair`, the one value of two columns.
+    Moments { columns: Vec<String>, corr: bool, ddof: u32, pair: bool },
     /// Distinct (keys, value) rows to the number of distinct non-missing
     /// values per group, as column `out`, sorted by key.
     GroupNUnique { by: Vec<String>, col: String, out: String },
@@ -207,6 +226,8 @@ impl FrameOp {
                 Sink::Tail(_) => "tail",
                 Sink::Distinct { .. } => "drop_duplicates",
                 Sink::Describe(_) => "describe",
+                Sink::StatsOf(_) => "reduce",
+                Sink::Moments(_) => "moments",
             },
             FrameOp::Finish(_) => "finish",
             FrameOp::Collect { then: Then::Sort { .. }, .. } => "sort",
@@ -218,6 +239,8 @@ impl FrameOp {
             FrameOp::Shift { diff: false, .. } => "shift",
             FrameOp::Shift { diff: true, .. } => "diff",
             FrameOp::Conform(_) => "concat",
+            FrameOp::Cumulative { agg, .. } => agg.name(),
+            FrameOp::Zip { .. } => "align",
             FrameOp::SideBySide { .. } => "groupby",
             FrameOp::MapPartitions { .. } => "map_partitions",
             FrameOp::Apply { .. } => "apply",

@@ -139,6 +139,18 @@ pub fn describe_finish(merged: &Value, columns: &[(String, DType)]) -> PolarsRes
     Ok(Some(DataFrame::new(names.len(), out)?))
 }
 
+/// One row: the `q` quantile of each of `columns` (floats), from merged
+/// `describe` partials.
+pub fn quantile_row(merged: &Value, columns: &[String], q: f64) -> PolarsResult<Option<DataFrame>> {
+    let Some(cols) = parts(merged) else { return Ok(None) };
+    let mut out = Vec::with_capacity(columns.len());
+    for (name, (_, samples)) in columns.iter().zip(cols) {
+        let v = quantiles(samples, name, &[q])?;
+        out.push(Series::new(name.as_str().into(), v).into_column());
+    }
+    Ok(Some(DataFrame::new(1, out)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,6 +31,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::series_where::DOCS,
     super::frame_order::DOCS,
     super::frame_call::DOCS,
+    super::frame_stats::DOCS,
 ];
 
 /// Every documented entry, in the order of the guide.
@@ -98,6 +99,9 @@ mod tests {
         "mask",
         "to_json",
         "apply",
+        "sum",
+        "median",
+        "cumsum",
     ];
 
     #[test]
@@ -122,6 +126,7 @@ mod tests {
                 + super::super::series_text::DOCS.len()
                 + super::super::series_where::DOCS.len()
                 + super::super::frame_call::DOCS.len()
+                + super::super::frame_stats::DOCS.len()
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()
                 + super::super::kube::DOCS.len()

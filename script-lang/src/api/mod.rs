@@ -20,6 +20,7 @@ pub mod docs;
 mod fndoc;
 mod frame_call;
 mod frame_order;
+mod frame_stats;
 mod futures;
 mod gpu_kernels;
 mod kube;
@@ -69,6 +70,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     dataframe::register(engine, state);
     frame_order::register(engine, state);
     frame_call::register(engine, state);
+    frame_stats::register(engine, state);
     futures::register(engine, state);
     gpu_kernels::register(engine, state);
     ml::register(engine, state);

@@ -246,15 +246,17 @@ impl DataFrame {
         if mask.dtype != DType::Bool {
             return Err(invalid(format!("a row mask must be a bool Series, not {}", mask.dtype)));
         }
-        let e = mask.resolve_in(self)?;
-        let mut f = self.staged(
+        let (base, e) = self.aligned(mask)?;
+        let mut f = base.staged(
             Stage::Filter(e.clone()),
-            self.schema.as_ref().clone(),
-            self.col_tokens.as_ref().clone(),
+            base.schema.as_ref().clone(),
+            base.col_tokens.as_ref().clone(),
             true,
         );
-        f.parts = self.pruned(&e);
-        Ok(f)
+        if base.token == self.token {
+            f.parts = self.pruned(&e);
+        }
+        Ok(f.without_aligned())
     }
 
     /// Predicate pushdown: the Parquet row groups that may hold a row for
@@ -288,13 +290,26 @@ impl DataFrame {
 
     /// `assign(#{z: series_or_scalar})`: columns in the map's order.
     pub fn assign(&self, cols: Vec<(String, Assigned)>) -> Result<DataFrame, FrameError> {
-        let mut schema = self.schema.as_ref().clone();
-        let mut toks = self.col_tokens.as_ref().clone();
-        let mut exprs = Vec::new();
+        // Series of these rows but other columns first come alongside.
+        let mut base = self.clone();
+        let mut resolved = Vec::with_capacity(cols.len());
         for (name, a) in cols {
+            resolved.push(match a {
+                Assigned::Series(s) => {
+                    let (b, e) = base.aligned(&s)?;
+                    base = b;
+                    (name, Ok((e, s.dtype)))
+                }
+                Assigned::Scalar(v) => (name, Err(v)),
+            });
+        }
+        let mut schema = base.schema.as_ref().clone();
+        let mut toks = base.col_tokens.as_ref().clone();
+        let mut exprs = Vec::new();
+        for (name, a) in resolved {
             let (e, t) = match a {
-                Assigned::Series(s) => (s.resolve_in(self)?, s.dtype),
-                Assigned::Scalar(v) => {
+                Ok(typed) => typed,
+                Err(v) => {
                     let t = match &v {
                         Value::Int(_) => DType::Int64,
                         Value::Float(_) | Value::Unit => DType::Float64,
@@ -315,7 +330,7 @@ impl DataFrame {
                     (e, t)
                 }
             };
-            let tok = Tokenizer::new().str(&self.token).str("assign").serde(&e).finish();
+            let tok = Tokenizer::new().str(&base.token).str("assign").serde(&e).finish();
             match schema.cols.iter().position(|(n, _)| *n == name) {
                 Some(i) => {
                     schema.cols[i].1 = t;
@@ -328,7 +343,7 @@ impl DataFrame {
             }
             exprs.push((name, e));
         }
-        Ok(self.staged(Stage::Assign(exprs), schema, toks, false))
+        Ok(base.staged(Stage::Assign(exprs), schema, toks, false).without_aligned())
     }
 
     pub fn drop(&self, cols: &[String]) -> Result<DataFrame, FrameError> {
@@ -428,7 +443,9 @@ impl DataFrame {
             | Sink::Top { .. }
             | Sink::Distinct { .. } => self.schema.names().map(String::from).collect(),
             Sink::Stats(c) | Sink::Unique(c) | Sink::Sample { on: c, .. } => [c.clone()].into(),
-            Sink::Describe(cols) => cols.iter().cloned().collect(),
+            Sink::Describe(cols) | Sink::StatsOf(cols) | Sink::Moments(cols) => {
+                cols.iter().cloned().collect()
+            }
             Sink::Group(spec) => spec
                 .by
                 .iter()

@@ -3,7 +3,9 @@
 //! everything that moves rows between partitions (`shuffle`). Their
 //! per-partition kernels are `crate::frame`.
 
+mod align;
 mod concat;
+mod cumulative;
 mod dataframe;
 mod index;
 mod read;
@@ -11,6 +13,7 @@ mod reshape;
 mod series;
 mod shift;
 mod shuffle;
+mod stats;
 pub mod to_array;
 
 pub use crate::frame::error::FrameError;

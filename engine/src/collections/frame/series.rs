@@ -92,8 +92,8 @@ impl Series {
 
     /// `a op b` with another Series (of the same rows).
     pub fn binary(&self, op: BinOp, other: &Series) -> Result<Series, FrameError> {
-        let rhs = other.resolve_in(&self.frame)?;
-        Series::typed(self.frame.clone(), Expr::bin(op, self.expr.clone(), rhs), self.name.clone())
+        let (frame, rhs) = self.frame.aligned(other)?;
+        Series::typed(frame, Expr::bin(op, self.expr.clone(), rhs), self.name.clone())
     }
 
     /// `a op k` (or `k op a` when `flipped`).
@@ -109,8 +109,8 @@ impl Series {
         other: &Series,
         f: impl FnOnce(Box<Expr>, Box<Expr>) -> Expr,
     ) -> Result<Series, FrameError> {
-        let rhs = other.resolve_in(&self.frame)?;
-        Series::typed(self.frame.clone(), f(Box::new(self.expr.clone()), Box::new(rhs)), self.name.clone())
+        let (frame, rhs) = self.frame.aligned(other)?;
+        Series::typed(frame, f(Box::new(self.expr.clone()), Box::new(rhs)), self.name.clone())
     }
 
     pub fn map_expr(&self, f: impl FnOnce(Box<Expr>) -> Expr) -> Result<Series, FrameError> {

@@ -94,6 +94,9 @@ impl DataFrame {
                 .collect(),
         );
         let edges = Layer::new(edges, edge_tasks, vec![layer.clone()]);
-        Ok(DataFrame::of_keys(Layer::new(name, tasks, vec![layer, edges]), keys, schema, label))
+        let mut f = DataFrame::of_keys(Layer::new(name, tasks, vec![layer, edges]), keys, schema, label);
+        // Row for row the same rows, in the same partitions.
+        f.rows = self.rows.clone();
+        Ok(f)
     }
 }
