@@ -135,6 +135,10 @@ r.rolling_mean = num.rolling(3).mean().compute().to_maps();
 r.rolling_sum = df["y"].rolling(20).sum().compute().to_array();
 r.rolling_min = num.repartition(#{npartitions: 60}).rolling(25).min().compute().to_maps();
 r.rolling_max = x.rolling(4).max().compute().to_array();
+r.rolling_more = [x.rolling(5).std().compute().to_array(), y.rolling(4, #{min_periods: 2}).mean().compute().to_array(), x.rolling(3).count().compute().to_array(), y.rolling(7, #{min_periods: 1}).median().compute().to_array(), y.rolling(3).variance().compute().to_array(), x.rolling(6, #{min_periods: 0}).count().compute().to_array()];
+r.rolling_apply = y.rolling(3, #{min_periods: 2}).apply(|w| w.filter(|v| v != ()).reduce(|a, v| if a == () || v > a { v } else { a })).compute().to_array();
+r.ewm = [x.ewm(#{span: 4}).mean().compute().to_array(), y.ewm(#{com: 2.5, adjust: false}).mean().compute().to_array(), x.ewm(#{halflife: 3, ignore_na: true, min_periods: 3}).mean().compute().to_array(), df[["x", "y"]].ewm(#{alpha: 0.3}).mean().compute().to_maps()];
+r.rolling_assigned = df.assign(#{r: y.rolling(3).mean(), e: x.ewm(#{alpha: 0.2}).mean()})[["r", "e"]].compute().to_maps();
 
 // Shifts and differences across partition edges, and the row count.
 r.len_df = len(df);
@@ -435,6 +439,20 @@ fn bad_input_is_refused_clearly() {
         ),
         (format!("read_csv(\"{g}\")[[\"b\"]].sum(#{{numeric_only: true}})"), "sum: the frame has no column to reduce".into()),
         (format!("read_csv(\"{g}\").cumsum()"), "cumsum: column \"b\" is string".into()),
+        (
+            format!("read_csv(\"{g}\")[\"a\"].rolling(3, #{{min_periods: 5}})"),
+            "min_periods is a whole number from 0 to the window, 3".into(),
+        ),
+        (format!("read_csv(\"{g}\")[\"a\"].ewm(#{{span: 0.5}})"), "ewm: span=0.5 must be at least 1".into()),
+        (
+            format!("read_csv(\"{g}\")[\"a\"].ewm(#{{span: 3, alpha: 0.5}})"),
+            "give exactly one of com, span, halflife and alpha".into(),
+        ),
+        (format!("read_csv(\"{g}\").ewm(#{{alpha: 0.5}}).mean()"), "ewm: column \"b\" is string".into()),
+        (
+            format!("read_csv(\"{g}\")[\"a\"].rolling(1).apply(|w| \"s\").compute()"),
+            "rolling apply: the closure gave string for row 0 of the partition, not a number".into(),
+        ),
         (format!("read_csv(\"{g}\").corr(#{{method: \"spearman\"}})"), "corr: method is \"pearson\"".into()),
         (format!("read_csv(\"{g}\").quantile(2, #{{numeric_only: true}})"), "q=2 is not between 0 and 1".into()),
         (format!("read_csv(\"{g}\").cov(#{{ddof: -1, numeric_only: true}})"), "ddof is a whole number".into()),

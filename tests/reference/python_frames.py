@@ -15,6 +15,7 @@ import os
 import random
 import sys
 
+import numpy as np
 import pandas as pd
 
 
@@ -204,6 +205,12 @@ def expected(d):
     e["rolling_sum"] = [clean(v) for v in df["y"].rolling(20).sum()]
     e["rolling_min"] = records(num.rolling(25).min())
     e["rolling_max"] = [clean(v) for v in df["x"].rolling(4).max()]
+    col = lambda s: [clean(v) for v in s]
+    x, y = df["x"], df["y"]
+    e["rolling_more"] = [col(x.rolling(5).std()), col(y.rolling(4, min_periods=2).mean()), col(x.rolling(3).count()), col(y.rolling(7, min_periods=1).median()), col(y.rolling(3).var()), col(x.rolling(6, min_periods=0).count())]
+    e["rolling_apply"] = col(y.rolling(3, min_periods=2).apply(lambda w: np.nanmax(w), raw=True))
+    e["ewm"] = [col(x.ewm(span=4).mean()), col(y.ewm(com=2.5, adjust=False).mean()), col(x.ewm(halflife=3, ignore_na=True, min_periods=3).mean()), records(df[["x", "y"]].ewm(alpha=0.3).mean())]
+    e["rolling_assigned"] = records(pd.DataFrame({"r": y.rolling(3).mean(), "e": x.ewm(alpha=0.2).mean()}))
     e["len_df"] = len(df)
     e["shape_df"] = list(df.shape)
     e["len_series"] = len(df["x"])

@@ -55,6 +55,10 @@ pub fn execute(
         FrameOp::Apply { udf, by, schema } => {
             return Ok(frame(udf::apply(udf, by, schema, first()?, udfs, ctx)?));
         }
+        FrameOp::RollingApply { udf, window, columns } => {
+            let before = args.get(1).map(frame_arg).transpose()?;
+            return Ok(frame(udf::rolling_apply(udf, *window, columns, first()?, before, udfs, ctx)?));
+        }
         _ => {}
     }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(op, args, &Closures::new(udfs, ctx))))
@@ -128,7 +132,7 @@ fn run(op: &FrameOp, args: &[Value], cl: &Closures<'_>) -> Result<Value, TaskErr
             let hi = h * (*part as usize + 1) / of;
             Ok(frame(df.slice(lo as i64, hi - lo)))
         }
-        FrameOp::MapPartitions { .. } | FrameOp::Apply { .. } => {
+        FrameOp::MapPartitions { .. } | FrameOp::Apply { .. } | FrameOp::RollingApply { .. } => {
             Err(TaskError::internal("a closure kernel without a script engine"))
         }
         FrameOp::SideBySide { by, columns } => {
@@ -164,6 +168,11 @@ fn run(op: &FrameOp, args: &[Value], cl: &Closures<'_>) -> Result<Value, TaskErr
             let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
             let carry = args.get(1).map(frame_arg).transpose()?;
             Ok(frame(cumulative::step(*agg, columns, *step, part, carry).map_err(err)?))
+        }
+        FrameOp::Ewm { spec, columns, state_only } => {
+            let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
+            let before = args.get(1).map(frame_arg).transpose()?;
+            Ok(frame(spec.step(columns, part, before, *state_only).map_err(err)?))
         }
         FrameOp::Zip { from, to } => {
             let [l, r] = args else { return Err(TaskError::internal("align needs two inputs")) };

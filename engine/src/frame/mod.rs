@@ -12,6 +12,7 @@ pub mod cumulative;
 mod decimal;
 pub mod dtype;
 pub mod error;
+pub mod ewm;
 pub mod exec;
 pub mod expr;
 pub mod fastagg;

@@ -101,7 +101,9 @@ pub enum FrameOp {
     SideBySide { by: Vec<String>, columns: Vec<String> },
     /// A rolling aggregate of `columns` of the first input, the second
     /// input (if any) being the rows just before it.
-    Rolling { window: usize, agg: rolling::RollAgg, columns: Vec<String> },
+    Rolling { window: rolling::Window, agg: rolling::RollAgg, columns: Vec<String> },
+    /// `rolling(..).apply(f)`: the closure on each window of each column.
+    RollingApply { udf: Arc<crate::runner::Udf>, window: rolling::Window, columns: Vec<String> },
     /// `shift(periods)` (or `diff`) of `columns` of the first input, the
     /// second input (if any) being the rows next to it that move in.
     Shift { periods: i64, diff: bool, columns: Vec<String> },
@@ -111,6 +113,10 @@ pub enum FrameOp {
     /// One step of a running aggregate of `columns` across partitions
     /// (`cumsum`, …): `cumulative.rs`.
     Cumulative { agg: CumAgg, columns: Vec<String>, step: CumStep },
+    /// `ewm(..).mean()` of `columns` of the first input from the state
+    /// (second input) the partition before left; with `state_only`, the
+    /// state after this partition instead (`ewm.rs`).
+    Ewm { spec: super::ewm::Ewm, columns: Vec<String>, state_only: bool },
     /// The first input with column `from` of the second (as many rows)
     /// added as `to`: a Series of the same rows brought alongside.
     Zip { from: String, to: String },
@@ -235,12 +241,13 @@ impl FrameOp {
             FrameOp::Collect { .. } => "shuffle",
             FrameOp::Join(_) => "merge",
             FrameOp::Slice { .. } => "repartition",
-            FrameOp::Rolling { .. } => "rolling",
+            FrameOp::Rolling { .. } | FrameOp::RollingApply { .. } => "rolling",
             FrameOp::Shift { diff: false, .. } => "shift",
             FrameOp::Shift { diff: true, .. } => "diff",
             FrameOp::Conform(_) => "concat",
             FrameOp::Cumulative { agg, .. } => agg.name(),
             FrameOp::Zip { .. } => "align",
+            FrameOp::Ewm { .. } => "ewm",
             FrameOp::SideBySide { .. } => "groupby",
             FrameOp::MapPartitions { .. } => "map_partitions",
             FrameOp::Apply { .. } => "apply",

@@ -12,6 +12,10 @@ pub enum RollAgg {
     Mean,
     Min,
     Max,
+    Count,
+    Std,
+    Var,
+    Median,
 }
 
 impl RollAgg {
@@ -21,20 +25,66 @@ impl RollAgg {
             RollAgg::Mean => "mean",
             RollAgg::Min => "min",
             RollAgg::Max => "max",
+            RollAgg::Count => "count",
+            RollAgg::Std => "std",
+            RollAgg::Var => "var",
+            RollAgg::Median => "median",
         }
     }
 }
 
-/// One column's rolling aggregate over windows of `w` rows, as pandas'
-/// `rolling(w)` with `min_periods = w`: a window with a missing value (or
-/// NaN) gives a missing value.
-fn roll(v: &[Option<f64>], w: usize, agg: RollAgg) -> Vec<Option<f64>> {
-    let n = v.len();
+/// A window of `window` rows that gives a value once it holds
+/// `min_periods` present values (rows, for `count`), as pandas'
+/// `rolling(window, min_periods=...)`; `min_periods` is the window by
+/// default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    pub window: usize,
+    pub min_periods: usize,
+}
+
+/// pandas' running mean and sum of squared deviations, values added and
+/// removed as the window moves (`roll_var`).
+#[derive(Default)]
+struct Moments {
+    n: f64,
+    mean: f64,
+    ssqdm: f64,
+}
+
+impl Moments {
+    fn add(&mut self, x: f64) {
+        self.n += 1.0;
+        let d = x - self.mean;
+        self.mean += d / self.n;
+        self.ssqdm += (self.n - 1.0) * d * d / self.n;
+    }
+
+    fn remove(&mut self, x: f64) {
+        self.n -= 1.0;
+        if self.n > 0.0 {
+            let d = x - self.mean;
+            self.mean -= d / self.n;
+            self.ssqdm -= (self.n + 1.0) * d * d / self.n;
+        } else {
+            *self = Moments::default();
+        }
+    }
+
+    fn var(&self) -> Option<f64> {
+        (self.n > 1.0).then(|| (self.ssqdm / (self.n - 1.0)).max(0.0))
+    }
+}
+
+/// One column's rolling aggregate; missing values (and NaN) are skipped.
+fn roll(v: &[Option<f64>], win: Window, agg: RollAgg) -> Vec<Option<f64>> {
+    let (n, w) = (v.len(), win.window);
     let mut out = vec![None; n];
     if w == 0 {
         return out;
     }
-    let ok = |x: &Option<f64>| x.is_some_and(|f| !f.is_nan());
+    let minp = if agg == RollAgg::Count { win.min_periods } else { win.min_periods.max(1) };
+    let present = |x: &Option<f64>| x.filter(|f| !f.is_nan());
     let mut valid = 0usize;
     // A running sum with Kahan's compensation, as pandas keeps it.
     let mut sum = 0.0f64;
@@ -45,14 +95,21 @@ fn roll(v: &[Option<f64>], w: usize, agg: RollAgg) -> Vec<Option<f64>> {
         comp = (t - *sum) - y;
         *sum = t;
     };
+    let mut moments = Moments::default();
+    // The window's values in order, for the median.
+    let mut sorted: Vec<f64> = Vec::new();
     // Indices of a monotonic queue for min/max.
     let mut q: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
     let better = |a: f64, b: f64| if agg == RollAgg::Min { a <= b } else { a >= b };
     for i in 0..n {
-        if ok(&v[i]) {
+        if let Some(x) = present(&v[i]) {
             valid += 1;
-            let x = v[i].unwrap_or(0.0);
             add(&mut sum, x);
+            moments.add(x);
+            if agg == RollAgg::Median {
+                let at = sorted.partition_point(|y| *y < x);
+                sorted.insert(at, x);
+            }
             while let Some(&j) = q.back() {
                 if better(x, v[j].unwrap_or(0.0)) {
                     q.pop_back();
@@ -64,23 +121,63 @@ fn roll(v: &[Option<f64>], w: usize, agg: RollAgg) -> Vec<Option<f64>> {
         }
         if i >= w {
             let old = i - w;
-            if ok(&v[old]) {
+            if let Some(x) = present(&v[old]) {
                 valid -= 1;
-                add(&mut sum, -v[old].unwrap_or(0.0));
+                add(&mut sum, -x);
+                moments.remove(x);
+                if agg == RollAgg::Median {
+                    let at = sorted.partition_point(|y| *y < x);
+                    sorted.remove(at.min(sorted.len().saturating_sub(1)));
+                }
             }
             while q.front().is_some_and(|&j| j <= old) {
                 q.pop_front();
             }
         }
-        if i + 1 >= w && valid == w {
-            out[i] = Some(match agg {
-                RollAgg::Sum => sum,
-                RollAgg::Mean => sum / w as f64,
-                RollAgg::Min | RollAgg::Max => q.front().and_then(|&j| v[j]).unwrap_or(f64::NAN),
-            });
+        let rows = (i + 1).min(w);
+        if agg == RollAgg::Count {
+            if rows >= minp {
+                out[i] = Some(valid as f64);
+            }
+            continue;
         }
+        if valid < minp {
+            continue;
+        }
+        out[i] = match agg {
+            RollAgg::Sum => Some(sum),
+            RollAgg::Mean => Some(sum / valid as f64),
+            RollAgg::Min | RollAgg::Max => q.front().and_then(|&j| v[j]),
+            RollAgg::Var => moments.var(),
+            RollAgg::Std => moments.var().map(f64::sqrt),
+            RollAgg::Median => {
+                let m = sorted.len();
+                if m % 2 == 1 { Some(sorted[m / 2]) } else { Some((sorted[m / 2 - 1] + sorted[m / 2]) / 2.0) }
+            }
+            RollAgg::Count => None,
+        };
     }
     out
+}
+
+fn floats(df: &DataFrame, c: &str) -> PolarsResult<Vec<Option<f64>>> {
+    Ok(df.column(c)?.cast(&DataType::Float64)?.f64()?.iter().collect())
+}
+
+/// Column `c` of `before` (the rows just before the partition) and of
+/// `part`, as floats, and how many came from `before`.
+pub fn with_before(
+    part: &DataFrame,
+    before: Option<&DataFrame>,
+    c: &str,
+) -> PolarsResult<(Vec<Option<f64>>, usize)> {
+    let mut v = match before {
+        Some(b) => floats(b, c)?,
+        None => Vec::new(),
+    };
+    let skip = v.len();
+    v.extend(floats(part, c)?);
+    Ok((v, skip))
 }
 
 /// The rolling aggregate of `columns` of `part`, with `before` (the rows
@@ -88,25 +185,33 @@ fn roll(v: &[Option<f64>], w: usize, agg: RollAgg) -> Vec<Option<f64>> {
 pub fn rolling(
     part: &DataFrame,
     before: Option<&DataFrame>,
-    window: usize,
+    win: Window,
     agg: RollAgg,
     columns: &[String],
 ) -> PolarsResult<DataFrame> {
-    let skip = before.map_or(0, DataFrame::height);
-    let floats = |df: &DataFrame, c: &str| -> PolarsResult<Vec<Option<f64>>> {
-        Ok(df.column(c)?.cast(&DataType::Float64)?.f64()?.iter().collect())
-    };
     let mut cols = Vec::with_capacity(columns.len());
     for c in columns {
-        let mut v = match before {
-            Some(b) => floats(b, c)?,
-            None => Vec::new(),
-        };
-        v.extend(floats(part, c)?);
-        let r = roll(&v, window, agg);
+        let (v, skip) = with_before(part, before, c)?;
+        let r = roll(&v, win, agg);
         cols.push(Series::new(c.as_str().into(), &r[skip..]).into_column());
     }
     DataFrame::new(part.height(), cols)
+}
+
+/// The windows a closure sees (`rolling(..).apply(f)`): for each row of
+/// the partition, its window's values (missing ones as `()`), or `None`
+/// where the window holds fewer than `min_periods` present values.
+pub fn windows(v: &[Option<f64>], skip: usize, win: Window) -> Vec<Option<Vec<crate::value::Value>>> {
+    use crate::value::Value;
+    let minp = win.min_periods.max(1);
+    (skip..v.len())
+        .map(|i| {
+            let from = (i + 1).saturating_sub(win.window);
+            let w = &v[from..=i];
+            let valid = w.iter().filter(|x| x.is_some_and(|f| !f.is_nan())).count();
+            (valid >= minp).then(|| w.iter().map(|x| x.map_or(Value::Unit, Value::Float)).collect())
+        })
+        .collect()
 }
 
 /// `shift(periods)` of `columns` of `part`, or with `diff` each value
@@ -183,15 +288,40 @@ mod tests {
 
     #[test]
     fn windows_skip_missing_values_and_span_the_edge() {
+        let full = |w| Window { window: w, min_periods: w };
         let v = [Some(1.0), Some(3.0), None, Some(2.0), Some(5.0), Some(4.0)];
-        assert_eq!(roll(&v, 2, RollAgg::Sum), vec![None, Some(4.0), None, None, Some(7.0), Some(9.0)]);
-        assert_eq!(roll(&v, 2, RollAgg::Max), vec![None, Some(3.0), None, None, Some(5.0), Some(5.0)]);
-        assert_eq!(roll(&v, 3, RollAgg::Min), vec![None, None, None, None, None, Some(2.0)]);
-        assert_eq!(roll(&v, 1, RollAgg::Mean)[2], None);
+        assert_eq!(roll(&v, full(2), RollAgg::Sum), vec![None, Some(4.0), None, None, Some(7.0), Some(9.0)]);
+        assert_eq!(roll(&v, full(2), RollAgg::Max), vec![None, Some(3.0), None, None, Some(5.0), Some(5.0)]);
+        assert_eq!(roll(&v, full(3), RollAgg::Min), vec![None, None, None, None, None, Some(2.0)]);
+        assert_eq!(roll(&v, full(1), RollAgg::Mean)[2], None);
         let before = df!("x" => [1.0f64, 3.0]).expect("before");
         let part = df!("x" => [5i64, 7]).expect("part");
-        let r = rolling(&part, Some(&before), 3, RollAgg::Mean, &["x".to_string()]).expect("roll");
+        let r = rolling(&part, Some(&before), full(3), RollAgg::Mean, &["x".to_string()]).expect("roll");
         let got: Vec<Option<f64>> = r.column("x").expect("x").f64().expect("f64").iter().collect();
         assert_eq!(got, vec![Some(3.0), Some(5.0)]);
+    }
+
+    /// pandas: `Series([1, nan, 3, 4, 5, 2]).rolling(...)`.
+    #[test]
+    fn counts_spreads_medians_and_min_periods_as_pandas() {
+        let v = [Some(1.0), None, Some(3.0), Some(4.0), Some(5.0), Some(2.0)];
+        let win = |w, m| Window { window: w, min_periods: m };
+        assert_eq!(
+            roll(&v, win(2, 2), RollAgg::Count),
+            [None, Some(1.0), Some(1.0), Some(2.0), Some(2.0), Some(2.0)]
+        );
+        assert_eq!(
+            roll(&v, win(3, 1), RollAgg::Count),
+            [Some(1.0), Some(1.0), Some(2.0), Some(2.0), Some(3.0), Some(3.0)]
+        );
+        let sd = roll(&v, win(3, 3), RollAgg::Std);
+        assert_eq!(&sd[..5], [None, None, None, None, Some(1.0)]);
+        assert!((sd[5].expect("std") - 1.5275252316519465).abs() < 1e-12);
+        assert_eq!(roll(&v, win(3, 3), RollAgg::Median), [None, None, None, None, Some(4.0), Some(4.0)]);
+        let m = roll(&v, win(3, 2), RollAgg::Mean);
+        assert_eq!(&m[..5], [None, None, Some(2.0), Some(3.5), Some(4.0)]);
+        assert!((m[5].expect("mean") - 11.0 / 3.0).abs() < 1e-12);
+        let w = windows(&v, 4, win(3, 2));
+        assert_eq!(w[0].as_ref().map(Vec::len), Some(3));
     }
 }

@@ -157,6 +157,52 @@ pub fn map_partition(
     to_frame(&v, schema, "map_partitions")
 }
 
+/// `rolling(window).apply(f)`: the closure on each window's values of
+/// each of `columns` (an array of floats, `()` for a missing one); its
+/// numbers make float columns. `before` holds the rows just before `df`.
+pub fn rolling_apply(
+    udf: &Udf,
+    window: super::rolling::Window,
+    columns: &[String],
+    df: &DataFrame,
+    before: Option<&DataFrame>,
+    udfs: &dyn UdfRunner,
+    ctx: &TaskContext<'_>,
+) -> Result<DataFrame, TaskError> {
+    let perr = |e: PolarsError| TaskError::user(format!("rolling apply: {e}"));
+    let mut cols = Vec::with_capacity(columns.len());
+    for c in columns {
+        let (v, skip) = super::rolling::with_before(df, before, c).map_err(perr)?;
+        let wins = super::rolling::windows(&v, skip, window);
+        let (at, items): (Vec<usize>, Vec<Value>) =
+            wins.into_iter().enumerate().filter_map(|(i, w)| w.map(|w| (i, Value::list(w)))).unzip();
+        let got = udfs.call_each(udf, &items, ctx).map_err(|(i, mut e)| {
+            e.message = format!(
+                "rolling apply: {} (column \"{c}\", row {} of the partition)",
+                e.message,
+                at.get(i).copied().unwrap_or(i)
+            );
+            e
+        })?;
+        let mut out: Vec<Option<f64>> = vec![None; df.height()];
+        for (i, v) in at.into_iter().zip(got) {
+            out[i] = match v {
+                Value::Float(f) => Some(f),
+                Value::Int(n) => Some(n as f64),
+                Value::Unit => None,
+                other => {
+                    return Err(TaskError::user(format!(
+                        "rolling apply: the closure gave {} for row {i} of the partition, not a number",
+                        other.type_name()
+                    )));
+                }
+            };
+        }
+        cols.push(Series::new(c.as_str().into(), out).into_column());
+    }
+    DataFrame::new(df.height(), cols).map_err(perr)
+}
+
 /// The groups of `df` by `by` (rows with a missing key dropped, as
 /// pandas), in order of their keys.
 pub fn groups(df: &DataFrame, by: &[String]) -> PolarsResult<Vec<DataFrame>> {

@@ -32,6 +32,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::frame_order::DOCS,
     super::frame_call::DOCS,
     super::frame_stats::DOCS,
+    super::frame_window::DOCS,
 ];
 
 /// Every documented entry, in the order of the guide.
@@ -127,6 +128,8 @@ mod tests {
                 + super::super::series_where::DOCS.len()
                 + super::super::frame_call::DOCS.len()
                 + super::super::frame_stats::DOCS.len()
+                + super::super::frame_window::DOCS.len()
+                - 1 // `rolling` moved from frame_order's table to frame_window's
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()
                 + super::super::kube::DOCS.len()

@@ -1,7 +1,7 @@
 //! DataFrame operations that move rows between partitions, in Rhai:
 //! `merge`/`join`, `sort_values`, `set_index` and its `divisions`,
 //! `shuffle`, `repartition`, `drop_duplicates`, `nlargest`/`nsmallest`,
-//! `tail`, the windows across partition edges (`rolling`, `shift`, `diff`),
+//! `tail`, the shifts across partition edges (`shift`, `diff`),
 //! `concat` and the row count (`len`, `shape`).
 
 use std::sync::Arc;
@@ -10,7 +10,6 @@ use brisk_engine::collections::frame::DataFrame;
 use brisk_engine::collections::frame::{self as cf, MergeArgs};
 use brisk_engine::frame::op::Keep;
 use brisk_engine::frame::partition::Frame;
-use brisk_engine::frame::rolling::RollAgg;
 use brisk_engine::frame::shuffle::JoinHow;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
@@ -28,23 +27,6 @@ use brisk_engine::frame::udf;
 use rhai::{FnPtr, NativeCallContext};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
-
-/// `df.rolling(window)` (or a Series'), waiting for its aggregation.
-#[derive(Clone)]
-pub struct Rolling {
-    f: DataFrame,
-    window: usize,
-    /// The column when it came from a Series.
-    series: Option<String>,
-}
-
-fn roll(state: &SessionState, r: &Rolling, agg: RollAgg) -> Res<Dynamic> {
-    let f = r.f.rolling(&ctx(state), r.window, agg).map_err(err)?;
-    Ok(match &r.series {
-        Some(name) => Dynamic::from(LazySeries { s: f.column(name).map_err(err)? }),
-        None => Dynamic::from(LazyFrame { f }),
-    })
-}
 
 fn shift_frame(state: &SessionState, f: &DataFrame, periods: i64, diff: bool) -> Res<LazyFrame> {
     Ok(LazyFrame { f: f.shift(&ctx(state), periods, diff).map_err(err)? })
@@ -404,12 +386,6 @@ pub(super) const DOCS: &[FnDoc] = &[
         "let df = from_columns(#{t: [\"2024-02-29 10:00:00\"]}).astype(#{t: \"datetime64[ns]\"});\ndf[\"t\"].dt_day().compute()",
     ),
     doc(
-        "rolling",
-        "df.rolling(window) / s.rolling(window), then .mean() .sum() .min() .max()",
-        "Rolling aggregates over `window` rows, across partition edges (each partition gets the rows before it, as Dask's map_overlap). As pandas with `min_periods = window`: the first `window - 1` rows, and any window with a missing value, give NaN. Numeric columns only; results are float64.",
-        "from_columns(#{x: [1, 2, 3, 4, 5]}, #{npartitions: 3}).rolling(2).mean().compute()",
-    ),
-    doc(
         "shift",
         "df.shift(periods = 1) / s.shift(periods = 1) -> DataFrame / Series",
         "Values moved down `periods` rows (up, for a negative number), across partition edges: each partition gets the rows next to it, as Dask's map_overlap. The rows moved in from outside the frame are missing and an integer column becomes float64, as pandas'; an index set by `set_index` stays where it is.",
@@ -466,21 +442,6 @@ pub(super) const DOCS: &[FnDoc] = &[
 ];
 
 pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
-    engine.register_type_with_name::<Rolling>("Rolling");
-    engine.register_fn("rolling", |f: &mut LazyFrame, w: i64| -> Res<Rolling> {
-        Ok(Rolling { f: f.f.clone(), window: positive(&Dynamic::from(w), "rolling: window")?, series: None })
-    });
-    engine.register_fn("rolling", |s: &mut LazySeries, w: i64| -> Res<Rolling> {
-        let window = positive(&Dynamic::from(w), "rolling: window")?;
-        Ok(Rolling { f: s.s.to_frame(), window, series: Some(s.s.name.clone()) })
-    });
-    for (name, agg) in
-        [("sum", RollAgg::Sum), ("mean", RollAgg::Mean), ("min", RollAgg::Min), ("max", RollAgg::Max)]
-    {
-        let st = state.clone();
-        engine.register_fn(name, move |r: &mut Rolling| roll(&st, r, agg));
-    }
-    engine.register_fn("to_string", |r: &mut Rolling| format!("Rolling [window={}]", r.window));
     for (name, diff) in [("shift", false), ("diff", true)] {
         let st = state.clone();
         engine.register_fn(name, move |f: &mut LazyFrame| shift_frame(&st, &f.f, 1, diff));

@@ -21,6 +21,7 @@ mod fndoc;
 mod frame_call;
 mod frame_order;
 mod frame_stats;
+mod frame_window;
 mod futures;
 mod gpu_kernels;
 mod kube;
@@ -71,6 +72,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     frame_order::register(engine, state);
     frame_call::register(engine, state);
     frame_stats::register(engine, state);
+    frame_window::register(engine, state);
     futures::register(engine, state);
     gpu_kernels::register(engine, state);
     ml::register(engine, state);

@@ -1,13 +1,15 @@
 //! `cumsum`, `cumprod`, `cummax` and `cummin` of a frame or Series: the
 //! task graph of `crate::frame::cumulative`'s scan (each partition's own
-//! running values, a chain of carries, the carries folded in).
+//! running values, a chain of carries, the carries folded in); and
+//! `ewm(..).mean()`, whose loop state is carried partition to partition.
 
 use super::dataframe::{DataFrame, block};
 use super::shuffle::{deps_args, invalid, task};
 use crate::collections::array::Ctx;
 use crate::frame::cumulative::{CumAgg, CumStep};
-use crate::frame::dtype::DType;
+use crate::frame::dtype::{DType, Schema};
 use crate::frame::error::FrameError;
+use crate::frame::ewm::Ewm;
 use crate::frame::op::FrameOp;
 use crate::graph::layer::Layer;
 use crate::graph::token::Tokenizer;
@@ -78,6 +80,55 @@ impl DataFrame {
         let carries = Layer::new(carries, carry_tasks, vec![local.clone()]);
         let out = Layer::new(name, tasks, vec![local, carries]);
         let mut f = DataFrame::of_keys(out, keys, self.schema.as_ref().clone(), label);
+        // Row for row the same rows, in the same partitions.
+        f.rows = self.rows.clone();
+        Ok(f)
+    }
+}
+
+impl DataFrame {
+    /// `ewm(..).mean()` of every numeric column but the index (float
+    /// results): a chain of states, partition i's output from state i - 1.
+    pub fn ewm_mean(&self, ctx: &Ctx, spec: Ewm) -> Result<DataFrame, FrameError> {
+        if !(spec.alpha > 0.0 && spec.alpha <= 1.0) {
+            return Err(invalid(format!("ewm: alpha={} is not in (0, 1]", spec.alpha)));
+        }
+        let index = self.divisions.as_ref().map(|d| d.on.as_str());
+        let columns: Vec<String> =
+            self.schema.names().filter(|n| Some(*n) != index).map(String::from).collect();
+        if let Some((n, t)) = self.schema.cols.iter().find(|(n, t)| columns.contains(n) && !t.is_numeric()) {
+            return Err(invalid(format!(
+                "ewm: column \"{n}\" is {t}; select numeric columns first (df[[...]])"
+            )));
+        }
+        let (layer, parts) = self.partitions(ctx);
+        let tok = Tokenizer::new().str(&self.token).str("ewm").serde(&spec).finish();
+        let name: std::sync::Arc<str> = std::sync::Arc::from(format!("ewm-{tok}"));
+        let states: std::sync::Arc<str> = std::sync::Arc::from(format!("ewm-state-{tok}"));
+        let op = |state_only| FrameOp::Ewm { spec, columns: columns.clone(), state_only };
+        let (mut tasks, mut keys, mut state_tasks) = (Vec::new(), Vec::new(), Vec::new());
+        let mut state: Option<Key> = None;
+        for (i, p) in parts.iter().enumerate() {
+            let mut deps = vec![p.clone()];
+            deps.extend(state.clone());
+            let key = block(&name, i);
+            tasks.push(task(ctx, key.clone(), op(false), deps_args(deps.len()), deps.clone()));
+            keys.push(key);
+            if i + 1 < parts.len() {
+                let s = block(&states, i);
+                state_tasks.push(task(ctx, s.clone(), op(true), deps_args(deps.len()), deps));
+                state = Some(s);
+            }
+        }
+        let states = Layer::new(states, state_tasks, vec![layer.clone()]);
+        let schema = Schema::new(
+            self.schema
+                .cols
+                .iter()
+                .map(|(n, t)| (n.clone(), if columns.contains(n) { DType::Float64 } else { *t }))
+                .collect(),
+        );
+        let mut f = DataFrame::of_keys(Layer::new(name, tasks, vec![layer, states]), keys, schema, "ewm");
         // Row for row the same rows, in the same partitions.
         f.rows = self.rows.clone();
         Ok(f)

@@ -13,7 +13,7 @@ use crate::frame::dtype::{DType, Schema};
 use crate::frame::error::FrameError;
 use crate::frame::group::GroupSpec;
 use crate::frame::op::{DUPLICATED, Finish, FrameOp, Keep, Sink, Then};
-use crate::frame::rolling::RollAgg;
+use crate::frame::rolling::{RollAgg, Window};
 use crate::frame::shuffle::{JoinHow, JoinSpec, Partitioner, ShuffleSpec};
 use crate::graph::layer::{Layer, LayerRef};
 use crate::graph::task::Task;
@@ -309,7 +309,34 @@ impl DataFrame {
     /// `rolling(window).agg()` over the numeric columns: each partition
     /// with the `window - 1` rows before it (gathered across as many
     /// partitions as it takes), as Dask's `map_overlap`.
-    pub fn rolling(&self, ctx: &Ctx, window: usize, agg: RollAgg) -> Result<DataFrame, FrameError> {
+    pub fn rolling(&self, ctx: &Ctx, win: Window, agg: RollAgg) -> Result<DataFrame, FrameError> {
+        self.windowed(ctx, win, agg.name(), |window, columns| FrameOp::Rolling { window, agg, columns })
+    }
+
+    /// `rolling(window).apply(f)`: the shipped closure on every window.
+    pub fn rolling_apply(
+        &self,
+        ctx: &Ctx,
+        win: Window,
+        udf: Arc<Udf>,
+        token: &str,
+    ) -> Result<DataFrame, FrameError> {
+        let label = format!("apply-{token}");
+        self.windowed(ctx, win, &label, |window, columns| FrameOp::RollingApply {
+            udf: udf.clone(),
+            window,
+            columns,
+        })
+    }
+
+    fn windowed(
+        &self,
+        ctx: &Ctx,
+        win: Window,
+        what: &str,
+        op: impl Fn(Window, Vec<String>) -> FrameOp,
+    ) -> Result<DataFrame, FrameError> {
+        let window = win.window;
         if window == 0 {
             return Err(invalid("rolling: window must be at least 1"));
         }
@@ -320,20 +347,18 @@ impl DataFrame {
         }
         let columns: Vec<String> = self.schema.names().map(String::from).collect();
         let (layer, parts) = self.partitions(ctx);
-        let tok =
-            Tokenizer::new().str(&self.token).str("rolling").u64(window as u64).str(agg.name()).finish();
+        let tok = Tokenizer::new().str(&self.token).str("rolling").serde(&win).str(what).finish();
         let tails: Arc<str> = Arc::from(format!("rolling-edge-{tok}"));
-        let name: Arc<str> = Arc::from(format!("rolling-{}-{tok}", agg.name()));
+        let name: Arc<str> = Arc::from(format!("rolling-{tok}"));
         let mut edge_tasks = Vec::new();
         let mut tasks = Vec::new();
         let mut keys = Vec::new();
         let mut prev: Option<Key> = None;
         for (i, p) in parts.iter().enumerate() {
             let key = block(&name, i);
-            let op = FrameOp::Rolling { window, agg, columns: columns.clone() };
             let mut deps = vec![p.clone()];
             deps.extend(prev.clone());
-            tasks.push(task(ctx, key.clone(), op, deps_args(deps.len()), deps.clone()));
+            tasks.push(task(ctx, key.clone(), op(win, columns.clone()), deps_args(deps.len()), deps.clone()));
             keys.push(key);
             if window > 1 && i + 1 < parts.len() {
                 // The rows before partition i + 1: the tail of the rows
@@ -348,7 +373,10 @@ impl DataFrame {
         }
         let edges = Layer::new(tails, edge_tasks, vec![layer.clone()]);
         let schema = Schema::new(columns.iter().map(|c| (c.clone(), DType::Float64)).collect());
-        Ok(DataFrame::of_keys(Layer::new(name, tasks, vec![layer, edges]), keys, schema, "rolling"))
+        let mut f = DataFrame::of_keys(Layer::new(name, tasks, vec![layer, edges]), keys, schema, "rolling");
+        // Row for row the same rows, in the same partitions.
+        f.rows = self.rows.clone();
+        Ok(f)
     }
 }
 
