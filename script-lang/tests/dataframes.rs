@@ -240,6 +240,11 @@ r.cum_series = [x.cumsum().compute().to_array(), x.cummax().compute().to_array()
 r.cum_prod_float = (x + 1.0).cumprod().compute().to_array();
 r.aligned = df.assign(#{d: y - y.shift(1), c: x.cumsum(), e: df["id"].cummax() * 2})[["d", "c", "e"]].compute().to_maps();
 r.aligned_mask = df[y.shift(-2) > 500].compute().to_maps();
+r.dummies = get_dummies(df[["id", "key", "flag"]]).compute().to_maps();
+r.dummies_cols = get_dummies(df[["id", "flag", "key"]], #{columns: ["flag"], prefix: "f"}).compute().to_maps();
+r.pivot = df.pivot_table(#{index: "key", columns: "flag", values: "y", aggfunc: "sum"}).compute().to_maps();
+r.pivot_mean = pivot_table(df, #{index: "flag", columns: "key", values: "x"}).compute().to_maps();
+r.pivot_count = pivot_table(df, #{index: "key", columns: "flag", values: "x", aggfunc: "count"}).compute().to_maps();
 r.json_round_trip = read_json(`${D}/js_out/*.part`).compute().to_maps();
 r.json_dates = read_json(`${D}/js_out_dates/*.part`).compute().to_maps();
 r.csv_gz = read_csv(`${D}/comp/all.csv.gz`).compute().to_maps();
@@ -439,6 +444,13 @@ fn bad_input_is_refused_clearly() {
         ),
         (format!("read_csv(\"{g}\")[[\"b\"]].sum(#{{numeric_only: true}})"), "sum: the frame has no column to reduce".into()),
         (format!("read_csv(\"{g}\").cumsum()"), "cumsum: column \"b\" is string".into()),
+        (format!("get_dummies(read_csv(\"{g}\"), #{{columns: [\"zz\"]}})"), "zz".into()),
+        (format!("get_dummies(read_csv(\"{g}\"), #{{prefix: [\"p\", \"q\"]}})"), "2 prefixes for 1 columns".into()),
+        (format!("read_csv(\"{g}\").pivot_table(#{{columns: \"b\", values: \"a\"}})"), "give #{index: column}".into()),
+        (
+            format!("read_csv(\"{g}\").pivot_table(#{{index: \"a\", columns: \"b\", values: \"a\", aggfunc: \"mode\"}})"),
+            "unknown aggfunc \"mode\"".into(),
+        ),
         (
             format!("read_csv(\"{g}\")[\"a\"].rolling(3, #{{min_periods: 5}})"),
             "min_periods is a whole number from 0 to the window, 3".into(),

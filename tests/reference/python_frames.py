@@ -324,6 +324,12 @@ def expected(d):
     e["cum_prod_float"] = [clean(v) for v in (x + 1.0).cumprod()]
     e["aligned"] = records(pd.DataFrame({"d": y - y.shift(1), "c": x.cumsum(), "e": df["id"].cummax() * 2}))
     e["aligned_mask"] = records(df[y.shift(-2) > 500])
+    e["dummies"] = records(pd.get_dummies(df[["id", "key", "flag"]]))
+    e["dummies_cols"] = records(pd.get_dummies(df[["id", "flag", "key"]], columns=["flag"], prefix="f"))
+    pivot = lambda **kw: records(pd.pivot_table(df, **kw).rename(columns=str).reset_index())
+    e["pivot"] = pivot(index="key", columns="flag", values="y", aggfunc="sum")
+    e["pivot_mean"] = pivot(index="flag", columns="key", values="x")
+    e["pivot_count"] = pivot(index="key", columns="flag", values="x", aggfunc="count")
     e["json_round_trip"] = records(df)
     ms = pd.read_csv(os.path.join(d, "dates.csv"), parse_dates=["t"])
     ms["t"] = [None if pd.isna(t) else int(t.value // 1_000_000) for t in ms["t"]]

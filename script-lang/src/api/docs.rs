@@ -33,6 +33,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::frame_call::DOCS,
     super::frame_stats::DOCS,
     super::frame_window::DOCS,
+    super::frame_reshape::DOCS,
 ];
 
 /// Every documented entry, in the order of the guide.
@@ -129,6 +130,7 @@ mod tests {
                 + super::super::frame_call::DOCS.len()
                 + super::super::frame_stats::DOCS.len()
                 + super::super::frame_window::DOCS.len()
+                + super::super::frame_reshape::DOCS.len()
                 - 1 // `rolling` moved from frame_order's table to frame_window's
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()

@@ -20,6 +20,7 @@ pub mod docs;
 mod fndoc;
 mod frame_call;
 mod frame_order;
+mod frame_reshape;
 mod frame_stats;
 mod frame_window;
 mod futures;
@@ -72,6 +73,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     frame_order::register(engine, state);
     frame_call::register(engine, state);
     frame_stats::register(engine, state);
+    frame_reshape::register(engine, state);
     frame_window::register(engine, state);
     futures::register(engine, state);
     gpu_kernels::register(engine, state);

@@ -1,12 +1,18 @@
 //! Frames reshaped partition by partition (Dask's `dd.melt` is
-//! `map_partitions(pd.melt)`): `melt`.
+//! `map_partitions(pd.melt)`): `melt`, `get_dummies`; and `pivot_table`,
+//! a groupby of one masked column per category. As Dask, the categories
+//! must be known (the caller computes them, as `categorize` would).
 
-use super::dataframe::DataFrame;
+use super::dataframe::{Assigned, DataFrame, Series};
 use super::shuffle::invalid;
+use crate::collections::array::Ctx;
 use crate::frame::dtype::{DType, Schema};
 use crate::frame::error::FrameError;
+use crate::frame::expr::{BinOp, Expr};
+use crate::frame::red::Red;
 use crate::frame::stage::Stage;
 use crate::graph::token::Tokenizer;
+use crate::value::Value;
 
 impl DataFrame {
     /// `melt(#{id_vars, value_vars, var_name, value_name})`, as pandas'
@@ -69,5 +75,120 @@ impl DataFrame {
         let mut f = self.staged(stage, Schema::new(cols), toks, true);
         f.label = "melt";
         Ok(f)
+    }
+}
+
+/// A category as pandas names a column after it.
+pub fn label(v: &Value) -> String {
+    match v {
+        Value::Str(s) => s.to_string(),
+        Value::Bool(b) => if *b { "True" } else { "False" }.to_string(),
+        Value::Float(f) if f.fract() == 0.0 && f.is_finite() => format!("{f:.1}"),
+        other => other.to_json(),
+    }
+}
+
+/// `column == v`, false where the column is missing.
+fn equals(column: &str, v: &Value) -> Expr {
+    Expr::FillNa(Box::new(Expr::bin(BinOp::Eq, Expr::col(column), Expr::Lit(v.clone()))), Value::Bool(false))
+}
+
+impl DataFrame {
+    /// `get_dummies`: for each `(column, prefix, categories)`, one bool
+    /// column `{prefix}{sep}{category}` per category, true where the
+    /// column equals it, in place of the column; the other columns first,
+    /// as pandas.
+    pub fn get_dummies(
+        &self,
+        encode: &[(String, String, Vec<Value>)],
+        sep: &str,
+    ) -> Result<DataFrame, FrameError> {
+        let mut assigns = Vec::new();
+        let mut names = Vec::new();
+        for (col, prefix, cats) in encode {
+            self.check_columns([col])?;
+            for v in cats {
+                let name = format!("{prefix}{sep}{}", label(v));
+                if self.schema.contains(&name) || names.contains(&name) {
+                    return Err(invalid(format!("get_dummies: the column \"{name}\" would be made twice")));
+                }
+                let s = Series::typed(self.clone(), equals(col, v), name.clone())?;
+                assigns.push((name.clone(), Assigned::Series(s)));
+                names.push(name);
+            }
+        }
+        let mut keep: Vec<String> = self
+            .schema
+            .names()
+            .filter(|n| !encode.iter().any(|(c, _, _)| c == *n))
+            .map(String::from)
+            .collect();
+        keep.extend(names);
+        self.assign(assigns)?.project(&keep)
+    }
+
+    /// `pivot_table(index, columns, values, aggfunc)`: one row per index
+    /// value (sorted), one column per category of `columns` (named after
+    /// it) holding `agg` of `values` over the rows of that index value and
+    /// category; missing where there are none, as pandas. Rows with no
+    /// value in any column are left out (pandas' `dropna`).
+    pub fn pivot_table(
+        &self,
+        ctx: &Ctx,
+        index: &str,
+        columns: &str,
+        categories: &[Value],
+        values: &str,
+        agg: Red,
+    ) -> Result<DataFrame, FrameError> {
+        self.check_columns([&index.to_string(), &columns.to_string(), &values.to_string()])?;
+        if !matches!(agg, Red::Sum | Red::Mean | Red::Count | Red::Min | Red::Max) {
+            return Err(invalid(format!(
+                "pivot_table: aggfunc {} is not supported (sum, mean, count, min, max)",
+                agg.name()
+            )));
+        }
+        if categories.is_empty() {
+            return Err(invalid("pivot_table: the columns column has no values"));
+        }
+        let vals = self.column(values)?;
+        let mut assigns = Vec::new();
+        let mut aggs = Vec::new();
+        let mut outs = Vec::new();
+        for (i, c) in categories.iter().enumerate() {
+            let (tmp, out) = (format!("__brisk_pivot_{i}"), label(c));
+            let s = vals.map_expr(|x| {
+                Expr::IfElse(Box::new(equals(columns, c)), x, Box::new(Expr::Lit(Value::Unit)))
+            })?;
+            assigns.push((tmp.clone(), Assigned::Series(s)));
+            aggs.push((out.clone(), tmp.clone(), agg));
+            // A sum over no values is missing in a pivot table, not 0.
+            aggs.push((format!("__brisk_pivot_n{i}"), tmp, Red::Count));
+            outs.push(out);
+        }
+        if outs.iter().any(|o| o == index) || outs.iter().enumerate().any(|(i, o)| outs[..i].contains(o)) {
+            return Err(invalid("pivot_table: two columns would share a name"));
+        }
+        let grouped = self.assign(assigns)?.groupby_agg(ctx, &[index.to_string()], &aggs, 1)?;
+        let mut fixed = Vec::new();
+        let mut present: Option<Expr> = None;
+        for (i, out) in outs.iter().enumerate() {
+            let n = Expr::col(&format!("__brisk_pivot_n{i}"));
+            let has = Expr::bin(BinOp::Gt, n, Expr::Lit(Value::Int(0)));
+            let s = grouped
+                .column(out)?
+                .map_expr(|x| Expr::IfElse(Box::new(has.clone()), x, Box::new(Expr::Lit(Value::Unit))))?;
+            fixed.push((out.clone(), Assigned::Series(s)));
+            present = Some(match present {
+                None => has,
+                Some(p) => Expr::bin(BinOp::Or, p, has),
+            });
+        }
+        let mut keep = vec![index.to_string()];
+        keep.extend(outs);
+        let done = grouped.assign(fixed)?;
+        let Some(p) = present else { return Err(invalid("pivot_table: no categories")) };
+        let any = Series::typed(done.clone(), p, "present".into())?;
+        done.filter(&any)?.project(&keep)
     }
 }

@@ -1,0 +1,126 @@
+//! `get_dummies` and `pivot_table` in Rhai. As Dask's, both need the
+//! categories of a column known: they are computed first (what Dask's
+//! `categorize` does), then the frame is reshaped lazily.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use brisk_engine::Value;
+use brisk_engine::collections::frame::DataFrame;
+use brisk_engine::frame::dtype::DType;
+use brisk_engine::frame::red::Red;
+use rhai::{Dynamic, Engine, EvalAltResult, Map};
+
+use super::args::{ctx, options};
+use super::dataframe::{compute_one, err, frame_value, strings};
+use super::fndoc::{FnDoc, doc};
+use crate::error::runtime;
+use crate::state::SessionState;
+use crate::types::LazyFrame;
+
+type Res<T> = Result<T, Box<EvalAltResult>>;
+
+/// This area's entries of the API reference.
+pub(super) const DOCS: &[FnDoc] = &[
+    doc(
+        "get_dummies",
+        "get_dummies(df, #{columns, prefix, prefix_sep}) -> DataFrame",
+        "One bool column per distinct value of each encoded column (`{prefix}{prefix_sep}{value}`, prefix the column's name and `_` by default), true where the row has that value, in place of the column; the other columns come first, as pandas. `columns` defaults to every string column. The distinct values are computed first (Dask needs them known, through `categorize`).",
+        "get_dummies(from_columns(#{k: [\"a\", \"b\", \"a\"], x: [1, 2, 3]})).compute()",
+    ),
+    doc(
+        "pivot_table",
+        "pivot_table(df, #{index, columns, values, aggfunc}) / df.pivot_table(#{...}) -> DataFrame",
+        "One row per value of `index` (sorted), one column per distinct value of `columns`, holding `aggfunc` (mean by default; sum, count, min, max) of `values` over those rows; missing where there are none, and rows with no value at all left out, as pandas. The distinct values of `columns` are computed first.",
+        "let df = from_columns(#{k: [\"a\", \"a\", \"b\"], c: [\"x\", \"y\", \"x\"], v: [1, 2, 3]});\npivot_table(df, #{index: \"k\", columns: \"c\", values: \"v\", aggfunc: \"sum\"}).compute()",
+    ),
+];
+
+/// Categories in pandas' order: numbers by value, strings by code point.
+fn ordered(mut vals: Vec<Value>) -> Vec<Value> {
+    let key = |v: &Value| match v {
+        Value::Bool(b) => (0, f64::from(u8::from(*b)), String::new()),
+        Value::Int(i) => (0, *i as f64, String::new()),
+        Value::Float(f) => (0, *f, String::new()),
+        other => (1, 0.0, other.to_json()),
+    };
+    vals.sort_by(|a, b| {
+        let (x, y) = (key(a), key(b));
+        x.0.cmp(&y.0).then(x.1.partial_cmp(&y.1).unwrap_or(Ordering::Equal)).then(x.2.cmp(&y.2))
+    });
+    vals
+}
+
+/// The distinct present values of `col`, computed now.
+fn categories(state: &SessionState, f: &DataFrame, col: &str, what: &str) -> Res<Vec<Value>> {
+    let u = f.column(col).map_err(err)?.unique(&ctx(state)).to_frame();
+    let d = compute_one(state, Dynamic::from(LazyFrame { f: u }))?;
+    let got =
+        frame_value(&d).ok_or_else(|| runtime(format!("{what}: the distinct values did not come back")))?;
+    let vals: Vec<Value> = brisk_engine::value::column_values(&got.0, col)
+        .into_iter()
+        .filter(|v| !matches!(v, Value::Unit))
+        .collect();
+    Ok(ordered(vals))
+}
+
+fn get_dummies(state: &SessionState, f: &LazyFrame, m: Option<Map>) -> Res<LazyFrame> {
+    let m = options(m, "get_dummies", &["columns", "prefix", "prefix_sep"])?;
+    let cols = match m.get("columns") {
+        Some(d) => strings(d, "get_dummies: columns")?,
+        None => f.f.schema.cols.iter().filter(|(_, t)| *t == DType::Str).map(|(n, _)| n.clone()).collect(),
+    };
+    let prefixes: Vec<String> = match m.get("prefix") {
+        None => cols.clone(),
+        Some(d) if d.is_string() => vec![d.to_string(); cols.len()],
+        Some(d) => {
+            let p = strings(d, "get_dummies: prefix")?;
+            if p.len() != cols.len() {
+                return Err(runtime(format!("get_dummies: {} prefixes for {} columns", p.len(), cols.len())));
+            }
+            p
+        }
+    };
+    let sep = match m.get("prefix_sep") {
+        None => "_".to_string(),
+        Some(d) => d.clone().into_string().map_err(|_| runtime("get_dummies: prefix_sep is a string"))?,
+    };
+    let mut encode = Vec::with_capacity(cols.len());
+    for (c, p) in cols.into_iter().zip(prefixes) {
+        let cats = categories(state, &f.f, &c, "get_dummies")?;
+        encode.push((c, p, cats));
+    }
+    Ok(LazyFrame { f: f.f.get_dummies(&encode, &sep).map_err(err)? })
+}
+
+fn pivot_table(state: &SessionState, f: &LazyFrame, m: Map) -> Res<LazyFrame> {
+    let m = options(Some(m), "pivot_table", &["index", "columns", "values", "aggfunc"])?;
+    let name = |k: &str| -> Res<String> {
+        m.get(k)
+            .ok_or_else(|| runtime(format!("pivot_table: give #{{{k}: column}}")))?
+            .clone()
+            .into_string()
+            .map_err(|_| runtime(format!("pivot_table: {k} is a column name")))
+    };
+    let (index, columns, values) = (name("index")?, name("columns")?, name("values")?);
+    let agg = match m.get("aggfunc") {
+        None => Red::Mean,
+        Some(d) => {
+            let s =
+                d.clone().into_string().map_err(|_| runtime("pivot_table: aggfunc is a name, as \"sum\""))?;
+            Red::parse(&s).ok_or_else(|| runtime(format!("pivot_table: unknown aggfunc \"{s}\"")))?
+        }
+    };
+    let cats = categories(state, &f.f, &columns, "pivot_table")?;
+    Ok(LazyFrame { f: f.f.pivot_table(&ctx(state), &index, &columns, &cats, &values, agg).map_err(err)? })
+}
+
+pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
+    // A method and a function alike (`pivot_table(df, ...)` as Dask's).
+    let st = state.clone();
+    engine.register_fn("get_dummies", move |f: &mut LazyFrame| get_dummies(&st, f, None));
+    let st = state.clone();
+    engine.register_fn("get_dummies", move |f: &mut LazyFrame, m: Map| get_dummies(&st, f, Some(m)));
+    let st = state.clone();
+    engine.register_fn("pivot_table", move |f: &mut LazyFrame, m: Map| pivot_table(&st, f, m));
+}
