@@ -240,6 +240,7 @@ r.cum_series = [x.cumsum().compute().to_array(), x.cummax().compute().to_array()
 r.cum_prod_float = (x + 1.0).cumprod().compute().to_array();
 r.aligned = df.assign(#{d: y - y.shift(1), c: x.cumsum(), e: df["id"].cummax() * 2})[["d", "c", "e"]].compute().to_maps();
 r.aligned_mask = df[y.shift(-2) > 500].compute().to_maps();
+r.idx = [df[["id", "x", "y", "flag"]].idxmax().compute().to_maps(), df[["id", "x", "y"]].idxmin().compute().to_maps(), x.idxmax().compute(), y.idxmin().compute(), df.set_index("id")["x"].idxmax().compute(), df.set_index("id").idxmin(#{numeric_only: true}).compute().to_maps()];
 r.dummies = get_dummies(df[["id", "key", "flag"]]).compute().to_maps();
 r.dummies_cols = get_dummies(df[["id", "flag", "key"]], #{columns: ["flag"], prefix: "f"}).compute().to_maps();
 r.pivot = df.pivot_table(#{index: "key", columns: "flag", values: "y", aggfunc: "sum"}).compute().to_maps();

@@ -324,6 +324,8 @@ def expected(d):
     e["cum_prod_float"] = [clean(v) for v in (x + 1.0).cumprod()]
     e["aligned"] = records(pd.DataFrame({"d": y - y.shift(1), "c": x.cumsum(), "e": df["id"].cummax() * 2}))
     e["aligned_mask"] = records(df[y.shift(-2) > 500])
+    by_id2 = df.set_index("id")
+    e["idx"] = [row(df[["id", "x", "y", "flag"]].idxmax()), row(df[["id", "x", "y"]].idxmin()), clean(x.idxmax()), clean(y.idxmin()), clean(by_id2["x"].idxmax()), row(by_id2.idxmin(numeric_only=True))]
     e["dummies"] = records(pd.get_dummies(df[["id", "key", "flag"]]))
     e["dummies_cols"] = records(pd.get_dummies(df[["id", "flag", "key"]], columns=["flag"], prefix="f"))
     pivot = lambda **kw: records(pd.pivot_table(df, **kw).rename(columns=str).reset_index())

@@ -15,7 +15,7 @@ use super::group::GroupSpec;
 use super::op::{DUPLICATED, Finish, FrameOp, Keep, Sink, Source, Then};
 use super::partition::{Frame, concat};
 use super::values::from_values;
-use super::{csv, cumulative, expr, json, moments, parquet, quantile, rolling, shuffle, udf};
+use super::{argbest, csv, cumulative, expr, json, moments, parquet, quantile, rolling, shuffle, udf};
 use crate::error::TaskError;
 use crate::value::Value;
 
@@ -278,6 +278,9 @@ fn partial(sink: &Sink, df: DataFrame, args: &[Value]) -> Result<Value, TaskErro
                 .map_err(err)?,
         ),
         Sink::Moments(cols) => moments::partial(&df, cols).map_err(err)?,
+        Sink::ArgBest { columns, index, max } => {
+            argbest::partial(&df, columns, index.as_deref(), *max).map_err(err)?
+        }
     })
 }
 
@@ -361,6 +364,8 @@ fn combine(sink: &Sink, args: &[Value]) -> Result<Value, TaskError> {
         Sink::Moments(_) => {
             moments::merge(args).ok_or_else(|| TaskError::internal("bad co-moment partial"))?
         }
+        Sink::ArgBest { index, max, .. } => argbest::merge(args, index.is_none(), *max)
+            .ok_or_else(|| TaskError::internal("bad idxmax partial"))?,
     })
 }
 
@@ -455,6 +460,16 @@ fn finish(f: &Finish, args: &[Value]) -> Result<Value, TaskError> {
                 .map_err(err)?
                 .ok_or_else(|| TaskError::internal("bad describe partial"))?,
         ),
+        Finish::ArgBest { columns, label, scalar } => {
+            let labels = argbest::labels(one).ok_or_else(|| TaskError::internal("bad idxmax partial"))?;
+            if *scalar {
+                labels.into_iter().next().unwrap_or(Value::Unit)
+            } else {
+                let schema = Schema::new(columns.iter().map(|c| (c.clone(), *label)).collect());
+                let cols: Vec<Vec<Value>> = labels.into_iter().map(|l| vec![l]).collect();
+                frame(from_values(&schema, &cols).map_err(|e| TaskError::user(e.to_string()))?)
+            }
+        }
         Finish::Moments { columns, corr, ddof, pair } => {
             let k = columns.len();
             let m = moments::matrix(one, k, *corr, f64::from(*ddof))

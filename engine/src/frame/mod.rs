@@ -4,6 +4,7 @@
 //! builds these tasks is `crate::collections::frame`.
 
 pub mod agg;
+pub mod argbest;
 pub mod calendar;
 pub mod call;
 pub mod cells;

@@ -71,6 +71,9 @@ pub enum Sink {
     StatsOf(Vec<String>),
     /// Pairwise co-moments of these columns (`corr`, `cov`).
     Moments(Vec<String>),
+    /// Where each of these columns is largest (`max`) or smallest, as the
+    /// `index` column's value there or the row's position (`argbest.rs`).
+    ArgBest { columns: Vec<String>, index: Option<String>, max: bool },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -179,6 +182,9 @@ pub enum Finish {
     /// as a frame with an `index` column naming the rows; or with
     /// `pair`, the one value of two columns.
     Moments { columns: Vec<String>, corr: bool, ddof: u32, pair: bool },
+    /// `idxmax`/`idxmin`: one row of labels of type `label`, or with
+    /// `scalar` the one label.
+    ArgBest { columns: Vec<String>, label: DType, scalar: bool },
     /// Distinct (keys, value) rows to the number of distinct non-missing
     /// values per group, as column `out`, sorted by key.
     GroupNUnique { by: Vec<String>, col: String, out: String },
@@ -234,6 +240,8 @@ impl FrameOp {
                 Sink::Describe(_) => "describe",
                 Sink::StatsOf(_) => "reduce",
                 Sink::Moments(_) => "moments",
+                Sink::ArgBest { max: true, .. } => "idxmax",
+                Sink::ArgBest { max: false, .. } => "idxmin",
             },
             FrameOp::Finish(_) => "finish",
             FrameOp::Collect { then: Then::Sort { .. }, .. } => "sort",

@@ -45,6 +45,18 @@ pub(super) const DOCS: &[FnDoc] = &[
         "let df = from_columns(#{a: [1, 2, 3, 4], b: [2.0, 4.5, 6.0, 8.5]});\ndf[\"a\"].cov(df[\"b\"]).compute()",
     ),
     doc(
+        "idxmax",
+        "df.idxmax(#{numeric_only}) -> DataFrame / s.idxmax() -> Delayed",
+        "The label of the row where each numeric column (or the Series) is largest: its value of the index `set_index` made, else its position in the frame; ties give the first, missing values are skipped, as pandas.",
+        "from_columns(#{k: [\"a\", \"b\", \"c\"], x: [3, 9, 1]}).set_index(\"k\")[\"x\"].idxmax().compute()",
+    ),
+    doc(
+        "idxmin",
+        "df.idxmin(#{numeric_only}) -> DataFrame / s.idxmin() -> Delayed",
+        "The label of the row where each numeric column (or the Series) is smallest, as `idxmax`.",
+        "from_columns(#{x: [3, 9, 1], y: [0.5, -1.0, 2.0]}, #{npartitions: 2}).idxmin().compute()",
+    ),
+    doc(
         "cumsum",
         "df.cumsum() / cumprod / cummax / cummin -> DataFrame; the same of a Series -> Series",
         "Running sums, products, maxima and minima down the rows, across partitions (each partition's own, then the carry from those before folded in, as Dask). Missing values stay missing and are skipped. Integer and float columns; the index column is left as it is.",
@@ -155,6 +167,21 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         let st = state.clone();
         engine.register_fn(name, move |s: &mut LazySeries, o: LazySeries, m: Map| {
             pair(&st, s, &o, corr, Some(m))
+        });
+    }
+    for (name, max) in [("idxmax", true), ("idxmin", false)] {
+        let best = move |st: &SessionState, f: &LazyFrame, m: Option<Map>| -> Res<LazyFrame> {
+            let (num, _) = numeric_only(m, name, &[])?;
+            Ok(LazyFrame { f: f.f.idx_best(&ctx(st), max, num).map_err(err)? })
+        };
+        let st = state.clone();
+        engine.register_fn(name, move |f: &mut LazyFrame| best(&st, f, None));
+        let st = state.clone();
+        engine.register_fn(name, move |f: &mut LazyFrame, m: Map| best(&st, f, Some(m)));
+        let st = state.clone();
+        engine.register_fn(name, move |s: &mut LazySeries| -> Res<Delayed> {
+            let (layer, key) = s.s.idx_best(&ctx(&st), max).map_err(err)?;
+            Ok(Delayed { layer, key })
         });
     }
     for agg in [CumAgg::Sum, CumAgg::Prod, CumAgg::Max, CumAgg::Min] {

@@ -446,6 +446,7 @@ impl DataFrame {
             Sink::Describe(cols) | Sink::StatsOf(cols) | Sink::Moments(cols) => {
                 cols.iter().cloned().collect()
             }
+            Sink::ArgBest { columns, index, .. } => columns.iter().chain(index).cloned().collect(),
             Sink::Group(spec) => spec
                 .by
                 .iter()

@@ -5,7 +5,7 @@
 //! turned on its side, as `describe` is); the matrices name their rows in
 //! a first `index` column, as pandas' `reset_index` would.
 
-use super::dataframe::{DataFrame, Series, invalid};
+use super::dataframe::{Assigned, DataFrame, Series, invalid};
 use crate::collections::array::Ctx;
 use crate::frame::dtype::{DType, Schema};
 use crate::frame::error::FrameError;
@@ -19,6 +19,17 @@ use crate::key::Key;
 
 fn numeric(t: DType) -> bool {
     matches!(t, DType::Int64 | DType::Float64 | DType::Bool)
+}
+
+/// That a column is numeric (bools count, as in pandas' `numeric_only`).
+fn numeric_for(what: &str) -> impl Fn(DType) -> Result<(), FrameError> + '_ {
+    move |t| {
+        if numeric(t) {
+            Ok(())
+        } else {
+            Err(FrameError::DType(format!("{what} needs a numeric column, not {t}")))
+        }
+    }
 }
 
 impl DataFrame {
@@ -69,13 +80,7 @@ impl DataFrame {
         if !(0.0..=1.0).contains(&q) {
             return Err(invalid(format!("quantile: q={q} is not between 0 and 1")));
         }
-        let need = |t: DType| {
-            if numeric(t) {
-                Ok(())
-            } else {
-                Err(FrameError::DType(format!("quantile needs a numeric column, not {t}")))
-            }
-        };
+        let need = numeric_for("quantile");
         let cols = self.stat_columns("quantile", numeric_only, need)?;
         let names: Vec<String> = cols.iter().map(|(n, _)| n.clone()).collect();
         let schema = Schema::new(names.iter().map(|n| (n.clone(), DType::Float64)).collect());
@@ -94,13 +99,7 @@ impl DataFrame {
         numeric_only: bool,
     ) -> Result<DataFrame, FrameError> {
         let what = if corr { "corr" } else { "cov" };
-        let need = |t: DType| {
-            if numeric(t) {
-                Ok(())
-            } else {
-                Err(FrameError::DType(format!("{what} needs a numeric column, not {t}")))
-            }
-        };
+        let need = numeric_for(what);
         let names: Vec<String> =
             self.stat_columns(what, numeric_only, need)?.into_iter().map(|(n, _)| n).collect();
         let finish = Finish::Moments { columns: names.clone(), corr, ddof, pair: false };
@@ -111,7 +110,47 @@ impl DataFrame {
     }
 }
 
+impl DataFrame {
+    /// `df.idxmax()` / `idxmin()`: one row, for each numeric column the
+    /// label of the row where it is largest (smallest): the index value
+    /// after `set_index`, else the row's position.
+    pub fn idx_best(&self, ctx: &Ctx, max: bool, numeric_only: bool) -> Result<DataFrame, FrameError> {
+        let what = if max { "idxmax" } else { "idxmin" };
+        let need = numeric_for(what);
+        let names: Vec<String> =
+            self.stat_columns(what, numeric_only, need)?.into_iter().map(|(n, _)| n).collect();
+        let index = self.divisions.as_ref().map(|d| d.on.clone());
+        let label = index.as_ref().and_then(|i| self.schema.get(i)).unwrap_or(DType::Int64);
+        let sink = Sink::ArgBest { columns: names.clone(), index, max };
+        let finish = Finish::ArgBest { columns: names.clone(), label, scalar: false };
+        let (layer, key) = self.tree(ctx, what, sink, finish);
+        let schema = Schema::new(names.into_iter().map(|n| (n, label)).collect());
+        Ok(DataFrame::of_keys(layer, vec![key], schema, what))
+    }
+}
+
 impl Series {
+    /// `s.idxmax()` / `idxmin()`: the label of the row where it is largest.
+    pub fn idx_best(&self, ctx: &Ctx, max: bool) -> Result<(LayerRef, Key), FrameError> {
+        let what = if max { "idxmax" } else { "idxmin" };
+        if !numeric(self.dtype) {
+            return Err(invalid(format!("{what} needs a numeric Series, not {}", self.dtype)));
+        }
+        let index = self.frame.divisions.as_ref().map(|d| d.on.clone());
+        // The Series, beside the index column when it is not that.
+        let f = match &index {
+            Some(i) if *i != self.name => self
+                .frame
+                .assign(vec![(self.name.clone(), Assigned::Series(self.clone()))])?
+                .project(&[i.clone(), self.name.clone()])?,
+            _ => self.to_frame(),
+        };
+        let label = index.as_ref().and_then(|i| f.schema.get(i)).unwrap_or(DType::Int64);
+        let sink = Sink::ArgBest { columns: vec![self.name.clone()], index, max };
+        let finish = Finish::ArgBest { columns: vec![self.name.clone()], label, scalar: true };
+        Ok(f.tree(ctx, what, sink, finish))
+    }
+
     /// `s.corr(other)` / `s.cov(other, ddof)`: a scalar, over the rows
     /// where both are present.
     pub fn moment_with(
