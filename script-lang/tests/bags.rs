@@ -92,6 +92,11 @@ let written = from_sequence(kept.map(|l| trim_end_newline(l)), #{npartitions: 1}
     },
     sample_edges: [nums.random_sample(0.0).count().compute(), nums.random_sample(1.0).count().compute()],
     parse_json: from_sequence(["{\"a\": 1, \"b\": [1.5, null, true]}", "[1, 2]", "\"s\""]).map(parse_json).compute(),
+    join: nums.join([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], |x| (x + 100) % 7, |o| (o + 100) % 7).compute(),
+    join_records: recs.join([#{tag: 3, label: "three"}, #{tag: 0, label: "zero"}], |r| r.score % 5, |o| o.tag).map(|p| [p[0].label, p[1].name]).compute(),
+    repartition: [nums.repartition(7).compute(), nums.repartition(1).compute(), nums.repartition(#{npartitions: 12}).npartitions, nums.repartition(12).map_partitions(|p| [p.len()]).sum().compute()],
+    delayed_round_trip: from_delayed(nums.to_delayed()).map(|x| x + 1).compute(),
+    delayed_count: nums.to_delayed().len() == nums.npartitions,
 }
 "#;
 

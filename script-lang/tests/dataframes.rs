@@ -241,6 +241,8 @@ r.cum_prod_float = (x + 1.0).cumprod().compute().to_array();
 r.aligned = df.assign(#{d: y - y.shift(1), c: x.cumsum(), e: df["id"].cummax() * 2})[["d", "c", "e"]].compute().to_maps();
 r.aligned_mask = df[y.shift(-2) > 500].compute().to_maps();
 r.idx = [df[["id", "x", "y", "flag"]].idxmax().compute().to_maps(), df[["id", "x", "y"]].idxmin().compute().to_maps(), x.idxmax().compute(), y.idxmin().compute(), df.set_index("id")["x"].idxmax().compute(), df.set_index("id").idxmin(#{numeric_only: true}).compute().to_maps()];
+r.from_delayed = from_delayed(df.to_delayed(), #{meta: #{id: "int64", key: "string", x: "float64", y: "float64", flag: "bool"}}).compute().to_maps();
+r.to_delayed_n = df.to_delayed().len() == df.npartitions;
 r.dummies = get_dummies(df[["id", "key", "flag"]]).compute().to_maps();
 r.dummies_cols = get_dummies(df[["id", "flag", "key"]], #{columns: ["flag"], prefix: "f"}).compute().to_maps();
 r.pivot = df.pivot_table(#{index: "key", columns: "flag", values: "y", aggfunc: "sum"}).compute().to_maps();
@@ -445,6 +447,13 @@ fn bad_input_is_refused_clearly() {
         ),
         (format!("read_csv(\"{g}\")[[\"b\"]].sum(#{{numeric_only: true}})"), "sum: the frame has no column to reduce".into()),
         (format!("read_csv(\"{g}\").cumsum()"), "cumsum: column \"b\" is string".into()),
+        ("from_delayed([1, 2])".into(), "from_delayed: item 0 is i64, not a Delayed".into()),
+        (format!("from_delayed(read_csv(\"{g}\").to_delayed(), #{{meta: #{{}}}})"), "meta names no column".into()),
+        (
+            format!("from_delayed(read_csv(\"{g}\").to_delayed(), #{{meta: #{{zz: \"int64\"}}}}).compute()"),
+            "from_delayed: the closure gave a frame without column \"zz\"".into(),
+        ),
+        ("from_sequence([1, 2]).repartition(0)".into(), "npartitions must be from 1 to".into()),
         (format!("get_dummies(read_csv(\"{g}\"), #{{columns: [\"zz\"]}})"), "zz".into()),
         (format!("get_dummies(read_csv(\"{g}\"), #{{prefix: [\"p\", \"q\"]}})"), "2 prefixes for 1 columns".into()),
         (format!("read_csv(\"{g}\").pivot_table(#{{columns: \"b\", values: \"a\"}})"), "give #{index: column}".into()),

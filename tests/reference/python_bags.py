@@ -103,6 +103,12 @@ def expected(d):
         "sample_ok": True,
         "sample_edges": [0, len(nums)],
         "parse_json": [json.loads(t) for t in ['{"a": 1, "b": [1.5, null, true]}', "[1, 2]", '"s"']],
+        # Dask's Bag.join: (other item, record) for each record, others in their order.
+        "join": [[o, x] for x in nums for o in range(11) if (o + 100) % 7 == (x + 100) % 7],
+        "join_records": [[o["label"], r["name"]] for r in recs for o in [{"tag": 3, "label": "three"}, {"tag": 0, "label": "zero"}] if r["score"] % 5 == o["tag"]],
+        "repartition": [nums, nums, 12, len(nums)],
+        "delayed_round_trip": [x + 1 for x in nums],
+        "delayed_count": True,
     }
 
 

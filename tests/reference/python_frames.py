@@ -326,6 +326,8 @@ def expected(d):
     e["aligned_mask"] = records(df[y.shift(-2) > 500])
     by_id2 = df.set_index("id")
     e["idx"] = [row(df[["id", "x", "y", "flag"]].idxmax()), row(df[["id", "x", "y"]].idxmin()), clean(x.idxmax()), clean(y.idxmin()), clean(by_id2["x"].idxmax()), row(by_id2.idxmin(numeric_only=True))]
+    e["from_delayed"] = records(df)
+    e["to_delayed_n"] = True
     e["dummies"] = records(pd.get_dummies(df[["id", "key", "flag"]]))
     e["dummies_cols"] = records(pd.get_dummies(df[["id", "flag", "key"]], columns=["flag"], prefix="f"))
     pivot = lambda **kw: records(pd.pivot_table(df, **kw).rename(columns=str).reset_index())

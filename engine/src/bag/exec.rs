@@ -131,6 +131,12 @@ pub fn execute(
                 (0..n).map(|i| Value::list(parts.iter().map(|p| p[i].clone()).collect())).collect(),
             ))
         }
+        BagOp::Slice { part, of } => {
+            let records = records_of(args.first(), "a bag partition")?;
+            let (n, of) = (records.len(), (*of).max(1) as usize);
+            let part = (*part as usize).min(of);
+            Ok(Value::list(records[n * part / of..n * (part + 1).min(of) / of].to_vec()))
+        }
         BagOp::WriteText { path } => {
             let records = records_of(args.first(), "a bag partition")?;
             text::write_lines(path, &records)?;

@@ -44,6 +44,9 @@ pub enum BagOp {
     Zip,
     /// Write a partition's records as lines of a text file.
     WriteText { path: Arc<str> },
+    /// Records `[len * part / of, len * (part + 1) / of)` of the input
+    /// (`repartition` to more partitions).
+    Slice { part: u32, of: u32 },
 }
 
 impl BagOp {
@@ -81,6 +84,7 @@ impl BagOp {
             BagOp::Concat => "bag-concat",
             BagOp::Zip => "zip",
             BagOp::WriteText { .. } => "to-textfiles",
+            BagOp::Slice { .. } => "repartition",
         }
     }
 }

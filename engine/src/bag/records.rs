@@ -17,7 +17,13 @@ pub struct Runner<'a, 'b> {
     part: u32,
     /// Position of the current batch's first record in the partition.
     pub(crate) offset: usize,
+    /// Each join stage's other items by key (the stage's position in the
+    /// task's stages), found once for all of a partition's batches.
+    joins: std::collections::HashMap<usize, Arc<JoinTable>>,
 }
+
+/// The positions of `other`'s items by key (their keys' JSON text).
+type JoinTable = std::collections::HashMap<String, Vec<usize>>;
 
 /// Records a partition's stages take at a time: enough to amortize a
 /// closure lookup, few enough that a partition never sits in memory whole.
@@ -26,7 +32,7 @@ pub(crate) const BATCH: usize = 4096;
 impl<'a, 'b> Runner<'a, 'b> {
     /// A runner for partition `part` of a task.
     pub(crate) fn new(udfs: &'a dyn UdfRunner, ctx: &'a TaskContext<'b>, part: u32) -> Runner<'a, 'b> {
-        Runner { udfs, ctx, part, offset: 0 }
+        Runner { udfs, ctx, part, offset: 0, joins: Default::default() }
     }
 }
 
@@ -129,6 +135,33 @@ impl Runner<'_, '_> {
                     })
                     .map(|(_, r)| r)
                     .collect())
+            }
+            Stage::Join { other, on_self, on_other } => {
+                let id = std::ptr::from_ref(stage) as usize;
+                let table = match self.joins.get(&id) {
+                    Some(t) => t.clone(),
+                    None => {
+                        let keys = self.udfs.call_each(on_other, other, self.ctx).map_err(|(i, mut e)| {
+                            e.message = format!("join: {} (item {i} of the other sequence)", e.message);
+                            e
+                        })?;
+                        let mut t = JoinTable::new();
+                        for (i, k) in keys.iter().enumerate() {
+                            t.entry(k.to_json()).or_default().push(i);
+                        }
+                        let t = Arc::new(t);
+                        self.joins.insert(id, t.clone());
+                        t
+                    }
+                };
+                let keys = self.call_each(on_self, &records)?;
+                let mut out = Vec::new();
+                for (r, k) in records.into_iter().zip(keys) {
+                    for &i in table.get(&k.to_json()).map_or(&[][..], Vec::as_slice) {
+                        out.push(Value::list(vec![other[i].clone(), r.clone()]));
+                    }
+                }
+                Ok(out)
             }
             Stage::Pluck(key) => records
                 .into_iter()

@@ -29,6 +29,14 @@ pub enum Stage {
         prob: f64,
         seed: u64,
     },
+    /// `join(other, on_self, on_other)`: for each record, a
+    /// `[other_item, record]` pair per item of `other` whose key matches
+    /// the record's, as Dask's `Bag.join` (`other` is small, in the task).
+    Join {
+        other: Arc<Vec<Value>>,
+        on_self: Arc<Udf>,
+        on_other: Arc<Udf>,
+    },
 }
 
 impl Stage {
@@ -44,6 +52,7 @@ impl Stage {
             Stage::StrStrip => "str_strip",
             Stage::StarMap(_) => "starmap",
             Stage::RandomSample { .. } => "random_sample",
+            Stage::Join { .. } => "join",
         }
     }
 }

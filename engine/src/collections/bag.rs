@@ -253,6 +253,68 @@ pub fn concat(ctx: &Ctx, bags: &[Bag]) -> Result<Bag, BagError> {
     Ok(Bag { parts: Arc::new(parts), deps, stages: Arc::new(Vec::new()), token: t.finish(), label: "concat" })
 }
 
+/// `repartition(n)`: fewer partitions as runs of neighbours concatenated,
+/// more as each partition cut into even slices (as Dask's), records in
+/// their order.
+pub fn repartition(ctx: &Ctx, bag: &Bag, n: usize) -> Result<Bag, BagError> {
+    if n == 0 || n > MAX_PARTITIONS {
+        return Err(BagError::Value(format!(
+            "repartition: npartitions must be from 1 to {MAX_PARTITIONS}, not {n}"
+        )));
+    }
+    let m = bag.npartitions();
+    if n == m {
+        return Ok(bag.clone());
+    }
+    let (layer, parts) = bag.partitions(ctx);
+    let name: Arc<str> =
+        Arc::from(Tokenizer::new().str(&bag.token).str("repartition").u64(n as u64).name("repartition"));
+    let mut tasks = Vec::with_capacity(n);
+    let mut keys = Vec::with_capacity(n);
+    if n < m {
+        for i in 0..n {
+            let group: Vec<Key> = parts[m * i / n..m * (i + 1) / n].to_vec();
+            let key = block(&name, i);
+            let args = (0..group.len() as u32).map(Arg::Dep).collect();
+            tasks.push(task(ctx, key.clone(), BagOp::Concat, args, group));
+            keys.push(key);
+        }
+    } else {
+        for (i, p) in parts.iter().enumerate() {
+            // Partition i becomes its share of the n outputs.
+            let of = n * (i + 1) / m - n * i / m;
+            for part in 0..of {
+                let key = block(&name, keys.len());
+                let op = BagOp::Slice { part: part as u32, of: of as u32 };
+                tasks.push(task(ctx, key.clone(), op, vec![Arg::Dep(0)], vec![p.clone()]));
+                keys.push(key);
+            }
+        }
+    }
+    Ok(Bag::of_keys(Layer::new(name, tasks, vec![layer]), keys, "repartition"))
+}
+
+/// A bag of partitions other tasks compute (`from_delayed`), each a list
+/// of records.
+pub fn from_keys(parts: Vec<(LayerRef, Key)>) -> Result<Bag, BagError> {
+    if parts.is_empty() || parts.len() > MAX_PARTITIONS {
+        return Err(BagError::Value(format!("from_delayed: give from 1 to {MAX_PARTITIONS} values")));
+    }
+    let mut t = Tokenizer::new();
+    t.str("from_delayed");
+    parts.iter().for_each(|(_, k)| {
+        t.key(k);
+    });
+    let (deps, keys): (Vec<LayerRef>, Vec<Key>) = parts.into_iter().unzip();
+    Ok(Bag {
+        parts: Arc::new(keys.into_iter().map(Part::Key).collect()),
+        deps,
+        stages: Arc::new(Vec::new()),
+        token: t.finish(),
+        label: "from_delayed",
+    })
+}
+
 /// `zip(a, b, ...)`: records paired partition by partition, as `Bag.zip`
 /// (the bags must have as many partitions; within a pair of partitions
 /// the shorter decides, as Python's zip).

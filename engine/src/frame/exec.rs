@@ -174,6 +174,10 @@ fn run(op: &FrameOp, args: &[Value], cl: &Closures<'_>) -> Result<Value, TaskErr
             let before = args.get(1).map(frame_arg).transpose()?;
             Ok(frame(spec.step(columns, part, before, *state_only).map_err(err)?))
         }
+        FrameOp::FromValue(schema) => {
+            let v = args.first().ok_or_else(|| TaskError::internal("no input value"))?;
+            Ok(frame(udf::to_frame(v, schema, "from_delayed")?))
+        }
         FrameOp::Zip { from, to } => {
             let [l, r] = args else { return Err(TaskError::internal("align needs two inputs")) };
             let (l, r) = (frame_arg(l)?, frame_arg(r)?);

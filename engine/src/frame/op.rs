@@ -120,6 +120,9 @@ pub enum FrameOp {
     /// (second input) the partition before left; with `state_only`, the
     /// state after this partition instead (`ewm.rs`).
     Ewm { spec: super::ewm::Ewm, columns: Vec<String>, state_only: bool },
+    /// Another task's value as a partition of `schema`: a frame (its
+    /// columns cast), an array of row maps or one row map (`from_delayed`).
+    FromValue(Arc<Schema>),
     /// The first input with column `from` of the second (as many rows)
     /// added as `to`: a Series of the same rows brought alongside.
     Zip { from: String, to: String },
@@ -255,6 +258,7 @@ impl FrameOp {
             FrameOp::Conform(_) => "concat",
             FrameOp::Cumulative { agg, .. } => agg.name(),
             FrameOp::Zip { .. } => "align",
+            FrameOp::FromValue(_) => "from_delayed",
             FrameOp::Ewm { .. } => "ewm",
             FrameOp::SideBySide { .. } => "groupby",
             FrameOp::MapPartitions { .. } => "map_partitions",

@@ -1,6 +1,7 @@
 //! The bag methods a Dask user reaches for next: `any`/`all`, `std` and
 //! `variance`, `fold`, `starmap`, `random_sample`, `zip` and `concat` of
-//! bags, and `parse_json` for records read as text.
+//! bags, `join` with a small sequence, `repartition`, and `parse_json`
+//! for records read as text.
 
 use std::sync::Arc;
 
@@ -20,6 +21,18 @@ type Res<T> = Result<T, Box<EvalAltResult>>;
 
 /// This area's entries of the API reference.
 pub(super) const DOCS: &[FnDoc] = &[
+    doc(
+        "join",
+        "b.join(other, on_self [, on_other]) -> Bag",
+        "For each record, an `[item, record]` pair per item of `other` (an array, small enough to send with every task) whose key `on_other(item)` equals the record's `on_self(record)`, as Bag.join (`on_other` defaults to `on_self`).",
+        "from_sequence([\"Alice\", \"Bob\"]).join([\"Apple\", \"Banana\", \"Apricot\"], |s| s[0]).compute()",
+    ),
+    doc(
+        "repartition",
+        "b.repartition(npartitions) / b.repartition(#{npartitions}) -> Bag",
+        "The records in `npartitions` partitions, in their order: fewer as runs of neighbours joined, more as each partition cut evenly, as Bag.repartition.",
+        "from_sequence(range(0, 10), #{npartitions: 2}).repartition(5).npartitions",
+    ),
     doc(
         "any",
         "b.any() -> Delayed (bool)",
@@ -161,6 +174,25 @@ pub fn parse_json(text: &str) -> Res<Dynamic> {
         .map_err(|e| runtime(format!("parse_json: invalid JSON: {e}")))
 }
 
+fn join(state: &SessionState, b: &LazyBag, other: RArray, on: &FnPtr, on_other: &FnPtr) -> Res<LazyBag> {
+    let other = other.iter().map(|d| to_value(d, "join: an item of other")).collect::<Result<Vec<_>, _>>()?;
+    let (on_self, t1) = closure(state, on)?;
+    let (on_other, t2) = closure(state, on_other)?;
+    let mut t = brisk_engine::graph::token::Tokenizer::new();
+    t.str(&t1).str(&t2);
+    other.iter().for_each(|v| {
+        t.value(v);
+    });
+    let stage = Stage::Join { other: Arc::new(other), on_self, on_other };
+    Ok(LazyBag { b: b.b.with_stage(stage, &t.finish()) })
+}
+
+fn repartition(state: &SessionState, b: &LazyBag, n: i64) -> Res<LazyBag> {
+    let n = usize::try_from(n)
+        .map_err(|_| runtime(format!("repartition: npartitions must be positive, not {n}")))?;
+    Ok(LazyBag { b: cb::repartition(&ctx(state), &b.b, n).map_err(|e| runtime(e.to_string()))? })
+}
+
 pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("any", move |b: &mut LazyBag| item(&st, b, Agg::Any, ""));
@@ -183,6 +215,24 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     });
     engine.register_fn("random_sample", |b: &mut LazyBag, p: f64| random_sample(b, p, None));
     engine.register_fn("random_sample", |b: &mut LazyBag, p: f64, m: Map| random_sample(b, p, Some(m)));
+    let st = state.clone();
+    engine
+        .register_fn("join", move |b: &mut LazyBag, other: RArray, on: FnPtr| join(&st, b, other, &on, &on));
+    let st = state.clone();
+    engine.register_fn("join", move |b: &mut LazyBag, other: RArray, on: FnPtr, on_other: FnPtr| {
+        join(&st, b, other, &on, &on_other)
+    });
+    let st = state.clone();
+    engine.register_fn("repartition", move |b: &mut LazyBag, n: i64| repartition(&st, b, n));
+    let st = state.clone();
+    engine.register_fn("repartition", move |b: &mut LazyBag, m: Map| -> Res<LazyBag> {
+        let m = options(Some(m), "repartition", &["npartitions"])?;
+        let n = m
+            .get("npartitions")
+            .and_then(|d| d.as_int().ok())
+            .ok_or_else(|| runtime("repartition: give #{npartitions: n}"))?;
+        repartition(&st, b, n)
+    });
     let st = state.clone();
     engine.register_fn("zip", move |a: LazyBag, b: LazyBag| zip(&st, &[Dynamic::from(a), Dynamic::from(b)]));
     let st = state.clone();

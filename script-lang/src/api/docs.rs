@@ -34,6 +34,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::frame_stats::DOCS,
     super::frame_window::DOCS,
     super::frame_reshape::DOCS,
+    super::to_delayed::DOCS,
 ];
 
 /// Every documented entry, in the order of the guide.
@@ -104,6 +105,8 @@ mod tests {
         "sum",
         "median",
         "cumsum",
+        "join",
+        "repartition",
     ];
 
     #[test]
@@ -131,6 +134,7 @@ mod tests {
                 + super::super::frame_stats::DOCS.len()
                 + super::super::frame_window::DOCS.len()
                 + super::super::frame_reshape::DOCS.len()
+                + super::super::to_delayed::DOCS.len()
                 - 1 // `rolling` moved from frame_order's table to frame_window's
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()

@@ -31,6 +31,7 @@ mod series_expr;
 mod series_text;
 mod series_where;
 mod sized;
+mod to_delayed;
 mod write;
 
 use std::sync::Arc;
@@ -74,6 +75,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     frame_call::register(engine, state);
     frame_stats::register(engine, state);
     frame_reshape::register(engine, state);
+    to_delayed::register(engine, state);
     frame_window::register(engine, state);
     futures::register(engine, state);
     gpu_kernels::register(engine, state);

@@ -7,6 +7,7 @@ mod align;
 mod concat;
 mod cumulative;
 mod dataframe;
+mod delayed;
 mod index;
 mod read;
 mod reshape;
