@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
@@ -261,6 +261,60 @@ pub fn wait(futures: &[Future], cancel: &CancelToken) -> Result<(), EngineError>
         host.wait_for(std::slice::from_ref(&f.inner.cell), cancel)?;
     }
     Ok(())
+}
+
+/// What `wait_until` waits for (Dask's `return_when`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReturnWhen {
+    AllCompleted,
+    FirstCompleted,
+    /// The first error, or all completed.
+    FirstException,
+}
+
+/// Wait until the futures meet `when`, or `deadline` passes (Dask's
+/// `wait(fs, timeout, return_when)`): whether they met it in time.
+pub fn wait_until(
+    futures: &[Future],
+    cancel: &CancelToken,
+    deadline: Option<Instant>,
+    when: ReturnWhen,
+) -> Result<bool, EngineError> {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    for (i, f) in futures.iter().enumerate() {
+        f.inner.cell.notify_on_settle(tx.clone(), i);
+    }
+    let met = || match when {
+        ReturnWhen::AllCompleted => futures.iter().all(Future::done),
+        ReturnWhen::FirstCompleted => futures.is_empty() || futures.iter().any(Future::done),
+        ReturnWhen::FirstException => {
+            futures.iter().all(Future::done) || futures.iter().any(|f| matches!(f.status(), Status::Error(_)))
+        }
+    };
+    loop {
+        if met() {
+            return Ok(true);
+        }
+        if cancel.is_cancelled() {
+            return Err(EngineError::Cancelled);
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(false);
+        }
+        let host = futures.iter().find(|f| !f.done()).and_then(|f| f.inner.host.upgrade());
+        let Some(host) = host else { return Err(EngineError::Shutdown) };
+        // Where nobody else runs tasks (sync mode), run one here.
+        match host.run_inline(cancel) {
+            Some(Err(e)) => return Err(e),
+            Some(Ok(())) => {}
+            None => {
+                let step = Duration::from_millis(50);
+                let _ =
+                    rx.recv_timeout(deadline.map_or(step, |d| d.saturating_duration_since(now).min(step)));
+            }
+        }
+    }
 }
 
 /// Wait for all futures and give the first error, without fetching any

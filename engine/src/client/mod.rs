@@ -8,7 +8,7 @@ mod cancel;
 mod future;
 
 pub use cancel::CancelToken;
-pub use future::{AsCompleted, Future, Status, gather, wait, wait_ok};
+pub use future::{AsCompleted, Future, ReturnWhen, Status, gather, wait, wait_ok, wait_until};
 pub use future::{Cell, FutureHost};
 
 use crate::diagnostics::{Event, Snapshot};

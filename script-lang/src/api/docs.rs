@@ -14,6 +14,7 @@ pub use super::fndoc::FnDoc;
 const AREAS: &[&[FnDoc]] = &[
     super::delayed::DOCS,
     super::futures::DOCS,
+    super::futures_more::DOCS,
     super::cluster::DOCS,
     super::deploy::DOCS,
     super::kube::DOCS,
@@ -135,6 +136,7 @@ mod tests {
                 + super::super::frame_window::DOCS.len()
                 + super::super::frame_reshape::DOCS.len()
                 + super::super::to_delayed::DOCS.len()
+                + super::super::futures_more::DOCS.len()
                 - 1 // `rolling` moved from frame_order's table to frame_window's
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()

@@ -105,7 +105,7 @@ fn scatter_one(state: &SessionState, v: &Dynamic) -> Res<Dynamic> {
     Ok(Dynamic::from(RFuture(f)))
 }
 
-fn futures_in(v: &Array, what: &str) -> Res<Vec<Future>> {
+pub(super) fn futures_in(v: &Array, what: &str) -> Res<Vec<Future>> {
     v.iter()
         .map(|x| {
             x.read_lock::<RFuture>().map(|f| f.0.clone()).ok_or_else(|| {
@@ -191,8 +191,8 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "wait",
-        "wait(futures)",
-        "Block until every future has finished or failed.",
+        "wait(futures) / wait(futures, #{timeout, return_when}) -> #{done, not_done}",
+        "Block until every future has finished or failed. With options, as distributed's wait: until `return_when` (\"ALL_COMPLETED\", \"FIRST_COMPLETED\", \"FIRST_EXCEPTION\") holds, an error past `timeout` seconds; the futures come back split into `done` and `not_done`.",
         "wait(map(|x| x, [1, 2]))",
     ),
     doc(
@@ -203,8 +203,8 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "result",
-        "f.result() -> value",
-        "Wait for the future and return its result; a failed task raises its error (catchable with try/catch).",
+        "f.result([#{timeout}]) -> value",
+        "Wait for the future and return its result; a failed task raises its error (catchable with try/catch), and so does waiting past `timeout` seconds (the task runs on; on the sync scheduler, where the waiting thread runs the tasks, the deadline is checked between them).",
         "submit(|x| x * 10, 4).result()",
     ),
     doc(
@@ -221,8 +221,8 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "cancel",
-        "f.cancel()",
-        "Cancel this future: the task stops if nothing else needs it; waiting on it raises \"future KEY was cancelled\".",
+        "f.cancel() / cancel(futures) / c.cancel(futures)",
+        "Cancel this future (or each of an array): the task stops if nothing else needs it; waiting on it raises \"future KEY was cancelled\".",
         "let f = submit(|x| x, 1);\nf.cancel();\nf.status",
     ),
     doc(

@@ -24,6 +24,7 @@ mod frame_reshape;
 mod frame_stats;
 mod frame_window;
 mod futures;
+mod futures_more;
 mod gpu_kernels;
 mod kube;
 mod ml;
@@ -78,6 +79,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     to_delayed::register(engine, state);
     frame_window::register(engine, state);
     futures::register(engine, state);
+    futures_more::register(engine, state);
     gpu_kernels::register(engine, state);
     ml::register(engine, state);
     cluster::register(engine, state);
