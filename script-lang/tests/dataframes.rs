@@ -243,6 +243,7 @@ r.aligned_mask = df[y.shift(-2) > 500].compute().to_maps();
 r.idx = [df[["id", "x", "y", "flag"]].idxmax().compute().to_maps(), df[["id", "x", "y"]].idxmin().compute().to_maps(), x.idxmax().compute(), y.idxmin().compute(), df.set_index("id")["x"].idxmax().compute(), df.set_index("id").idxmin(#{numeric_only: true}).compute().to_maps()];
 r.from_delayed = from_delayed(df.to_delayed(), #{meta: #{id: "int64", key: "string", x: "float64", y: "float64", flag: "bool"}}).compute().to_maps();
 r.to_delayed_n = df.to_delayed().len() == df.npartitions;
+r.from_dask_array = [from_dask_array(arange(12, #{chunks: 5}).reshape([6, 2]), #{columns: ["a", "b"]}).compute().to_maps(), from_dask_array(arange(10, #{chunks: 3}) * 0.5).sum().compute().to_maps(), from_dask_array(ones([4, 3], #{chunks: [2, 1]})).npartitions];
 r.dummies = get_dummies(df[["id", "key", "flag"]]).compute().to_maps();
 r.dummies_cols = get_dummies(df[["id", "flag", "key"]], #{columns: ["flag"], prefix: "f"}).compute().to_maps();
 r.pivot = df.pivot_table(#{index: "key", columns: "flag", values: "y", aggfunc: "sum"}).compute().to_maps();
@@ -448,6 +449,8 @@ fn bad_input_is_refused_clearly() {
         (format!("read_csv(\"{g}\")[[\"b\"]].sum(#{{numeric_only: true}})"), "sum: the frame has no column to reduce".into()),
         (format!("read_csv(\"{g}\").cumsum()"), "cumsum: column \"b\" is string".into()),
         ("from_delayed([1, 2])".into(), "from_delayed: item 0 is i64, not a Delayed".into()),
+        ("from_dask_array(ones([2, 2, 2]))".into(), "from_dask_array: a 3-d array has no frame".into()),
+        ("from_dask_array(ones([2, 2]), #{columns: [\"a\"]})".into(), "1 column names for 2 columns".into()),
         (format!("from_delayed(read_csv(\"{g}\").to_delayed(), #{{meta: #{{}}}})"), "meta names no column".into()),
         (
             format!("from_delayed(read_csv(\"{g}\").to_delayed(), #{{meta: #{{zz: \"int64\"}}}}).compute()"),

@@ -328,6 +328,7 @@ def expected(d):
     e["idx"] = [row(df[["id", "x", "y", "flag"]].idxmax()), row(df[["id", "x", "y"]].idxmin()), clean(x.idxmax()), clean(y.idxmin()), clean(by_id2["x"].idxmax()), row(by_id2.idxmin(numeric_only=True))]
     e["from_delayed"] = records(df)
     e["to_delayed_n"] = True
+    e["from_dask_array"] = [records(pd.DataFrame(np.arange(12).reshape(6, 2), columns=["a", "b"])), row(pd.DataFrame(np.arange(10) * 0.5, columns=["0"]).sum()), 2]
     e["dummies"] = records(pd.get_dummies(df[["id", "key", "flag"]]))
     e["dummies_cols"] = records(pd.get_dummies(df[["id", "flag", "key"]], columns=["flag"], prefix="f"))
     pivot = lambda **kw: records(pd.pivot_table(df, **kw).rename(columns=str).reset_index())

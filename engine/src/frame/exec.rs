@@ -178,6 +178,16 @@ fn run(op: &FrameOp, args: &[Value], cl: &Closures<'_>) -> Result<Value, TaskErr
             let v = args.first().ok_or_else(|| TaskError::internal("no input value"))?;
             Ok(frame(udf::to_frame(v, schema, "from_delayed")?))
         }
+        FrameOp::FromBlock(columns) => match args.first() {
+            Some(Value::Array(c)) => Ok(frame(
+                super::to_block::block_frame(c, columns).map_err(|e| TaskError::user(e.to_string()))?,
+            )),
+            Some(other) => Err(TaskError::user(format!(
+                "from_dask_array: a block is {}, not an array",
+                other.type_name()
+            ))),
+            None => Err(TaskError::internal("no input block")),
+        },
         FrameOp::Zip { from, to } => {
             let [l, r] = args else { return Err(TaskError::internal("align needs two inputs")) };
             let (l, r) = (frame_arg(l)?, frame_arg(r)?);

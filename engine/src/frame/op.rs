@@ -123,6 +123,9 @@ pub enum FrameOp {
     /// Another task's value as a partition of `schema`: a frame (its
     /// columns cast), an array of row maps or one row map (`from_delayed`).
     FromValue(Arc<Schema>),
+    /// A 1-d or 2-d array block (the input) as a partition with these
+    /// column names (`from_dask_array`).
+    FromBlock(Vec<String>),
     /// The first input with column `from` of the second (as many rows)
     /// added as `to`: a Series of the same rows brought alongside.
     Zip { from: String, to: String },
@@ -259,6 +262,7 @@ impl FrameOp {
             FrameOp::Cumulative { agg, .. } => agg.name(),
             FrameOp::Zip { .. } => "align",
             FrameOp::FromValue(_) => "from_delayed",
+            FrameOp::FromBlock(_) => "from_dask_array",
             FrameOp::Ewm { .. } => "ewm",
             FrameOp::SideBySide { .. } => "groupby",
             FrameOp::MapPartitions { .. } => "map_partitions",

@@ -1,5 +1,6 @@
 //! A frame partition as an array block (`ArrayOp::FromFrame`, for
-//! `collections::frame::to_array`).
+//! `collections::frame::to_array`), and an array's row block as a frame
+//! partition (`FrameOp::FromBlock`, for `from_dask_array`).
 
 use polars::prelude::{DataFrame as PolarsFrame, DataType};
 
@@ -68,4 +69,40 @@ pub fn frame_block(f: &PolarsFrame, dtype: DType, rows: usize, flat: bool) -> Re
             Ok(Chunk::from_vec(&shape, out)?)
         }
     }
+}
+
+/// One column of a 1-d (`j` = 0) or 2-d block.
+fn column<T: Copy>(a: &crate::array::chunk::Nd<T>, j: usize) -> Vec<T> {
+    if a.ndim() == 2 {
+        a.index_axis(ndarray::Axis(1), j).iter().copied().collect()
+    } else {
+        a.iter().copied().collect()
+    }
+}
+
+/// A 1-d or 2-d block as a partition with `columns` (one per column of
+/// the block): bools stay bool, integers int64, floats float64 (NaN kept).
+pub fn block_frame(c: &Chunk, columns: &[String]) -> Result<PolarsFrame, ArrayError> {
+    use polars::prelude::{IntoColumn, NamedFrom, PlSmallStr, Series};
+    let shape = c.shape().to_vec();
+    let (n, p) = match shape.as_slice() {
+        [n] => (*n, 1),
+        [n, p] => (*n, *p),
+        _ => return Err(ArrayError::Shape(format!("a {}-d block is not a frame partition", shape.len()))),
+    };
+    if p != columns.len() {
+        return Err(ArrayError::Shape(format!("a block of {p} columns for {} column names", columns.len())));
+    }
+    let mut cols = Vec::with_capacity(p);
+    for (j, name) in columns.iter().enumerate() {
+        let name: PlSmallStr = name.as_str().into();
+        let s = match c {
+            Chunk::Bool(a) => Series::new(name, column(a, j)),
+            Chunk::I64(a) => Series::new(name, column(a, j)),
+            Chunk::F32(a) => Series::new(name, column(a, j).into_iter().map(f64::from).collect::<Vec<f64>>()),
+            Chunk::F64(a) => Series::new(name, column(a, j)),
+        };
+        cols.push(s.into_column());
+    }
+    PolarsFrame::new(n, cols).map_err(|e| ArrayError::Value(e.to_string()))
 }

@@ -1,6 +1,7 @@
 //! `get_dummies` and `pivot_table` in Rhai. As Dask's, both need the
 //! categories of a column known: they are computed first (what Dask's
-//! `categorize` does), then the frame is reshaped lazily.
+//! `categorize` does), then the frame is reshaped lazily. And
+//! `from_dask_array`, an array's rows as a frame.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use super::dataframe::{compute_one, err, frame_value, strings};
 use super::fndoc::{FnDoc, doc};
 use crate::error::runtime;
 use crate::state::SessionState;
-use crate::types::LazyFrame;
+use crate::types::{LazyArray, LazyFrame};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
@@ -33,6 +34,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "pivot_table(df, #{index, columns, values, aggfunc}) / df.pivot_table(#{...}) -> DataFrame",
         "One row per value of `index` (sorted), one column per distinct value of `columns`, holding `aggfunc` (mean by default; sum, count, min, max) of `values` over those rows; missing where there are none, and rows with no value at all left out, as pandas. The distinct values of `columns` are computed first.",
         "let df = from_columns(#{k: [\"a\", \"a\", \"b\"], c: [\"x\", \"y\", \"x\"], v: [1, 2, 3]});\npivot_table(df, #{index: \"k\", columns: \"c\", values: \"v\", aggfunc: \"sum\"}).compute()",
+    ),
+    doc(
+        "from_dask_array",
+        "from_dask_array(x, #{columns}) -> DataFrame",
+        "A 1-d or 2-d array as a frame, one partition per row block (blocks across the columns joined first), as dd.from_dask_array: columns named by `columns`, else 0, 1, …; bool, int64 and float64 columns as the array's type.",
+        "from_dask_array(arange(6, #{chunks: 4}).reshape([3, 2]), #{columns: [\"a\", \"b\"]}).compute()",
     ),
 ];
 
@@ -115,7 +122,19 @@ fn pivot_table(state: &SessionState, f: &LazyFrame, m: Map) -> Res<LazyFrame> {
     Ok(LazyFrame { f: f.f.pivot_table(&ctx(state), &index, &columns, &cats, &values, agg).map_err(err)? })
 }
 
+fn from_dask_array(state: &SessionState, x: &LazyArray, m: Option<Map>) -> Res<LazyFrame> {
+    let m = options(m, "from_dask_array", &["columns"])?;
+    let columns = m.get("columns").map(|d| strings(d, "from_dask_array: columns")).transpose()?;
+    let f =
+        brisk_engine::collections::frame::to_array::from_array(&ctx(state), &x.a, columns).map_err(err)?;
+    Ok(LazyFrame { f })
+}
+
 pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
+    let st = state.clone();
+    engine.register_fn("from_dask_array", move |x: LazyArray| from_dask_array(&st, &x, None));
+    let st = state.clone();
+    engine.register_fn("from_dask_array", move |x: LazyArray, m: Map| from_dask_array(&st, &x, Some(m)));
     // A method and a function alike (`pivot_table(df, ...)` as Dask's).
     let st = state.clone();
     engine.register_fn("get_dummies", move |f: &mut LazyFrame| get_dummies(&st, f, None));

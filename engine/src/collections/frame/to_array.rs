@@ -3,7 +3,8 @@
 //! partitions' lengths are computed first (`lengths`, one small task per
 //! partition), as Dask does; then each partition becomes one row block,
 //! its columns interleaved into rows (the one copy a columnar frame needs
-//! to become a row-major matrix, `frame::to_block`).
+//! to become a row-major matrix, `frame::to_block`). And back:
+//! `from_dask_array`, one partition per row block.
 
 use std::sync::Arc;
 
@@ -12,6 +13,8 @@ use crate::array::dtype::DType;
 use crate::array::op::ArrayOp;
 use crate::collections::array::{Array, Ctx, array_task, block, finish};
 use crate::frame::dtype::{DType as ColType, Schema};
+use crate::frame::op::FrameOp;
+use crate::graph::layer::Layer;
 use crate::graph::token::Tokenizer;
 use crate::ops::Arg;
 
@@ -37,6 +40,59 @@ pub fn array_dtype(schema: &Schema) -> Result<DType, FrameError> {
         };
     }
     Ok(out)
+}
+
+/// `from_dask_array(x, columns)`: a 1-d or 2-d array as a frame, one
+/// partition per row block (blocks across the columns joined first), as
+/// Dask's `dd.from_dask_array`; columns named `columns`, else 0, 1, ….
+pub fn from_array(ctx: &Ctx, a: &Array, columns: Option<Vec<String>>) -> Result<DataFrame, FrameError> {
+    let bad = |m: String| FrameError::Invalid(format!("from_dask_array: {m}"));
+    let ncols = match a.chunks.len() {
+        1 => 1,
+        2 => a.chunks[1].iter().sum(),
+        n => return Err(bad(format!("a {n}-d array has no frame; give a 1-d or 2-d one"))),
+    };
+    let columns = match columns {
+        Some(c) if c.len() != ncols => {
+            return Err(bad(format!("{} column names for {ncols} columns", c.len())));
+        }
+        Some(c) => c,
+        None => (0..ncols).map(|i| i.to_string()).collect(),
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(d) = columns.iter().find(|c| !seen.insert(c.as_str())) {
+        return Err(bad(format!("the column \"{d}\" is named twice")));
+    }
+    let a = if a.chunks.len() == 2 && a.chunks[1].len() > 1 {
+        use crate::collections::array::{AxisChunks, ChunkSpec};
+        let spec = ChunkSpec::PerAxis(vec![AxisChunks::Sizes(a.chunks[0].to_vec()), AxisChunks::Size(-1)]);
+        crate::collections::array::rechunk(ctx, a, &spec).map_err(|e| bad(e.to_string()))?
+    } else {
+        a.clone()
+    };
+    let dtype = match a.dtype {
+        DType::Bool => ColType::Bool,
+        DType::I64 => ColType::Int64,
+        DType::F32 | DType::F64 => ColType::Float64,
+    };
+    let (layer, keys) = crate::collections::Collection::partitions(&a);
+    let name: Arc<str> = Arc::from(Tokenizer::new().str(&a.name).serde(&columns).name("from_dask_array"));
+    let tasks = keys
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| {
+            super::shuffle::task(
+                ctx,
+                super::dataframe::block(&name, i),
+                FrameOp::FromBlock(columns.clone()),
+                vec![Arg::Dep(0)],
+                vec![k],
+            )
+        })
+        .collect::<Vec<_>>();
+    let keys = (0..tasks.len()).map(|i| super::dataframe::block(&name, i)).collect();
+    let schema = Schema::new(columns.into_iter().map(|c| (c, dtype)).collect());
+    Ok(DataFrame::of_keys(Layer::new(name, tasks, vec![layer]), keys, schema, "from_dask_array"))
 }
 
 /// Each partition's number of rows, as a 1-d int64 array of one value per
