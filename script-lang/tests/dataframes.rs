@@ -244,6 +244,10 @@ r.idx = [df[["id", "x", "y", "flag"]].idxmax().compute().to_maps(), df[["id", "x
 r.from_delayed = from_delayed(df.to_delayed(), #{meta: #{id: "int64", key: "string", x: "float64", y: "float64", flag: "bool"}}).compute().to_maps();
 r.to_delayed_n = df.to_delayed().len() == df.npartitions;
 r.from_dask_array = [from_dask_array(arange(12, #{chunks: 5}).reshape([6, 2]), #{columns: ["a", "b"]}).compute().to_maps(), from_dask_array(arange(10, #{chunks: 3}) * 0.5).sum().compute().to_maps(), from_dask_array(ones([4, 3], #{chunks: [2, 1]})).npartitions];
+let words = from_columns(#{s: ["a b  c", " x ", (), "p,q", "", "one two three four"]}, #{npartitions: 2})["s"];
+r.split = [words.str_split().str_get(0).compute().to_array(), words.str_split().str_get(-1).compute().to_array(), words.str_split().str_len().compute().to_array(), words.str_split(",").str_len().compute().to_array(), words.str_split(" ", #{n: 1}).str_get(1).compute().to_array()];
+r.split_expand = words.str_split(" ", #{n: 2, expand: true}).compute().to_maps();
+r.split_expand_local = words.compute().str_split((), #{n: 1, expand: true}).to_maps();
 r.dummies = get_dummies(df[["id", "key", "flag"]]).compute().to_maps();
 r.dummies_cols = get_dummies(df[["id", "flag", "key"]], #{columns: ["flag"], prefix: "f"}).compute().to_maps();
 r.pivot = df.pivot_table(#{index: "key", columns: "flag", values: "y", aggfunc: "sum"}).compute().to_maps();
@@ -450,6 +454,9 @@ fn bad_input_is_refused_clearly() {
         (format!("read_csv(\"{g}\").cumsum()"), "cumsum: column \"b\" is string".into()),
         ("from_delayed([1, 2])".into(), "from_delayed: item 0 is i64, not a Delayed".into()),
         ("from_dask_array(ones([2, 2, 2]))".into(), "from_dask_array: a 3-d array has no frame".into()),
+        (format!("read_csv(\"{g}\")[\"b\"].str_split(\"\")"), "str_split: empty separator".into()),
+        (format!("read_csv(\"{g}\")[\"b\"].str_split(\",\", #{{expand: true}})"), "expand needs n".into()),
+        (format!("read_csv(\"{g}\")[\"a\"].str_split(\",\")"), "str_split needs a string column, not int64".into()),
         ("from_dask_array(ones([2, 2]), #{columns: [\"a\"]})".into(), "1 column names for 2 columns".into()),
         (format!("from_delayed(read_csv(\"{g}\").to_delayed(), #{{meta: #{{}}}})"), "meta names no column".into()),
         (

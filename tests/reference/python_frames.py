@@ -329,6 +329,10 @@ def expected(d):
     e["from_delayed"] = records(df)
     e["to_delayed_n"] = True
     e["from_dask_array"] = [records(pd.DataFrame(np.arange(12).reshape(6, 2), columns=["a", "b"])), row(pd.DataFrame(np.arange(10) * 0.5, columns=["0"]).sum()), 2]
+    words = pd.Series(["a b  c", " x ", None, "p,q", "", "one two three four"], dtype=object)
+    e["split"] = [col(words.str.split().str.get(0)), col(words.str.split().str.get(-1)), col(words.str.split().str.len()), col(words.str.split(",").str.len()), col(words.str.split(" ", n=1).str.get(1))]
+    e["split_expand"] = records(words.str.split(" ", n=2, expand=True).rename(columns=str))
+    e["split_expand_local"] = records(words.str.split(None, n=1, expand=True).rename(columns=str))
     e["dummies"] = records(pd.get_dummies(df[["id", "key", "flag"]]))
     e["dummies_cols"] = records(pd.get_dummies(df[["id", "flag", "key"]], columns=["flag"], prefix="f"))
     pivot = lambda **kw: records(pd.pivot_table(df, **kw).rename(columns=str).reset_index())

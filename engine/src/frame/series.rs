@@ -16,6 +16,26 @@ pub enum Operand<'a> {
 }
 
 impl Frame {
+    /// The first columns of computed Series of as many rows, side by side
+    /// under the given names.
+    pub fn side_by_side(parts: &[(String, &Frame)]) -> Result<Frame, FrameError> {
+        let mut cols = Vec::with_capacity(parts.len());
+        let mut height = None;
+        for (name, f) in parts {
+            let c = f.series_column()?.clone();
+            if height.is_some_and(|h| h != c.len()) {
+                return Err(FrameError::Invalid(
+                    "Series of different lengths cannot stand side by side".into(),
+                ));
+            }
+            height = Some(c.len());
+            cols.push(c.with_name(name.as_str().into()));
+        }
+        DataFrame::new(height.unwrap_or(0), cols).map(Frame).map_err(polars_error)
+    }
+}
+
+impl Frame {
     /// The column of a computed Series (a one-column frame).
     pub(crate) fn series_column(&self) -> Result<&Column, FrameError> {
         self.0.columns().first().ok_or_else(|| FrameError::Invalid("a Series without a column".into()))

@@ -57,6 +57,41 @@ pub enum TextOp {
         format: Option<String>,
         coerce: bool,
     },
+    /// Part `i` (negative from the end) of Python's `str.split(pat, n)`
+    /// (on runs of whitespace when `pat` is `None`; at most `n` splits),
+    /// missing past the parts: `str.split(..).str.get(i)`.
+    SplitGet {
+        pat: Option<String>,
+        n: Option<usize>,
+        i: i64,
+    },
+    /// How many parts `str.split(pat)` makes: `str.split().str.len()`.
+    SplitLen(Option<String>),
+}
+
+/// Python's `str.split(pat, maxsplit)`.
+pub fn python_split<'a>(v: &'a str, pat: Option<&str>, n: Option<usize>) -> Vec<&'a str> {
+    match pat {
+        Some(p) => match n {
+            Some(n) => v.splitn(n + 1, p).collect(),
+            None => v.split(p).collect(),
+        },
+        None => {
+            let mut out = Vec::new();
+            let mut rest = v.trim_start();
+            while !rest.is_empty() {
+                if n.is_some_and(|n| out.len() == n) {
+                    // The remainder, trailing whitespace stripped as Python's.
+                    out.push(rest.trim_end());
+                    break;
+                }
+                let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+                out.push(&rest[..end]);
+                rest = rest[end..].trim_start();
+            }
+            out
+        }
+    }
 }
 
 impl TextOp {
@@ -73,6 +108,8 @@ impl TextOp {
             TextOp::Get(_) => "str_get",
             TextOp::Extract(_) => "str_extract",
             TextOp::ToDatetime { .. } => "to_datetime",
+            TextOp::SplitGet { .. } => "str_split",
+            TextOp::SplitLen(_) => "str_split",
         }
     }
 
@@ -90,6 +127,9 @@ impl TextOp {
                 }
             }
             TextOp::Slice { step: 0, .. } => return Err(bad("slice step cannot be zero".into())),
+            TextOp::SplitGet { pat: Some(p), .. } | TextOp::SplitLen(Some(p)) if p.is_empty() => {
+                return Err(bad("empty separator (as Python's str.split)".into()));
+            }
             TextOp::Pad { width, .. } if *width > MAX_PAD => {
                 return Err(bad(format!("width {width} is more than {MAX_PAD} characters")));
             }
@@ -98,6 +138,7 @@ impl TextOp {
         Ok(match self {
             TextOp::StartsWith(_) | TextOp::EndsWith(_) => DType::Bool,
             TextOp::ToDatetime { .. } => DType::Datetime,
+            TextOp::SplitLen(_) => DType::Int64,
             _ => DType::Str,
         })
     }
@@ -143,6 +184,19 @@ impl TextOp {
                 let at = if *i < 0 { n + i } else { *i };
                 (0..n).contains(&at).then(|| v.chars().nth(at as usize).map(String::from)).flatten()
             }),
+            TextOp::SplitGet { pat, n, i } => strings(&|v| {
+                let parts = python_split(v, pat.as_deref(), *n);
+                let k = parts.len() as i64;
+                let at = if *i < 0 { k + i } else { *i };
+                (0..k).contains(&at).then(|| parts[at as usize].to_string())
+            }),
+            TextOp::SplitLen(pat) => {
+                let out: Int64Chunked = ca
+                    .iter()
+                    .map(|v| v.map(|v| python_split(v, pat.as_deref(), None).len() as i64))
+                    .collect();
+                out.into_series()
+            }
             TextOp::Extract(pat) => {
                 let re = regex::Regex::new(pat).map_err(|e| polars_err!(ComputeError: "str_extract: {e}"))?;
                 strings(&|v| re.captures(v).and_then(|c| c.get(1)).map(|m| m.as_str().to_string()))

@@ -585,6 +585,13 @@ impl ElementWise for LazySeries {
     fn map_expr2(&self, other: &Self, f: impl FnOnce(Box<Expr>, Box<Expr>) -> Expr) -> Res<Self> {
         Ok(LazySeries { s: self.s.map_expr2(&other.s, f).map_err(err)? })
     }
+
+    fn side_by_side(&self, cols: Vec<(String, Self)>) -> Res<Dynamic> {
+        let names: Vec<String> = cols.iter().map(|(n, _)| n.clone()).collect();
+        let assigned = cols.into_iter().map(|(n, s)| (n, Assigned::Series(s.s))).collect();
+        let f = self.s.frame.assign(assigned).and_then(|f| f.project(&names)).map_err(err)?;
+        Ok(Dynamic::from(LazyFrame { f }))
+    }
 }
 
 impl ElementWise for LocalSeries {
@@ -595,6 +602,11 @@ impl ElementWise for LocalSeries {
 
     fn map_expr2(&self, other: &Self, f: impl FnOnce(Box<Expr>, Box<Expr>) -> Expr) -> Res<Self> {
         Frame::series_map2(&self.0, &other.0, f).map(|f| LocalSeries(Arc::new(f))).map_err(err)
+    }
+
+    fn side_by_side(&self, cols: Vec<(String, Self)>) -> Res<Dynamic> {
+        let parts: Vec<(String, &Frame)> = cols.iter().map(|(n, s)| (n.clone(), s.0.as_ref())).collect();
+        Ok(Dynamic::from(LocalFrame(Arc::new(Frame::side_by_side(&parts).map_err(err)?))))
     }
 }
 

@@ -108,6 +108,7 @@ mod tests {
         "cumsum",
         "join",
         "repartition",
+        "str_split",
     ];
 
     #[test]

@@ -29,4 +29,8 @@ pub(super) trait ElementWise: Clone + Send + Sync + 'static {
         other: &Self,
         f: impl FnOnce(Box<Expr>, Box<Expr>) -> Expr,
     ) -> Result<Self, Box<EvalAltResult>>;
+
+    /// Series of this one's rows side by side as a frame (lazy or computed
+    /// as they are), named as given.
+    fn side_by_side(&self, cols: Vec<(String, Self)>) -> Result<Dynamic, Box<EvalAltResult>>;
 }

@@ -15,6 +15,12 @@ type Res<T> = Result<T, Box<EvalAltResult>>;
 /// This area's entries of the API reference.
 pub(super) const DOCS: &[FnDoc] = &[
     doc(
+        "str_split",
+        "s.str_split([sep], #{n, expand}) -> StringSplit | DataFrame",
+        "Python's str.split on each string (runs of whitespace without `sep`, at most `n` splits). Then `.str_get(i)` (negative from the end) or `.str_len()`, as pandas' `str.split().str.get(i)`; with `expand: true` (which needs `n`, as Dask) a frame of columns 0..n, missing past a string's parts.",
+        "from_columns(#{s: [\"a b c\", \"d\"]})[\"s\"].str_split().str_get(-1).compute()",
+    ),
+    doc(
         "str_startswith",
         "s.str_startswith(prefix) -> Series",
         "Whether each string starts with `prefix` (missing stays missing), as pandas' str.startswith.",
@@ -178,7 +184,69 @@ fn to_datetime<S: ElementWise>(s: &S, m: Option<Map>) -> Res<S> {
     text(s, TextOp::ToDatetime { format, coerce })
 }
 
+/// `s.str_split(pat)`, waiting for `str_get(i)` or `str_len()` (brisk
+/// frames hold no list columns; pandas' `str.split().str.get(i)`).
+#[derive(Clone)]
+pub struct StringSplit<S> {
+    s: S,
+    pat: Option<String>,
+    n: Option<usize>,
+}
+
+/// `s.str_split(pat, #{n, expand})`: with `expand` (which needs `n`, as
+/// Dask's), a frame of columns `0..=n`, else a `StringSplit`.
+fn split<S: ElementWise>(s: &S, pat: Option<String>, m: Option<Map>) -> Res<Dynamic> {
+    let m = options(m, "str_split", &["n", "expand"])?;
+    let n = match m.get("n") {
+        None => None,
+        Some(d) if d.is_unit() => None,
+        Some(d) => match d.as_int() {
+            Ok(-1) => None,
+            Ok(i) if (0..=10_000).contains(&i) => Some(i as usize),
+            _ => return Err(runtime("str_split: n is a number of splits from 0 to 10000, or -1 for all")),
+        },
+    };
+    let expand = match m.get("expand") {
+        None => false,
+        Some(d) => d.as_bool().map_err(|_| runtime("str_split: expand is true or false"))?,
+    };
+    // Checks the separator and the column's type now.
+    text(s, TextOp::SplitLen(pat.clone()))?;
+    if !expand {
+        return Ok(Dynamic::from(StringSplit { s: s.clone(), pat, n }));
+    }
+    let Some(n) = n else {
+        return Err(runtime(
+            "str_split: expand needs n, the number of splits (the columns must be known, as in Dask)",
+        ));
+    };
+    let cols = (0..=n)
+        .map(|i| {
+            Ok((i.to_string(), text(s, TextOp::SplitGet { pat: pat.clone(), n: Some(n), i: i as i64 })?))
+        })
+        .collect::<Res<Vec<_>>>()?;
+    s.side_by_side(cols)
+}
+
 pub(super) fn register<S: ElementWise>(engine: &mut Engine) {
+    engine.register_type_with_name::<StringSplit<S>>("StringSplit");
+    engine.register_fn("str_split", |s: &mut S| split(s, None, None));
+    engine.register_fn("str_split", |s: &mut S, pat: &str| split(s, Some(pat.to_string()), None));
+    engine.register_fn("str_split", |s: &mut S, pat: Dynamic, m: Map| -> Res<Dynamic> {
+        let pat = if pat.is_unit() {
+            None
+        } else {
+            Some(pat.into_string().map_err(|_| runtime("str_split: the separator is a string or ()"))?)
+        };
+        split(s, pat, Some(m))
+    });
+    engine.register_fn("str_get", |sp: &mut StringSplit<S>, i: i64| {
+        text(&sp.s, TextOp::SplitGet { pat: sp.pat.clone(), n: sp.n, i })
+    });
+    engine.register_fn("str_len", |sp: &mut StringSplit<S>| text(&sp.s, TextOp::SplitLen(sp.pat.clone())));
+    engine.register_fn("to_string", |sp: &mut StringSplit<S>| {
+        format!("StringSplit [sep={:?}, n={:?}]", sp.pat.as_deref().unwrap_or("whitespace"), sp.n)
+    });
     engine.register_fn("str_startswith", |s: &mut S, p: &str| text(s, TextOp::StartsWith(p.to_string())));
     engine.register_fn("str_endswith", |s: &mut S, p: &str| text(s, TextOp::EndsWith(p.to_string())));
     engine.register_fn("str_replace", |s: &mut S, pat: &str, repl: &str| replace(s, pat, repl, None));
