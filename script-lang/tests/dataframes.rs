@@ -248,6 +248,10 @@ let words = from_columns(#{s: ["a b  c", " x ", (), "p,q", "", "one two three fo
 r.split = [words.str_split().str_get(0).compute().to_array(), words.str_split().str_get(-1).compute().to_array(), words.str_split().str_len().compute().to_array(), words.str_split(",").str_len().compute().to_array(), words.str_split(" ", #{n: 1}).str_get(1).compute().to_array()];
 r.split_expand = words.str_split(" ", #{n: 2, expand: true}).compute().to_maps();
 r.split_expand_local = words.compute().str_split((), #{n: 1, expand: true}).to_maps();
+let stamps = ["2024-03-01 00:10:00", "2024-03-01 05:20:00", (), "2024-03-01 23:59:59", "2024-03-03 12:00:00", "2024-03-03 12:30:00", "2024-02-28 08:00:00", "2024-03-04 00:00:00"];
+let tv = from_columns([["t", stamps], ["v", [1, 2, 3, 4, 5, (), 7, 8]], ["x", [0.5, (), 1.5, 2.5, 3.5, 4.5, 5.5, 6.5]]], #{npartitions: 3});
+let tv = tv.assign(#{t: to_datetime(tv["t"])});
+r.resample = [tv.resample("D", #{on: "t"}).sum().compute().to_maps(), tv.resample("6h", #{on: "t"}).mean().compute().to_maps(), tv.set_index("t").resample("12h").count().compute().to_maps(), tv.resample("D", #{on: "t"}).agg(#{v: "max", x: "min"}).compute().to_maps()];
 r.dummies = get_dummies(df[["id", "key", "flag"]]).compute().to_maps();
 r.dummies_cols = get_dummies(df[["id", "flag", "key"]], #{columns: ["flag"], prefix: "f"}).compute().to_maps();
 r.pivot = df.pivot_table(#{index: "key", columns: "flag", values: "y", aggfunc: "sum"}).compute().to_maps();
@@ -454,6 +458,9 @@ fn bad_input_is_refused_clearly() {
         (format!("read_csv(\"{g}\").cumsum()"), "cumsum: column \"b\" is string".into()),
         ("from_delayed([1, 2])".into(), "from_delayed: item 0 is i64, not a Delayed".into()),
         ("from_dask_array(ones([2, 2, 2]))".into(), "from_dask_array: a 3-d array has no frame".into()),
+        (format!("read_csv(\"{g}\").resample(\"1h\", #{{on: \"a\"}}).sum()"), "resample: column \"a\" is int64, not datetime64[ns]".into()),
+        (format!("read_csv(\"{g}\").resample(\"1h\")"), "resample needs a datetime index".into()),
+        (format!("read_csv(\"{g}\").resample(\"7h\", #{{on: \"a\"}})"), "\"7h\" does not divide a day".into()),
         (format!("read_csv(\"{g}\")[\"b\"].str_split(\"\")"), "str_split: empty separator".into()),
         (format!("read_csv(\"{g}\")[\"b\"].str_split(\",\", #{{expand: true}})"), "expand needs n".into()),
         (format!("read_csv(\"{g}\")[\"a\"].str_split(\",\")"), "str_split needs a string column, not int64".into()),

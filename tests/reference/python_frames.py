@@ -333,6 +333,11 @@ def expected(d):
     e["split"] = [col(words.str.split().str.get(0)), col(words.str.split().str.get(-1)), col(words.str.split().str.len()), col(words.str.split(",").str.len()), col(words.str.split(" ", n=1).str.get(1))]
     e["split_expand"] = records(words.str.split(" ", n=2, expand=True).rename(columns=str))
     e["split_expand_local"] = records(words.str.split(None, n=1, expand=True).rename(columns=str))
+    tv = pd.DataFrame({
+        "t": pd.to_datetime(["2024-03-01 00:10:00", "2024-03-01 05:20:00", None, "2024-03-01 23:59:59", "2024-03-03 12:00:00", "2024-03-03 12:30:00", "2024-02-28 08:00:00", "2024-03-04 00:00:00"]),
+        "v": [1, 2, 3, 4, 5, None, 7, 8], "x": [0.5, None, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5]})
+    ms = lambda f: [dict(r, t=pd.Timestamp(r["t"]).strftime("%Y-%m-%d %H:%M:%S")) for r in records(f.reset_index())]
+    e["resample"] = [ms(tv.resample("D", on="t").sum()), ms(tv.resample("6h", on="t").mean()), ms(tv.set_index("t").resample("12h").count()), ms(tv.resample("D", on="t").agg({"v": "max", "x": "min"}))]
     e["dummies"] = records(pd.get_dummies(df[["id", "key", "flag"]]))
     e["dummies_cols"] = records(pd.get_dummies(df[["id", "flag", "key"]], columns=["flag"], prefix="f"))
     pivot = lambda **kw: records(pd.pivot_table(df, **kw).rename(columns=str).reset_index())

@@ -188,6 +188,10 @@ fn run(op: &FrameOp, args: &[Value], cl: &Closures<'_>) -> Result<Value, TaskErr
             ))),
             None => Err(TaskError::internal("no input block")),
         },
+        FrameOp::FillBins { on, step, zero } => {
+            let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
+            Ok(frame(super::bins::fill(part, on, *step, zero).map_err(err)?))
+        }
         FrameOp::Zip { from, to } => {
             let [l, r] = args else { return Err(TaskError::internal("align needs two inputs")) };
             let (l, r) = (frame_arg(l)?, frame_arg(r)?);

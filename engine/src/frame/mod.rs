@@ -5,6 +5,7 @@
 
 pub mod agg;
 pub mod argbest;
+pub mod bins;
 pub mod calendar;
 pub mod call;
 pub mod cells;

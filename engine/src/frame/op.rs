@@ -126,6 +126,9 @@ pub enum FrameOp {
     /// A 1-d or 2-d array block (the input) as a partition with these
     /// column names (`from_dask_array`).
     FromBlock(Vec<String>),
+    /// A row for every bin of width `step` of column `on` between the
+    /// first and last (`resample`): `zero` columns 0 there, others missing.
+    FillBins { on: String, step: i64, zero: Vec<String> },
     /// The first input with column `from` of the second (as many rows)
     /// added as `to`: a Series of the same rows brought alongside.
     Zip { from: String, to: String },
@@ -263,6 +266,7 @@ impl FrameOp {
             FrameOp::Zip { .. } => "align",
             FrameOp::FromValue(_) => "from_delayed",
             FrameOp::FromBlock(_) => "from_dask_array",
+            FrameOp::FillBins { .. } => "resample",
             FrameOp::Ewm { .. } => "ewm",
             FrameOp::SideBySide { .. } => "groupby",
             FrameOp::MapPartitions { .. } => "map_partitions",

@@ -3,11 +3,13 @@
 //! `ewm(#{com | span | halflife | alpha, adjust, ignore_na,
 //! min_periods}).mean()`. Both reach across partition edges; their
 //! results keep the frame's rows, so they can be assigned back to it.
+//! And `resample(rule)`: time bins of a datetime column, aggregated.
 
 use std::sync::Arc;
 
 use brisk_engine::collections::frame::DataFrame;
 use brisk_engine::frame::ewm::Ewm;
+use brisk_engine::frame::red::Red;
 use brisk_engine::frame::rolling::{RollAgg, Window};
 use rhai::{Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
@@ -29,6 +31,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "from_columns(#{x: [1, 2, 3, 4, 5]}, #{npartitions: 3}).rolling(2).mean().compute()",
     ),
     doc(
+        "resample",
+        "df.resample(rule, #{on}) then .sum() .mean() .min() .max() .count() .std() .variance() or .agg(#{col: how})",
+        "Rows binned by a datetime column (the index `set_index` made, or `on`) floored to `rule` (a fixed frequency that divides a day: \"30s\", \"15min\", \"1h\", \"D\"), aggregated per bin, with a row for every bin from the first to the last as pandas (sums and counts 0 in an empty bin, others missing); one partition, the bin column first.",
+        "let df = from_columns(#{t: [\"2024-01-01 00:10\", \"2024-01-01 00:20\", \"2024-01-01 02:05\"], v: [1, 2, 3]});\nlet df = df.assign(#{t: to_datetime(df[\"t\"])});\ndf.resample(\"1h\", #{on: \"t\"}).sum().compute()",
+    ),
+    doc(
         "ewm",
         "df.ewm(#{com | span | halflife | alpha, adjust, ignore_na, min_periods}) / s.ewm(...), then .mean()",
         "Exponentially weighted means, as pandas' ewm: give exactly one of `com`, `span`, `halflife` or `alpha`; `adjust` (true by default) divides by the sum of the weights; missing values keep their place in the decay unless `ignore_na`. Each partition starts from the state the one before it left.",
@@ -43,6 +51,42 @@ pub struct Rolling {
     win: Window,
     /// The column when it came from a Series.
     series: Option<String>,
+}
+
+/// `df.resample(rule)`, waiting for its aggregation.
+#[derive(Clone)]
+pub struct Resampler {
+    f: DataFrame,
+    on: String,
+    step: i64,
+}
+
+fn resampler(f: &LazyFrame, rule: &str, m: Option<Map>) -> Res<Resampler> {
+    let m = options(m, "resample", &["on"])?;
+    let on = match m.get("on") {
+        Some(d) => d.clone().into_string().map_err(|_| runtime("resample: on is a column name"))?,
+        None => {
+            f.f.divisions
+                .as_ref()
+                .map(|d| d.on.clone())
+                .ok_or_else(|| runtime("resample needs a datetime index (set_index) or #{on: column}"))?
+        }
+    };
+    let step = brisk_engine::frame::text::frequency(rule)
+        .map_err(|e| runtime(e.to_string().replace("dt_floor", "resample")))?;
+    // pandas starts bins at the first day's midnight: the same bins as
+    // from the epoch exactly when the rule divides a day.
+    const DAY: i64 = 86_400_000_000_000;
+    if DAY % step != 0 {
+        return Err(runtime(format!(
+            "resample: \"{rule}\" does not divide a day; rules of a day or less that divide it (\"D\", \"6h\", \"15min\") are supported"
+        )));
+    }
+    Ok(Resampler { f: f.f.clone(), on, step })
+}
+
+fn resample(state: &SessionState, r: &Resampler, aggs: Vec<(String, Red)>) -> Res<LazyFrame> {
+    Ok(LazyFrame { f: r.f.resample(&ctx(state), &r.on, r.step, &aggs).map_err(err)? })
 }
 
 /// `df.ewm(...)` (or a Series'), waiting for `mean()`.
@@ -162,6 +206,48 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("to_string", |r: &mut Rolling| {
         format!("Rolling [window={}, min_periods={}]", r.win.window, r.win.min_periods)
     });
+    engine.register_type_with_name::<Resampler>("Resampler");
+    engine.register_fn("resample", |f: &mut LazyFrame, rule: &str| resampler(f, rule, None));
+    engine.register_fn("resample", |f: &mut LazyFrame, rule: &str, m: Map| resampler(f, rule, Some(m)));
+    for (name, red) in [
+        ("sum", Red::Sum),
+        ("mean", Red::Mean),
+        ("min", Red::Min),
+        ("max", Red::Max),
+        ("count", Red::Count),
+        ("std", Red::Std),
+        ("variance", Red::Var),
+    ] {
+        let st = state.clone();
+        engine.register_fn(name, move |r: &mut Resampler| -> Res<LazyFrame> {
+            // Every other column the reduction fits (all of them for count).
+            let cols =
+                r.f.schema
+                    .cols
+                    .iter()
+                    .filter(|(n, t)| *n != r.on && (red == Red::Count || t.is_numeric()))
+                    .map(|(n, _)| (n.clone(), red))
+                    .collect();
+            resample(&st, r, cols)
+        });
+    }
+    let st = state.clone();
+    engine.register_fn("agg", move |r: &mut Resampler, m: Map| -> Res<LazyFrame> {
+        let aggs = m
+            .iter()
+            .map(|(c, how)| {
+                let how = how
+                    .clone()
+                    .into_string()
+                    .map_err(|_| runtime("resample agg: give #{column: \"sum\"}"))?;
+                let red = Red::parse(&how)
+                    .ok_or_else(|| runtime(format!("resample agg: unknown aggregation \"{how}\"")))?;
+                Ok((c.to_string(), red))
+            })
+            .collect::<Res<Vec<_>>>()?;
+        resample(&st, r, aggs)
+    });
+    engine.register_fn("to_string", |r: &mut Resampler| format!("Resampler [on={}, {} ns]", r.on, r.step));
     engine.register_type_with_name::<Ewma>("ExponentialMovingWindow");
     engine.register_fn("ewm", |f: &mut LazyFrame, m: Map| -> Res<Ewma> {
         Ok(Ewma { f: f.f.clone(), spec: ewm_spec(Some(m))?, series: None })

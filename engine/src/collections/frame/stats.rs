@@ -10,12 +10,14 @@ use crate::collections::array::Ctx;
 use crate::frame::dtype::{DType, Schema};
 use crate::frame::error::FrameError;
 use crate::frame::expr::Expr;
-use crate::frame::op::{Finish, Sink};
+use crate::frame::op::{Finish, FrameOp, Sink};
 use crate::frame::red::Red;
 use crate::frame::stage::Stage;
+use crate::graph::layer::Layer;
 use crate::graph::layer::LayerRef;
 use crate::graph::token::Tokenizer;
 use crate::key::Key;
+use crate::ops::Arg;
 
 fn numeric(t: DType) -> bool {
     matches!(t, DType::Int64 | DType::Float64 | DType::Bool)
@@ -126,6 +128,64 @@ impl DataFrame {
         let (layer, key) = self.tree(ctx, what, sink, finish);
         let schema = Schema::new(names.into_iter().map(|n| (n, label)).collect());
         Ok(DataFrame::of_keys(layer, vec![key], schema, what))
+    }
+}
+
+impl DataFrame {
+    /// `resample(rule).agg(...)` on the datetime column `on`: rows binned
+    /// by `on` floored to `step` nanoseconds, each of `aggs` (column,
+    /// reduction) per bin, and a row for every bin between the first and
+    /// the last, as pandas (sums and counts 0 in an empty bin, others
+    /// missing). One partition, sorted by bin.
+    pub fn resample(
+        &self,
+        ctx: &Ctx,
+        on: &str,
+        step: i64,
+        aggs: &[(String, Red)],
+    ) -> Result<DataFrame, FrameError> {
+        match self.schema.get(on) {
+            Some(DType::Datetime) => {}
+            Some(t) => return Err(invalid(format!("resample: column \"{on}\" is {t}, not datetime64[ns]"))),
+            None => {
+                return Err(FrameError::UnknownColumn {
+                    column: on.to_string(),
+                    columns: self.schema.listing(),
+                });
+            }
+        }
+        if step <= 0 {
+            return Err(invalid(format!("resample: a bin of {step} ns")));
+        }
+        if aggs.is_empty() {
+            return Err(invalid("resample: nothing to aggregate"));
+        }
+        let binned = Series::typed(
+            self.clone(),
+            Expr::Time(crate::frame::text::TimeOp::Floor(step), Box::new(Expr::col(on))),
+            on.to_string(),
+        )?;
+        let f = self.assign(vec![(on.to_string(), Assigned::Series(binned))])?;
+        let spec: Vec<(String, String, Red)> = aggs.iter().map(|(c, r)| (c.clone(), c.clone(), *r)).collect();
+        let grouped = f.groupby_agg(ctx, &[on.to_string()], &spec, 1)?;
+        let zero: Vec<String> = aggs
+            .iter()
+            .filter(|(_, r)| matches!(r, Red::Sum | Red::Count | Red::Size))
+            .map(|(c, _)| c.clone())
+            .collect();
+        let (layer, keys) = grouped.partitions(ctx);
+        let name: std::sync::Arc<str> =
+            std::sync::Arc::from(Tokenizer::new().str(&grouped.token).u64(step as u64).name("resample"));
+        let key = super::dataframe::block(&name, 0);
+        let op = FrameOp::FillBins { on: on.to_string(), step, zero };
+        let args = (0..keys.len()).map(|i| Arg::Dep(i as u32)).collect();
+        let t = super::shuffle::task(ctx, key.clone(), op, args, keys);
+        Ok(DataFrame::of_keys(
+            Layer::new(name, vec![t], vec![layer]),
+            vec![key],
+            grouped.schema.as_ref().clone(),
+            "resample",
+        ))
     }
 }
 
