@@ -244,8 +244,9 @@ r.idx = [df[["id", "x", "y", "flag"]].idxmax().compute().to_maps(), df[["id", "x
 r.from_delayed = from_delayed(df.to_delayed(), #{meta: #{id: "int64", key: "string", x: "float64", y: "float64", flag: "bool"}}).compute().to_maps();
 r.to_delayed_n = df.to_delayed().len() == df.npartitions;
 r.from_dask_array = [from_dask_array(arange(12, #{chunks: 5}).reshape([6, 2]), #{columns: ["a", "b"]}).compute().to_maps(), from_dask_array(arange(10, #{chunks: 3}) * 0.5).sum().compute().to_maps(), from_dask_array(ones([4, 3], #{chunks: [2, 1]})).npartitions];
-let words = from_columns(#{s: ["a b  c", " x ", (), "p,q", "", "one two three four"]}, #{npartitions: 2})["s"];
-r.split = [words.str_split().str_get(0).compute().to_array(), words.str_split().str_get(-1).compute().to_array(), words.str_split().str_len().compute().to_array(), words.str_split(",").str_len().compute().to_array(), words.str_split(" ", #{n: 1}).str_get(1).compute().to_array()];
+let words = from_columns(#{s: ["a b  c", " x ", (), "p,q", "", "one two three four", "  1   2   3   "]}, #{npartitions: 2})["s"];
+r.split = [words.str_split().str_get(0).compute().to_array(), words.str_split().str_get(-1).compute().to_array(), words.str_split().str_len().compute().to_array(), words.str_split(",").str_len().compute().to_array(), words.str_split(" ", #{n: 1}).str_get(1).compute().to_array(), words.str_split((), #{n: 1}).str_get(-1).compute().to_array(), words.str_split(" ", #{n: 1}).str_len().compute().to_array()];
+r.review = [y.corr(y.shift(1)).compute(), x.cov(x.cumsum()).compute(), y.rolling(3, #{min_periods: 0}).sum().compute().to_array(), df["key"].map(#{k01: 1.5, k02: 2}).compute().to_array()];
 r.split_expand = words.str_split(" ", #{n: 2, expand: true}).compute().to_maps();
 r.split_expand_local = words.compute().str_split((), #{n: 1, expand: true}).to_maps();
 let stamps = ["2024-03-01 00:10:00", "2024-03-01 05:20:00", (), "2024-03-01 23:59:59", "2024-03-03 12:00:00", "2024-03-03 12:30:00", "2024-02-28 08:00:00", "2024-03-04 00:00:00"];

@@ -329,8 +329,9 @@ def expected(d):
     e["from_delayed"] = records(df)
     e["to_delayed_n"] = True
     e["from_dask_array"] = [records(pd.DataFrame(np.arange(12).reshape(6, 2), columns=["a", "b"])), row(pd.DataFrame(np.arange(10) * 0.5, columns=["0"]).sum()), 2]
-    words = pd.Series(["a b  c", " x ", None, "p,q", "", "one two three four"], dtype=object)
-    e["split"] = [col(words.str.split().str.get(0)), col(words.str.split().str.get(-1)), col(words.str.split().str.len()), col(words.str.split(",").str.len()), col(words.str.split(" ", n=1).str.get(1))]
+    words = pd.Series(["a b  c", " x ", None, "p,q", "", "one two three four", "  1   2   3   "], dtype=object)
+    e["split"] = [col(words.str.split().str.get(0)), col(words.str.split().str.get(-1)), col(words.str.split().str.len()), col(words.str.split(",").str.len()), col(words.str.split(" ", n=1).str.get(1)), col(words.str.split(None, n=1).str.get(-1)), col(words.str.split(" ", n=1).str.len())]
+    e["review"] = [clean(y.corr(y.shift(1))), clean(x.cov(x.cumsum())), col(y.rolling(3, min_periods=0).sum()), col(df["key"].map({"k01": 1.5, "k02": 2}))]
     e["split_expand"] = records(words.str.split(" ", n=2, expand=True).rename(columns=str))
     e["split_expand_local"] = records(words.str.split(None, n=1, expand=True).rename(columns=str))
     tv = pd.DataFrame({

@@ -22,8 +22,16 @@ pub struct Runner<'a, 'b> {
     joins: std::collections::HashMap<usize, Arc<JoinTable>>,
 }
 
-/// The positions of `other`'s items by key (their keys' JSON text).
+/// The positions of `other`'s items by key (`join_key`).
 type JoinTable = std::collections::HashMap<String, Vec<usize>>;
+
+/// A join key as text; a whole float is its integer, as Python's `1 == 1.0`.
+fn join_key(k: &Value) -> String {
+    match k {
+        Value::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Value::Int(*f as i64).to_json(),
+        other => other.to_json(),
+    }
+}
 
 /// Records a partition's stages take at a time: enough to amortize a
 /// closure lookup, few enough that a partition never sits in memory whole.
@@ -147,7 +155,7 @@ impl Runner<'_, '_> {
                         })?;
                         let mut t = JoinTable::new();
                         for (i, k) in keys.iter().enumerate() {
-                            t.entry(k.to_json()).or_default().push(i);
+                            t.entry(join_key(k)).or_default().push(i);
                         }
                         let t = Arc::new(t);
                         self.joins.insert(id, t.clone());
@@ -157,7 +165,7 @@ impl Runner<'_, '_> {
                 let keys = self.call_each(on_self, &records)?;
                 let mut out = Vec::new();
                 for (r, k) in records.into_iter().zip(keys) {
-                    for &i in table.get(&k.to_json()).map_or(&[][..], Vec::as_slice) {
+                    for &i in table.get(&join_key(&k)).map_or(&[][..], Vec::as_slice) {
                         out.push(Value::list(vec![other[i].clone(), r.clone()]));
                     }
                 }

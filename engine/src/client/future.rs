@@ -149,6 +149,11 @@ impl Cell {
         }
     }
 
+    /// Drop the announcements to `tx`'s channel (a wait that ended).
+    fn forget(&self, tx: &Sender<usize>) {
+        self.lock().1.retain(|(s, _)| !s.same_channel(tx));
+    }
+
     /// Wait up to `timeout` for the cell to settle.
     pub fn wait_timeout(&self, timeout: Duration) -> Status {
         let g = self.lock();
@@ -284,6 +289,19 @@ pub fn wait_until(
     for (i, f) in futures.iter().enumerate() {
         f.inner.cell.notify_on_settle(tx.clone(), i);
     }
+    let out = wait_on(futures, cancel, deadline, when, &rx);
+    // A cell that did not settle would otherwise keep this wait's sender.
+    futures.iter().for_each(|f| f.inner.cell.forget(&tx));
+    out
+}
+
+fn wait_on(
+    futures: &[Future],
+    cancel: &CancelToken,
+    deadline: Option<Instant>,
+    when: ReturnWhen,
+    rx: &crossbeam_channel::Receiver<usize>,
+) -> Result<bool, EngineError> {
     let met = || match when {
         ReturnWhen::AllCompleted => futures.iter().all(Future::done),
         ReturnWhen::FirstCompleted => futures.is_empty() || futures.iter().any(Future::done),
@@ -313,6 +331,20 @@ pub fn wait_until(
                 let _ =
                     rx.recv_timeout(deadline.map_or(step, |d| d.saturating_duration_since(now).min(step)));
             }
+        }
+    }
+}
+
+/// Keep `futures` until each settles, running nothing here (a waiting
+/// thread of the sync scheduler would run tasks beside the script's own):
+/// `fire_and_forget`. Returns early if their runtime is gone.
+pub fn hold_until_settled(futures: Vec<Future>) {
+    for f in &futures {
+        while !f.done() {
+            if f.inner.host.upgrade().is_none() {
+                return;
+            }
+            f.inner.cell.wait_timeout(Duration::from_millis(200));
         }
     }
 }

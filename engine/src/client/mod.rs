@@ -8,7 +8,9 @@ mod cancel;
 mod future;
 
 pub use cancel::CancelToken;
-pub use future::{AsCompleted, Future, ReturnWhen, Status, gather, wait, wait_ok, wait_until};
+pub use future::{
+    AsCompleted, Future, ReturnWhen, Status, gather, hold_until_settled, wait, wait_ok, wait_until,
+};
 pub use future::{Cell, FutureHost};
 
 use crate::diagnostics::{Event, Snapshot};

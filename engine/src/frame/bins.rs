@@ -16,7 +16,7 @@ pub fn fill(df: &DataFrame, on: &str, step: i64, zero: &[String]) -> PolarsResul
     let t = df.column(on)?.cast(&DataType::Int64)?;
     let t = t.i64()?;
     let (Some(lo), Some(hi)) = (t.min(), t.max()) else { return Ok(df.clone()) };
-    let n = (hi - lo) / step + 1;
+    let n = hi.checked_sub(lo).map_or(i64::MAX, |d| d / step.max(1) + 1);
     if n > MAX_BINS {
         polars_bail!(ComputeError: "resample: {} bins is more than {}; use a wider rule", n, MAX_BINS);
     }
@@ -56,5 +56,7 @@ mod tests {
         assert_eq!(m, [Some(1.5), None, None, Some(2.0), Some(3.0)]);
         let wide = df!("t" => [0i64, 1_000_000_000_000]).expect("w");
         assert!(fill(&wide, "t", 1, &[]).is_err());
+        let far = df!("t" => [i64::MIN + 1, i64::MAX]).expect("far");
+        assert!(fill(&far, "t", 1, &[]).is_err());
     }
 }

@@ -106,6 +106,9 @@ pub enum Expr {
     /// `replace`: each value equal to an `old` becomes its `new`, all at
     /// once (a `Unit` old matches missing values); the column read once.
     Replace(Box<Expr>, Vec<(Value, Value)>),
+    /// `s.map(#{old: new})`: each value's `new`, missing where no `old`
+    /// matches (the column read once, however many pairs).
+    Lookup(Box<Expr>, Vec<(Value, Value)>),
     /// A script closure on each row's values of the arguments (`map`,
     /// `apply`, `query`).
     Call(Box<super::call::Call>, Vec<Expr>),
@@ -155,7 +158,8 @@ impl Expr {
             | Expr::Text(_, a)
             | Expr::Time(_, a)
             | Expr::Clip(a, _, _)
-            | Expr::Replace(a, _) => a.columns(out),
+            | Expr::Replace(a, _)
+            | Expr::Lookup(a, _) => a.columns(out),
             Expr::Call(_, args) => args.iter().for_each(|a| a.columns(out)),
             Expr::IfElse(c, a, b) => {
                 c.columns(out);
@@ -184,6 +188,7 @@ impl Expr {
             Expr::IfElse(c, x, y) => Expr::IfElse(b(c), b(x), b(y)),
             Expr::Clip(x, lo, hi) => Expr::Clip(b(x), lo.clone(), hi.clone()),
             Expr::Replace(x, pairs) => Expr::Replace(b(x), pairs.clone()),
+            Expr::Lookup(x, pairs) => Expr::Lookup(b(x), pairs.clone()),
             Expr::Call(c, args) => Expr::Call(c.clone(), args.iter().map(|a| a.map_columns(f)).collect()),
         }
     }
@@ -370,6 +375,26 @@ impl Expr {
                 column_of(a.dtype(schema)?, Datetime, "datetime", op.name())?;
                 Some(op.dtype())
             }
+            Expr::Lookup(a, pairs) => {
+                a.dtype(schema)?;
+                let mut out: Option<DType> = None;
+                for (_, new) in pairs {
+                    out = match (out, lit_dtype(new)?) {
+                        (t, None) => t,
+                        (None, n) => n,
+                        (Some(x), Some(y)) if x == y => Some(x),
+                        (Some(Int64 | Float64), Some(Int64 | Float64)) => Some(Float64),
+                        (Some(x), Some(y)) => {
+                            return Err(FrameError::DType(format!(
+                                "map: the new values mix {} and {}",
+                                x.name(),
+                                y.name()
+                            )));
+                        }
+                    };
+                }
+                out
+            }
             Expr::Call(c, args) => {
                 for a in args {
                     a.dtype(schema)?;
@@ -478,6 +503,39 @@ impl Expr {
                     acc = n.zip_with(&hit, &acc)?;
                 }
                 acc.with_name(name)
+            }
+            Expr::Lookup(a, pairs) => {
+                let x = a.eval_in(df, cl)?;
+                let mut target = DataType::Null;
+                for (_, new) in pairs {
+                    let t = lit_series(new).dtype().clone();
+                    target = match (&target, &t) {
+                        (_, DataType::Null) => target,
+                        (DataType::Null, _) => t,
+                        (DataType::Int64, DataType::Float64) => DataType::Float64,
+                        _ => target,
+                    };
+                }
+                let target = if target == DataType::Null { DataType::Float64 } else { target };
+                let numeric =
+                    |d: &DataType| matches!(d, DataType::Int64 | DataType::Float64 | DataType::Boolean);
+                let mut acc = Series::full_null(x.name().clone(), x.len(), &target);
+                // The first pair that matches wins: later ones go under it.
+                for (old, new) in pairs.iter().rev() {
+                    let hit = match old {
+                        Value::Unit => x.is_null(),
+                        old => {
+                            let o = lit_series(old);
+                            if !(o.dtype() == x.dtype() || (numeric(o.dtype()) && numeric(x.dtype()))) {
+                                continue;
+                            }
+                            fill_mask(binary(BinOp::Eq, &x, &o)?.bool()?.clone(), false)?
+                        }
+                    };
+                    let n = lit_series(new).cast(&target)?.new_from_index(0, x.len());
+                    acc = n.zip_with(&hit, &acc)?;
+                }
+                acc
             }
             Expr::IfElse(c, a, b) => {
                 let h = df.height();

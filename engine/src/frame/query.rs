@@ -71,15 +71,15 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>, FrameError> {
                     break;
                 }
                 if ch == b'\\' && c != b'`' {
-                    let Some(&next) = b.get(i + 1) else {
+                    let Some(next) = src.get(i + 1..).and_then(|r| r.chars().next()) else {
                         return Err(bad(format!("the quote at {start} is not closed")));
                     };
                     s.push(match next {
-                        b'n' => '\n',
-                        b't' => '\t',
-                        other => other as char,
+                        'n' => '\n',
+                        't' => '\t',
+                        other => other,
                     });
-                    i += 2;
+                    i += 1 + next.len_utf8();
                     continue;
                 }
                 // A whole UTF-8 character.
@@ -279,7 +279,7 @@ impl Parser<'_> {
         if self.eat_op("-") {
             let a = self.unary()?;
             return Ok(Operand::Expr(match self.expr(a)? {
-                Expr::Lit(Value::Int(i)) => Expr::Lit(Value::Int(-i)),
+                Expr::Lit(Value::Int(i)) if i != i64::MIN => Expr::Lit(Value::Int(-i)),
                 Expr::Lit(Value::Float(f)) => Expr::Lit(Value::Float(-f)),
                 e => Expr::un(UnOp::Neg, e),
             }));
@@ -407,14 +407,9 @@ impl Frame {
             cols.push((c.name().to_string(), t));
         }
         let e = parse(src, &Schema::new(cols), vars)?;
-        let fail = |e: polars::prelude::PolarsError| FrameError::Invalid(format!("query: {e}"));
-        let mask = e.eval(df).map_err(fail)?;
-        let mask = mask.bool().map_err(fail)?;
-        let kept = if mask.len() == 1 && df.height() != 1 {
-            if mask.get(0) == Some(true) { df.clone() } else { df.clear() }
-        } else {
-            df.filter(mask).map_err(fail)?
-        };
+        let kept = super::stage::Stage::Filter(e)
+            .apply(df.clone())
+            .map_err(|e| FrameError::Invalid(format!("query: {e}")))?;
         Ok(Frame(kept))
     }
 }
@@ -461,6 +456,8 @@ mod tests {
         assert_eq!(run("x // 2 == 1 or x % 4 == 0").expect("q"), [false, true, true, true]);
         assert_eq!(run("y > 1e0 and y < 2.5e+0").expect("q"), [false, false, true, false]);
         assert_eq!(run("~(name == 'a')").expect("q"), [false, true, true, true]);
+        // An escaped character beyond ASCII is that character.
+        assert_eq!(run("name == '\\\u{e9}' or name == 'd'").expect("q"), [false, false, false, true]);
     }
 
     #[test]
@@ -475,6 +472,7 @@ mod tests {
             ("x in 3", "take a list"),
             ("x > @nope", "@nope is not given"),
             ("'abc", "not closed"),
+            ("name == 'x\\\u{e9}' or name == 'a\\", "not closed"),
             ("x $ 1", "unexpected '$'"),
             ("", "empty"),
             ("[1, 2]", "a list stands only"),

@@ -141,6 +141,11 @@ fn roll(v: &[Option<f64>], win: Window, agg: RollAgg) -> Vec<Option<f64>> {
             }
             continue;
         }
+        if agg == RollAgg::Sum && valid == 0 && win.min_periods == 0 {
+            // pandas: the sum of nothing, when nothing is enough, is 0.
+            out[i] = Some(0.0);
+            continue;
+        }
         if valid < minp {
             continue;
         }
@@ -198,13 +203,20 @@ pub fn rolling(
     DataFrame::new(part.height(), cols)
 }
 
-/// The windows a closure sees (`rolling(..).apply(f)`): for each row of
-/// the partition, its window's values (missing ones as `()`), or `None`
-/// where the window holds fewer than `min_periods` present values.
-pub fn windows(v: &[Option<f64>], skip: usize, win: Window) -> Vec<Option<Vec<crate::value::Value>>> {
+/// The windows a closure sees (`rolling(..).apply(f)`): for each row
+/// `skip..end` of `v`, its window's values (missing ones as `()`), or
+/// `None` where the window holds fewer than `min_periods` present values.
+/// Callers take a batch of rows at a time, so windows never all sit in
+/// memory at once.
+pub fn windows(
+    v: &[Option<f64>],
+    skip: usize,
+    end: usize,
+    win: Window,
+) -> Vec<Option<Vec<crate::value::Value>>> {
     use crate::value::Value;
     let minp = win.min_periods.max(1);
-    (skip..v.len())
+    (skip..end.min(v.len()))
         .map(|i| {
             let from = (i + 1).saturating_sub(win.window);
             let w = &v[from..=i];
@@ -321,7 +333,9 @@ mod tests {
         let m = roll(&v, win(3, 2), RollAgg::Mean);
         assert_eq!(&m[..5], [None, None, Some(2.0), Some(3.5), Some(4.0)]);
         assert!((m[5].expect("mean") - 11.0 / 3.0).abs() < 1e-12);
-        let w = windows(&v, 4, win(3, 2));
+        let none = [None, Some(2.0)];
+        assert_eq!(roll(&none, win(1, 0), RollAgg::Sum), [Some(0.0), Some(2.0)]);
+        let w = windows(&v, 4, v.len(), win(3, 2));
         assert_eq!(w[0].as_ref().map(Vec::len), Some(3));
     }
 }

@@ -65,8 +65,11 @@ pub enum TextOp {
         n: Option<usize>,
         i: i64,
     },
-    /// How many parts `str.split(pat)` makes: `str.split().str.len()`.
-    SplitLen(Option<String>),
+    /// How many parts `str.split(pat, n)` makes: `str.split().str.len()`.
+    SplitLen {
+        pat: Option<String>,
+        n: Option<usize>,
+    },
 }
 
 /// Python's `str.split(pat, maxsplit)`.
@@ -81,8 +84,8 @@ pub fn python_split<'a>(v: &'a str, pat: Option<&str>, n: Option<usize>) -> Vec<
             let mut rest = v.trim_start();
             while !rest.is_empty() {
                 if n.is_some_and(|n| out.len() == n) {
-                    // The remainder, trailing whitespace stripped as Python's.
-                    out.push(rest.trim_end());
+                    // The remainder as it is, trailing whitespace and all, as Python's.
+                    out.push(rest);
                     break;
                 }
                 let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
@@ -109,7 +112,7 @@ impl TextOp {
             TextOp::Extract(_) => "str_extract",
             TextOp::ToDatetime { .. } => "to_datetime",
             TextOp::SplitGet { .. } => "str_split",
-            TextOp::SplitLen(_) => "str_split",
+            TextOp::SplitLen { .. } => "str_split",
         }
     }
 
@@ -127,7 +130,7 @@ impl TextOp {
                 }
             }
             TextOp::Slice { step: 0, .. } => return Err(bad("slice step cannot be zero".into())),
-            TextOp::SplitGet { pat: Some(p), .. } | TextOp::SplitLen(Some(p)) if p.is_empty() => {
+            TextOp::SplitGet { pat: Some(p), .. } | TextOp::SplitLen { pat: Some(p), .. } if p.is_empty() => {
                 return Err(bad("empty separator (as Python's str.split)".into()));
             }
             TextOp::Pad { width, .. } if *width > MAX_PAD => {
@@ -138,7 +141,7 @@ impl TextOp {
         Ok(match self {
             TextOp::StartsWith(_) | TextOp::EndsWith(_) => DType::Bool,
             TextOp::ToDatetime { .. } => DType::Datetime,
-            TextOp::SplitLen(_) => DType::Int64,
+            TextOp::SplitLen { .. } => DType::Int64,
             _ => DType::Str,
         })
     }
@@ -190,11 +193,9 @@ impl TextOp {
                 let at = if *i < 0 { k + i } else { *i };
                 (0..k).contains(&at).then(|| parts[at as usize].to_string())
             }),
-            TextOp::SplitLen(pat) => {
-                let out: Int64Chunked = ca
-                    .iter()
-                    .map(|v| v.map(|v| python_split(v, pat.as_deref(), None).len() as i64))
-                    .collect();
+            TextOp::SplitLen { pat, n } => {
+                let out: Int64Chunked =
+                    ca.iter().map(|v| v.map(|v| python_split(v, pat.as_deref(), *n).len() as i64)).collect();
                 out.into_series()
             }
             TextOp::Extract(pat) => {

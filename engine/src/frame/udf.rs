@@ -173,34 +173,55 @@ pub fn rolling_apply(
     let mut cols = Vec::with_capacity(columns.len());
     for c in columns {
         let (v, skip) = super::rolling::with_before(df, before, c).map_err(perr)?;
-        let wins = super::rolling::windows(&v, skip, window);
-        let (at, items): (Vec<usize>, Vec<Value>) =
-            wins.into_iter().enumerate().filter_map(|(i, w)| w.map(|w| (i, Value::list(w)))).unzip();
-        let got = udfs.call_each(udf, &items, ctx).map_err(|(i, mut e)| {
-            e.message = format!(
-                "rolling apply: {} (column \"{c}\", row {} of the partition)",
-                e.message,
-                at.get(i).copied().unwrap_or(i)
-            );
-            e
-        })?;
         let mut out: Vec<Option<f64>> = vec![None; df.height()];
-        for (i, v) in at.into_iter().zip(got) {
-            out[i] = match v {
-                Value::Float(f) => Some(f),
-                Value::Int(n) => Some(n as f64),
-                Value::Unit => None,
-                other => {
-                    return Err(TaskError::user(format!(
-                        "rolling apply: the closure gave {} for row {i} of the partition, not a number",
-                        other.type_name()
-                    )));
-                }
-            };
+        // A batch of rows' windows at a time: a wide window over many rows
+        // never sits in memory whole.
+        // About 4M values of windows per batch, at least one row.
+        let per = ((1usize << 22) / window.window.max(1)).clamp(1, 4096);
+        let mut from = skip;
+        while from < v.len() {
+            let to = (from + per).min(v.len());
+            let wins = super::rolling::windows(&v, from, to, window);
+            let (at, items): (Vec<usize>, Vec<Value>) = wins
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, w)| w.map(|w| (from - skip + i, Value::list(w))))
+                .unzip();
+            from = to;
+            let got = udfs.call_each(udf, &items, ctx).map_err(|(i, mut e)| {
+                e.message = format!(
+                    "rolling apply: {} (column \"{c}\", row {} of the partition)",
+                    e.message,
+                    at.get(i).copied().unwrap_or(i)
+                );
+                e
+            })?;
+            fill_numbers(&mut out, at, got)?;
         }
         cols.push(Series::new(c.as_str().into(), out).into_column());
     }
     DataFrame::new(df.height(), cols).map_err(perr)
+}
+
+/// The closure's numbers into their rows (`rolling_apply`).
+fn fill_numbers(out: &mut [Option<f64>], at: Vec<usize>, got: Vec<Value>) -> Result<(), TaskError> {
+    for (i, v) in at.into_iter().zip(got) {
+        let x = match v {
+            Value::Float(f) => Some(f),
+            Value::Int(n) => Some(n as f64),
+            Value::Unit => None,
+            other => {
+                return Err(TaskError::user(format!(
+                    "rolling apply: the closure gave {} for row {i} of the partition, not a number",
+                    other.type_name()
+                )));
+            }
+        };
+        if let Some(slot) = out.get_mut(i) {
+            *slot = x;
+        }
+    }
+    Ok(())
 }
 
 /// The groups of `df` by `by` (rows with a missing key dropped, as

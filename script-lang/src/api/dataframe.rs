@@ -499,7 +499,7 @@ pub(super) fn frame_value(d: &Dynamic) -> Option<Arc<Frame>> {
 }
 
 /// `head(n)`: reads partitions one at a time until it has `n` rows.
-fn head(state: &SessionState, f: &DataFrame, n: i64) -> Res<Arc<Frame>> {
+pub(super) fn head(state: &SessionState, f: &DataFrame, n: i64) -> Res<Arc<Frame>> {
     if n < 0 {
         return Err(runtime(format!("head: n must be 0 or more, got {n}")));
     }

@@ -9,19 +9,19 @@ use std::sync::Arc;
 
 use brisk_engine::Value;
 use brisk_engine::frame::dtype::{DType, Schema};
-use brisk_engine::frame::expr::{BinOp, Expr};
+use brisk_engine::frame::expr::Expr;
 use brisk_engine::frame::partition::Frame;
 use brisk_engine::frame::values::{from_values, infer_dtype};
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, FnPtr, Map, NativeCallContext};
 
 use super::args::{options, shipped};
-use super::dataframe::{compute_one, dtype_of, err, frame_value};
+use super::dataframe::{dtype_of, err, head};
 use super::fndoc::{FnDoc, doc};
 use super::series_expr::scalar;
 use crate::convert::{to_dynamic, to_value};
 use crate::error::runtime;
 use crate::state::SessionState;
-use crate::types::{Delayed, LazyFrame, LazySeries, LocalFrame, LocalSeries};
+use crate::types::{LazyFrame, LazySeries, LocalFrame, LocalSeries};
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
@@ -98,20 +98,16 @@ fn na_action(m: &Map, what: &str) -> Res<bool> {
     }
 }
 
-/// The first values of partition 0 of a one-column frame (those present
-/// when `skip_missing`).
+/// The first present values of a one-column frame, from as many
+/// partitions as it takes.
 fn first_values(
     state: &SessionState,
     f: &brisk_engine::collections::frame::DataFrame,
     col: &str,
 ) -> Res<Vec<Value>> {
-    let (layer, key) = f.head_of(0, 64);
-    let d = compute_one(state, Dynamic::from(Delayed { layer, key }))?;
-    let part = frame_value(&d).ok_or_else(|| runtime("a partition did not give a frame"))?;
-    Ok(brisk_engine::value::column_values(&part.0, col)
-        .into_iter()
-        .filter(|v| !matches!(v, Value::Unit))
-        .collect())
+    let present = f.dropna(Some(vec![col.to_string()])).map_err(err)?;
+    let part = head(state, &present, SAMPLE as i64)?;
+    Ok(brisk_engine::value::column_values(&part.0, col))
 }
 
 fn lazy_map(
@@ -144,15 +140,7 @@ fn lazy_map(
 
 /// `s.map(#{old: new})` / pairs: each value its match, else missing.
 fn mapped<S: super::series_expr::ElementWise>(s: &S, pairs: Vec<(Value, Value)>) -> Res<S> {
-    s.map_expr(|x| {
-        pairs.into_iter().rev().fold(Expr::Lit(Value::Unit), |acc, (old, new)| {
-            Expr::IfElse(
-                Box::new(Expr::bin(BinOp::Eq, (*x).clone(), Expr::Lit(old))),
-                Box::new(Expr::Lit(new)),
-                Box::new(acc),
-            )
-        })
-    })
+    s.map_expr(|x| Expr::Lookup(x, pairs))
 }
 
 fn pairs(list: &RArray) -> Res<Vec<(Value, Value)>> {
@@ -184,9 +172,7 @@ fn frame_apply(
     let (name, dtype) = match m.get("meta") {
         Some(d) => meta(d, "apply")?,
         None => {
-            let (layer, key) = df.f.head_of(0, SAMPLE);
-            let d = compute_one(state, Dynamic::from(Delayed { layer, key }))?;
-            let part = frame_value(&d).ok_or_else(|| runtime("a partition did not give a frame"))?;
+            let part = head(state, &df.f, SAMPLE as i64)?;
             (None, learnt(cx, f, &brisk_engine::value::rows(&part.0), "apply")?)
         }
     };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use brisk_engine::Future;
-use brisk_engine::client::{CancelToken, ReturnWhen, wait_until};
+use brisk_engine::client::{ReturnWhen, hold_until_settled, wait_until};
 use rhai::{Array, Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::options;
@@ -105,10 +105,7 @@ fn fire_and_forget(v: &Dynamic) -> Res<()> {
     }
     std::thread::Builder::new()
         .name("brisk-fire-and-forget".into())
-        .spawn(move || {
-            // Independent of Ctrl-C: these run on regardless.
-            let _ = wait_until(&futs, &CancelToken::new(), None, ReturnWhen::AllCompleted);
-        })
+        .spawn(move || hold_until_settled(futs))
         .map(|_| ())
         .map_err(|e| runtime(format!("fire_and_forget: no thread to hold the futures: {e}")))
 }

@@ -211,7 +211,7 @@ fn split<S: ElementWise>(s: &S, pat: Option<String>, m: Option<Map>) -> Res<Dyna
         Some(d) => d.as_bool().map_err(|_| runtime("str_split: expand is true or false"))?,
     };
     // Checks the separator and the column's type now.
-    text(s, TextOp::SplitLen(pat.clone()))?;
+    text(s, TextOp::SplitLen { pat: pat.clone(), n })?;
     if !expand {
         return Ok(Dynamic::from(StringSplit { s: s.clone(), pat, n }));
     }
@@ -243,7 +243,9 @@ pub(super) fn register<S: ElementWise>(engine: &mut Engine) {
     engine.register_fn("str_get", |sp: &mut StringSplit<S>, i: i64| {
         text(&sp.s, TextOp::SplitGet { pat: sp.pat.clone(), n: sp.n, i })
     });
-    engine.register_fn("str_len", |sp: &mut StringSplit<S>| text(&sp.s, TextOp::SplitLen(sp.pat.clone())));
+    engine.register_fn("str_len", |sp: &mut StringSplit<S>| {
+        text(&sp.s, TextOp::SplitLen { pat: sp.pat.clone(), n: sp.n })
+    });
     engine.register_fn("to_string", |sp: &mut StringSplit<S>| {
         format!("StringSplit [sep={:?}, n={:?}]", sp.pat.as_deref().unwrap_or("whitespace"), sp.n)
     });

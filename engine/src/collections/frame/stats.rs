@@ -229,8 +229,9 @@ impl Series {
                 )));
             }
         }
-        let rhs = other.resolve_in(&self.frame)?;
-        let base = &self.frame;
+        // A Series of the same rows (a shift, a cumsum) comes alongside.
+        let (base, rhs) = self.frame.aligned(other)?;
+        let base = &base;
         let (a, b) = ("__brisk_a".to_string(), "__brisk_b".to_string());
         let tok = |e: &Expr| Tokenizer::new().str(&base.token).str(what).serde(e).finish();
         let mut schema = base.schema.as_ref().clone();
