@@ -352,48 +352,18 @@ impl Expr {
                 }
                 out
             }
-            Expr::Replace(a, pairs) => {
-                let mut out = a.dtype(schema)?;
-                for (_, new) in pairs {
-                    out = match (out, lit_dtype(new)?) {
-                        (t, None) => t,
-                        (None, n) => n,
-                        (Some(x), Some(y)) if x == y => Some(x),
-                        (Some(Int64 | Float64), Some(Int64 | Float64)) => Some(Float64),
-                        (Some(x), Some(y)) => {
-                            return Err(FrameError::DType(format!(
-                                "replace: a {} column cannot take {} values",
-                                x.name(),
-                                y.name()
-                            )));
-                        }
-                    };
-                }
-                out
-            }
+            Expr::Replace(a, pairs) => new_values_dtype(a.dtype(schema)?, pairs, |x, y| {
+                format!("replace: a {} column cannot take {} values", x.name(), y.name())
+            })?,
             Expr::Time(op, a) => {
                 column_of(a.dtype(schema)?, Datetime, "datetime", op.name())?;
                 Some(op.dtype())
             }
             Expr::Lookup(a, pairs) => {
                 a.dtype(schema)?;
-                let mut out: Option<DType> = None;
-                for (_, new) in pairs {
-                    out = match (out, lit_dtype(new)?) {
-                        (t, None) => t,
-                        (None, n) => n,
-                        (Some(x), Some(y)) if x == y => Some(x),
-                        (Some(Int64 | Float64), Some(Int64 | Float64)) => Some(Float64),
-                        (Some(x), Some(y)) => {
-                            return Err(FrameError::DType(format!(
-                                "map: the new values mix {} and {}",
-                                x.name(),
-                                y.name()
-                            )));
-                        }
-                    };
-                }
-                out
+                new_values_dtype(None, pairs, |x, y| {
+                    format!("map: the new values mix {} and {}", x.name(), y.name())
+                })?
             }
             Expr::Call(c, args) => {
                 for a in args {
@@ -471,16 +441,7 @@ impl Expr {
             Expr::Replace(a, pairs) => {
                 let x = a.eval_in(df, cl)?;
                 let h = x.len();
-                let mut target = x.dtype().clone();
-                for (_, new) in pairs {
-                    let t = lit_series(new).dtype().clone();
-                    target = match (&target, &t) {
-                        (_, DataType::Null) => target,
-                        (DataType::Null, _) => t,
-                        (DataType::Int64, DataType::Float64) => DataType::Float64,
-                        _ => target,
-                    };
-                }
+                let target = new_values_target(x.dtype().clone(), pairs);
                 let name = x.name().clone();
                 let mut acc = x.cast(&target)?;
                 let numeric =
@@ -506,17 +467,10 @@ impl Expr {
             }
             Expr::Lookup(a, pairs) => {
                 let x = a.eval_in(df, cl)?;
-                let mut target = DataType::Null;
-                for (_, new) in pairs {
-                    let t = lit_series(new).dtype().clone();
-                    target = match (&target, &t) {
-                        (_, DataType::Null) => target,
-                        (DataType::Null, _) => t,
-                        (DataType::Int64, DataType::Float64) => DataType::Float64,
-                        _ => target,
-                    };
-                }
-                let target = if target == DataType::Null { DataType::Float64 } else { target };
+                let target = match new_values_target(DataType::Null, pairs) {
+                    DataType::Null => DataType::Float64,
+                    t => t,
+                };
                 let numeric =
                     |d: &DataType| matches!(d, DataType::Int64 | DataType::Float64 | DataType::Boolean);
                 let mut acc = Series::full_null(x.name().clone(), x.len(), &target);
@@ -581,6 +535,42 @@ impl Expr {
             }
         })
     }
+}
+
+/// The type of a column of `start` values that takes the `new` values
+/// of `pairs` (`replace`, `map`): ints meet floats as floats; `mismatch`
+/// says why other types cannot meet.
+fn new_values_dtype(
+    start: Option<DType>,
+    pairs: &[(Value, Value)],
+    mismatch: impl Fn(DType, DType) -> String,
+) -> Result<Option<DType>, FrameError> {
+    let mut out = start;
+    for (_, new) in pairs {
+        out = match (out, lit_dtype(new)?) {
+            (t, None) => t,
+            (None, n) => n,
+            (Some(x), Some(y)) if x == y => Some(x),
+            (Some(DType::Int64 | DType::Float64), Some(DType::Int64 | DType::Float64)) => {
+                Some(DType::Float64)
+            }
+            (Some(x), Some(y)) => return Err(FrameError::DType(mismatch(x, y))),
+        };
+    }
+    Ok(out)
+}
+
+/// The polars type `new_values_dtype` gives, on a partition.
+fn new_values_target(start: DataType, pairs: &[(Value, Value)]) -> DataType {
+    pairs.iter().fold(start, |target, (_, new)| {
+        let t = lit_series(new).dtype().clone();
+        match (&target, &t) {
+            (_, DataType::Null) => target,
+            (DataType::Null, _) => t,
+            (DataType::Int64, DataType::Float64) => DataType::Float64,
+            _ => target,
+        }
+    })
 }
 
 /// That `what` is given a column of type `want` (`t` is what it got);

@@ -27,8 +27,9 @@ use crate::types::{Delayed, GroupBy, LazyFrame, LazySeries, LocalFrame, LocalSer
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
-/// The reductions a Series has, lazy or computed (`var` is reserved in Rhai).
-const SERIES_REDUCTIONS: [(&str, Red); 8] = [
+/// The reductions of every column by their script names (`var` is
+/// reserved in Rhai): a Series', a whole frame's, a resample's.
+pub(super) const REDUCTIONS: [(&str, Red); 7] = [
     ("sum", Red::Sum),
     ("mean", Red::Mean),
     ("min", Red::Min),
@@ -36,8 +37,12 @@ const SERIES_REDUCTIONS: [(&str, Red); 8] = [
     ("count", Red::Count),
     ("std", Red::Std),
     ("variance", Red::Var),
-    ("nunique", Red::NUnique),
 ];
+
+/// The reductions a Series has, lazy or computed: those and `nunique`.
+fn series_reductions() -> impl Iterator<Item = (&'static str, Red)> {
+    REDUCTIONS.into_iter().chain([("nunique", Red::NUnique)])
+}
 
 pub(super) fn err(e: FrameError) -> Box<EvalAltResult> {
     runtime(e.to_string())
@@ -717,7 +722,7 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("rename", |s: &mut LazySeries, name: &str| LazySeries { s: s.s.rename(name) });
     engine.register_fn("to_frame", |s: &mut LazySeries| LazyFrame { f: s.s.to_frame() });
 
-    for (name, red) in SERIES_REDUCTIONS {
+    for (name, red) in series_reductions() {
         let st = state.clone();
         engine.register_fn(name, move |s: &mut LazySeries| reduce(&st, s, red));
     }
@@ -795,7 +800,7 @@ pub fn register_local(engine: &mut Engine) {
     engine.register_fn("to_debug", |f: &mut LocalFrame| local_frame_text(&f.0));
     engine.register_fn("to_array", |s: &mut LocalSeries| local_series_values(&s.0));
     engine.register_fn("num_rows", |s: &mut LocalSeries| s.0.height() as i64);
-    for (name, red) in SERIES_REDUCTIONS {
+    for (name, red) in series_reductions() {
         engine.register_fn(name, move |s: &mut LocalSeries| -> Res<Dynamic> {
             let v = kernels::values::reduce_column(&s.0.0, red).map_err(err)?;
             Ok(to_dynamic(&v))

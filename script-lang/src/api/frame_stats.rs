@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use brisk_engine::frame::cumulative::CumAgg;
-use brisk_engine::frame::red::Red;
 use rhai::{Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::{ctx, options};
@@ -128,15 +127,7 @@ fn pair(state: &SessionState, s: &LazySeries, o: &LazySeries, corr: bool, m: Opt
 }
 
 pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
-    for (name, red) in [
-        ("sum", Red::Sum),
-        ("mean", Red::Mean),
-        ("min", Red::Min),
-        ("max", Red::Max),
-        ("count", Red::Count),
-        ("std", Red::Std),
-        ("variance", Red::Var),
-    ] {
+    for (name, red) in super::dataframe::REDUCTIONS {
         let reduce = move |st: &SessionState, f: &LazyFrame, m: Option<Map>| -> Res<LazyFrame> {
             let (num, _) = numeric_only(m, name, &[])?;
             Ok(LazyFrame { f: f.f.reduce_all(&ctx(st), red, num).map_err(err)? })

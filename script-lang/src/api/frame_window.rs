@@ -209,15 +209,7 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<Resampler>("Resampler");
     engine.register_fn("resample", |f: &mut LazyFrame, rule: &str| resampler(f, rule, None));
     engine.register_fn("resample", |f: &mut LazyFrame, rule: &str, m: Map| resampler(f, rule, Some(m)));
-    for (name, red) in [
-        ("sum", Red::Sum),
-        ("mean", Red::Mean),
-        ("min", Red::Min),
-        ("max", Red::Max),
-        ("count", Red::Count),
-        ("std", Red::Std),
-        ("variance", Red::Var),
-    ] {
+    for (name, red) in super::dataframe::REDUCTIONS {
         let st = state.clone();
         engine.register_fn(name, move |r: &mut Resampler| -> Res<LazyFrame> {
             // Every other column the reduction fits (all of them for count).
