@@ -6,10 +6,12 @@
 //! only when asked for (`persist` leaves results on the workers).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use brisk_engine::client::{CancelToken, Cell, Client, Future, FutureHost, StoryRow, WorkerInfo};
+use brisk_engine::coordination::{CoordOp, CoordReply, Coordinator, Deadline};
 use brisk_engine::diagnostics::{Event, Snapshot};
 use brisk_engine::error::{EngineError, TaskError};
 use brisk_engine::graph::{self, Graph};
@@ -29,6 +31,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a client of a scheduler that keeps a journal waits for it to
 /// come back; its futures wait meanwhile.
 pub const RECONNECT_WAIT: Duration = Duration::from_secs(60);
+
+/// How often a coordination request that waits looks at its deadline and
+/// cancel token.
+const COORD_POLL: Duration = Duration::from_millis(50);
 
 /// A session's connection to a scheduler.
 pub struct RemoteClient {
@@ -305,23 +311,71 @@ impl Shared {
 
     /// Send a request and wait for the answer with the same id.
     fn request(&self, make: impl FnOnce(u64) -> ClientMsg) -> Result<ToClient, EngineError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = std::sync::mpsc::channel();
-        {
-            let mut st = self.lock();
-            if let Some(reason) = &st.lost {
-                return Err(self.lost_error(reason));
-            }
-            if let Some(reason) = &st.away {
-                return Err(self.away_error(reason));
-            }
-            st.replies.insert(id, tx);
-            self.send(make(id))?;
-        }
+        let (id, rx) = self.ask(make)?;
         self.answer(id, rx)
     }
 
-    fn answer(&self, id: u64, rx: std::sync::mpsc::Receiver<ToClient>) -> Result<ToClient, EngineError> {
+    /// Send a request; its answer comes on the receiver.
+    fn ask(&self, make: impl FnOnce(u64) -> ClientMsg) -> Result<(u64, Receiver<ToClient>), EngineError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut st = self.lock();
+        if let Some(reason) = &st.lost {
+            return Err(self.lost_error(reason));
+        }
+        if let Some(reason) = &st.away {
+            return Err(self.away_error(reason));
+        }
+        st.replies.insert(id, tx);
+        self.send(make(id))?;
+        Ok((id, rx))
+    }
+
+    /// A coordination request, waited for until `deadline`; past it (or
+    /// cancelled) the scheduler is asked to withdraw it and its last word
+    /// is taken, so an item a queue gave out just then is not lost.
+    fn coordinate(
+        &self,
+        op: CoordOp,
+        deadline: Deadline,
+        cancel: &CancelToken,
+    ) -> Result<CoordReply, EngineError> {
+        let wait = deadline != Deadline::Now;
+        let (id, rx) = self.ask(|id| ClientMsg::Coordinate { id, op, wait })?;
+        let msg = loop {
+            match rx.recv_timeout(deadline.slice(COORD_POLL)) {
+                Ok(msg) => break msg,
+                Err(RecvTimeoutError::Disconnected) => return Err(self.cut_off()),
+                Err(RecvTimeoutError::Timeout) if cancel.is_cancelled() || deadline.passed() => {
+                    self.send(ClientMsg::Withdraw { id })?;
+                    break self.answer(id, rx)?;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        };
+        match msg {
+            ToClient::Coordinated { reply: CoordReply::TimedOut, .. } if cancel.is_cancelled() => {
+                Err(EngineError::Cancelled)
+            }
+            ToClient::Coordinated { reply, .. } => Ok(reply),
+            other => Err(EngineError::Internal(format!(
+                "the scheduler answered {other:?} to a coordination request"
+            ))),
+        }
+    }
+
+    /// Why an answer will not come: the connection is lost or the
+    /// scheduler away.
+    fn cut_off(&self) -> EngineError {
+        let st = self.lock();
+        match (&st.lost, &st.away) {
+            (_, Some(reason)) => self.away_error(reason),
+            (Some(reason), _) => self.lost_error(reason),
+            _ => self.lost_error("the connection is closed"),
+        }
+    }
+
+    fn answer(&self, id: u64, rx: Receiver<ToClient>) -> Result<ToClient, EngineError> {
         match rx.recv_timeout(REQUEST_TIMEOUT) {
             Ok(reply) => Ok(reply),
             Err(_) => {
@@ -349,7 +403,8 @@ impl Shared {
                 | ToClient::Info { id, .. }
                 | ToClient::Validated { id, .. }
                 | ToClient::Story { id, .. }
-                | ToClient::Adaptive { id, .. } => reply(&mut st, id, msg),
+                | ToClient::Adaptive { id, .. }
+                | ToClient::Coordinated { id, .. } => reply(&mut st, id, msg),
                 ToClient::InMemory { key, who_has } => {
                     if st.held.contains_key(&key) {
                         st.who_has.insert(key.clone(), who_has);
@@ -634,6 +689,17 @@ impl FutureHost for Shared {
 
     fn fetch(&self, key: &Key, cancel: &CancelToken) -> Result<Value, EngineError> {
         self.fetch_value(key, cancel)
+    }
+}
+
+impl Coordinator for RemoteClient {
+    fn coordinate(
+        &self,
+        op: CoordOp,
+        deadline: Deadline,
+        cancel: &CancelToken,
+    ) -> Result<CoordReply, EngineError> {
+        self.shared.coordinate(op, deadline, cancel)
     }
 }
 

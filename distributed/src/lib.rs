@@ -22,6 +22,7 @@ pub mod protocol;
 pub mod security;
 pub mod server;
 mod spill;
+mod task_client;
 pub mod worker;
 
 pub use client::RemoteClient;

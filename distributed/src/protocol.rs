@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use brisk_engine::array::gpu::place::Shipped;
 use brisk_engine::client::StoryRow;
+use brisk_engine::coordination::{CoordOp, CoordReply};
 use brisk_engine::diagnostics::Snapshot;
 use brisk_engine::error::{SchedulerError, TaskError};
 use brisk_engine::graph::task::Annotations;
@@ -25,7 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Bumped on any change of the messages; peers of another version are refused.
-pub const VERSION: u32 = 14;
+pub const VERSION: u32 = 15;
 
 /// The first field of every hello: a peer that is not brisk is told apart at once.
 pub const MAGIC: &str = "brisk";
@@ -234,6 +235,12 @@ pub enum ClientMsg {
     /// Send this client a `TaskRan` for every task any worker runs from
     /// now on (the task stream of `:dash` and `brisk top`).
     Stream,
+    /// A `Variable`, `Queue`, `Lock`… request; answered by `Coordinated`,
+    /// at once or (`wait`) once it can be.
+    Coordinate { id: u64, op: CoordOp, wait: bool },
+    /// Stop waiting on request `id` (its timeout passed): answered by
+    /// `Coordinated` with `TimedOut`, unless its answer went already.
+    Withdraw { id: u64 },
 }
 
 /// Scheduler → client.
@@ -283,6 +290,10 @@ pub enum ToClient {
     Adaptive {
         id: u64,
         answer: AdaptiveAnswer,
+    },
+    Coordinated {
+        id: u64,
+        reply: CoordReply,
     },
     /// A task ran (for clients that asked for the stream): on which worker
     /// and thread, from `start_us` to `stop_us` on the scheduler's clock.

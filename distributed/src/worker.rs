@@ -33,8 +33,10 @@ use crate::protocol::{
 };
 use crate::security::Security;
 use crate::spill::{self, Lookup, SpillBuffer};
+use crate::task_client::TaskClient;
 use crate::{cuda, log};
 use brisk_engine::array::gpu::place;
+use brisk_engine::coordination::Coordinator;
 
 /// How a worker runs (`brisk worker` flags).
 #[derive(Clone, Debug)]
@@ -381,6 +383,8 @@ struct Shared {
     device_transferred: AtomicU64,
     /// Closures' code the scheduler sent; tasks refer to it by id.
     codes: Arc<CodeTable>,
+    /// Where tasks' `Variable`, `Queue`, `Lock`… requests go.
+    task_client: Arc<dyn Coordinator>,
     memory_limit: Option<u64>,
     thresholds: MemoryThresholds,
     /// A CUDA worker's device memory limit for results, in bytes.
@@ -646,6 +650,7 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         transferred,
         device_transferred: AtomicU64::new(0),
         codes: Arc::default(),
+        task_client: Arc::new(TaskClient::new(&options.scheduler, options.security.clone())),
         memory_limit: options.memory_limit,
         thresholds: options.thresholds,
         device_limit,
@@ -1773,6 +1778,7 @@ impl Shared {
             device,
             workdir: Some(&self.workdir),
             output: Some(&output),
+            coordinator: Some(&self.task_client),
         };
         let splits = op.shuffle_splits().into_iter().map(|(p, i)| (p.clone(), i)).collect();
         (execute_timed(&op, inputs, &*self.udfs, &ctx, timeout), splits)

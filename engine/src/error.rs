@@ -125,6 +125,10 @@ pub enum EngineError {
         "the local scheduler keeps no story of its tasks: run on a cluster (local_cluster(), brisk scheduler) for one"
     )]
     NoStory,
+    /// A coordination request refused (`Lock.release` by a non-holder,
+    /// an unknown dataset).
+    #[error(transparent)]
+    Coordination(#[from] crate::coordination::CoordError),
     /// A bug in brisk, with what went wrong.
     #[error("{0}")]
     Internal(String),

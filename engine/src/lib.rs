@@ -10,6 +10,7 @@ pub mod array;
 pub mod bag;
 pub mod client;
 pub mod collections;
+pub mod coordination;
 pub mod diagnostics;
 pub mod error;
 pub mod exec;

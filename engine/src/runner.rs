@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use crate::coordination::Coordinator;
 use crate::error::TaskError;
 use crate::key::Key;
 use crate::value::Value;
@@ -155,12 +156,23 @@ pub struct TaskContext<'a> {
     /// Where lines a task's program prints go as they come (the
     /// dashboard's log), besides its result; `None` where nobody shows them.
     pub output: Option<&'a (dyn Fn(&str) + Sync)>,
+    /// Where the task's `Variable`, `Queue`, `Lock`… requests go: the
+    /// scheduler that runs it. `None` where there is none (tests).
+    pub coordinator: Option<&'a Arc<dyn Coordinator>>,
 }
 
 impl<'a> TaskContext<'a> {
     /// A task with nothing around it: no interrupt, device nor folder.
     pub fn new(key: &'a Key, cancelled: &'a Arc<AtomicBool>) -> Self {
-        TaskContext { key, cancelled, interrupt: None, device: None, workdir: None, output: None }
+        TaskContext {
+            key,
+            cancelled,
+            interrupt: None,
+            device: None,
+            workdir: None,
+            output: None,
+            coordinator: None,
+        }
     }
 
     pub fn is_cancelled(&self) -> bool {

@@ -34,6 +34,7 @@ use crate::protocol::{
 use crate::security::Security;
 use crate::{http, log};
 
+mod coordinate;
 mod scaling;
 
 /// How a scheduler runs (`brisk scheduler` flags).
@@ -505,6 +506,8 @@ struct State {
     /// When the references of absent clients are dropped.
     absent_until: Option<Instant>,
     scaling: scaling::Scaling,
+    /// `Variable`, `Queue`, `Lock`… of the cluster's clients and tasks.
+    coordination: coordinate::Coordination,
 }
 
 /// A scheduler started on a journal that says there is work, until the
@@ -558,6 +561,7 @@ impl State {
             absent: FxHashMap::default(),
             absent_until: None,
             scaling: scaling::Scaling::default(),
+            coordination: coordinate::Coordination::default(),
         }
     }
 
@@ -1226,6 +1230,8 @@ impl State {
                 let error = self.validate().err();
                 self.tell_client(conn, ToClient::Validated { id, error });
             }
+            ClientMsg::Coordinate { id, op, wait } => self.coordinate(conn, id, op, wait),
+            ClientMsg::Withdraw { id } => self.withdraw(conn, id),
             ClientMsg::Story { id, keys } => {
                 let rows = self.story_of(&keys);
                 self.tell_client(conn, ToClient::Story { id, rows });
@@ -1435,6 +1441,7 @@ impl State {
                 self.core.release_n(t, n, &mut self.out);
             }
             self.chronicle(|_| Arc::from(format!("client {} left: {reason}", c.name)));
+            self.coordination_gone(conn);
         }
     }
 

@@ -21,6 +21,11 @@ impl CancelToken {
         self.0.load(Ordering::Relaxed)
     }
 
+    /// A token on an existing flag (a task's cancel flag).
+    pub fn from_flag(flag: Arc<AtomicBool>) -> CancelToken {
+        CancelToken(flag)
+    }
+
     /// The flag itself, for code that must poll it where a token cannot go.
     pub fn flag(&self) -> &Arc<AtomicBool> {
         &self.0

@@ -4,7 +4,7 @@
 //! nothing that builds graphs or shows results needs to know which one it
 //! talks to (Dask's `Client`).
 
-mod cancel;
+pub(crate) mod cancel;
 mod future;
 
 pub use cancel::CancelToken;
@@ -13,6 +13,7 @@ pub use future::{
 };
 pub use future::{Cell, FutureHost};
 
+use crate::coordination::Coordinator;
 use crate::diagnostics::{Event, Snapshot};
 use crate::error::EngineError;
 use crate::graph::task::{Graph, Task};
@@ -112,7 +113,10 @@ pub struct StoryRow {
 /// What runs graphs: submit, gather, cancel, scatter, persist, the workers,
 /// the diagnostics stream and close. Every method may be called from any
 /// thread.
-pub trait Client: Send + Sync {
+///
+/// Every client also answers coordination requests (`Variable`, `Queue`,
+/// `Lock`…), held where its graphs are scheduled.
+pub trait Client: Coordinator + Send + Sync {
     /// Optimize `graph` for `outputs` and start computing it; one future per
     /// output, in order. Keys the graph uses but does not define must be
     /// held already (futures, persisted results).

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 
 use crate::client::{CancelToken, Cell, Client, Future, FutureHost, Status, StoryRow, WorkerInfo};
+use crate::coordination::{CoordOp, CoordReply, Coordinator, Deadline, LocalBoard};
 use crate::diagnostics::{Event, Hub, Snapshot};
 use crate::error::panic_message;
 use crate::error::{EngineError, TaskError};
@@ -64,6 +65,8 @@ pub(crate) struct Shared {
     udfs: Arc<dyn UdfRunner>,
     config: LocalConfig,
     started: Instant,
+    /// `Variable`, `Queue`, `Lock`… of this runtime's session and tasks.
+    board: Arc<dyn Coordinator>,
 }
 
 /// A task's operation with leases on the shuffle folders it names, so a
@@ -195,6 +198,7 @@ impl Runtime {
             udfs,
             config: LocalConfig { threads, ..config },
             started: Instant::now(),
+            board: Arc::new(LocalBoard::new()),
         });
         let mut handles = Vec::new();
         if !shared.config.sync {
@@ -216,6 +220,17 @@ impl Runtime {
 
     pub fn validate(&self) -> Result<(), String> {
         self.shared.lock().core.validate()
+    }
+}
+
+impl Coordinator for Runtime {
+    fn coordinate(
+        &self,
+        op: CoordOp,
+        deadline: Deadline,
+        cancel: &CancelToken,
+    ) -> Result<CoordReply, EngineError> {
+        self.shared.board.coordinate(op, deadline, cancel)
     }
 }
 
@@ -569,6 +584,7 @@ impl Shared {
             device: None,
             workdir: None,
             output: Some(&output),
+            coordinator: Some(&self.board),
         };
         execute_timed(&job.op.op, &job.inputs, &*self.udfs, &ctx, job.op.timeout)
     }
