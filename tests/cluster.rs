@@ -1611,3 +1611,47 @@ print(plain);
     assert_eq!(text(&out.stdout), "[\"5\", \"7\"]\ntrue\n5,7\n", "each GPU task had its own device");
     c.finish();
 }
+
+/// `tests/golden/coordination.rhai` prints what Dask prints for the same
+/// Variable, Queue, Lock, Event, Semaphore and dataset calls (the golden
+/// test runs the script locally and on a cluster).
+#[test]
+fn coordination_answers_as_dask_does() {
+    let Some(py) = support::python_with("distributed", "dask's distributed is") else { return };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = run_with_deadline(
+        std::process::Command::new(py).arg(root.join("tests/reference/dask_coordination.py")),
+        DEADLINE,
+        String::new,
+    );
+    assert_ok(&out, "the Dask reference");
+    let golden =
+        std::fs::read_to_string(root.join("tests/golden/coordination.out")).expect("the golden output");
+    assert_eq!(text(&out.stdout), golden);
+}
+
+/// A task's lock is the cluster's; when its worker dies the lock is free
+/// again, and a queue item a timed-out task did not take is still there.
+#[test]
+fn a_worker_that_dies_frees_the_locks_its_tasks_held() {
+    let before = cluster_children();
+    let script = r#"
+let c = local_cluster(#{workers: 1, threads: 1});
+let pid = c.workers()[0].pid;
+print(submit(|| Lock("held").acquire()).result());
+let l = Lock("held");
+print(l.acquire(#{timeout: 0.1}));
+try { run_command(["kill", "-9", pid.to_string()]).result() } catch { }
+print(l.acquire(#{timeout: 20}));
+let f = submit(|| { let got = "none"; try { got = Queue("late").get(#{timeout: 0.2}) } catch { } got });
+print(f.result());
+Queue("late").put(1);
+print(submit(|| Queue("late").get(#{timeout: 5})).result());
+c.close();
+"#;
+    let out = run_locally(script);
+    assert_ok(&out, "the script");
+    assert_eq!(text(&out.stdout), "true\nfalse\ntrue\nnone\n1\n");
+    let left: Vec<u32> = cluster_children().into_iter().filter(|p| !before.contains(p)).collect();
+    assert_eq!(wait_gone(&left), Vec::<u32>::new(), "processes left after the script ended");
+}

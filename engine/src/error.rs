@@ -128,7 +128,7 @@ pub enum EngineError {
     /// A coordination request refused (`Lock.release` by a non-holder,
     /// an unknown dataset).
     #[error(transparent)]
-    Coordination(#[from] crate::coordination::CoordError),
+    Coordination(#[from] crate::coordination::error::CoordError),
     /// A bug in brisk, with what went wrong.
     #[error("{0}")]
     Internal(String),

@@ -26,6 +26,11 @@ pub enum ConvertError {
         "{what} is a value of type {type_name} that cannot be sent to a worker (compute it first, or pass plain numbers, strings, arrays and maps)"
     )]
     CannotTravel { what: String, type_name: String },
+    /// A `Lock`, `Queue`… object: tasks make their own by name.
+    #[error(
+        "{what} is a {type_name}, which cannot be sent to a worker: make it by name inside the closure ({type_name}(\"name\")), where it is the same {type_name}"
+    )]
+    ByName { what: String, type_name: String },
     /// A shared value that another holder has locked.
     #[error("{what}: {kind} is locked")]
     Locked { what: String, kind: &'static str },
@@ -113,7 +118,11 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, ConvertEr
             d.read_lock::<Blob>().ok_or_else(|| ConvertError::Locked { what: what.into(), kind: "blob" })?;
         return Ok(Value::Bytes(Arc::from(b.as_slice())));
     }
-    Err(ConvertError::CannotTravel { what: what.to_string(), type_name: crate::types::type_name(d) })
+    let type_name = crate::types::type_name(d);
+    if ["Variable", "Queue", "Lock", "Event", "Semaphore"].contains(&type_name.as_str()) {
+        return Err(ConvertError::ByName { what: what.to_string(), type_name });
+    }
+    Err(ConvertError::CannotTravel { what: what.to_string(), type_name })
 }
 
 /// Engine → Rhai.

@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
 
+use brisk_engine::client::CancelToken;
+use brisk_engine::coordination::Coordinator;
 use brisk_engine::runner::{Code, TaskContext, Udf, UdfRunner};
 use brisk_engine::{SourcePos, TaskError, Value};
 use rhai::{AST, CallFnOptions, Dynamic, Engine, EvalAltResult, FnPtr, Scope};
@@ -74,6 +76,14 @@ thread_local! {
     /// The cancel flag of the task running on this thread, read by the
     /// engine's progress hook so a cancelled closure stops mid-loop.
     static CURRENT_CANCEL: RefCell<Vec<Arc<AtomicBool>>> = const { RefCell::new(Vec::new()) };
+    /// Where the running task's `Variable`, `Queue`, `Lock`… requests go,
+    /// and what stops their waits.
+    static CURRENT_COORDINATOR: RefCell<Option<(Arc<dyn Coordinator>, CancelToken)>> = const { RefCell::new(None) };
+}
+
+/// The running task's coordinator, if this thread runs a task that has one.
+pub(crate) fn task_coordinator() -> Option<(Arc<dyn Coordinator>, CancelToken)> {
+    CURRENT_COORDINATOR.with(|c| c.borrow().clone())
 }
 
 fn current_task_cancelled() -> bool {
@@ -116,7 +126,10 @@ impl RhaiUdfs {
                 flags.push(ctx.cancelled.clone());
                 flags.extend(ctx.interrupt.cloned());
             });
+            let token = CancelToken::of_task(ctx.cancelled.clone(), ctx.interrupt.cloned());
+            let outer = CURRENT_COORDINATOR.with(|c| c.replace(ctx.coordinator.map(|k| (k.clone(), token))));
             let result = body(&te.engine, &ast);
+            CURRENT_COORDINATOR.with(|c| *c.borrow_mut() = outer);
             CURRENT_CANCEL.with(|c| c.borrow_mut().clear());
             result
         })

@@ -520,3 +520,54 @@ submit(|x| x + 1, 1).result()
         assert!(e.to_string().contains(says), "{bad}: {e}");
     }
 }
+
+#[test]
+fn coordination_waits_stop_on_an_interrupt_in_the_session_and_in_a_sync_task() {
+    let (mut s, _) = session();
+    eval_interrupted_after(&mut s, r#"Queue("never").get()"#, Duration::from_millis(200));
+    eval_interrupted_after(&mut s, r#"Lock("l").acquire(); Lock("l").acquire()"#, Duration::from_millis(200));
+    // A task that waits inline (sync mode) stops too, and nothing waits on.
+    let _ = eval_ok(&mut s, r#"config(#{scheduler: "sync"})"#);
+    eval_interrupted_after(
+        &mut s,
+        r#"submit(|| Event("never").wait()).result()"#,
+        Duration::from_millis(200),
+    );
+    let _ = eval_ok(&mut s, r#"Queue("q").put(5)"#);
+    assert_eq!(eval_ok(&mut s, r#"submit(|| Queue("q").get()).result()"#).as_int().ok(), Some(5));
+    wait_until_drained(&s);
+}
+
+#[test]
+fn coordination_refuses_bad_input_with_clear_errors() {
+    let (mut s, _) = session();
+    for (bad, says) in [
+        (r#"Variable("")"#, "Variable expects a non-empty name"),
+        ("Variable(1)", "Variable expects a non-empty name"),
+        (r#"Queue("q", #{maxsize: -1})"#, "maxsize is a whole number, 0 or more"),
+        (r#"Queue("q", #{size: 1})"#, "has no option"),
+        (r#"Semaphore(0, "s")"#, "max_leases is a whole number, 1 or more"),
+        (r#"Semaphore(#{max_leases: 2})"#, "Semaphore expects a non-empty name"),
+        (r#"Queue("q").get(#{timeout: -1})"#, "timeout is a number of seconds"),
+        (r#"Queue("q").get(#{batch: "x"})"#, "batch is true, false or a whole number"),
+        (r#"Lock("l").acquire(#{blocking: 1})"#, "blocking is true or false"),
+        (r#"submit(|l| l.acquire(), Lock("l"))"#, "make it by name inside the closure"),
+        (r#"Variable("unset").get(#{timeout: 0.05})"#, "Variable.get 'unset': timed out"),
+        (r#"Lock("l").release()"#, "not held by this Lock"),
+        (r#"Semaphore(1, "s").release()"#, "holds no lease"),
+        (r#"Semaphore(1, "t").acquire(); Semaphore(2, "t").acquire()"#, "exists with max_leases=1, not 2"),
+        (r#"publish_dataset("", 1)"#, "non-empty name"),
+        ("publish_dataset(#{})", "give a name and a value"),
+        (r#"get_dataset("nothing")"#, "no dataset named 'nothing' is published"),
+        (r#"Variable("y").set(|x| x)"#, "cannot be sent to a worker"),
+    ] {
+        let e = s.eval_value(bad, "<test>").expect_err(bad);
+        assert!(e.to_string().contains(says), "{bad}: {e}");
+    }
+    // A lazy collection is computed when published or set from the session.
+    let v = eval_ok(
+        &mut s,
+        r#"publish_dataset("d", from_sequence([1, 2, 3], #{npartitions: 2}).map(|x| x * 2)); get_dataset("d")"#,
+    );
+    assert_eq!(json(&v, "d"), "[2,4,6]");
+}

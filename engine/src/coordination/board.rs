@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{Batch, CoordError, CoordOp, CoordReply};
+use super::error::CoordError;
+use super::ops::{Batch, CoordOp, CoordReply};
 use crate::value::Value;
 
 /// A request's identity at its host, unique among those it has given out.

@@ -15,6 +15,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::delayed::DOCS,
     super::futures::DOCS,
     super::futures_more::DOCS,
+    super::coordinate::DOCS,
     super::cluster::DOCS,
     super::deploy::DOCS,
     super::kube::DOCS,
@@ -138,6 +139,7 @@ mod tests {
                 + super::super::frame_reshape::DOCS.len()
                 + super::super::to_delayed::DOCS.len()
                 + super::super::futures_more::DOCS.len()
+                + super::super::coordinate::DOCS.len()
                 - 1 // `rolling` moved from frame_order's table to frame_window's
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()

@@ -12,6 +12,7 @@ mod bag;
 mod bag_more;
 mod cluster;
 mod config;
+mod coordinate;
 mod dataframe;
 mod dataframe_docs;
 mod delayed;
@@ -80,6 +81,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     frame_window::register(engine, state);
     futures::register(engine, state);
     futures_more::register(engine, state);
+    coordinate::register(engine, state);
     gpu_kernels::register(engine, state);
     ml::register(engine, state);
     cluster::register(engine, state);
@@ -116,11 +118,13 @@ pub fn register_values(engine: &mut Engine) {
     }
 }
 
-/// An engine for worker threads: the value API, no client functions (a task
+/// An engine for worker threads: the value API and the coordination
+/// primitives (through the task's scheduler), no client functions (a task
 /// cannot start computations of its own).
 pub fn worker_engine() -> Engine {
     crate::ship::init();
     let mut engine = Engine::new();
     register_values(&mut engine);
+    coordinate::register_task(&mut engine);
     engine
 }
