@@ -1655,3 +1655,40 @@ c.close();
     let left: Vec<u32> = cluster_children().into_iter().filter(|p| !before.contains(p)).collect();
     assert_eq!(wait_gone(&left), Vec::<u32>::new(), "processes left after the script ended");
 }
+
+/// `c.run` calls once on every worker process and `c.who_has` names the
+/// workers holding results, as Dask's; a failure names its worker.
+#[test]
+fn run_calls_every_worker_and_who_has_names_the_holders() {
+    let script = r#"
+let c = local_cluster(#{workers: 2, threads: 1});
+let addrs = client().workers().map(|w| w.address);
+addrs.sort();
+let r = client().run(|x| x * 2, 21);
+let ks = r.keys();
+ks.sort();
+print(ks == addrs);
+print(r.values());
+client().run(|| Queue("ran").put(1));
+print(Queue("ran").get(#{batch: 2}));
+fn boom() { throw "broken" }
+try { client().run(boom) } catch (e) { print(e.contains("run: on tcp://") && e.contains("broken")) }
+let fs = map(|x| x * 2, [1, 2, 3]);
+gather(fs);
+let w = client().who_has(fs);
+print(w.len());
+print(w.values().all(|a| a.len() >= 1 && addrs.contains(a[0])));
+print(client().who_has().len() >= 3);
+c.close();
+print(client().run(|x| x + 1, 1));
+let g = submit(|x| x, 5);
+g.result();
+print(client().who_has(g).values());
+"#;
+    let out = run_locally(script);
+    assert_ok(&out, "the script");
+    assert_eq!(
+        text(&out.stdout),
+        "true\n[42, 42]\n[1, 1]\ntrue\n3\ntrue\ntrue\n#{\"inproc://local\": 2}\n[[\"inproc://local\"]]\n"
+    );
+}

@@ -10,12 +10,13 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use brisk_engine::client::{CancelToken, Cell, Client, Future, FutureHost, StoryRow, WorkerInfo};
+use brisk_engine::client::{CancelToken, Cell, Client, Future, FutureHost, RunResults, StoryRow, WorkerInfo};
 use brisk_engine::coordination::{CoordOp, CoordReply, Coordinator, Deadline};
 use brisk_engine::diagnostics::{Event, Snapshot};
 use brisk_engine::error::{EngineError, TaskError};
 use brisk_engine::graph::{self, Graph};
 use brisk_engine::key::Key;
+use brisk_engine::ops::Op;
 use brisk_engine::runner::{Code, shipped};
 use brisk_engine::value::Value;
 use rustc_hash::FxHashMap;
@@ -404,7 +405,8 @@ impl Shared {
                 | ToClient::Validated { id, .. }
                 | ToClient::Story { id, .. }
                 | ToClient::Adaptive { id, .. }
-                | ToClient::Coordinated { id, .. } => reply(&mut st, id, msg),
+                | ToClient::Coordinated { id, .. }
+                | ToClient::Ran { id, .. } => reply(&mut st, id, msg),
                 ToClient::InMemory { key, who_has } => {
                     if st.held.contains_key(&key) {
                         st.who_has.insert(key.clone(), who_has);
@@ -754,6 +756,41 @@ impl Client for RemoteClient {
 
     fn workers(&self) -> Vec<WorkerInfo> {
         self.worker_rows().unwrap_or_default().into_iter().map(worker_info).collect()
+    }
+
+    fn run_everywhere(&self, op: Op, cancel: &CancelToken) -> Result<RunResults, EngineError> {
+        // The closure's code goes inline: workers may not have it.
+        let op = rmp_serde::to_vec(&op)
+            .map_err(|e| EngineError::Internal(format!("the call cannot be sent: {e}")))?;
+        let (id, rx) = self.shared.ask(|id| ClientMsg::Run { id, op: Blob(op.into()) })?;
+        loop {
+            match rx.recv_timeout(COORD_POLL) {
+                Ok(ToClient::Ran { results, .. }) => return Ok(results),
+                Ok(other) => return Err(EngineError::Internal(format!("unexpected answer {other:?}"))),
+                Err(RecvTimeoutError::Disconnected) => return Err(self.shared.cut_off()),
+                Err(RecvTimeoutError::Timeout) if cancel.is_cancelled() => {
+                    self.shared.lock().replies.remove(&id);
+                    return Err(EngineError::Cancelled);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    /// From the scheduler's `InMemory` messages, which name where each key
+    /// this client holds is.
+    fn who_has(&self, keys: Option<&[Key]>) -> Vec<(Key, Vec<String>)> {
+        let st = self.shared.lock();
+        let mut out: Vec<(Key, Vec<String>)> = match keys {
+            Some(keys) => {
+                keys.iter().filter_map(|k| st.who_has.get(k).map(|w| (k.clone(), w.clone()))).collect()
+            }
+            None => st.who_has.iter().map(|(k, w)| (k.clone(), w.clone())).collect(),
+        };
+        if keys.is_none() {
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        out
     }
 
     fn snapshot(&self) -> Snapshot {

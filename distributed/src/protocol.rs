@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Bumped on any change of the messages; peers of another version are refused.
-pub const VERSION: u32 = 15;
+pub const VERSION: u32 = 16;
 
 /// The first field of every hello: a peer that is not brisk is told apart at once.
 pub const MAGIC: &str = "brisk";
@@ -241,6 +241,9 @@ pub enum ClientMsg {
     /// Stop waiting on request `id` (its timeout passed): answered by
     /// `Coordinated` with `TimedOut`, unless its answer went already.
     Withdraw { id: u64 },
+    /// Run `op` (a call, its closure's code inline) once on every worker
+    /// now (`c.run`); answered by `Ran`.
+    Run { id: u64, op: Blob },
 }
 
 /// Scheduler → client.
@@ -294,6 +297,11 @@ pub enum ToClient {
     Coordinated {
         id: u64,
         reply: CoordReply,
+    },
+    /// What `Run` gave on each worker (its address), in the workers' order.
+    Ran {
+        id: u64,
+        results: Vec<(String, Result<Value, TaskError>)>,
     },
     /// A task ran (for clients that asked for the stream): on which worker
     /// and thread, from `start_us` to `stop_us` on the scheduler's clock.
@@ -407,6 +415,11 @@ pub enum WorkerMsg {
         key: Key,
         line: String,
     },
+    /// What a `Run` gave here.
+    RunResult {
+        id: u64,
+        result: Result<Value, TaskError>,
+    },
 }
 
 /// A dependency of a task and the data addresses of the workers holding it.
@@ -451,6 +464,8 @@ pub enum ToWorker {
     /// `restart`: the scheduler removed this worker (it missed heartbeats),
     /// and a nanny should start a fresh one in its place.
     Close { reason: String, restart: bool },
+    /// Run `op` now, beside the tasks, and answer `RunResult` (`c.run`).
+    Run { id: u64, op: Blob },
 }
 
 /// Where a result belongs: a CUDA worker's GPU results live on its device,

@@ -877,6 +877,16 @@ fn handle_batch(shared: &Arc<Shared>, batch: Vec<ToWorker>) -> Option<(String, b
                 ToWorker::Replicate { key, from } => {
                     tokio::spawn(replicate(shared.clone(), key, from));
                 }
+                ToWorker::Run { id, op } => {
+                    let s = shared.clone();
+                    let ran = std::thread::Builder::new()
+                        .name("brisk-run".into())
+                        .spawn(move || s.run_call(id, &op));
+                    if let Err(e) = ran {
+                        let error = TaskError::internal(format!("no thread to run the call on: {e}"));
+                        shared.report(WorkerMsg::RunResult { id, result: Err(error) });
+                    }
+                }
                 ToWorker::Close { reason, restart } => return Some((reason, restart)),
             }
         }
@@ -1752,6 +1762,28 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// `c.run`'s call, on a thread of its own beside the tasks.
+    fn run_call(&self, id: u64, op: &Blob) {
+        let key = Key::new(format!("run-{id}").as_str());
+        let cancel = Arc::new(AtomicBool::new(false));
+        let result = match shipped::resolving(&self.codes, || crate::protocol::decode::<Op>(&op.0)) {
+            Ok(op) => {
+                let ctx = TaskContext {
+                    key: &key,
+                    cancelled: &cancel,
+                    interrupt: None,
+                    device: None,
+                    workdir: Some(&self.workdir),
+                    output: None,
+                    coordinator: Some(&self.task_client),
+                };
+                execute_timed(&op, &[], &*self.udfs, &ctx, None)
+            }
+            Err(e) => Err(TaskError::internal(format!("the call cannot be read: {e}"))),
+        };
+        self.report(WorkerMsg::RunResult { id, result });
     }
 
     fn run_task(

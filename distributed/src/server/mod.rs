@@ -35,6 +35,7 @@ use crate::security::Security;
 use crate::{http, log};
 
 mod coordinate;
+mod run;
 mod scaling;
 
 /// How a scheduler runs (`brisk scheduler` flags).
@@ -508,6 +509,8 @@ struct State {
     scaling: scaling::Scaling,
     /// `Variable`, `Queue`, `Lock`… of the cluster's clients and tasks.
     coordination: coordinate::Coordination,
+    /// `c.run` calls waiting for their workers' answers.
+    runs: run::Runs,
 }
 
 /// A scheduler started on a journal that says there is work, until the
@@ -562,6 +565,7 @@ impl State {
             absent_until: None,
             scaling: scaling::Scaling::default(),
             coordination: coordinate::Coordination::default(),
+            runs: run::Runs::default(),
         }
     }
 
@@ -938,7 +942,8 @@ impl State {
             WorkerMsg::Register { .. }
             | WorkerMsg::Heartbeat { .. }
             | WorkerMsg::GpuFailed { .. }
-            | WorkerMsg::Output { .. } => Why::Nothing,
+            | WorkerMsg::Output { .. }
+            | WorkerMsg::RunResult { .. } => Why::Nothing,
         };
         self.on_worker_msg(conn, wid, msg);
         self.chronicle(|s| {
@@ -1114,6 +1119,7 @@ impl State {
                 }
                 self.gone(conn, &format!("its GPU failed: {error}"));
             }
+            WorkerMsg::RunResult { id, result } => self.run_result(conn, id, result),
             WorkerMsg::Output { key, line } => {
                 let Some(worker) = self.workers.get(&conn).map(|w| w.name.to_string()) else { return };
                 for c in self.clients.values_mut().filter(|c| c.stream) {
@@ -1232,6 +1238,7 @@ impl State {
             }
             ClientMsg::Coordinate { id, op, wait } => self.coordinate(conn, id, op, wait),
             ClientMsg::Withdraw { id } => self.withdraw(conn, id),
+            ClientMsg::Run { id, op } => self.run_everywhere(conn, id, op),
             ClientMsg::Story { id, keys } => {
                 let rows = self.story_of(&keys);
                 self.tell_client(conn, ToClient::Story { id, rows });
@@ -1430,6 +1437,7 @@ impl State {
             }
             let cause = |_: &State| Arc::from(format!("worker {} left: {reason}", w.name));
             self.chronicle_gone(cause, Some((w.id, &w.name)));
+            self.runs_lost(conn, reason);
         } else if let Some(c) = self.clients.remove(&conn) {
             log::info("scheduler", &format!("client {} left: {reason}", c.name));
             self.journal(Entry::ClientGone { client: c.id });

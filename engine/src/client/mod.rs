@@ -15,7 +15,7 @@ pub use future::{Cell, FutureHost};
 
 use crate::coordination::Coordinator;
 use crate::diagnostics::{Event, Snapshot};
-use crate::error::EngineError;
+use crate::error::{EngineError, TaskError};
 use crate::graph::task::{Graph, Task};
 use crate::graph::token::Tokenizer;
 use crate::key::Key;
@@ -49,6 +49,9 @@ pub struct DeviceMemory {
     #[serde(default)]
     pub transferred: u64,
 }
+
+/// What `Client::run_everywhere` gave: per worker, its address and result.
+pub type RunResults = Vec<(String, Result<Value, TaskError>)>;
 
 /// One worker as a client sees it (`c.workers()`, the dashboard).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -171,6 +174,16 @@ pub trait Client: Coordinator + Send + Sync {
 
     /// The workers now.
     fn workers(&self) -> Vec<WorkerInfo>;
+
+    /// Run `op` (a call with literal arguments) once on every worker now,
+    /// beside its tasks (Dask's `Client.run`): each worker's address and
+    /// what the call gave there.
+    fn run_everywhere(&self, op: Op, cancel: &CancelToken) -> Result<RunResults, EngineError>;
+
+    /// Where results are held (Dask's `who_has`): each of `keys` (`None`:
+    /// every result this client can see) that is in memory, with the
+    /// addresses of the workers that hold it.
+    fn who_has(&self, keys: Option<&[Key]>) -> Vec<(Key, Vec<String>)>;
 
     /// Per-group progress and memory, now.
     fn snapshot(&self) -> Snapshot;

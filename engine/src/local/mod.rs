@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use crate::client::{CancelToken, Cell, Client, Future, FutureHost, Status, StoryRow, WorkerInfo};
+use crate::client::{
+    CancelToken, Cell, Client, Future, FutureHost, RunResults, Status, StoryRow, WorkerInfo,
+};
 use crate::coordination::{CoordOp, CoordReply, Coordinator, Deadline, LocalBoard};
 use crate::diagnostics::{Event, Hub, Snapshot};
 use crate::error::panic_message;
@@ -160,6 +162,9 @@ impl State {
 /// change.
 const GPU_TASK_SHARE: f64 = 1.0;
 
+/// The one worker's address, as `workers()` and `who_has` give it.
+const LOCAL_ADDRESS: &str = "inproc://local";
+
 impl Runtime {
     pub fn new(config: LocalConfig, udfs: Arc<dyn UdfRunner>) -> Runtime {
         let threads = config.threads.max(1);
@@ -254,7 +259,7 @@ impl Client for Runtime {
         };
         vec![WorkerInfo {
             name: "local".into(),
-            address: "inproc://local".into(),
+            address: LOCAL_ADDRESS.into(),
             threads: snap.threads,
             running: snap.busy_threads,
             in_memory,
@@ -266,6 +271,39 @@ impl Client for Runtime {
             resources,
             pid: std::process::id(),
         }]
+    }
+
+    /// On the calling thread: the local runtime is its one worker.
+    fn run_everywhere(&self, op: Op, cancel: &CancelToken) -> Result<RunResults, EngineError> {
+        let key = Key::new("run");
+        let ctx = TaskContext {
+            key: &key,
+            cancelled: cancel.flag(),
+            interrupt: None,
+            device: None,
+            workdir: None,
+            output: None,
+            coordinator: Some(&self.shared.board),
+        };
+        let result = crate::exec::execute(&op, &[], &*self.shared.udfs, &ctx);
+        Ok(vec![(LOCAL_ADDRESS.to_string(), result)])
+    }
+
+    fn who_has(&self, keys: Option<&[Key]>) -> Vec<(Key, Vec<String>)> {
+        let st = self.shared.lock();
+        let here = || vec![LOCAL_ADDRESS.to_string()];
+        match keys {
+            Some(keys) => keys
+                .iter()
+                .filter(|k| st.core.lookup(k).is_some_and(|t| st.store.contains_key(&t)))
+                .map(|k| (k.clone(), here()))
+                .collect(),
+            None => {
+                let mut all: Vec<Key> = st.store.keys().filter_map(|t| st.core.key(*t).cloned()).collect();
+                all.sort();
+                all.into_iter().map(|k| (k, here())).collect()
+            }
+        }
     }
 
     fn snapshot(&self) -> Snapshot {

@@ -7,12 +7,13 @@ use std::time::{Duration, Instant};
 
 use brisk_engine::Future;
 use brisk_engine::client::{ReturnWhen, hold_until_settled, wait_until};
-use rhai::{Array, Dynamic, Engine, EvalAltResult, Map};
+use brisk_engine::ops::{Arg, Func, Op};
+use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, Map};
 
-use super::args::options;
+use super::args::{options, shipped};
 use super::fndoc::{FnDoc, doc};
 use super::futures::futures_in;
-use crate::convert::to_dynamic;
+use crate::convert::{to_dynamic, to_value};
 use crate::error::{engine_error, runtime};
 use crate::state::SessionState;
 use crate::types::{Client, RFuture};
@@ -20,12 +21,26 @@ use crate::types::{Client, RFuture};
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
 /// This area's entries of the API reference.
-pub(super) const DOCS: &[FnDoc] = &[doc(
-    "fire_and_forget",
-    "fire_and_forget(future_or_futures)",
-    "Let the tasks run to the end though the script keeps no future of them (a dropped future otherwise releases its task), as distributed's fire_and_forget.",
-    "fire_and_forget(submit(|x| x + 1, 1))",
-)];
+pub(super) const DOCS: &[FnDoc] = &[
+    doc(
+        "fire_and_forget",
+        "fire_and_forget(future_or_futures)",
+        "Let the tasks run to the end though the script keeps no future of them (a dropped future otherwise releases its task), as distributed's fire_and_forget.",
+        "fire_and_forget(submit(|x| x + 1, 1))",
+    ),
+    doc(
+        "run",
+        "c.run(f, args...) -> map",
+        "Call `f` once on every worker now, beside its tasks (Client.run): a map from each worker's address to what the call gave there. A failure on any worker is raised, naming it. Arguments are plain values.",
+        "client().run(|x| x + 1, 41).values()",
+    ),
+    doc(
+        "who_has",
+        "c.who_has(future_or_futures) -> map; c.who_has()",
+        "Where results are held (Client.who_has): each future's key in memory, with the addresses of the workers that hold it; with no argument, every result this client holds.",
+        "let f = submit(|x| x + 1, 1);\nf.result();\nclient().who_has(f)",
+    ),
+];
 
 /// `timeout` seconds from now, if given.
 fn deadline(m: &Map, what: &str) -> Res<Option<(Instant, f64)>> {
@@ -110,6 +125,41 @@ fn fire_and_forget(v: &Dynamic) -> Res<()> {
         .map_err(|e| runtime(format!("fire_and_forget: no thread to hold the futures: {e}")))
 }
 
+/// `c.run(f, args...)`: `f` once on every worker now; worker address →
+/// what it gave. A failure anywhere is raised, naming the worker.
+fn run(state: &SessionState, f: &FnPtr, args: &[Dynamic]) -> Res<Map> {
+    let (udf, _) = shipped(state, f)?;
+    let args = args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| to_value(a, &format!("argument {} of run", i + 1)).map(Arg::Lit))
+        .collect::<Result<Vec<_>, _>>()?;
+    let op = Op::Call { func: Func::Udf(udf), args };
+    let results = state.client().run_everywhere(op, &state.cancel).map_err(engine_error)?;
+    let mut out = Map::new();
+    for (worker, result) in results {
+        match result {
+            Ok(v) => out.insert(worker.into(), to_dynamic(&v)),
+            Err(e) => return Err(runtime(format!("run: on {worker}: {e}"))),
+        };
+    }
+    Ok(out)
+}
+
+/// `c.who_has(futures)`: key → addresses of the workers holding it (a
+/// result not in memory is left out); no argument: every held result.
+fn who_has(c: &Client, v: Option<&Dynamic>) -> Res<Map> {
+    let keys = match v {
+        Some(v) => Some(futures_of(v, "who_has")?.iter().map(|f| f.key().clone()).collect::<Vec<_>>()),
+        None => None,
+    };
+    let held = c.state.client().who_has(keys.as_deref());
+    Ok(held
+        .into_iter()
+        .map(|(k, ws)| (k.to_string().into(), ws.into_iter().map(Dynamic::from).collect::<Array>().into()))
+        .collect())
+}
+
 fn cancel(v: &Dynamic) -> Res<()> {
     futures_of(v, "cancel")?.iter().for_each(Future::cancel);
     Ok(())
@@ -123,4 +173,12 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("fire_and_forget", |v: Dynamic| fire_and_forget(&v));
     engine.register_fn("cancel", |v: Array| cancel(&Dynamic::from_array(v)));
     engine.register_fn("cancel", |_: &mut Client, v: Dynamic| cancel(&v));
+    engine.register_fn("who_has", |c: &mut Client| who_has(c, None));
+    engine.register_fn("run", |c: &mut Client, f: FnPtr| run(&c.state, &f, &[]));
+    engine.register_fn("run", |c: &mut Client, f: FnPtr, a: Dynamic| run(&c.state, &f, &[a]));
+    engine.register_fn("run", |c: &mut Client, f: FnPtr, a: Dynamic, b: Dynamic| run(&c.state, &f, &[a, b]));
+    engine.register_fn("run", |c: &mut Client, f: FnPtr, a: Dynamic, b: Dynamic, d: Dynamic| {
+        run(&c.state, &f, &[a, b, d])
+    });
+    engine.register_fn("who_has", |c: &mut Client, v: Dynamic| who_has(c, Some(&v)));
 }
