@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Bumped on any change of the messages; peers of another version are refused.
-pub const VERSION: u32 = 16;
+pub const VERSION: u32 = 17;
 
 /// The first field of every hello: a peer that is not brisk is told apart at once.
 pub const MAGIC: &str = "brisk";
@@ -414,6 +414,13 @@ pub enum WorkerMsg {
     Output {
         key: Key,
         line: String,
+    },
+    /// Attempt `run` of task `key` waits on tasks it submitted and lent
+    /// its thread (`seceded`), or holds it again.
+    Seceded {
+        key: Key,
+        run: u32,
+        seceded: bool,
     },
     /// What a `Run` gave here.
     RunResult {

@@ -2,13 +2,19 @@
 //! client): one per worker process, connected at its tasks' first request,
 //! so a `Queue` a task reads or a `Lock` it takes is the cluster's. When
 //! the worker goes, so does this connection, and the scheduler frees the
-//! locks and leases its tasks held.
+//! locks and leases its tasks held. Tasks that submit tasks
+//! (`worker_client`) submit through it too.
 
 use std::sync::{Arc, Mutex};
 
-use brisk_engine::client::CancelToken;
+use brisk_engine::client::{CancelToken, Client, Future, RunResults, StoryRow, WorkerInfo};
 use brisk_engine::coordination::{CoordError, CoordOp, CoordReply, Coordinator, Deadline};
+use brisk_engine::diagnostics::{Event, Snapshot};
 use brisk_engine::error::EngineError;
+use brisk_engine::graph::Graph;
+use brisk_engine::key::Key;
+use brisk_engine::ops::Op;
+use brisk_engine::value::Value;
 
 use crate::client::RemoteClient;
 use crate::security::Security;
@@ -57,4 +63,53 @@ impl Coordinator for TaskClient {
         }
         reply
     }
+}
+
+/// Tasks submit tasks through the same connection (`worker_client`).
+impl Client for TaskClient {
+    fn submit(&self, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
+        self.client()?.submit(graph, outputs)
+    }
+
+    fn gather(&self, futures: &[Future], cancel: &CancelToken) -> Result<Vec<Value>, EngineError> {
+        self.client()?.gather(futures, cancel)
+    }
+
+    fn scatter(&self, values: Vec<Value>, cancel: &CancelToken) -> Result<Vec<Future>, EngineError> {
+        self.client()?.scatter(values, cancel)
+    }
+
+    fn workers(&self) -> Vec<WorkerInfo> {
+        self.client().map(|c| c.workers()).unwrap_or_default()
+    }
+
+    fn run_everywhere(&self, op: Op, cancel: &CancelToken) -> Result<RunResults, EngineError> {
+        self.client()?.run_everywhere(op, cancel)
+    }
+
+    fn who_has(&self, keys: Option<&[Key]>) -> Vec<(Key, Vec<String>)> {
+        self.client().map(|c| c.who_has(keys)).unwrap_or_default()
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.client().map(|c| c.snapshot()).unwrap_or_default()
+    }
+
+    fn story(&self, keys: &[Key]) -> Result<Vec<StoryRow>, EngineError> {
+        self.client()?.story(keys)
+    }
+
+    fn subscribe(&self, capacity: usize) -> crossbeam_channel::Receiver<Event> {
+        match self.client() {
+            Ok(c) => c.subscribe(capacity),
+            Err(_) => crossbeam_channel::bounded(0).1,
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("<Client: a task's, scheduler={}>", self.scheduler)
+    }
+
+    /// A task does not close its worker's connection: it goes with the worker.
+    fn close(&self) {}
 }

@@ -8,10 +8,11 @@
 //! the scheduler queue on a channel whose writer sends everything queued
 //! as one frame, so a burst of finished tasks is one message.
 
+use std::any::Any;
 use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use brisk_engine::array::gpu::raw::USER_KERNEL_FAILED;
@@ -21,7 +22,7 @@ use brisk_engine::key::Key;
 use brisk_engine::ops::Op;
 use brisk_engine::pieces::Pieces;
 use brisk_engine::runner::shipped::{self, CodeTable};
-use brisk_engine::runner::{TaskContext, UdfRunner};
+use brisk_engine::runner::{Seat, TaskContext, UdfRunner};
 use brisk_engine::value::Value;
 use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::net::TcpListener;
@@ -36,6 +37,7 @@ use crate::spill::{self, Lookup, SpillBuffer};
 use crate::task_client::TaskClient;
 use crate::{cuda, log};
 use brisk_engine::array::gpu::place;
+use brisk_engine::client::Client;
 use brisk_engine::coordination::Coordinator;
 
 /// How a worker runs (`brisk worker` flags).
@@ -322,6 +324,12 @@ struct WState {
     /// removes the pieces.
     splits: FxHashMap<Key, Vec<(Pieces, u32)>>,
     running: u32,
+    /// Task threads running, and how many should: one more for each task
+    /// that lent its thread while it waits (`worker_seat`).
+    threads_alive: usize,
+    threads_wanted: usize,
+    /// Running tasks that lent their thread.
+    seceded: FxHashSet<Key>,
     closing: bool,
     /// Memory is past the pause threshold: no task starts.
     paused: bool,
@@ -343,6 +351,9 @@ impl WState {
             fetches: 0,
             splits: FxHashMap::default(),
             running: 0,
+            threads_alive: 0,
+            threads_wanted: 0,
+            seceded: FxHashSet::default(),
             closing: false,
             paused: false,
             epoch: 0,
@@ -383,8 +394,12 @@ struct Shared {
     device_transferred: AtomicU64,
     /// Closures' code the scheduler sent; tasks refer to it by id.
     codes: Arc<CodeTable>,
-    /// Where tasks' `Variable`, `Queue`, `Lock`… requests go.
+    /// Itself, for the threads tasks lend (`worker_seat`).
+    me: Weak<Shared>,
+    /// Where tasks' `Variable`, `Queue`, `Lock`… requests go, and the
+    /// tasks they submit (both the worker's one `TaskClient`).
     task_client: Arc<dyn Coordinator>,
+    task_submit: Arc<dyn Client>,
     memory_limit: Option<u64>,
     thresholds: MemoryThresholds,
     /// A CUDA worker's device memory limit for results, in bytes.
@@ -637,7 +652,9 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         id: uid,
         held,
     };
-    let shared = Arc::new(Shared {
+    let task_client = Arc::new(TaskClient::new(&options.scheduler, options.security.clone()));
+    let shared = Arc::new_cyclic(|me| Shared {
+        me: me.clone(),
         state: Mutex::new(WState::new(root.join("spill"))),
         work: Condvar::new(),
         udfs,
@@ -650,7 +667,8 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
         transferred,
         device_transferred: AtomicU64::new(0),
         codes: Arc::default(),
-        task_client: Arc::new(TaskClient::new(&options.scheduler, options.security.clone())),
+        task_client: task_client.clone(),
+        task_submit: task_client,
         memory_limit: options.memory_limit,
         thresholds: options.thresholds,
         device_limit,
@@ -665,6 +683,11 @@ async fn serve(options: WorkerOptions, udfs: Arc<dyn UdfRunner>) -> Result<(), W
     leave_at_lifetime(&options, &name);
 
     let mut threads = Vec::new();
+    {
+        let mut st = shared.lock();
+        st.threads_alive = options.nthreads.max(1);
+        st.threads_wanted = options.nthreads.max(1);
+    }
     for i in 0..options.nthreads.max(1) {
         let s = shared.clone();
         threads.push(
@@ -1373,6 +1396,10 @@ impl Shared {
             if st.closing {
                 return;
             }
+            if st.threads_alive > st.threads_wanted {
+                st.threads_alive -= 1;
+                return;
+            }
             let next = match st.ready.pop() {
                 Some(next) if !st.paused => next,
                 other => {
@@ -1778,6 +1805,8 @@ impl Shared {
                     workdir: Some(&self.workdir),
                     output: None,
                     coordinator: Some(&self.task_client),
+                    client: Some(&self.task_submit as &(dyn Any + Send + Sync)),
+                    seat: None,
                 };
                 execute_timed(&op, &[], &*self.udfs, &ctx, None)
             }
@@ -1803,6 +1832,7 @@ impl Shared {
             }
         };
         let output = |line: &str| self.report(WorkerMsg::Output { key: key.clone(), line: line.to_string() });
+        let seat: Option<Arc<dyn Seat>> = self.me.upgrade().map(|s| s as Arc<dyn Seat>);
         let ctx = TaskContext {
             key,
             cancelled: cancel,
@@ -1811,11 +1841,18 @@ impl Shared {
             workdir: Some(&self.workdir),
             output: Some(&output),
             coordinator: Some(&self.task_client),
+            client: Some(&self.task_submit as &(dyn Any + Send + Sync)),
+            seat: seat.as_ref(),
         };
         let splits = op.shuffle_splits().into_iter().map(|(p, i)| (p.clone(), i)).collect();
-        (execute_timed(&op, inputs, &*self.udfs, &ctx, timeout), splits)
+        let result = execute_timed(&op, inputs, &*self.udfs, &ctx, timeout);
+        self.seat_ended(&mut self.lock(), key);
+        (result, splits)
     }
 }
+
+#[path = "worker_seat.rs"]
+mod seat;
 
 #[cfg(test)]
 mod tests {

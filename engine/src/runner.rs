@@ -4,6 +4,7 @@
 //! `UdfRunner` trait that the script layer implements, so the engine never
 //! depends on Rhai. This sits below the kernels; `crate::exec` above them.
 
+use std::any::Any;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -159,6 +160,22 @@ pub struct TaskContext<'a> {
     /// Where the task's `Variable`, `Queue`, `Lock`… requests go: the
     /// scheduler that runs it. `None` where there is none (tests).
     pub coordinator: Option<&'a Arc<dyn Coordinator>>,
+    /// The client tasks submit tasks through (`worker_client`): an
+    /// `Arc<dyn Client>`, read by `client::task_client`. Untyped here
+    /// because the client module sits above this one.
+    pub client: Option<&'a (dyn Any + Send + Sync)>,
+    /// Where the task gives its thread back while it waits on tasks it
+    /// submitted (`secede`), and takes it again (`rejoin`).
+    pub seat: Option<&'a Arc<dyn Seat>>,
+}
+
+/// Where running tasks lend their thread while they wait on others
+/// (Dask's `secede`/`rejoin`): the worker starts another thread meanwhile
+/// and its scheduler stops counting the task against the worker's slots.
+/// One per runtime or worker; a task names itself by its key.
+pub trait Seat: Send + Sync {
+    fn secede(&self, key: &Key);
+    fn rejoin(&self, key: &Key);
 }
 
 impl<'a> TaskContext<'a> {
@@ -172,6 +189,8 @@ impl<'a> TaskContext<'a> {
             workdir: None,
             output: None,
             coordinator: None,
+            client: None,
+            seat: None,
         }
     }
 

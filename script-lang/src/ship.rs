@@ -11,10 +11,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
 
-use brisk_engine::client::CancelToken;
+use brisk_engine::client::{CancelToken, Client, task_client};
 use brisk_engine::coordination::Coordinator;
-use brisk_engine::runner::{Code, TaskContext, Udf, UdfRunner};
-use brisk_engine::{SourcePos, TaskError, Value};
+use brisk_engine::runner::{Code, Seat, TaskContext, Udf, UdfRunner};
+use brisk_engine::{Key, SourcePos, TaskError, Value};
 use rhai::{AST, CallFnOptions, Dynamic, Engine, EvalAltResult, FnPtr, Scope};
 
 use crate::convert::{ConvertError, to_dynamic, to_value};
@@ -76,14 +76,30 @@ thread_local! {
     /// The cancel flag of the task running on this thread, read by the
     /// engine's progress hook so a cancelled closure stops mid-loop.
     static CURRENT_CANCEL: RefCell<Vec<Arc<AtomicBool>>> = const { RefCell::new(Vec::new()) };
-    /// Where the running task's `Variable`, `Queue`, `Lock`… requests go,
-    /// and what stops their waits.
-    static CURRENT_COORDINATOR: RefCell<Option<(Arc<dyn Coordinator>, CancelToken)>> = const { RefCell::new(None) };
+    /// What the running task reaches of its surroundings from Rhai.
+    static CURRENT_TASK: RefCell<Option<TaskSide>> = const { RefCell::new(None) };
 }
 
-/// The running task's coordinator, if this thread runs a task that has one.
-pub(crate) fn task_coordinator() -> Option<(Arc<dyn Coordinator>, CancelToken)> {
-    CURRENT_COORDINATOR.with(|c| c.borrow().clone())
+/// The running task's surroundings, for the functions a closure calls
+/// inside it: `Variable`, `Queue`… (`coordinator`), `worker_client`
+/// (`client`, and `code` to ship the closures it submits), `secede`.
+#[derive(Clone)]
+pub(crate) struct TaskSide {
+    pub key: Key,
+    /// Stops its waits: the task's cancel flag and its client's interrupt.
+    pub cancel: CancelToken,
+    pub coordinator: Option<Arc<dyn Coordinator>>,
+    pub client: Option<Arc<dyn Client>>,
+    pub seat: Option<Arc<dyn Seat>>,
+    pub code: Arc<Code>,
+    /// The closure lent its thread itself (`secede()`, `worker_client()`):
+    /// a wait on futures then leaves it lent.
+    pub seceded: Arc<AtomicBool>,
+}
+
+/// The running task's surroundings, if this thread runs a task.
+pub(crate) fn task_side() -> Option<TaskSide> {
+    CURRENT_TASK.with(|c| c.borrow().clone())
 }
 
 fn current_task_cancelled() -> bool {
@@ -126,10 +142,18 @@ impl RhaiUdfs {
                 flags.push(ctx.cancelled.clone());
                 flags.extend(ctx.interrupt.cloned());
             });
-            let token = CancelToken::of_task(ctx.cancelled.clone(), ctx.interrupt.cloned());
-            let outer = CURRENT_COORDINATOR.with(|c| c.replace(ctx.coordinator.map(|k| (k.clone(), token))));
+            let side = TaskSide {
+                key: ctx.key.clone(),
+                cancel: CancelToken::of_task(ctx.cancelled.clone(), ctx.interrupt.cloned()),
+                coordinator: ctx.coordinator.cloned(),
+                client: task_client(ctx),
+                seat: ctx.seat.cloned(),
+                code: udf.code.clone(),
+                seceded: Arc::default(),
+            };
+            let outer = CURRENT_TASK.with(|c| c.replace(Some(side)));
             let result = body(&te.engine, &ast);
-            CURRENT_COORDINATOR.with(|c| *c.borrow_mut() = outer);
+            CURRENT_TASK.with(|c| *c.borrow_mut() = outer);
             CURRENT_CANCEL.with(|c| c.borrow_mut().clear());
             result
         })

@@ -571,3 +571,48 @@ fn coordination_refuses_bad_input_with_clear_errors() {
     );
     assert_eq!(json(&v, "d"), "[2,4,6]");
 }
+
+/// Worker threads of this process (`brisk-worker-*`), from /proc.
+fn worker_threads() -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    dir.filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .filter(|name| name.starts_with("brisk-worker"))
+        .count()
+}
+
+#[test]
+fn tasks_that_wait_on_tasks_they_submitted_lend_their_threads_and_the_pool_shrinks_back() {
+    let (mut s, _) = session();
+    let _ = eval_ok(&mut s, "config(#{num_workers: 2});");
+    let base = worker_threads();
+    let v = eval_ok(
+        &mut s,
+        r#"
+fn fib(n) { if n < 2 { return n } let c = get_client(); c.submit(fib, n - 1).result() + c.submit(fib, n - 2).result() }
+submit(fib, 9).result()
+"#,
+    );
+    assert_eq!(v.as_int().ok(), Some(34));
+    wait_until_drained(&s);
+    // Threads lent to waiting tasks leave once those tasks are done.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while worker_threads() > base && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(worker_threads() <= base, "{} worker threads, {base} before", worker_threads());
+    // A task waiting on a child that never ends stops on an interrupt.
+    eval_interrupted_after(
+        &mut s,
+        r#"submit(|| get_client().submit(|| Event("never").wait()).result()).result()"#,
+        Duration::from_millis(300),
+    );
+    for (bad, says) in [
+        ("secede()", "only inside a task"),
+        ("worker_client()", "only inside a task"),
+        ("submit(|| get_client().submit(|l| 1, Lock(\"l\"))).result()", "make it by name"),
+    ] {
+        let e = s.eval_value(bad, "<test>").expect_err(bad);
+        assert!(e.to_string().contains(says), "{bad}: {e}");
+    }
+}

@@ -1,10 +1,11 @@
 """Dask's answers to tests/golden/coordination.rhai, line for line: the
-same Variable, Queue, Lock, Event, Semaphore and dataset calls on a
-distributed Client, printed as brisk prints them (JSON)."""
+same Variable, Queue, Lock, Event, Semaphore and dataset calls, and tasks
+that submit tasks, on a distributed Client, printed as brisk prints them
+(JSON)."""
 
 import json
 
-from distributed import Client, Event, Lock, Queue, Semaphore, Variable
+from distributed import Client, Event, Lock, Queue, Semaphore, Variable, get_client, rejoin, secede, worker_client
 
 
 def show(x):
@@ -87,6 +88,30 @@ def main():
         producers = [c.submit(put, i) for i in range(4)]
         show(c.submit(consume).result())
         c.gather(producers)
+
+        show(c.submit(fib, 10).result())
+        show(c.submit(fib2, 8).result())
+        show(c.submit(lambda: get_client().submit(lambda x: x * 3, 5).result()).result())
+
+
+def fib(n):
+    if n < 2:
+        return n
+    with worker_client() as c:
+        a = c.submit(fib, n - 1)
+        b = c.submit(fib, n - 2)
+        return a.result() + b.result()
+
+
+def fib2(n):
+    if n < 2:
+        return n
+    c = get_client()
+    futures = c.map(fib2, [n - 1, n - 2])
+    secede()
+    total = sum(c.gather(futures))
+    rejoin()
+    return total
 
 
 if __name__ == "__main__":

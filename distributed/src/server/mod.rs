@@ -943,7 +943,8 @@ impl State {
             | WorkerMsg::Heartbeat { .. }
             | WorkerMsg::GpuFailed { .. }
             | WorkerMsg::Output { .. }
-            | WorkerMsg::RunResult { .. } => Why::Nothing,
+            | WorkerMsg::RunResult { .. }
+            | WorkerMsg::Seceded { .. } => Why::Nothing,
         };
         self.on_worker_msg(conn, wid, msg);
         self.chronicle(|s| {
@@ -1120,6 +1121,17 @@ impl State {
                 self.gone(conn, &format!("its GPU failed: {error}"));
             }
             WorkerMsg::RunResult { id, result } => self.run_result(conn, id, result),
+            WorkerMsg::Seceded { key, run, seceded } => {
+                if let Some(t) = self.core.lookup(&key)
+                    && self.core.current_run(t) == Some(run)
+                {
+                    if seceded {
+                        self.core.secede(t, &mut self.out);
+                    } else {
+                        self.core.rejoin(t, &mut self.out);
+                    }
+                }
+            }
             WorkerMsg::Output { key, line } => {
                 let Some(worker) = self.workers.get(&conn).map(|w| w.name.to_string()) else { return };
                 for c in self.clients.values_mut().filter(|c| c.stream) {

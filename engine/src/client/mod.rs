@@ -13,6 +13,8 @@ pub use future::{
 };
 pub use future::{Cell, FutureHost};
 
+use std::sync::Arc;
+
 use crate::coordination::Coordinator;
 use crate::diagnostics::{Event, Snapshot};
 use crate::error::{EngineError, TaskError};
@@ -20,7 +22,14 @@ use crate::graph::task::{Graph, Task};
 use crate::graph::token::Tokenizer;
 use crate::key::Key;
 use crate::ops::Op;
+use crate::runner::TaskContext;
 use crate::value::Value;
+
+/// The client a running task submits tasks through, if whoever runs it
+/// gave one (`TaskContext::client`).
+pub fn task_client(ctx: &TaskContext<'_>) -> Option<Arc<dyn Client>> {
+    ctx.client.and_then(|c| c.downcast_ref::<Arc<dyn Client>>()).cloned()
+}
 
 /// The graph that puts `values` on the workers: one literal task each, keyed
 /// by the value's content, so scattering equal data twice gives one key.

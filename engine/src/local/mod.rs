@@ -5,6 +5,7 @@
 //! lock acquisition. `sync` mode runs the very same loop on the calling
 //! thread (STYLE habit 3): no pool, tasks run while a client waits.
 
+use std::any::Any;
 use std::collections::BinaryHeap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,12 +13,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::client::{
-    CancelToken, Cell, Client, Future, FutureHost, RunResults, Status, StoryRow, WorkerInfo,
-};
-use crate::coordination::{CoordOp, CoordReply, Coordinator, Deadline, LocalBoard};
+use crate::client::{CancelToken, Cell, Client, Future, FutureHost, Status};
+use crate::coordination::{Coordinator, LocalBoard};
 use crate::diagnostics::{Event, Hub, Snapshot};
 use crate::error::panic_message;
 use crate::error::{EngineError, TaskError};
@@ -26,7 +25,7 @@ use crate::graph;
 use crate::graph::task::Graph;
 use crate::key::Key;
 use crate::ops::Op;
-use crate::runner::{TaskContext, UdfRunner};
+use crate::runner::{Seat, TaskContext, UdfRunner};
 use crate::scheduler::{Action, NewTask, Priority, Scheduler, SchedulerConfig, TaskId, WorkerId, WorkerSpec};
 use crate::value::Value;
 
@@ -67,6 +66,8 @@ pub(crate) struct Shared {
     udfs: Arc<dyn UdfRunner>,
     config: LocalConfig,
     started: Instant,
+    /// Itself, for its tasks' client (`worker_client`) and lent threads.
+    me: Weak<Shared>,
     /// `Variable`, `Queue`, `Lock`… of this runtime's session and tasks.
     board: Arc<dyn Coordinator>,
 }
@@ -134,6 +135,12 @@ struct State {
     busy: usize,
     /// Threads asleep on `work`: wake-ups are syscalls, so only for them.
     idle: usize,
+    /// Worker threads running, and how many should: one more for each task
+    /// that lent its thread while it waits (`seat`).
+    threads_alive: usize,
+    threads_wanted: usize,
+    /// Running tasks that lent their thread.
+    seceded: FxHashSet<TaskId>,
     hub: Hub,
     shutdown: bool,
     /// Actions the scheduler decided and `apply` has not carried out yet.
@@ -163,7 +170,7 @@ impl State {
 const GPU_TASK_SHARE: f64 = 1.0;
 
 /// The one worker's address, as `workers()` and `who_has` give it.
-const LOCAL_ADDRESS: &str = "inproc://local";
+pub(crate) const LOCAL_ADDRESS: &str = "inproc://local";
 
 impl Runtime {
     pub fn new(config: LocalConfig, udfs: Arc<dyn UdfRunner>) -> Runtime {
@@ -192,12 +199,16 @@ impl Runtime {
             memory_bytes: 0,
             busy: 0,
             idle: 0,
+            threads_alive: if config.sync { 0 } else { threads },
+            threads_wanted: if config.sync { 0 } else { threads },
+            seceded: FxHashSet::default(),
             hub: Hub::default(),
             shutdown: false,
             out,
             gpus: 0,
         };
-        let shared = Arc::new(Shared {
+        let shared = Arc::new_cyclic(|me| Shared {
+            me: me.clone(),
             state: Mutex::new(state),
             work: Condvar::new(),
             udfs,
@@ -225,106 +236,6 @@ impl Runtime {
 
     pub fn validate(&self) -> Result<(), String> {
         self.shared.lock().core.validate()
-    }
-}
-
-impl Coordinator for Runtime {
-    fn coordinate(
-        &self,
-        op: CoordOp,
-        deadline: Deadline,
-        cancel: &CancelToken,
-    ) -> Result<CoordReply, EngineError> {
-        self.shared.board.coordinate(op, deadline, cancel)
-    }
-}
-
-impl Client for Runtime {
-    /// Cull to `outputs`, fuse, order, then hand the tasks to the state machine.
-    fn submit(&self, graph: Graph, outputs: &[Key]) -> Result<Vec<Future>, EngineError> {
-        self.shared.submit(graph, outputs)
-    }
-
-    fn story(&self, _keys: &[Key]) -> Result<Vec<StoryRow>, EngineError> {
-        Err(EngineError::NoStory)
-    }
-
-    fn workers(&self) -> Vec<WorkerInfo> {
-        let snap = self.shared.snapshot();
-        // One lock, taken and dropped here: a guard held as a temporary
-        // across the literal below would deadlock a second `lock()`.
-        let (in_memory, resources) = {
-            let st = self.shared.lock();
-            (st.store.len(), st.resources(&self.shared.config))
-        };
-        vec![WorkerInfo {
-            name: "local".into(),
-            address: LOCAL_ADDRESS.into(),
-            threads: snap.threads,
-            running: snap.busy_threads,
-            in_memory,
-            memory: snap.memory_bytes,
-            memory_limit: None,
-            spilled: 0,
-            gpu: crate::gpu::summary(),
-            device: None,
-            resources,
-            pid: std::process::id(),
-        }]
-    }
-
-    /// On the calling thread: the local runtime is its one worker.
-    fn run_everywhere(&self, op: Op, cancel: &CancelToken) -> Result<RunResults, EngineError> {
-        let key = Key::new("run");
-        let ctx = TaskContext {
-            key: &key,
-            cancelled: cancel.flag(),
-            interrupt: None,
-            device: None,
-            workdir: None,
-            output: None,
-            coordinator: Some(&self.shared.board),
-        };
-        let result = crate::exec::execute(&op, &[], &*self.shared.udfs, &ctx);
-        Ok(vec![(LOCAL_ADDRESS.to_string(), result)])
-    }
-
-    fn who_has(&self, keys: Option<&[Key]>) -> Vec<(Key, Vec<String>)> {
-        let st = self.shared.lock();
-        let here = || vec![LOCAL_ADDRESS.to_string()];
-        match keys {
-            Some(keys) => keys
-                .iter()
-                .filter(|k| st.core.lookup(k).is_some_and(|t| st.store.contains_key(&t)))
-                .map(|k| (k.clone(), here()))
-                .collect(),
-            None => {
-                let mut all: Vec<Key> = st.store.keys().filter_map(|t| st.core.key(*t).cloned()).collect();
-                all.sort();
-                all.into_iter().map(|k| (k, here())).collect()
-            }
-        }
-    }
-
-    fn snapshot(&self) -> Snapshot {
-        self.shared.snapshot()
-    }
-
-    fn subscribe(&self, capacity: usize) -> crossbeam_channel::Receiver<Event> {
-        self.shared.lock().hub.subscribe(capacity)
-    }
-
-    fn describe(&self) -> String {
-        let cfg = &self.shared.config;
-        format!(
-            "<Client: local, threads={}, scheduler={}>",
-            cfg.threads,
-            if cfg.sync { "sync" } else { "threads" }
-        )
-    }
-
-    fn close(&self) {
-        self.shared.break_down("the client was closed");
     }
 }
 
@@ -573,6 +484,10 @@ impl Shared {
             if st.shutdown {
                 return;
             }
+            if st.threads_alive > st.threads_wanted {
+                st.threads_alive -= 1;
+                return;
+            }
             let Some(job) = pop_job(&mut st) else {
                 st.idle += 1;
                 st = self.work.wait(st).unwrap_or_else(|e| e.into_inner());
@@ -586,6 +501,7 @@ impl Shared {
             let stop = self.started.elapsed();
             st = self.lock();
             st.busy -= 1;
+            self.seat_ended(&mut st, job.task);
             self.finish(&mut st, job, result, index, start, stop);
         }
     }
@@ -615,6 +531,11 @@ impl Shared {
                 st.hub.publish(Event::Output { key: job.key.clone(), line: line.into() });
             }
         };
+        // Tasks submit through this runtime; a thread lent while waiting
+        // only where there are threads (not inline, in sync mode).
+        let me = self.me.upgrade();
+        let client: Option<Arc<dyn Client>> = me.clone().map(|s| s as Arc<dyn Client>);
+        let seat: Option<Arc<dyn Seat>> = me.filter(|_| !self.config.sync).map(|s| s as Arc<dyn Seat>);
         let ctx = TaskContext {
             key: &job.key,
             cancelled: &job.cancel,
@@ -623,6 +544,8 @@ impl Shared {
             workdir: None,
             output: Some(&output),
             coordinator: Some(&self.board),
+            client: client.as_ref().map(|c| c as &(dyn Any + Send + Sync)),
+            seat: seat.as_ref(),
         };
         execute_timed(&job.op.op, &job.inputs, &*self.udfs, &ctx, job.op.timeout)
     }
@@ -761,5 +684,7 @@ fn pop_job(st: &mut State) -> Option<Job> {
     }
 }
 
+mod client;
+mod seat;
 #[cfg(test)]
 mod tests;

@@ -294,6 +294,9 @@ struct WorkerRec {
     resources: Vec<f64>,
     available: Vec<f64>,
     processing: rustc_hash::FxHashSet<TaskId>,
+    /// Of those, tasks that wait on others and gave their thread back
+    /// (`secede`): they no longer count against its slots.
+    seceded: rustc_hash::FxHashSet<TaskId>,
     has_what: rustc_hash::FxHashSet<TaskId>,
     held_bytes: u64,
     /// Position in `Scheduler::free` (workers below their root-task limit), if there.
@@ -302,6 +305,13 @@ struct WorkerRec {
     paused: bool,
     /// Leaving on purpose (`retire_worker`): paused for good.
     retiring: bool,
+}
+
+impl WorkerRec {
+    /// Tasks that hold one of its threads now.
+    fn active(&self) -> usize {
+        self.processing.len() - self.seceded.len()
+    }
 }
 
 /// A task's resource needs as a queue key: (resource id, amount's bits).

@@ -66,7 +66,7 @@ impl Scheduler {
         let mut best: Option<(f64, WorkerId)> = None;
         for w in candidates {
             let Some(wr) = self.workers.get(w.0) else { continue };
-            let occupancy = wr.processing.len() as f64 / f64::from(wr.nthreads) * duration;
+            let occupancy = wr.active() as f64 / f64::from(wr.nthreads) * duration;
             let missing: u64 = r
                 .deps
                 .iter()
@@ -118,6 +118,7 @@ impl Scheduler {
         if let Some(wr) = self.workers.get_mut(w.0)
             && wr.processing.remove(&t)
         {
+            wr.seceded.remove(&t);
             for (id, amount) in resources {
                 let i = id as usize;
                 wr.available[i] = (wr.available[i] + amount).min(wr.resources[i]);
@@ -179,7 +180,7 @@ impl Scheduler {
     pub(super) fn update_free(&mut self, w: WorkerId) {
         let slots = self.slots(w);
         let Some(wr) = self.workers.get(w.0) else { return };
-        let is_free = !wr.paused && wr.processing.len() < slots;
+        let is_free = !wr.paused && wr.active() < slots;
         match (is_free, wr.free_pos) {
             (true, None) => {
                 let pos = self.free.len();
@@ -278,8 +279,8 @@ impl Scheduler {
             let fits = needs
                 .iter()
                 .all(|(r, amount)| wr.available.get(*r as usize).is_some_and(|a| *a + 1e-9 >= *amount));
-            if fits && best.is_none_or(|(n, _)| wr.processing.len() < n) {
-                best = Some((wr.processing.len(), WorkerId(id)));
+            if fits && best.is_none_or(|(n, _)| wr.active() < n) {
+                best = Some((wr.active(), WorkerId(id)));
             }
         }
         best.map(|(_, w)| w)

@@ -188,6 +188,17 @@ impl TestEnv {
         self.check();
     }
 
+    /// `key` waits on others (`true`, secede) or holds its thread again.
+    pub fn secede(&mut self, key: &str, seceded: bool) {
+        let t = self.id(key);
+        if seceded {
+            self.s.secede(t, &mut self.out);
+        } else {
+            self.s.rejoin(t, &mut self.out);
+        }
+        self.check();
+    }
+
     /// The worker running `key` could not fetch `dep` from `holders`.
     pub fn missing(&mut self, key: &str, dep: &str, holders: &[&str]) {
         let t = self.id(key);

@@ -126,6 +126,30 @@ fn root_tasks_are_queued_in_priority_order_up_to_the_saturation_limit() {
 }
 
 #[test]
+fn a_seceded_task_frees_its_slot_for_the_tasks_it_waits_on() {
+    let mut e =
+        TestEnv::with_config(SchedulerConfig { worker_saturation: 1.0, ..SchedulerConfig::default() });
+    e.worker("w1", 1);
+    e.submit(&[("parent", &[])], &["parent"]);
+    e.expect(&["run parent on w1"]);
+    // It submits two children: they wait behind it, which would never end.
+    e.submit(&[("c1", &[]), ("c2", &[])], &["c1", "c2"]);
+    e.expect(&[]);
+    e.secede("parent", true);
+    e.expect(&["run c1 on w1"]);
+    e.finish("c1");
+    e.expect(&["done c1", "run c2 on w1"]);
+    // Back on its thread: the next root task waits for it again.
+    e.secede("parent", false);
+    e.submit(&[("c3", &[])], &["c3"]);
+    e.finish("c2");
+    e.expect(&["done c2"]);
+    e.finish("parent");
+    e.expect(&["done parent", "run c3 on w1"]);
+    assert_eq!(e.state("parent"), Some(TaskState::Memory));
+}
+
+#[test]
 fn short_root_tasks_queue_deeper_on_workers_and_slow_ones_do_not() {
     let mut e = TestEnv::with_config(SchedulerConfig {
         worker_saturation: 1.0,

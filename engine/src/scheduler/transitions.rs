@@ -29,6 +29,7 @@ impl Scheduler {
             available: resources.clone(),
             resources,
             processing: FxHashSet::default(),
+            seceded: FxHashSet::default(),
             has_what: FxHashSet::default(),
             held_bytes: 0,
             free_pos: None,
@@ -409,6 +410,30 @@ impl Scheduler {
         if r.wants == 0 && r.waiters == 0 {
             self.process_unneeded(vec![t], out);
         }
+        self.after_stimulus(out);
+    }
+
+    /// The running task `t` waits on other tasks (it submitted them from
+    /// inside, Dask's `secede`): its thread is free for them, so it stops
+    /// counting against its worker's slots until it rejoins or ends.
+    pub fn secede(&mut self, t: TaskId, out: &mut Vec<Action>) {
+        self.stimulus += 1;
+        let Some(w) = self.tasks.get(t.0).and_then(|r| r.processing_on) else { return };
+        if let Some(wr) = self.workers.get_mut(w.0) {
+            wr.seceded.insert(t);
+        }
+        self.update_free(w);
+        self.after_stimulus(out);
+    }
+
+    /// A seceded task holds a thread again (Dask's `rejoin`).
+    pub fn rejoin(&mut self, t: TaskId, out: &mut Vec<Action>) {
+        self.stimulus += 1;
+        let Some(w) = self.tasks.get(t.0).and_then(|r| r.processing_on) else { return };
+        if let Some(wr) = self.workers.get_mut(w.0) {
+            wr.seceded.remove(&t);
+        }
+        self.update_free(w);
         self.after_stimulus(out);
     }
 

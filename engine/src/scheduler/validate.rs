@@ -112,7 +112,10 @@ impl Scheduler {
                     ));
                 }
             }
-            let free = !wr.paused && wr.processing.len() < self.slots(w);
+            if !wr.seceded.is_subset(&wr.processing) {
+                return Err(format!("worker {}: a seceded task is not processing there", wr.name));
+            }
+            let free = !wr.paused && wr.active() < self.slots(w);
             if free != wr.free_pos.is_some() || wr.free_pos.is_some_and(|p| self.free.get(p) != Some(&w)) {
                 return Err(format!("worker {}: free-set membership is wrong", wr.name));
             }

@@ -2,7 +2,7 @@
 //! `Event`, `Semaphore` and published datasets, made by name in the
 //! session or inside a task's closure (the same name is the same thing
 //! everywhere the scheduler reaches). In the session they go through its
-//! client; in a task through the task's (`ship::task_coordinator`).
+//! client; in a task through the task's (`ship::task_side`).
 //!
 //! The objects hold no state of their own but a name and, for `Lock` and
 //! `Semaphore`, a holder id, so they cannot be captured by a closure that
@@ -56,15 +56,95 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "Semaphore",
-        "Semaphore(max_leases, name) then s.acquire(#{timeout}) -> bool, s.release(), s.get_value()",
+        "Semaphore(max_leases, name) / Semaphore(#{max_leases, name}) then s.acquire(#{timeout}) -> bool, s.release(), s.get_value()",
         "At most `max_leases` holders at once, shared by name (distributed's Semaphore): `acquire` gives false past `timeout` seconds; `get_value` is the number of leases taken. Every user of a name must give the same max_leases.",
         "let s = Semaphore(2, \"db\");\ns.acquire();\ns.acquire();\n[s.acquire(#{timeout: 0}), s.get_value()]",
     ),
     doc(
+        "get",
+        "v.get(#{timeout}) (Variable); q.get(#{timeout, batch}) (Queue)",
+        "A Variable's value, once set; a Queue's next item (or `batch` of them). Past `timeout` seconds, an error.",
+        "let v = Variable(\"g\");\nv.set([1, 2]);\nv.get(#{timeout: 1})",
+    ),
+    doc(
+        "set",
+        "v.set(x) (Variable); e.set() (Event)",
+        "Give a Variable its value (those waiting in `get` go on), or set an Event (those in `wait` go on).",
+        "let e = Event(\"go\");\ne.set();\ne.is_set()",
+    ),
+    doc(
+        "delete",
+        "v.delete()",
+        "Forget a Variable's value: a later `get` waits again.",
+        "let v = Variable(\"d\");\nv.set(1);\nv.delete();\ntry { v.get(#{timeout: 0}) } catch { \"unset\" }",
+    ),
+    doc(
+        "put",
+        "q.put(x, #{timeout})",
+        "Add an item to a Queue; waits while it is full (`maxsize`), an error past `timeout` seconds.",
+        "let q = Queue(\"p\");\nq.put(#{id: 1});\nq.get()",
+    ),
+    doc(
+        "qsize",
+        "q.qsize() -> int",
+        "How many items a Queue holds now.",
+        "let q = Queue(\"s\");\nq.put(1);\nq.put(2);\nq.qsize()",
+    ),
+    doc(
+        "acquire",
+        "l.acquire(#{timeout, blocking}) (Lock); s.acquire(#{timeout}) (Semaphore) -> bool",
+        "Take a Lock or a Semaphore's lease, waiting while others hold it: false past `timeout` seconds (or at once with `blocking: false`).",
+        "let l = Lock(\"a\");\n[l.acquire(), l.acquire(#{blocking: false})]",
+    ),
+    doc(
+        "release",
+        "l.release() (Lock); s.release() (Semaphore)",
+        "Give back what this Lock or Semaphore object took; one that took nothing is refused.",
+        "let l = Lock(\"r\");\nl.acquire();\nl.release();\nl.locked()",
+    ),
+    doc("locked", "l.locked() -> bool", "Whether anyone holds the Lock now.", "Lock(\"free\").locked()"),
+    doc(
+        "clear",
+        "e.clear()",
+        "Unset an Event: `wait` waits again.",
+        "let e = Event(\"c\");\ne.set();\ne.clear();\ne.is_set()",
+    ),
+    doc("is_set", "e.is_set() -> bool", "Whether the Event is set now.", "Event(\"unset\").is_set()"),
+    doc(
+        "get_value",
+        "s.get_value() -> int",
+        "How many of a Semaphore's leases are taken now.",
+        "let s = Semaphore(3, \"v\");\ns.acquire();\ns.get_value()",
+    ),
+    doc(
+        "max_leases",
+        "s.max_leases",
+        "A Semaphore's number of leases (a property).",
+        "Semaphore(4, \"m\").max_leases",
+    ),
+    doc(
         "publish_dataset",
-        "publish_dataset(name, value, #{override}) / c.publish_dataset(#{name: value}); get_dataset(name), list_datasets(), unpublish_dataset(name)",
+        "publish_dataset(name, value, #{override}) / c.publish_dataset(#{name: value})",
         "Keep a value on the scheduler under a name for other sessions and tasks (Client.publish_dataset): a lazy collection is computed first and its result kept. Publishing a name again is refused unless `override: true`.",
-        "publish_dataset(\"squares\", [1, 4, 9]);\nlet got = get_dataset(\"squares\");\nunpublish_dataset(\"squares\");\n[got, list_datasets()]",
+        "publish_dataset(\"squares\", [1, 4, 9]);\nlet got = get_dataset(\"squares\");\nunpublish_dataset(\"squares\");\ngot",
+    ),
+    doc(
+        "get_dataset",
+        "get_dataset(name) / c.get_dataset(name)",
+        "A published value; an unknown name is an error that lists the published ones.",
+        "publish_dataset(\"g\", 1);\nlet v = get_dataset(\"g\");\nunpublish_dataset(\"g\");\nv",
+    ),
+    doc(
+        "list_datasets",
+        "list_datasets() / c.list_datasets() -> array",
+        "The names published, in order.",
+        "list_datasets()",
+    ),
+    doc(
+        "unpublish_dataset",
+        "unpublish_dataset(name) / c.unpublish_dataset(name)",
+        "Forget a published value.",
+        "publish_dataset(\"u\", 1);\nunpublish_dataset(\"u\");\nlist_datasets().contains(\"u\")",
     ),
 ];
 
@@ -103,7 +183,8 @@ impl Via {
 type Resolve = Arc<dyn Fn(&str) -> Res<Via> + Send + Sync>;
 
 fn task_via(what: &str) -> Res<Via> {
-    crate::ship::task_coordinator().map(|(c, cancel)| Via::Task(c, cancel)).ok_or_else(|| {
+    let side = crate::ship::task_side();
+    side.and_then(|s| s.coordinator.map(|c| Via::Task(c, s.cancel))).ok_or_else(|| {
         runtime(format!(
             "{what}: no scheduler to coordinate through here (only in a session or a task it runs)"
         ))

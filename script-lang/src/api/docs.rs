@@ -16,6 +16,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::futures::DOCS,
     super::futures_more::DOCS,
     super::coordinate::DOCS,
+    super::task_client::DOCS,
     super::cluster::DOCS,
     super::deploy::DOCS,
     super::kube::DOCS,
@@ -140,6 +141,7 @@ mod tests {
                 + super::super::to_delayed::DOCS.len()
                 + super::super::futures_more::DOCS.len()
                 + super::super::coordinate::DOCS.len()
+                + super::super::task_client::DOCS.len()
                 - 1 // `rolling` moved from frame_order's table to frame_window's
                 + super::super::cluster::DOCS.len()
                 + super::super::deploy::DOCS.len()

@@ -327,6 +327,14 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
 
     let st = state.clone();
     engine.register_fn("client", move || Client { state: st.clone() });
+    // As Dask's: in the session, the session's client (in a task, its worker's).
+    let st = state.clone();
+    engine.register_fn("get_client", move || Client { state: st.clone() });
+    for name in ["worker_client", "secede", "rejoin"] {
+        engine.register_fn(name, move || -> Res<()> {
+            Err(runtime(format!("{name}: only inside a task (in the session, use client())")))
+        });
+    }
     engine.register_fn("compute", |c: &mut Client, v: Dynamic| -> Res<Dynamic> {
         let mut out = compute_all(&c.state, &[v])?;
         Ok(out.pop().unwrap_or(Dynamic::UNIT))

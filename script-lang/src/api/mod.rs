@@ -33,6 +33,7 @@ mod series_expr;
 mod series_text;
 mod series_where;
 mod sized;
+mod task_client;
 mod to_delayed;
 mod write;
 
@@ -126,5 +127,6 @@ pub fn worker_engine() -> Engine {
     let mut engine = Engine::new();
     register_values(&mut engine);
     coordinate::register_task(&mut engine);
+    task_client::register_task(&mut engine);
     engine
 }
