@@ -351,10 +351,18 @@ fn a_partitioned_worker_and_cut_connections_neither_hang_nor_lose_work() {
 
     // A session whose connection is cut in the middle of a message.
     let p3 = std::sync::Arc::new(proxy::Proxy::start(&c.address));
+    // Cut once its tasks run (a fixed delay raced the session's start).
     let cutter = {
-        let p3 = p3.clone();
+        let (p3, address) = (p3.clone(), c.address.clone());
         std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(500));
+            let watch =
+                brisk_distributed::RemoteClient::connect(&address, Default::default(), true).expect("watch");
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while std::time::Instant::now() < deadline
+                && !watch.worker_rows().expect("rows").iter().any(|r| r.processing > 0)
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             p3.cut_next();
         })
     };
