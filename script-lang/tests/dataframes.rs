@@ -138,6 +138,7 @@ r.rolling_max = x.rolling(4).max().compute().to_array();
 r.rolling_more = [x.rolling(5).std().compute().to_array(), y.rolling(4, #{min_periods: 2}).mean().compute().to_array(), x.rolling(3).count().compute().to_array(), y.rolling(7, #{min_periods: 1}).median().compute().to_array(), y.rolling(3).variance().compute().to_array(), x.rolling(6, #{min_periods: 0}).count().compute().to_array()];
 r.rolling_apply = y.rolling(3, #{min_periods: 2}).apply(|w| w.filter(|v| v != ()).reduce(|a, v| if a == () || v > a { v } else { a })).compute().to_array();
 r.ewm = [x.ewm(#{span: 4}).mean().compute().to_array(), y.ewm(#{com: 2.5, adjust: false}).mean().compute().to_array(), x.ewm(#{halflife: 3, ignore_na: true, min_periods: 3}).mean().compute().to_array(), df[["x", "y"]].ewm(#{alpha: 0.3}).mean().compute().to_maps()];
+r.ewm_var = [x.ewm(#{span: 4}).variance().compute().to_array(), y.ewm(#{com: 2.5, adjust: false}).std().compute().to_array(), x.ewm(#{halflife: 3, ignore_na: true, min_periods: 3}).variance(#{bias: true}).compute().to_array(), df[["x", "y"]].ewm(#{alpha: 0.3}).std(#{bias: true}).compute().to_maps()];
 r.rolling_assigned = df.assign(#{r: y.rolling(3).mean(), e: x.ewm(#{alpha: 0.2}).mean()})[["r", "e"]].compute().to_maps();
 
 // Shifts and differences across partition edges, and the row count.

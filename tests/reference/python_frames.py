@@ -210,6 +210,7 @@ def expected(d):
     e["rolling_more"] = [col(x.rolling(5).std()), col(y.rolling(4, min_periods=2).mean()), col(x.rolling(3).count()), col(y.rolling(7, min_periods=1).median()), col(y.rolling(3).var()), col(x.rolling(6, min_periods=0).count())]
     e["rolling_apply"] = col(y.rolling(3, min_periods=2).apply(lambda w: np.nanmax(w), raw=True))
     e["ewm"] = [col(x.ewm(span=4).mean()), col(y.ewm(com=2.5, adjust=False).mean()), col(x.ewm(halflife=3, ignore_na=True, min_periods=3).mean()), records(df[["x", "y"]].ewm(alpha=0.3).mean())]
+    e["ewm_var"] = [col(x.ewm(span=4).var()), col(y.ewm(com=2.5, adjust=False).std()), col(x.ewm(halflife=3, ignore_na=True, min_periods=3).var(bias=True)), records(df[["x", "y"]].ewm(alpha=0.3).std(bias=True))]
     e["rolling_assigned"] = records(pd.DataFrame({"r": y.rolling(3).mean(), "e": x.ewm(alpha=0.2).mean()}))
     e["len_df"] = len(df)
     e["shape_df"] = list(df.shape)

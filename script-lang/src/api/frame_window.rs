@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use brisk_engine::collections::frame::DataFrame;
-use brisk_engine::frame::ewm::Ewm;
+use brisk_engine::frame::ewm::{Ewm, EwmStat};
 use brisk_engine::frame::red::Red;
 use brisk_engine::frame::rolling::{RollAgg, Window};
 use rhai::{Dynamic, Engine, EvalAltResult, FnPtr, Map};
@@ -38,8 +38,8 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "ewm",
-        "df.ewm(#{com | span | halflife | alpha, adjust, ignore_na, min_periods}) / s.ewm(...), then .mean()",
-        "Exponentially weighted means, as pandas' ewm: give exactly one of `com`, `span`, `halflife` or `alpha`; `adjust` (true by default) divides by the sum of the weights; missing values keep their place in the decay unless `ignore_na`. Each partition starts from the state the one before it left.",
+        "df.ewm(#{com | span | halflife | alpha, adjust, ignore_na, min_periods}) / s.ewm(...), then .mean(), .variance(#{bias}) (pandas' var) or .std(#{bias})",
+        "Exponentially weighted means, variances and deviations, as pandas' ewm: give exactly one of `com`, `span`, `halflife` or `alpha`; `adjust` (true by default) divides by the sum of the weights; missing values keep their place in the decay unless `ignore_na`; `bias: true` leaves out the unbiasing factor. Each partition starts from the state the one before it left.",
         "from_columns(#{x: [1.0, 2.0, (), 4.0]}, #{npartitions: 2})[\"x\"].ewm(#{span: 3}).mean().compute()",
     ),
 ];
@@ -166,7 +166,13 @@ fn ewm_spec(m: Option<Map>) -> Res<Ewm> {
             .and_then(|i| usize::try_from(i).ok())
             .ok_or_else(|| runtime("ewm: min_periods is a whole number, 0 or more"))?,
     };
-    Ok(Ewm { alpha, adjust: flag("adjust", true)?, ignore_na: flag("ignore_na", false)?, min_periods })
+    Ok(Ewm {
+        alpha,
+        adjust: flag("adjust", true)?,
+        ignore_na: flag("ignore_na", false)?,
+        min_periods,
+        stat: EwmStat::Mean,
+    })
 }
 
 pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
@@ -249,8 +255,28 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     });
     let st = state.clone();
     engine.register_fn("mean", move |e: &mut Ewma| -> Res<Dynamic> {
-        result(e.f.ewm_mean(&ctx(&st), e.spec).map_err(err)?, &e.series)
+        result(e.f.ewm(&ctx(&st), e.spec).map_err(err)?, &e.series)
     });
+    for name in ["variance", "std"] {
+        let stat = move |m: Map| -> Res<EwmStat> {
+            let m = options(Some(m), name, &["bias"])?;
+            let bias = match m.get("bias") {
+                None => false,
+                Some(b) => b.as_bool().map_err(|_| runtime(format!("ewm {name}: bias is true or false")))?,
+            };
+            Ok(if name == "variance" { EwmStat::Var { bias } } else { EwmStat::Std { bias } })
+        };
+        let st = state.clone();
+        engine.register_fn(name, move |e: &mut Ewma, m: Map| -> Res<Dynamic> {
+            let spec = Ewm { stat: stat(m)?, ..e.spec };
+            result(e.f.ewm(&ctx(&st), spec).map_err(err)?, &e.series)
+        });
+        let st = state.clone();
+        engine.register_fn(name, move |e: &mut Ewma| -> Res<Dynamic> {
+            let spec = Ewm { stat: stat(Map::new())?, ..e.spec };
+            result(e.f.ewm(&ctx(&st), spec).map_err(err)?, &e.series)
+        });
+    }
     engine
         .register_fn("to_string", |e: &mut Ewma| format!("ExponentialMovingWindow [alpha={}]", e.spec.alpha));
 }

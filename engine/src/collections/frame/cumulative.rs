@@ -87,9 +87,10 @@ impl DataFrame {
 }
 
 impl DataFrame {
-    /// `ewm(..).mean()` of every numeric column but the index (float
-    /// results): a chain of states, partition i's output from state i - 1.
-    pub fn ewm_mean(&self, ctx: &Ctx, spec: Ewm) -> Result<DataFrame, FrameError> {
+    /// `ewm(..).mean()` (or `.var()`, `.std()`: `spec.stat`) of every
+    /// numeric column but the index (float results): a chain of states,
+    /// partition i's output from state i - 1.
+    pub fn ewm(&self, ctx: &Ctx, spec: Ewm) -> Result<DataFrame, FrameError> {
         if !(spec.alpha > 0.0 && spec.alpha <= 1.0) {
             return Err(invalid(format!("ewm: alpha={} is not in (0, 1]", spec.alpha)));
         }
