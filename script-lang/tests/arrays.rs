@@ -35,7 +35,10 @@ let N = where(A > 0.7, 0.0 / 0.0, A);
 let M = where(arange(23) == 4, 0.0 / 0.0, N);
 let R = randint(-3, 5, [1000], #{seed: 3, chunks: 300});
 let P = S @ S.T + eye(23, #{chunks: 7}) * 23;
+let pair = delayed(|i| [[i, 1.5], [2, i]]);
 let cases = #{
+    from_delayed_block: from_delayed(A.to_delayed()[1][2], #{shape: [10, 6]}) * 2,
+    from_delayed_lists: concatenate([from_delayed(pair.call(0), #{shape: [2, 2]}), from_delayed(pair.call(1), #{shape: [2, 2], dtype: "f32"})]),
     add: A + B,
     sub_scalar: 1.5 - A,
     mul_T: A.T * 2,
@@ -508,6 +511,14 @@ fn bad_array_input_is_refused_clearly() {
             "zeros([9], #{chunks: 3}).map_overlap(|b| b.sum(), #{depth: 1}).compute()",
             "map_blocks: the function returned a value of type float",
         ),
+        (
+            "from_delayed(delayed(|| [1, 2]).call(), #{shape: [3]}).compute()",
+            "has shape (2,) where shape (3,) was given",
+        ),
+        ("from_delayed(delayed(|| [[1], [2, 3]]).call(), #{shape: [2, 1]}).compute()", "ragged lists"),
+        ("from_delayed(delayed(|| \"x\").call(), #{shape: [1]}).compute()", "the value is a string"),
+        ("from_delayed(delayed(|| 1).call(), #{dtype: \"f64\"})", "give #{shape: [...]} for an array"),
+        ("from_delayed(delayed(|| 1).call(), #{shape: [-1]})", "shape"),
     ];
     for (code, want) in cases {
         match s.eval_value(code, "<bad>") {

@@ -262,6 +262,8 @@ cases = {
     "nanprod0": np.nanprod(M, 0),
     "isin_big": np.isin(np.array([9007199254740993, 5]), [9007199254740992, 5.0]),
     "pct_scalar": np.percentile(A, 50),
+    "from_delayed_block": A[10:20, 12:18] * 2,
+    "from_delayed_lists": np.array([[0, 1.5], [2, 0], [1, 1.5], [2, 1]]),
     "randint_min": np.int64(-3),
     "randint_max": np.int64(4),
 }

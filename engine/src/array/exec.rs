@@ -160,6 +160,10 @@ pub fn execute_host(op: &ArrayOp, args: &[Value]) -> Result<Value, ArrayError> {
             Value::array(elementwise::where_(operand(&args[0])?, operand(&args[1])?, operand(&args[2])?)?)
         }
         ArrayOp::AsType(t) => Value::array(one(args)?.astype(*t)),
+        ArrayOp::FromValue { shape, dtype } => {
+            arity(op, args, 1)?;
+            Value::array(super::from_value::block_of_value(&args[0], shape, *dtype)?)
+        }
         ArrayOp::Partial { red, axes, place } => {
             partial_value(reduce::partial(*red, &one(args)?, axes, place)?)
         }

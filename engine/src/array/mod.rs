@@ -9,6 +9,7 @@ pub mod dtype;
 pub mod elementwise;
 pub mod error;
 pub mod exec;
+pub mod from_value;
 pub mod gpu;
 pub mod linalg;
 pub mod npy;

@@ -70,6 +70,12 @@ pub enum ArrayOp {
     },
     Transpose(Vec<usize>),
     Slice(Vec<(AxisSlice, bool)>),
+    /// A value a Delayed gave as a block of `shape` (`from_delayed`): an
+    /// ndarray, or nested lists of numbers, cast to `dtype`.
+    FromValue {
+        shape: Vec<usize>,
+        dtype: DType,
+    },
     /// Join a grid of blocks (arguments in C order) into one.
     Concat {
         numblocks: Vec<usize>,
@@ -309,6 +315,7 @@ impl ArrayOp {
             ArrayOp::Unary(op) => op.name().into(),
             ArrayOp::Where => "where".into(),
             ArrayOp::AsType(_) => "astype".into(),
+            ArrayOp::FromValue { .. } => "from-value".into(),
             ArrayOp::Partial { red, .. } => format!("{}-chunk", red.name()),
             ArrayOp::Combine { red } => format!("{}-combine", red.name()),
             ArrayOp::Aggregate { red, .. } => format!("{}-aggregate", red.name()),

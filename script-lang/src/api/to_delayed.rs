@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use brisk_engine::array::dtype::DType;
 use brisk_engine::collections::Collection;
 use brisk_engine::collections::bag as cb;
 use brisk_engine::collections::frame::DataFrame;
@@ -13,6 +14,7 @@ use brisk_engine::frame::dtype::Schema;
 use rhai::{Array as RArray, Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::{ctx, options};
+use super::array_args::{dtype_arg, err as array_err, shape_arg};
 use super::dataframe::{dtype_of, err};
 use super::fndoc::{FnDoc, doc};
 use crate::error::runtime;
@@ -31,8 +33,8 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
     doc(
         "from_delayed",
-        "from_delayed(values) -> Bag / from_delayed(values, #{meta}) -> DataFrame",
-        "A bag whose partitions are the values (each an array of records), as db.from_delayed; with `meta` (a map of column to dtype), a DataFrame whose partitions are the values (each a frame, an array of row maps or a row map, made one of `meta`'s columns and types), as dd.from_delayed.",
+        "from_delayed(values) -> Bag / from_delayed(values, #{meta}) -> DataFrame / from_delayed(value, #{shape, dtype}) -> Array",
+        "A bag whose partitions are the values (each an array of records), as db.from_delayed; with `meta` (a map of column to dtype), a DataFrame whose partitions are the values (each a frame, an array of row maps or a row map, made one of `meta`'s columns and types), as dd.from_delayed; one Delayed with `shape` (and `dtype`, float64 by default), a one-block Array of what it gives (an ndarray or nested lists of numbers, checked against the shape when it runs), as da.from_delayed — stack or concatenate several.",
         "let rows = delayed(|n| { let r = []; for i in 0..n { r.push(#{i: i}); } r });\nfrom_delayed([rows.call(2), rows.call(3)], #{meta: #{i: \"int64\"}}).compute()",
     ),
 ];
@@ -98,4 +100,20 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     });
     let st = state.clone();
     engine.register_fn("from_delayed", move |values: RArray, m: Map| frame_from(&st, &values, m));
+    let st = state.clone();
+    engine.register_fn("from_delayed", move |d: Delayed, m: Map| -> Res<LazyArray> {
+        let m = options(Some(m), "from_delayed", &["shape", "dtype"])?;
+        let shape =
+            m.get("shape").ok_or_else(|| runtime("from_delayed: give #{shape: [...]} for an array"))?;
+        let shape = shape_arg(shape, "from_delayed: shape")?;
+        let dtype = m.get("dtype").map(dtype_arg).transpose()?.unwrap_or(DType::F64);
+        let a = brisk_engine::collections::array::from_delayed(
+            &ctx(&st),
+            d.layer.clone(),
+            d.key.clone(),
+            shape,
+            dtype,
+        );
+        a.map(LazyArray::new).map_err(array_err)
+    });
 }

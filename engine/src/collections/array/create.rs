@@ -333,3 +333,25 @@ pub fn to_zarr(ctx: &Ctx, a: &Array, staged: &Staged) -> Result<(LayerRef, Vec<K
         .map_err(|e| ArrayError::Value(e.to_string()))?;
     Ok((layer, keys))
 }
+
+/// `da.from_delayed(value, shape, dtype)`: a one-block array whose block
+/// is what the task `key` (of `layer`) gives, checked against `shape` and
+/// cast to `dtype` when it runs.
+pub fn from_delayed(
+    ctx: &Ctx,
+    layer: LayerRef,
+    key: Key,
+    shape: Vec<usize>,
+    dtype: DType,
+) -> Result<Array, ArrayError> {
+    check_shape(&shape)?;
+    let mut t = Tokenizer::new();
+    t.str("from-value").key(&key).serde(&shape).serde(&dtype);
+    let name = t.name("from-value");
+    let key_name: Arc<str> = Arc::from(name.as_str());
+    let zero = vec![0; shape.len()];
+    let op = ArrayOp::FromValue { shape: shape.clone(), dtype };
+    let task = array_task(ctx, block(&key_name, &zero), op, vec![Arg::Dep(0)], vec![key]);
+    let chunks = shape.iter().map(|&n| vec![n]).collect();
+    Ok(finish(name, vec![task], vec![layer], chunks, dtype))
+}

@@ -24,7 +24,9 @@ pub use base::{Array, Ctx, finalize, grid, offsets};
 /// For builders of array tasks outside this module (the estimators' fits).
 pub(crate) use base::{array_task, block, finish};
 pub use chunks::{AUTO_BYTES, AxisChunks, ChunkSpec, MAX_BLOCKS, normalize_chunks, regular};
-pub use create::{arange, eye, from_chunk, from_npy, from_zarr, full, linspace, random, to_zarr};
+pub use create::{
+    arange, eye, from_chunk, from_delayed, from_npy, from_zarr, full, linspace, random, to_zarr,
+};
 pub use dims::{broadcast_to, expand_dims, squeeze, tri};
 pub use einsum::einsum;
 pub use elementwise::{BlockFn, Operand, astype, binary, map_blocks, to_cpu, to_gpu, unary, where_};
