@@ -597,6 +597,18 @@ print("ok")
 "#
     );
     run_python(&py, ["-c", &check], "zarr-python could not read brisk's store: ");
+    // `store`: two arrays in one graph, each its own store.
+    let stored = format!(
+        r#"let x = arange(12, #{{chunks: 5}}); store([x, x * x], ["{d}/s1.zarr", "{d}/s2.zarr"]); "stored""#
+    );
+    assert_eq!(eval(&mut s, &stored), "stored");
+    let check = format!(
+        "import numpy as np, zarr\nassert np.array_equal(zarr.open_array('{d}/s2.zarr', mode='r')[:], np.arange(12) ** 2)\nassert np.array_equal(zarr.open_array('{d}/s1.zarr', mode='r')[:], np.arange(12))\nprint('ok')"
+    );
+    run_python(&py, ["-c", &check], "zarr-python could not read a stored array: ");
+    let e = s.eval_value(&format!("store([ones([2]), ones([2])], [\"{d}/t.zarr\", \"{d}/t.zarr\"])"), "<t>");
+    assert!(e.expect_err("twice").message.contains("is given twice"));
+    assert!(!dir.join("t.zarr").exists(), "nothing written for a refused store");
     let e = s.eval_value(&format!("from_zarr(\"{d}/nothing.zarr\")"), "<t>").expect_err("missing");
     assert!(e.message.contains("is not a Zarr v3 array"), "{e}");
     std::fs::create_dir_all(dir.join("plain")).expect("plain");

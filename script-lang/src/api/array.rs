@@ -573,6 +573,14 @@ pub fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_fn("to_zarr", move |x: &mut LazyArray, path: &str| f(x, path, None));
     let f = to_zarr(state.clone());
     engine.register_fn("to_zarr", move |x: &mut LazyArray, path: &str, m: Map| f(x, path, Some(m)));
+    let st = state.clone();
+    engine.register_fn("store", move |x: LazyArray, path: &str| {
+        store(&st, vec![Dynamic::from(x)], vec![Dynamic::from(path.to_string())], None)
+    });
+    let st = state.clone();
+    engine.register_fn("store", move |xs: RArray, paths: RArray| store(&st, xs, paths, None));
+    let st = state.clone();
+    engine.register_fn("store", move |xs: RArray, paths: RArray, m: Map| store(&st, xs, paths, Some(m)));
 
     // Joining and reshaping.
     let join = |st: Arc<SessionState>, stack: bool| {
@@ -851,4 +859,36 @@ fn register_local_with(engine: &mut Engine, st: &St) {
         );
         Ok(local_result(brisk_engine::array::shape::slice(c, &ranges).map_err(err)?))
     });
+}
+
+/// `store(sources, targets)`: every array into its Zarr store in one
+/// graph, each store staged and then renamed into place.
+fn store(st: &SessionState, xs: RArray, paths: RArray, m: Option<Map>) -> Res<()> {
+    if xs.len() != paths.len() {
+        return Err(runtime(format!("store: {} sources but {} targets", xs.len(), paths.len())));
+    }
+    let mode = write::mode(m, "store")?;
+    let mut seen = std::collections::BTreeSet::new();
+    let (mut staged, mut layers, mut keys) = (Vec::new(), Vec::new(), Vec::new());
+    for (x, p) in xs.iter().zip(&paths) {
+        let x = x
+            .read_lock::<LazyArray>()
+            .map(|x| x.a.clone())
+            .ok_or_else(|| wrong_type("store", "an array of Arrays as sources", x))?;
+        let path =
+            p.clone().into_string().map_err(|_| wrong_type("store", "an array of paths as targets", p))?;
+        if !seen.insert(path.clone()) {
+            return Err(runtime(format!("store: the target {path} is given twice")));
+        }
+        let s = Staged::store("store", std::path::Path::new(&path), mode).map_err(write::err)?;
+        let (layer, k) = arr::to_zarr(&ctx(st), &x, &s).map_err(err)?;
+        staged.push(s);
+        layers.push(layer);
+        keys.extend(k);
+    }
+    st.compute(&layers, &keys)?;
+    for s in staged {
+        s.commit().map_err(write::err)?;
+    }
+    Ok(())
 }

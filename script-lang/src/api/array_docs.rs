@@ -402,6 +402,12 @@ pub(super) const DOCS: &[FnDoc] = &[
         "ones([4, 6], #{chunks: 2}).to_zarr(\"/tmp/brisk-doc-ones.zarr\", #{overwrite: true})",
     ),
     doc(
+        "store",
+        "store(sources, targets, #{overwrite}) / store(x, path)",
+        "Write several arrays into Zarr stores in one computation (da.store with Zarr targets): what they share is computed once, every block written in parallel, and each store renamed into place once all blocks are written. Targets are paths, one per source, all different; the rules of to_zarr apply to each.",
+        "let x = ones([4, 6], #{chunks: 2});\nstore([x, x * 2], [\"/tmp/brisk-doc-a.zarr\", \"/tmp/brisk-doc-b.zarr\"], #{overwrite: true});\nfrom_zarr(\"/tmp/brisk-doc-b.zarr\").sum().compute()",
+    ),
+    doc(
         "tensordot",
         "tensordot(a, b, axes) -> Array",
         "Sum products over paired axes, as np.tensordot: axes is a count (the last of a with the first of b, 2 by default) or [[axes of a], [axes of b]].",
