@@ -37,6 +37,10 @@ let R = randint(-3, 5, [1000], #{seed: 3, chunks: 300});
 let P = S @ S.T + eye(23, #{chunks: 7}) * 23;
 let pair = delayed(|i| [[i, 1.5], [2, i]]);
 let cases = #{
+    blockwise_matmul: blockwise(|a, b| a.matmul(b), "ik", [A, "ij", S, "jk"], #{concatenate: true}),
+    blockwise_lists: blockwise(|bs| { let t = bs[0].sum(1); for i in 1..bs.len() { t = t + bs[i].sum(1) } t }, "i", [A, "ij"]),
+    blockwise_literal: blockwise(|a, k| a * k, "ij", [A, "ij", 2.5, ()]),
+    blockwise_transpose: blockwise(|a| a.T, "ji", [A, "ij"]),
     from_delayed_block: from_delayed(A.to_delayed()[1][2], #{shape: [10, 6]}) * 2,
     from_delayed_lists: concatenate([from_delayed(pair.call(0), #{shape: [2, 2]}), from_delayed(pair.call(1), #{shape: [2, 2], dtype: "f32"})]),
     add: A + B,
@@ -519,6 +523,16 @@ fn bad_array_input_is_refused_clearly() {
         ("from_delayed(delayed(|| \"x\").call(), #{shape: [1]}).compute()", "the value is a string"),
         ("from_delayed(delayed(|| 1).call(), #{dtype: \"f64\"})", "give #{shape: [...]} for an array"),
         ("from_delayed(delayed(|| 1).call(), #{shape: [-1]})", "shape"),
+        ("blockwise(|a| a, \"ij\", [zeros([2, 2]), \"i\"])", "an array of 2 dimensions has index \"i\""),
+        ("blockwise(|a| a, \"ij\", [zeros([2, 2]), \"ii\"])", "repeats 'i'"),
+        ("blockwise(|a| a, \"ik\", [zeros([2, 2]), \"ij\"])", "output index 'k' is in no argument"),
+        (
+            "blockwise(|a, b| a, \"i\", [zeros([2]), \"i\", zeros([3]), \"i\"])",
+            "index 'i' has length 2 in one argument and 3",
+        ),
+        ("blockwise(|a| a, \"i\", [zeros([2])])", "arguments come in pairs"),
+        ("blockwise(|a| a, \"i\", [1, ()])", "give at least one Array"),
+        ("blockwise(|a| a, \"i\", [zeros([2]), \"i\"], #{new_axes: #{k: 1}})", "'k' is not an output index"),
     ];
     for (code, want) in cases {
         match s.eval_value(code, "<bad>") {

@@ -23,6 +23,12 @@ type Res<T> = Result<T, Box<EvalAltResult>>;
 /// This area's entries of the API reference.
 pub(super) const DOCS: &[FnDoc] = &[
     doc(
+        "blockwise",
+        "blockwise(f, out_index, [x, \"ij\", y, \"jk\", value, ()], #{dtype, concatenate, new_axes, adjust_chunks}) -> Array",
+        "The general block pattern, as da.blockwise: each array argument comes with one index letter per axis (a literal with `()`); `f` is called once per output block with the matching blocks of each argument. Shared letters pair blocks (chunks are unified first); a letter not in `out_index` is contracted: `f` gets all of its blocks, as an array, or joined into one with `concatenate: true`. `new_axes: #{k: n}` adds output axes; `adjust_chunks: #{i: n}` says the function returns blocks of length n along i. `dtype` is the first array's unless given.",
+        "let x = ones([4, 6], #{chunks: [2, 3]});\nlet y = ones([6, 5], #{chunks: [3, 5]});\nblockwise(|a, b| a.matmul(b), \"ik\", [x, \"ij\", y, \"jk\"], #{concatenate: true}).compute()",
+    ),
+    doc(
         "median",
         "x.median(axis, #{keepdims}) -> Array",
         "The median along an axis (or axes; all when `()` or left out), as np.median: each lane is brought into one block (Dask's `da.median` rechunks the same way), so the answer is exact. A lane with a NaN gives NaN.",
@@ -266,6 +272,71 @@ fn cholesky(st: &Ctx, a: &Dynamic, m: Option<Map>) -> Res<LazyArray> {
     new(arr::cholesky(&ctx(st), &lazy(st, a, "cholesky")?, o.flag("lower")?))
 }
 
+/// Index letters, one per axis (`()` for a literal argument).
+fn letters(d: &Dynamic, what: &str) -> Res<Vec<char>> {
+    let s = d
+        .clone()
+        .into_string()
+        .map_err(|_| runtime(format!("blockwise: {what} is a string of index letters")))?;
+    match s.chars().find(|c| !c.is_ascii_alphabetic()) {
+        Some(c) => Err(runtime(format!("blockwise: {what} \"{s}\" has '{c}'; index letters are a-z, A-Z"))),
+        None => Ok(s.chars().collect()),
+    }
+}
+
+fn letter_sizes(m: Option<&Dynamic>, what: &str) -> Res<Vec<(char, usize)>> {
+    let Some(d) = m else { return Ok(Vec::new()) };
+    let m = d
+        .read_lock::<Map>()
+        .ok_or_else(|| runtime(format!("blockwise: {what} is a map of index letter to length")))?;
+    m.iter()
+        .map(|(k, v)| {
+            let mut cs = k.chars();
+            let (Some(c), None) = (cs.next(), cs.next()) else {
+                return Err(runtime(format!("blockwise: {what} has key \"{k}\", not one index letter")));
+            };
+            let n = v.as_int().ok().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
+                runtime(format!("blockwise: {what}.{k} is a length, a whole number 0 or more"))
+            })?;
+            Ok((c, n))
+        })
+        .collect()
+}
+
+fn blockwise(st: &Ctx, f: &rhai::FnPtr, out: &str, args: &RArray, m: Option<Map>) -> Res<LazyArray> {
+    let o = Opts::new(m, "blockwise", &["dtype", "concatenate", "new_axes", "adjust_chunks"])?;
+    if !args.len().is_multiple_of(2) {
+        return Err(runtime(
+            "blockwise: arguments come in pairs: a value and its index (\"ij\", or () for a literal)",
+        ));
+    }
+    let mut bw = Vec::with_capacity(args.len() / 2);
+    for pair in args.chunks(2) {
+        let (x, ind) = (&pair[0], &pair[1]);
+        if let Some(a) = x.read_lock::<LazyArray>() {
+            bw.push(arr::BlockwiseArg::Array(a.a.clone(), letters(ind, "an array's index")?));
+        } else if ind.is_unit() {
+            bw.push(arr::BlockwiseArg::Literal(crate::convert::to_value(x, "a blockwise literal")?));
+        } else {
+            return Err(runtime(format!(
+                "blockwise: a {} with an index; only Arrays have one (give () for a literal)",
+                x.type_name()
+            )));
+        }
+    }
+    let first =
+        bw.iter().find_map(|a| if let arr::BlockwiseArg::Array(x, _) = a { Some(x.dtype) } else { None });
+    let first = first.ok_or_else(|| runtime("blockwise: give at least one Array argument"))?;
+    let spec = arr::BlockwiseSpec {
+        out: letters(&Dynamic::from(out.to_string()), "out_index")?,
+        dtype: o.dtype(first)?,
+        concatenate: o.flag("concatenate")?,
+        new_axes: letter_sizes(o.get("new_axes"), "new_axes")?,
+        adjust_chunks: letter_sizes(o.get("adjust_chunks"), "adjust_chunks")?,
+    };
+    new(arr::blockwise(&ctx(st), &shipped(st, f)?, &spec, bw))
+}
+
 fn shipped(st: &Ctx, f: &rhai::FnPtr) -> Res<arr::BlockFn> {
     let (udf, token) = super::args::shipped(st, f)?;
     let label = udf.label.clone();
@@ -301,6 +372,14 @@ fn reduction(
 }
 
 pub(super) fn register(engine: &mut Engine, state: &Ctx) {
+    let st = state.clone();
+    engine.register_fn("blockwise", move |f: rhai::FnPtr, out: &str, args: RArray| {
+        blockwise(&st, &f, out, &args, None)
+    });
+    let st = state.clone();
+    engine.register_fn("blockwise", move |f: rhai::FnPtr, out: &str, args: RArray, m: Map| {
+        blockwise(&st, &f, out, &args, Some(m))
+    });
     let st = state.clone();
     engine.register_fn("reduction", move |x: Dynamic, chunk: rhai::FnPtr, aggregate: rhai::FnPtr| {
         reduction(&st, &x, &chunk, &aggregate, None)

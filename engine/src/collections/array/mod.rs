@@ -5,6 +5,7 @@
 //! it runs.
 
 mod base;
+mod blockwise;
 mod chunks;
 mod create;
 mod dims;
@@ -23,6 +24,7 @@ mod structure;
 pub use base::{Array, Ctx, finalize, grid, offsets};
 /// For builders of array tasks outside this module (the estimators' fits).
 pub(crate) use base::{array_task, block, finish};
+pub use blockwise::{BlockwiseArg, BlockwiseSpec, blockwise};
 pub use chunks::{AUTO_BYTES, AxisChunks, ChunkSpec, MAX_BLOCKS, normalize_chunks, regular};
 pub use create::{
     arange, eye, from_chunk, from_delayed, from_npy, from_zarr, full, linspace, random, to_zarr,
