@@ -254,6 +254,10 @@ let stamps = ["2024-03-01 00:10:00", "2024-03-01 05:20:00", (), "2024-03-01 23:5
 let tv = from_columns([["t", stamps], ["v", [1, 2, 3, 4, 5, (), 7, 8]], ["x", [0.5, (), 1.5, 2.5, 3.5, 4.5, 5.5, 6.5]]], #{npartitions: 3});
 let tv = tv.assign(#{t: to_datetime(tv["t"])});
 r.resample = [tv.resample("D", #{on: "t"}).sum().compute().to_maps(), tv.resample("6h", #{on: "t"}).mean().compute().to_maps(), tv.set_index("t").resample("12h").count().compute().to_maps(), tv.resample("D", #{on: "t"}).agg(#{v: "max", x: "min"}).compute().to_maps()];
+let tw = from_columns([["t", ["2024-03-01 00:00:00", "2024-03-01 00:20:00", "2024-03-01 00:50:00", "2024-03-01 01:10:00", "2024-03-01 03:00:00", "2024-03-01 03:00:00", "2024-03-01 03:40:00", "2024-03-02 00:00:00"]], ["v", [1, 2, (), 4, 5, 6, 7, 8]], ["x", [0.5, (), 1.5, 2.5, 3.5, 4.5, 5.5, 6.5]]], #{npartitions: 3});
+let tw = tw.assign(#{t: to_datetime(tw["t"])});
+let ti = tw.set_index("t");
+r.rolling_time = [ti.rolling("1h").sum().compute().to_maps(), tw.rolling("90min", #{on: "t", min_periods: 2}).mean().compute().to_maps(), ti["x"].rolling("2h").max().compute().to_array(), ti.rolling("1h").count().compute().to_maps(), ti["v"].rolling("1h").std().compute().to_array(), ti.rolling("30min").median().compute().to_maps()];
 r.dummies = get_dummies(df[["id", "key", "flag"]]).compute().to_maps();
 r.dummies_cols = get_dummies(df[["id", "flag", "key"]], #{columns: ["flag"], prefix: "f"}).compute().to_maps();
 r.pivot = df.pivot_table(#{index: "key", columns: "flag", values: "y", aggfunc: "sum"}).compute().to_maps();
@@ -485,6 +489,14 @@ fn bad_input_is_refused_clearly() {
             "min_periods is a whole number from 0 to the window, 3".into(),
         ),
         (format!("read_csv(\"{g}\")[\"a\"].ewm(#{{span: 0.5}})"), "ewm: span=0.5 must be at least 1".into()),
+        (format!("read_csv(\"{g}\").rolling(\"1h\").sum()"), "needs a datetime index (set_index) or #{on: column}".into()),
+        (format!("read_csv(\"{g}\").rolling(\"1h\", #{{on: \"a\"}}).sum()"), "column \"a\" is int64, not datetime64[ns]".into()),
+        (format!("read_csv(\"{g}\")[\"a\"].rolling(\"1h\")"), "needs a datetime index (set_index) on the Series' frame".into()),
+        (format!("read_csv(\"{g}\").rolling(\"soon\")"), "\"soon\" is not a window of time".into()),
+        (
+            "let f = from_columns(#{t: [\"2024-01-01 02:00\", \"2024-01-01 01:00\"], v: [1, 2]}); f.assign(#{t: to_datetime(f[\"t\"])}).rolling(\"1h\", #{on: \"t\"}).sum().compute()".into(),
+            "is not sorted".into(),
+        ),
         (
             format!("read_csv(\"{g}\")[\"a\"].ewm(#{{span: 3, alpha: 0.5}})"),
             "give exactly one of com, span, halflife and alpha".into(),

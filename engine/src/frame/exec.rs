@@ -155,6 +155,28 @@ fn run(op: &FrameOp, args: &[Value], cl: &Closures<'_>) -> Result<Value, TaskErr
             let before = args.get(1).map(frame_arg).transpose()?;
             Ok(frame(rolling::rolling(part, before, *window, *agg, columns).map_err(err)?))
         }
+        FrameOp::RollingTime { span, on, min_periods, agg, columns } => {
+            let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
+            let before = args.get(1).map(frame_arg).transpose()?;
+            let out = crate::frame::rolling_time::rolling_time(
+                part,
+                before,
+                *span,
+                on,
+                *min_periods,
+                *agg,
+                columns,
+            );
+            Ok(frame(out.map_err(err)?))
+        }
+        FrameOp::TimeEdge { on, span } => {
+            let (before, part) = match args {
+                [part] => (None, frame_arg(part)?),
+                [before, part] => (Some(frame_arg(before)?), frame_arg(part)?),
+                _ => return Err(TaskError::internal("a time edge takes one or two frames")),
+            };
+            Ok(frame(crate::frame::rolling_time::edge(before, part, on, *span).map_err(err)?))
+        }
         FrameOp::Conform(schema) => {
             let part = frame_arg(args.first().ok_or_else(|| TaskError::internal("no input frame"))?)?;
             Ok(frame(conform(part, schema).map_err(err)?))

@@ -30,6 +30,7 @@ pub mod quantile;
 pub mod query;
 pub mod red;
 pub mod rolling;
+pub mod rolling_time;
 pub mod series;
 pub mod shuffle;
 pub mod stage;

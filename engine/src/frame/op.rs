@@ -105,6 +105,14 @@ pub enum FrameOp {
     /// A rolling aggregate of `columns` of the first input, the second
     /// input (if any) being the rows just before it.
     Rolling { window: rolling::Window, agg: rolling::RollAgg, columns: Vec<String> },
+    /// `rolling("1h")`: `agg` of `columns` of the first input over windows
+    /// of `span` ns of the datetime column `on`; the second input (if any)
+    /// is the rows before it that those windows reach.
+    RollingTime { span: i64, on: String, min_periods: usize, agg: rolling::RollAgg, columns: Vec<String> },
+    /// The rows of the inputs (the edge before, if any, then a partition)
+    /// less than `span` ns older than their last: what the next
+    /// partition's time windows reach.
+    TimeEdge { on: String, span: i64 },
     /// `rolling(..).apply(f)`: the closure on each window of each column.
     RollingApply { udf: Arc<crate::runner::Udf>, window: rolling::Window, columns: Vec<String> },
     /// `shift(periods)` (or `diff`) of `columns` of the first input, the
@@ -258,7 +266,8 @@ impl FrameOp {
             FrameOp::Collect { .. } => "shuffle",
             FrameOp::Join(_) => "merge",
             FrameOp::Slice { .. } => "repartition",
-            FrameOp::Rolling { .. } | FrameOp::RollingApply { .. } => "rolling",
+            FrameOp::Rolling { .. } | FrameOp::RollingApply { .. } | FrameOp::RollingTime { .. } => "rolling",
+            FrameOp::TimeEdge { .. } => "rolling-edge",
             FrameOp::Shift { diff: false, .. } => "shift",
             FrameOp::Shift { diff: true, .. } => "diff",
             FrameOp::Conform(_) => "concat",

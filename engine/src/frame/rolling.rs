@@ -78,12 +78,27 @@ impl Moments {
 
 /// One column's rolling aggregate; missing values (and NaN) are skipped.
 fn roll(v: &[Option<f64>], win: Window, agg: RollAgg) -> Vec<Option<f64>> {
-    let (n, w) = (v.len(), win.window);
-    let mut out = vec![None; n];
-    if w == 0 {
-        return out;
+    if win.window == 0 {
+        return vec![None; v.len()];
     }
+    roll_by(v, |i| (i + 1).saturating_sub(win.window), win.min_periods, agg)
+}
+
+/// One column's rolling aggregate over windows `start_of(i)..=i` (starts
+/// never move back: fixed windows of rows, or windows of time over sorted
+/// times); missing values (and NaN) are skipped.
+pub(super) fn roll_by(
+    v: &[Option<f64>],
+    start_of: impl Fn(usize) -> usize,
+    min_periods: usize,
+    agg: RollAgg,
+) -> Vec<Option<f64>> {
+    let n = v.len();
+    let mut out = vec![None; n];
+    let win = Window { window: 0, min_periods };
     let minp = if agg == RollAgg::Count { win.min_periods } else { win.min_periods.max(1) };
+    // The first row still in the window.
+    let mut lo = 0usize;
     let present = |x: &Option<f64>| x.filter(|f| !f.is_nan());
     let mut valid = 0usize;
     // A running sum with Kahan's compensation, as pandas keeps it.
@@ -119,8 +134,10 @@ fn roll(v: &[Option<f64>], win: Window, agg: RollAgg) -> Vec<Option<f64>> {
             }
             q.push_back(i);
         }
-        if i >= w {
-            let old = i - w;
+        let start = start_of(i).min(i);
+        while lo < start {
+            let old = lo;
+            lo += 1;
             if let Some(x) = present(&v[old]) {
                 valid -= 1;
                 add(&mut sum, -x);
@@ -134,7 +151,7 @@ fn roll(v: &[Option<f64>], win: Window, agg: RollAgg) -> Vec<Option<f64>> {
                 q.pop_front();
             }
         }
-        let rows = (i + 1).min(w);
+        let rows = i + 1 - lo;
         if agg == RollAgg::Count {
             if rows >= minp {
                 out[i] = Some(valid as f64);

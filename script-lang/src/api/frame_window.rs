@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use brisk_engine::collections::frame::DataFrame;
+use brisk_engine::collections::frame::{Assigned, DataFrame};
 use brisk_engine::frame::ewm::{Ewm, EwmStat};
 use brisk_engine::frame::red::Red;
 use brisk_engine::frame::rolling::{RollAgg, Window};
@@ -26,8 +26,8 @@ type Res<T> = Result<T, Box<EvalAltResult>>;
 pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "rolling",
-        "df.rolling(window, #{min_periods}) / s.rolling(...), then .sum() .mean() .min() .max() .count() .std() .variance() .median() or .apply(f)",
-        "Rolling aggregates over `window` rows, across partition edges (each partition gets the rows before it, as Dask's map_overlap). As pandas: a window gives a value once it holds `min_periods` present values (the window by default); missing values are skipped; `count` counts them over `min_periods` rows. `apply(f)` calls the closure on each window's values (an array, `()` for a missing one). Numeric columns only; results are float64.",
+        "df.rolling(window, #{min_periods}) / df.rolling(\"1h\", #{on, min_periods}) / s.rolling(...), then .sum() .mean() .min() .max() .count() .std() .variance() .median() or .apply(f)",
+        "Rolling aggregates over `window` rows, across partition edges (each partition gets the rows before it, as Dask's map_overlap). As pandas: a window gives a value once it holds `min_periods` present values (the window by default); missing values are skipped; `count` counts them over `min_periods` rows. `apply(f)` calls the closure on each window's values (an array, `()` for a missing one). A window of time (\"1h\", \"30min\", \"2D\") over the datetime index (or `on`, which must be sorted) holds the rows of the last span, `(t - span, t]`, as pandas' (min_periods 1 by default); the time column is kept. Numeric columns only; results are float64.",
         "from_columns(#{x: [1, 2, 3, 4, 5]}, #{npartitions: 3}).rolling(2).mean().compute()",
     ),
     doc(
@@ -51,6 +51,43 @@ pub struct Rolling {
     win: Window,
     /// The column when it came from a Series.
     series: Option<String>,
+    /// A window of time (`rolling("1h")`): its nanoseconds and the
+    /// datetime column (`None`: the index).
+    time: Option<(i64, Option<String>)>,
+}
+
+/// `rolling("1h", #{min_periods, on})`: a window of time; `min_periods`
+/// is 1 by default, as pandas'.
+fn time_window(f: DataFrame, series: Option<String>, freq: &str, m: Option<Map>) -> Res<Rolling> {
+    let m = options(m, "rolling", &["min_periods", "on"])?;
+    let span = brisk_engine::frame::text::frequency(freq).map_err(|_| {
+        runtime(format!("rolling: \"{freq}\" is not a window of time (such as \"1h\", \"30min\", \"2D\")"))
+    })?;
+    let min_periods = match m.get("min_periods") {
+        None => 1,
+        Some(d) => d
+            .as_int()
+            .ok()
+            .and_then(|i| usize::try_from(i).ok())
+            .ok_or_else(|| runtime("rolling: min_periods is a whole number, 0 or more"))?,
+    };
+    let on = match m.get("on") {
+        None => None,
+        Some(d) => Some(d.clone().into_string().map_err(|_| runtime("rolling: on is a column name"))?),
+    };
+    Ok(Rolling { f, win: Window { window: 0, min_periods }, series, time: Some((span, on)) })
+}
+
+/// A Series with the index of its frame beside it, for windows of time.
+fn indexed(s: &brisk_engine::collections::frame::Series) -> Res<(DataFrame, Option<String>)> {
+    let Some(d) = s.frame.divisions.as_ref() else {
+        return Err(runtime(
+            "rolling: a window of time needs a datetime index (set_index) on the Series' frame",
+        ));
+    };
+    let base = s.frame.assign(vec![(s.name.clone(), Assigned::Series(s.clone()))]).map_err(err)?;
+    let cols = if d.on == s.name { vec![s.name.clone()] } else { vec![d.on.clone(), s.name.clone()] };
+    Ok((base.project(&cols).map_err(err)?, Some(d.on.clone())))
 }
 
 /// `df.resample(rule)`, waiting for its aggregation.
@@ -178,16 +215,37 @@ fn ewm_spec(m: Option<Map>) -> Res<Ewm> {
 pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     engine.register_type_with_name::<Rolling>("Rolling");
     engine.register_fn("rolling", |f: &mut LazyFrame, w: i64| -> Res<Rolling> {
-        Ok(Rolling { f: f.f.clone(), win: window(w, None)?, series: None })
+        Ok(Rolling { f: f.f.clone(), win: window(w, None)?, series: None, time: None })
     });
     engine.register_fn("rolling", |f: &mut LazyFrame, w: i64, m: Map| -> Res<Rolling> {
-        Ok(Rolling { f: f.f.clone(), win: window(w, Some(m))?, series: None })
+        Ok(Rolling { f: f.f.clone(), win: window(w, Some(m))?, series: None, time: None })
     });
     engine.register_fn("rolling", |s: &mut LazySeries, w: i64| -> Res<Rolling> {
-        Ok(Rolling { f: s.s.to_frame(), win: window(w, None)?, series: Some(s.s.name.clone()) })
+        Ok(Rolling { f: s.s.to_frame(), win: window(w, None)?, series: Some(s.s.name.clone()), time: None })
     });
     engine.register_fn("rolling", |s: &mut LazySeries, w: i64, m: Map| -> Res<Rolling> {
-        Ok(Rolling { f: s.s.to_frame(), win: window(w, Some(m))?, series: Some(s.s.name.clone()) })
+        Ok(Rolling {
+            f: s.s.to_frame(),
+            win: window(w, Some(m))?,
+            series: Some(s.s.name.clone()),
+            time: None,
+        })
+    });
+    engine.register_fn("rolling", |f: &mut LazyFrame, w: &str| time_window(f.f.clone(), None, w, None));
+    engine.register_fn("rolling", |f: &mut LazyFrame, w: &str, m: Map| {
+        time_window(f.f.clone(), None, w, Some(m))
+    });
+    engine.register_fn("rolling", |s: &mut LazySeries, w: &str| -> Res<Rolling> {
+        let (f, on) = indexed(&s.s)?;
+        let mut r = time_window(f, Some(s.s.name.clone()), w, None)?;
+        r.time = r.time.map(|(span, _)| (span, on));
+        Ok(r)
+    });
+    engine.register_fn("rolling", |s: &mut LazySeries, w: &str, m: Map| -> Res<Rolling> {
+        let (f, on) = indexed(&s.s)?;
+        let mut r = time_window(f, Some(s.s.name.clone()), w, Some(m))?;
+        r.time = r.time.map(|(span, given)| (span, given.or(on)));
+        Ok(r)
     });
     for (name, agg) in [
         ("sum", RollAgg::Sum),
@@ -201,11 +259,20 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     ] {
         let st = state.clone();
         engine.register_fn(name, move |r: &mut Rolling| -> Res<Dynamic> {
-            result(r.f.rolling(&ctx(&st), r.win, agg).map_err(err)?, &r.series)
+            let f = match &r.time {
+                Some((span, on)) => r.f.rolling_time(&ctx(&st), *span, on.as_deref(), r.win.min_periods, agg),
+                None => r.f.rolling(&ctx(&st), r.win, agg),
+            };
+            result(f.map_err(err)?, &r.series)
         });
     }
     let st = state.clone();
     engine.register_fn("apply", move |r: &mut Rolling, f: FnPtr| -> Res<Dynamic> {
+        if r.time.is_some() {
+            return Err(runtime(
+                "rolling: apply over windows of time is not supported; use a window of rows",
+            ));
+        }
         let (udf, token) = shipped(&st, &f)?;
         result(r.f.rolling_apply(&ctx(&st), r.win, udf, &token).map_err(err)?, &r.series)
     });

@@ -11,6 +11,7 @@ mod delayed;
 mod index;
 mod read;
 mod reshape;
+mod rolling_time;
 mod series;
 mod shift;
 mod shuffle;
