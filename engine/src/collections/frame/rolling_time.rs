@@ -88,7 +88,7 @@ impl DataFrame {
             self.schema
                 .cols
                 .iter()
-                .map(|(n, t)| (n.clone(), if *n == on { t.clone() } else { DType::Float64 }))
+                .map(|(n, t)| (n.clone(), if *n == on { *t } else { DType::Float64 }))
                 .collect(),
         );
         let mut f = DataFrame::of_keys(Layer::new(name, tasks, vec![layer, edges]), keys, schema, "rolling");
