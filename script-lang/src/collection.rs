@@ -200,12 +200,19 @@ pub fn register<T: ScriptCollection>(engine: &mut Engine, state: &Arc<SessionSta
         let (layer, _) = x.inner().partitions();
         write_graph(&materialize(std::slice::from_ref(&layer)), path)
     });
-    engine.register_fn("graph_info", |x: &mut T| graph_info(&x.inner().partitions().0));
+    engine.register_fn("graph_info", |x: &mut T| {
+        let mut m = graph_info(&x.inner().partitions().0);
+        // Dask's nbytes: the result's size, where its shape and type say it.
+        let bytes = x.inner().result_bytes().map_or(Dynamic::UNIT, |(b, _)| Dynamic::from_int(b as i64));
+        m.insert("bytes".into(), bytes);
+        m
+    });
     let st = state.clone();
     engine.register_fn("story", move |x: &mut T| st.story(&x.inner().partitions().1));
 }
 
-/// `x.graph_info()`: tasks, layers and literal bytes of the graph behind `root`.
+/// `x.graph_info()`: tasks, layers and literal bytes of the graph behind
+/// `root`; `bytes`, the result's size, is unknown (`()`) here.
 pub fn graph_info(root: &LayerRef) -> Map {
     let g = materialize(std::slice::from_ref(root));
     let mut m = Map::new();
@@ -213,7 +220,8 @@ pub fn graph_info(root: &LayerRef) -> Map {
     m.insert("layers".into(), Dynamic::from_int(layer_count(root) as i64));
     // Literal data carried in the graph (shipped with it to workers).
     let nbytes: u64 = g.tasks().iter().map(|t| literal_bytes(&t.op)).sum();
-    m.insert("bytes".into(), Dynamic::from_int(nbytes as i64));
+    m.insert("literal_bytes".into(), Dynamic::from_int(nbytes as i64));
+    m.insert("bytes".into(), Dynamic::UNIT);
     m
 }
 

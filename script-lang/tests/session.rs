@@ -269,7 +269,9 @@ fn visualize_writes_graphviz_and_refuses_unknown_files() {
     let e = s.eval_value("d.visualize(\"/nonexistent-dir/g.dot\")", "<t>").expect_err("unwritable");
     assert!(e.message.contains("cannot write /nonexistent-dir/g.dot"), "{e}");
     let info = eval_ok(&mut s, "d.graph_info()");
-    assert_eq!(json(&info, "r"), r#"{"bytes":24,"layers":2,"tasks":2}"#);
+    assert_eq!(json(&info, "r"), r#"{"bytes":null,"layers":2,"literal_bytes":24,"tasks":2}"#);
+    let info = eval_ok(&mut s, "zeros([100, 30], #{chunks: 10}).graph_info()");
+    assert_eq!(json(&info, "r"), r#"{"bytes":24000,"layers":1,"literal_bytes":0,"tasks":30}"#);
 }
 
 /// Every example in the API reference runs in a fresh session; those that

@@ -49,7 +49,9 @@ impl Client for Shared {
             running: snap.busy_threads,
             in_memory,
             memory: snap.memory_bytes,
-            memory_limit: None,
+            // The budget the process holds its results to (Dask's LocalCluster
+            // reports its workers' share of the machine the same way).
+            memory_limit: Some(crate::memory::limit()),
             spilled: 0,
             gpu: crate::gpu::summary(),
             device: None,

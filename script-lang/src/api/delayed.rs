@@ -178,7 +178,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "graph_info",
         "x.graph_info() -> map",
-        "Tasks and layers of a lazy value's graph, and the literal data it carries in bytes.",
+        "Tasks and layers of a lazy value's graph; `bytes`, the size its result will have where its shape and type say it (an array's, as Dask's nbytes; `()` for a frame, a bag or a Delayed), and `literal_bytes`, the data the graph itself carries.",
         "delayed(|v| v + 1).call(1).graph_info()",
     ),
     doc(
