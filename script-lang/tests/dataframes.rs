@@ -253,10 +253,11 @@ r.split_expand_local = words.compute().str_split((), #{n: 1, expand: true}).to_m
 let stamps = ["2024-03-01 00:10:00", "2024-03-01 05:20:00", (), "2024-03-01 23:59:59", "2024-03-03 12:00:00", "2024-03-03 12:30:00", "2024-02-28 08:00:00", "2024-03-04 00:00:00"];
 let tv = from_columns([["t", stamps], ["v", [1, 2, 3, 4, 5, (), 7, 8]], ["x", [0.5, (), 1.5, 2.5, 3.5, 4.5, 5.5, 6.5]]], #{npartitions: 3});
 let tv = tv.assign(#{t: to_datetime(tv["t"])});
-r.resample = [tv.resample("D", #{on: "t"}).sum().compute().to_maps(), tv.resample("6h", #{on: "t"}).mean().compute().to_maps(), tv.set_index("t").resample("12h").count().compute().to_maps(), tv.resample("D", #{on: "t"}).agg(#{v: "max", x: "min"}).compute().to_maps()];
+r.resample = [tv.resample("D", #{on: "t"}).sum().compute().to_maps(), tv.resample("6h", #{on: "t"}).mean().compute().to_maps(), tv.set_index("t").resample("12h").count().compute().to_maps(), tv.resample("D", #{on: "t"}).agg(#{v: "max", x: "min"}).compute().to_maps(), tv.resample("7h", #{on: "t"}).sum().compute().to_maps(), tv.set_index("t").resample("36h").mean().compute().to_maps()];
 let tw = from_columns([["t", ["2024-03-01 00:00:00", "2024-03-01 00:20:00", "2024-03-01 00:50:00", "2024-03-01 01:10:00", "2024-03-01 03:00:00", "2024-03-01 03:00:00", "2024-03-01 03:40:00", "2024-03-02 00:00:00"]], ["v", [1, 2, (), 4, 5, 6, 7, 8]], ["x", [0.5, (), 1.5, 2.5, 3.5, 4.5, 5.5, 6.5]]], #{npartitions: 3});
 let tw = tw.assign(#{t: to_datetime(tw["t"])});
 let ti = tw.set_index("t");
+r.resample_tw = [tw.resample("25min", #{on: "t"}).count().compute().to_maps(), ti.resample("5h").sum().compute().to_maps()];
 r.rolling_time = [ti.rolling("1h").sum().compute().to_maps(), tw.rolling("90min", #{on: "t", min_periods: 2}).mean().compute().to_maps(), ti["x"].rolling("2h").max().compute().to_array(), ti.rolling("1h").count().compute().to_maps(), ti["v"].rolling("1h").std().compute().to_array(), ti.rolling("30min").median().compute().to_maps()];
 r.dummies = get_dummies(df[["id", "key", "flag"]]).compute().to_maps();
 r.dummies_cols = get_dummies(df[["id", "flag", "key"]], #{columns: ["flag"], prefix: "f"}).compute().to_maps();
@@ -466,7 +467,8 @@ fn bad_input_is_refused_clearly() {
         ("from_dask_array(ones([2, 2, 2]))".into(), "from_dask_array: a 3-d array has no frame".into()),
         (format!("read_csv(\"{g}\").resample(\"1h\", #{{on: \"a\"}}).sum()"), "resample: column \"a\" is int64, not datetime64[ns]".into()),
         (format!("read_csv(\"{g}\").resample(\"1h\")"), "resample needs a datetime index".into()),
-        (format!("read_csv(\"{g}\").resample(\"7h\", #{{on: \"a\"}})"), "\"7h\" does not divide a day".into()),
+        (format!("read_csv(\"{g}\").resample(\"7h\", #{{on: \"a\"}}).sum()"), "resample: column \"a\" is int64, not datetime64[ns]".into()),
+        (format!("read_csv(\"{g}\").resample(\"M\", #{{on: \"a\"}})"), "\"M\" is not a fixed frequency".into()),
         (format!("read_csv(\"{g}\")[\"b\"].str_split(\"\")"), "str_split: empty separator".into()),
         (format!("read_csv(\"{g}\")[\"b\"].str_split(\",\", #{{expand: true}})"), "expand needs n".into()),
         (format!("read_csv(\"{g}\")[\"a\"].str_split(\",\")"), "str_split needs a string column, not int64".into()),

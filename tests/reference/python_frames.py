@@ -339,12 +339,13 @@ def expected(d):
         "t": pd.to_datetime(["2024-03-01 00:10:00", "2024-03-01 05:20:00", None, "2024-03-01 23:59:59", "2024-03-03 12:00:00", "2024-03-03 12:30:00", "2024-02-28 08:00:00", "2024-03-04 00:00:00"]),
         "v": [1, 2, 3, 4, 5, None, 7, 8], "x": [0.5, None, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5]})
     ms = lambda f: [dict(r, t=pd.Timestamp(r["t"]).strftime("%Y-%m-%d %H:%M:%S")) for r in records(f.reset_index())]
-    e["resample"] = [ms(tv.resample("D", on="t").sum()), ms(tv.resample("6h", on="t").mean()), ms(tv.set_index("t").resample("12h").count()), ms(tv.resample("D", on="t").agg({"v": "max", "x": "min"}))]
+    e["resample"] = [ms(tv.resample("D", on="t").sum()), ms(tv.resample("6h", on="t").mean()), ms(tv.set_index("t").resample("12h").count()), ms(tv.resample("D", on="t").agg({"v": "max", "x": "min"})), ms(tv.resample("7h", on="t").sum()), ms(tv.set_index("t").resample("36h").mean())]
     tw = pd.DataFrame({
         "t": pd.to_datetime(["2024-03-01 00:00:00", "2024-03-01 00:20:00", "2024-03-01 00:50:00", "2024-03-01 01:10:00", "2024-03-01 03:00:00", "2024-03-01 03:00:00", "2024-03-01 03:40:00", "2024-03-02 00:00:00"]),
         "v": [1, 2, None, 4, 5, 6, 7, 8], "x": [0.5, None, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5]})
     mt = lambda f: [dict(r, t=pd.Timestamp(r["t"]).strftime("%Y-%m-%d %H:%M:%S")) for r in records(f)]
     ti = tw.set_index("t")
+    e["resample_tw"] = [ms(tw.resample("25min", on="t").count()), ms(ti.resample("5h").sum())]
     e["rolling_time"] = [ms(ti.rolling("1h").sum()), mt(tw.rolling("90min", on="t", min_periods=2).mean()), col(ti["x"].rolling("2h").max()), ms(ti.rolling("1h").count()), col(ti["v"].rolling("1h").std()), ms(ti.rolling("30min").median())]
     e["dummies"] = records(pd.get_dummies(df[["id", "key", "flag"]]))
     e["dummies_cols"] = records(pd.get_dummies(df[["id", "flag", "key"]], columns=["flag"], prefix="f"))

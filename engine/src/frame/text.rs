@@ -348,6 +348,12 @@ pub enum TimeOp {
     /// Down to a multiple of this many nanoseconds since the epoch, as
     /// `dt.floor(freq)` with a fixed frequency.
     Floor(i64),
+    /// Down to `origin` plus a multiple of `step` (resample bins that do
+    /// not divide a day start at the first day's midnight, as pandas').
+    FloorFrom {
+        step: i64,
+        origin: i64,
+    },
 }
 
 const NS_DAY: i64 = 86_400_000_000_000;
@@ -360,19 +366,19 @@ impl TimeOp {
             TimeOp::Second => "dt_second",
             TimeOp::DayOfWeek => "dt_dayofweek",
             TimeOp::Date => "dt_date",
-            TimeOp::Floor(_) => "dt_floor",
+            TimeOp::Floor(_) | TimeOp::FloorFrom { .. } => "dt_floor",
         }
     }
 
     pub fn dtype(&self) -> DType {
         match self {
-            TimeOp::Date | TimeOp::Floor(_) => DType::Datetime,
+            TimeOp::Date | TimeOp::Floor(_) | TimeOp::FloorFrom { .. } => DType::Datetime,
             _ => DType::Int64,
         }
     }
 
     pub fn eval(&self, s: &Series) -> PolarsResult<Series> {
-        if let TimeOp::Floor(step) = self
+        if let TimeOp::Floor(step) | TimeOp::FloorFrom { step, .. } = self
             && *step <= 0
         {
             polars_bail!(ComputeError: "dt_floor: a frequency of {} ns", step);
@@ -390,6 +396,10 @@ impl TimeOp {
                 TimeOp::DayOfWeek => Some((v.div_euclid(NS_DAY) + 3).rem_euclid(7)),
                 TimeOp::Date => v.checked_sub(in_day),
                 TimeOp::Floor(step) => v.checked_sub(v.rem_euclid(*step)),
+                TimeOp::FloorFrom { step, origin } => {
+                    let from = v.checked_sub(*origin)?;
+                    from.checked_sub(from.rem_euclid(*step))?.checked_add(*origin)
+                }
             }
         };
         let out: Int64Chunked = ca.iter().map(|v| v.and_then(part)).collect();

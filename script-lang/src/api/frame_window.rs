@@ -33,7 +33,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "resample",
         "df.resample(rule, #{on}) then .sum() .mean() .min() .max() .count() .std() .variance() or .agg(#{col: how})",
-        "Rows binned by a datetime column (the index `set_index` made, or `on`) floored to `rule` (a fixed frequency that divides a day: \"30s\", \"15min\", \"1h\", \"D\"), aggregated per bin, with a row for every bin from the first to the last as pandas (sums and counts 0 in an empty bin, others missing); one partition, the bin column first.",
+        "Rows binned by a datetime column (the index `set_index` made, or `on`) floored to `rule` (a fixed frequency: \"30s\", \"15min\", \"7h\", \"D\", \"3D\"; bins start at the first day's midnight, as pandas' origin \"start_day\", so a rule that does not divide a day first computes the earliest time), aggregated per bin, with a row for every bin from the first to the last as pandas (sums and counts 0 in an empty bin, others missing); one partition, the bin column first.",
         "let df = from_columns(#{t: [\"2024-01-01 00:10\", \"2024-01-01 00:20\", \"2024-01-01 02:05\"], v: [1, 2, 3]});\nlet df = df.assign(#{t: to_datetime(df[\"t\"])});\ndf.resample(\"1h\", #{on: \"t\"}).sum().compute()",
     ),
     doc(
@@ -111,19 +111,32 @@ fn resampler(f: &LazyFrame, rule: &str, m: Option<Map>) -> Res<Resampler> {
     };
     let step = brisk_engine::frame::text::frequency(rule)
         .map_err(|e| runtime(e.to_string().replace("dt_floor", "resample")))?;
-    // pandas starts bins at the first day's midnight: the same bins as
-    // from the epoch exactly when the rule divides a day.
-    const DAY: i64 = 86_400_000_000_000;
-    if DAY % step != 0 {
-        return Err(runtime(format!(
-            "resample: \"{rule}\" does not divide a day; rules of a day or less that divide it (\"D\", \"6h\", \"15min\") are supported"
-        )));
-    }
     Ok(Resampler { f: f.f.clone(), on, step })
 }
 
+/// pandas starts bins at the first day's midnight (`origin="start_day"`):
+/// the same bins as from the epoch exactly when the rule divides a day;
+/// for other rules the first time is computed first.
+fn origin(state: &SessionState, r: &Resampler) -> Res<i64> {
+    const DAY: i64 = 86_400_000_000_000;
+    if DAY % r.step == 0 {
+        return Ok(0);
+    }
+    let column = r.f.column(&r.on).map_err(err)?;
+    if column.dtype != brisk_engine::frame::dtype::DType::Datetime {
+        return Ok(0); // `resample` refuses it with the reason.
+    }
+    let (layer, key) = column.reduce(&ctx(state), Red::Min).map_err(err)?;
+    let first = state.compute(&[layer], &[key])?.pop();
+    Ok(match first {
+        Some(brisk_engine::Value::Int(t)) => t - t.rem_euclid(DAY),
+        _ => 0,
+    })
+}
+
 fn resample(state: &SessionState, r: &Resampler, aggs: Vec<(String, Red)>) -> Res<LazyFrame> {
-    Ok(LazyFrame { f: r.f.resample(&ctx(state), &r.on, r.step, &aggs).map_err(err)? })
+    let origin = origin(state, r)?;
+    Ok(LazyFrame { f: r.f.resample(&ctx(state), &r.on, r.step, origin, &aggs).map_err(err)? })
 }
 
 /// `df.ewm(...)` (or a Series'), waiting for `mean()`.

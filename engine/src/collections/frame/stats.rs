@@ -142,6 +142,7 @@ impl DataFrame {
         ctx: &Ctx,
         on: &str,
         step: i64,
+        origin: i64,
         aggs: &[(String, Red)],
     ) -> Result<DataFrame, FrameError> {
         match self.schema.get(on) {
@@ -162,7 +163,7 @@ impl DataFrame {
         }
         let binned = Series::typed(
             self.clone(),
-            Expr::Time(crate::frame::text::TimeOp::Floor(step), Box::new(Expr::col(on))),
+            Expr::Time(crate::frame::text::TimeOp::FloorFrom { step, origin }, Box::new(Expr::col(on))),
             on.to_string(),
         )?;
         let f = self.assign(vec![(on.to_string(), Assigned::Series(binned))])?;
@@ -174,8 +175,9 @@ impl DataFrame {
             .map(|(c, _)| c.clone())
             .collect();
         let (layer, keys) = grouped.partitions(ctx);
-        let name: std::sync::Arc<str> =
-            std::sync::Arc::from(Tokenizer::new().str(&grouped.token).u64(step as u64).name("resample"));
+        let name: std::sync::Arc<str> = std::sync::Arc::from(
+            Tokenizer::new().str(&grouped.token).u64(step as u64).u64(origin as u64).name("resample"),
+        );
         let key = super::dataframe::block(&name, 0);
         let op = FrameOp::FillBins { on: on.to_string(), step, zero };
         let args = (0..keys.len()).map(|i| Arg::Dep(i as u32)).collect();
