@@ -469,6 +469,10 @@ fn bad_input_is_refused_clearly() {
         (format!("read_csv(\"{g}\").resample(\"1h\")"), "resample needs a datetime index".into()),
         (format!("read_csv(\"{g}\").resample(\"7h\", #{{on: \"a\"}}).sum()"), "resample: column \"a\" is int64, not datetime64[ns]".into()),
         (format!("read_csv(\"{g}\").resample(\"M\", #{{on: \"a\"}})"), "\"M\" is not a fixed frequency".into()),
+        (
+            "let ks = []; for i in 0..10001 { ks.push(`k${i}`) } get_dummies(from_columns(#{k: ks}, #{npartitions: 4}))".into(),
+            "column \"k\" has 10001 distinct values".into(),
+        ),
         (format!("read_csv(\"{g}\")[\"b\"].str_split(\"\")"), "str_split: empty separator".into()),
         (format!("read_csv(\"{g}\")[\"b\"].str_split(\",\", #{{expand: true}})"), "expand needs n".into()),
         (format!("read_csv(\"{g}\")[\"a\"].str_split(\",\")"), "str_split needs a string column, not int64".into()),

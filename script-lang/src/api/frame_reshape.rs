@@ -68,8 +68,19 @@ fn categories(state: &SessionState, f: &DataFrame, col: &str, what: &str) -> Res
         .into_iter()
         .filter(|v| !matches!(v, Value::Unit))
         .collect();
+    if vals.len() > MAX_CATEGORIES {
+        return Err(runtime(format!(
+            "{what}: column \"{col}\" has {} distinct values, and each would become a column (at most {MAX_CATEGORIES}); is it really a category?",
+            vals.len()
+        )));
+    }
     Ok(ordered(vals))
 }
+
+/// The most distinct values `get_dummies` and `pivot_table` turn into
+/// columns: beyond it the data is an identifier, not a category, and the
+/// frame would be too wide to hold.
+const MAX_CATEGORIES: usize = 10_000;
 
 fn get_dummies(state: &SessionState, f: &LazyFrame, m: Option<Map>) -> Res<LazyFrame> {
     let m = options(m, "get_dummies", &["columns", "prefix", "prefix_sep"])?;
