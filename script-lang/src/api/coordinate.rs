@@ -235,7 +235,7 @@ pub struct Semaphore {
 }
 
 /// `timeout` seconds, if given (`()` is none).
-fn timeout(m: &Map, what: &str) -> Res<Option<Duration>> {
+pub(super) fn timeout(m: &Map, what: &str) -> Res<Option<Duration>> {
     let Some(d) = m.get("timeout").filter(|d| !d.is_unit()) else { return Ok(None) };
     let secs = d
         .as_float()

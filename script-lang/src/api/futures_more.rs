@@ -3,7 +3,7 @@
 //! `c.cancel`) and `fire_and_forget`, as `distributed`'s.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use brisk_engine::Future;
 use brisk_engine::client::{ReturnWhen, hold_until_settled, wait_until};
@@ -44,17 +44,7 @@ pub(super) const DOCS: &[FnDoc] = &[
 
 /// `timeout` seconds from now, if given.
 fn deadline(m: &Map, what: &str) -> Res<Option<(Instant, f64)>> {
-    let Some(d) = m.get("timeout") else { return Ok(None) };
-    if d.is_unit() {
-        return Ok(None);
-    }
-    let secs = d
-        .as_float()
-        .or_else(|_| d.as_int().map(|i| i as f64))
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
-        .ok_or_else(|| runtime(format!("{what}: timeout is a number of seconds, 0 or more")))?;
-    Ok(Some((Instant::now() + Duration::from_secs_f64(secs), secs)))
+    Ok(super::coordinate::timeout(m, what)?.map(|d| (Instant::now() + d, d.as_secs_f64())))
 }
 
 fn result(state: &SessionState, f: &Future, m: Map) -> Res<Dynamic> {
