@@ -116,6 +116,11 @@ impl RemoteClient {
         Ok(RemoteClient { shared, rt: Mutex::new(Some(rt)) })
     }
 
+    /// The connection is gone for good (not away for a restart).
+    pub fn is_lost(&self) -> bool {
+        self.shared.lock().lost.is_some()
+    }
+
     pub fn address(&self) -> &str {
         &self.shared.address
     }
@@ -343,15 +348,20 @@ impl Shared {
     ) -> Result<CoordReply, EngineError> {
         let wait = deadline != Deadline::Now;
         let (id, rx) = self.ask(|id| ClientMsg::Coordinate { id, op, wait })?;
-        let msg = loop {
-            match rx.recv_timeout(deadline.slice(COORD_POLL)) {
-                Ok(msg) => break msg,
-                Err(RecvTimeoutError::Disconnected) => return Err(self.cut_off()),
-                Err(RecvTimeoutError::Timeout) if cancel.is_cancelled() || deadline.passed() => {
-                    self.send(ClientMsg::Withdraw { id })?;
-                    break self.answer(id, rx)?;
+        let msg = if !wait {
+            // Answered at once by the scheduler, waiting or not.
+            self.answer(id, rx)?
+        } else {
+            loop {
+                match rx.recv_timeout(deadline.slice(COORD_POLL)) {
+                    Ok(msg) => break msg,
+                    Err(RecvTimeoutError::Disconnected) => return Err(self.cut_off()),
+                    Err(RecvTimeoutError::Timeout) if cancel.is_cancelled() || deadline.passed() => {
+                        self.send(ClientMsg::Withdraw { id })?;
+                        break self.answer(id, rx)?;
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
                 }
-                Err(RecvTimeoutError::Timeout) => {}
             }
         };
         match msg {

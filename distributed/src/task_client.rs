@@ -57,8 +57,10 @@ impl Coordinator for TaskClient {
     ) -> Result<CoordReply, EngineError> {
         let client = self.client()?;
         let reply = client.coordinate(op, deadline, cancel);
-        if let Err(EngineError::Internal(_)) = reply {
-            // The connection is lost: the next request makes a new one.
+        if reply.is_err() && client.is_lost() {
+            // The connection is gone: the next request makes a new one.
+            // (Not on other errors: dropping it would free every lock this
+            // worker's tasks hold.)
             *self.client.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
         reply

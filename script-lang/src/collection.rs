@@ -203,7 +203,10 @@ pub fn register<T: ScriptCollection>(engine: &mut Engine, state: &Arc<SessionSta
     engine.register_fn("graph_info", |x: &mut T| {
         let mut m = graph_info(&x.inner().partitions().0);
         // Dask's nbytes: the result's size, where its shape and type say it.
-        let bytes = x.inner().result_bytes().map_or(Dynamic::UNIT, |(b, _)| Dynamic::from_int(b as i64));
+        let bytes = x
+            .inner()
+            .result_bytes()
+            .map_or(Dynamic::UNIT, |(b, _)| Dynamic::from_int(i64::try_from(b).unwrap_or(i64::MAX)));
         m.insert("bytes".into(), bytes);
         m
     });

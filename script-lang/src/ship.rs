@@ -95,6 +95,21 @@ pub(crate) struct TaskSide {
     /// The closure lent its thread itself (`secede()`, `worker_client()`):
     /// a wait on futures then leaves it lent.
     pub seceded: Arc<AtomicBool>,
+    /// The Lock and Semaphore objects the closure made: what they hold is
+    /// freed when it ends, since nothing else can release it.
+    pub holders: Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl TaskSide {
+    /// Free the locks and leases the closure's objects still hold.
+    fn release_holders(&self) {
+        let holders = std::mem::take(&mut *self.holders.lock().unwrap_or_else(|e| e.into_inner()));
+        if let (false, Some(c)) = (holders.is_empty(), &self.coordinator) {
+            // Best effort: a worker whose scheduler is gone frees them anyway.
+            let op = brisk_engine::coordination::CoordOp::DropHolders { holders };
+            let _ = c.coordinate(op, brisk_engine::coordination::Deadline::Now, &CancelToken::new());
+        }
+    }
 }
 
 /// The running task's surroundings, if this thread runs a task.
@@ -118,46 +133,63 @@ impl RhaiUdfs {
         ctx: &TaskContext<'_>,
         body: impl FnOnce(&Engine, &AST) -> Result<T, TaskError>,
     ) -> Result<T, TaskError> {
-        ENGINE.with(|cell| {
-            let mut slot = cell.borrow_mut();
-            let te = slot.get_or_insert_with(|| {
-                let mut engine = (self.make_engine)();
-                engine.on_progress(|_| progress_token(current_task_cancelled(), "cancelled"));
-                ThreadEngine { engine, compiled: HashMap::new() }
-            });
-            let ast = match te.compiled.get(&udf.code.id) {
-                Some(ast) => ast.clone(),
-                None => {
-                    let ast = Arc::new(compile_chunks(&te.engine, &udf.code)?);
-                    if te.compiled.len() >= CACHE_VERSIONS {
-                        te.compiled.clear();
-                    }
-                    te.compiled.insert(udf.code.id, ast.clone());
-                    ast
-                }
-            };
-            CURRENT_CANCEL.with(|c| {
-                let mut flags = c.borrow_mut();
-                flags.clear();
-                flags.push(ctx.cancelled.clone());
-                flags.extend(ctx.interrupt.cloned());
-            });
-            let side = TaskSide {
-                key: ctx.key.clone(),
-                cancel: CancelToken::of_task(ctx.cancelled.clone(), ctx.interrupt.cloned()),
-                coordinator: ctx.coordinator.cloned(),
-                client: task_client(ctx),
-                seat: ctx.seat.cloned(),
-                code: udf.code.clone(),
-                seceded: Arc::default(),
-            };
-            let outer = CURRENT_TASK.with(|c| c.replace(Some(side)));
-            let result = body(&te.engine, &ast);
-            CURRENT_TASK.with(|c| *c.borrow_mut() = outer);
-            CURRENT_CANCEL.with(|c| c.borrow_mut().clear());
-            result
+        ENGINE.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut slot) => {
+                let te = slot.get_or_insert_with(|| self.thread_engine());
+                run_in(te, udf, ctx, body)
+            }
+            // A task run inline inside another's wait (sync mode, a task
+            // that waits on tasks it submitted): an engine of its own.
+            Err(_) => run_in(&mut self.thread_engine(), udf, ctx, body),
         })
     }
+
+    fn thread_engine(&self) -> ThreadEngine {
+        let mut engine = (self.make_engine)();
+        engine.on_progress(|_| progress_token(current_task_cancelled(), "cancelled"));
+        ThreadEngine { engine, compiled: HashMap::new() }
+    }
+}
+
+/// Run `body` with `te`, `udf`'s compiled code and the task's cancel flags
+/// and surroundings in place (those of a task it runs inside restored after).
+fn run_in<T>(
+    te: &mut ThreadEngine,
+    udf: &Udf,
+    ctx: &TaskContext<'_>,
+    body: impl FnOnce(&Engine, &AST) -> Result<T, TaskError>,
+) -> Result<T, TaskError> {
+    let ast = match te.compiled.get(&udf.code.id) {
+        Some(ast) => ast.clone(),
+        None => {
+            let ast = Arc::new(compile_chunks(&te.engine, &udf.code)?);
+            if te.compiled.len() >= CACHE_VERSIONS {
+                te.compiled.clear();
+            }
+            te.compiled.insert(udf.code.id, ast.clone());
+            ast
+        }
+    };
+    let mut flags = vec![ctx.cancelled.clone()];
+    flags.extend(ctx.interrupt.cloned());
+    let outer_flags = CURRENT_CANCEL.with(|c| std::mem::replace(&mut *c.borrow_mut(), flags));
+    let side = TaskSide {
+        key: ctx.key.clone(),
+        cancel: CancelToken::of_task(ctx.cancelled.clone(), ctx.interrupt.cloned()),
+        coordinator: ctx.coordinator.cloned(),
+        client: task_client(ctx),
+        seat: ctx.seat.cloned(),
+        code: udf.code.clone(),
+        seceded: Arc::default(),
+        holders: Arc::default(),
+    };
+    let outer = CURRENT_TASK.with(|c| c.replace(Some(side)));
+    let result = body(&te.engine, &ast);
+    if let Some(side) = CURRENT_TASK.with(|c| std::mem::replace(&mut *c.borrow_mut(), outer)) {
+        side.release_holders();
+    }
+    CURRENT_CANCEL.with(|c| *c.borrow_mut() = outer_flags);
+    result
 }
 
 impl UdfRunner for RhaiUdfs {

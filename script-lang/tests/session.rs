@@ -535,6 +535,13 @@ fn coordination_waits_stop_on_an_interrupt_in_the_session_and_in_a_sync_task() {
         r#"submit(|| Event("never").wait()).result()"#,
         Duration::from_millis(200),
     );
+    // What a task's Lock or Semaphore holds is freed when it ends, even failed.
+    let _ = eval_ok(&mut s, r#"config(#{scheduler: "threads"})"#);
+    let freed = r#"try { submit(|| { Lock("h").acquire(); throw "boom" }).result() } catch { }
+submit(|| { Semaphore(1, "one").acquire() }).result();
+[Lock("h").acquire(#{timeout: 2}), Semaphore(1, "one").acquire(#{timeout: 2})]"#;
+    assert_eq!(json(&eval_ok(&mut s, freed), "freed"), "[true,true]");
+    let _ = eval_ok(&mut s, r#"config(#{scheduler: "sync"})"#);
     let _ = eval_ok(&mut s, r#"Queue("q").put(5)"#);
     assert_eq!(eval_ok(&mut s, r#"submit(|| Queue("q").get()).result()"#).as_int().ok(), Some(5));
     wait_until_drained(&s);
@@ -603,6 +610,11 @@ submit(fib, 9).result()
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(worker_threads() <= base, "{} worker threads, {base} before", worker_threads());
+    // Inline (sync mode), a waiting task runs its children itself.
+    let _ = eval_ok(&mut s, r#"config(#{scheduler: "sync"})"#);
+    let v = eval_ok(&mut s, "submit(fib, 8).result()");
+    assert_eq!(v.as_int().ok(), Some(21));
+    let _ = eval_ok(&mut s, r#"config(#{scheduler: "threads", num_workers: 2})"#);
     // A task waiting on a child that never ends stops on an interrupt.
     eval_interrupted_after(
         &mut s,
@@ -612,6 +624,7 @@ submit(fib, 9).result()
     for (bad, says) in [
         ("secede()", "only inside a task"),
         ("worker_client()", "only inside a task"),
+        ("Lock(\"x\").acquire(#{blocking: false, timeout: 1})", "a timeout is for a blocking acquire"),
         ("submit(|| get_client().submit(|l| 1, Lock(\"l\"))).result()", "make it by name"),
     ] {
         let e = s.eval_value(bad, "<test>").expect_err(bad);

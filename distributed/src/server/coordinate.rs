@@ -29,6 +29,13 @@ impl State {
         if let Some(h) = op.holder() {
             c.holders.entry(conn).or_default().insert(h);
         }
+        if let CoordOp::DropHolders { holders } = &op
+            && let Some(mine) = c.holders.get_mut(&conn)
+        {
+            holders.iter().for_each(|h| {
+                mine.remove(h);
+            });
+        }
         c.next += 1;
         let ticket = c.next;
         c.asked.insert(ticket, (conn, id));

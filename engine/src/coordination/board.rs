@@ -84,13 +84,17 @@ impl Board {
     /// Holders that are gone (a client or worker that disconnected): their
     /// locks and leases are freed, and those waiting for them go on.
     pub fn drop_holders(&mut self, holders: &FxHashSet<u64>) -> Answers {
+        self.free(holders);
+        let mut out = Vec::new();
+        self.wake(&mut out);
+        out
+    }
+
+    fn free(&mut self, holders: &FxHashSet<u64>) {
         self.locks.retain(|_, h| !holders.contains(h));
         for s in self.semaphores.values_mut() {
             s.held.retain(|h, _| !holders.contains(h));
         }
-        let mut out = Vec::new();
-        self.wake(&mut out);
-        out
     }
 
     /// How many requests wait now.
@@ -219,6 +223,10 @@ impl Board {
                 Ok(s) => Count(s.taken()),
                 Err(e) => Failed(e),
             },
+            CoordOp::DropHolders { holders } => {
+                self.free(&holders.iter().copied().collect());
+                Done
+            }
             CoordOp::Publish { name, value, replace } => {
                 if !replace && self.datasets.contains_key(name) {
                     return Some(Failed(CoordError::DatasetExists { name: name.clone() }));

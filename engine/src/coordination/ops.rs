@@ -88,6 +88,11 @@ pub enum CoordOp {
         semaphore: String,
         max_leases: u64,
     },
+    /// Free what these holders took (the Lock and Semaphore objects of a
+    /// task that ended: nothing else can release it).
+    DropHolders {
+        holders: Vec<u64>,
+    },
     Publish {
         name: String,
         value: Value,

@@ -95,8 +95,7 @@ pub(super) fn roll_by(
 ) -> Vec<Option<f64>> {
     let n = v.len();
     let mut out = vec![None; n];
-    let win = Window { window: 0, min_periods };
-    let minp = if agg == RollAgg::Count { win.min_periods } else { win.min_periods.max(1) };
+    let minp = if agg == RollAgg::Count { min_periods } else { min_periods.max(1) };
     // The first row still in the window.
     let mut lo = 0usize;
     let present = |x: &Option<f64>| x.filter(|f| !f.is_nan());
@@ -104,10 +103,10 @@ pub(super) fn roll_by(
     // A running sum with Kahan's compensation, as pandas keeps it.
     let mut sum = 0.0f64;
     let mut comp = 0.0f64;
-    let mut add = |sum: &mut f64, x: f64| {
-        let y = x - comp;
+    let add = |sum: &mut f64, comp: &mut f64, x: f64| {
+        let y = x - *comp;
         let t = *sum + y;
-        comp = (t - *sum) - y;
+        *comp = (t - *sum) - y;
         *sum = t;
     };
     let mut moments = Moments::default();
@@ -119,7 +118,7 @@ pub(super) fn roll_by(
     for i in 0..n {
         if let Some(x) = present(&v[i]) {
             valid += 1;
-            add(&mut sum, x);
+            add(&mut sum, &mut comp, x);
             moments.add(x);
             if agg == RollAgg::Median {
                 let at = sorted.partition_point(|y| *y < x);
@@ -140,7 +139,7 @@ pub(super) fn roll_by(
             lo += 1;
             if let Some(x) = present(&v[old]) {
                 valid -= 1;
-                add(&mut sum, -x);
+                add(&mut sum, &mut comp, -x);
                 moments.remove(x);
                 if agg == RollAgg::Median {
                     let at = sorted.partition_point(|y| *y < x);
@@ -158,7 +157,13 @@ pub(super) fn roll_by(
             }
             continue;
         }
-        if agg == RollAgg::Sum && valid == 0 && win.min_periods == 0 {
+        if valid == 0 {
+            // An empty window starts the sum afresh (pandas' roll_sum
+            // does), so no rounding of values gone is carried on.
+            sum = 0.0;
+            comp = 0.0;
+        }
+        if agg == RollAgg::Sum && valid == 0 && min_periods == 0 {
             // pandas: the sum of nothing, when nothing is enough, is 0.
             out[i] = Some(0.0);
             continue;

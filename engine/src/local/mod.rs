@@ -501,7 +501,7 @@ impl Shared {
             let stop = self.started.elapsed();
             st = self.lock();
             st.busy -= 1;
-            self.seat_ended(&mut st, job.task);
+            self.seat_ended(&mut st, job.task, false);
             self.finish(&mut st, job, result, index, start, stop);
         }
     }
@@ -535,7 +535,9 @@ impl Shared {
         // only where there are threads (not inline, in sync mode).
         let me = self.me.upgrade();
         let client: Option<Arc<dyn Client>> = me.clone().map(|s| s as Arc<dyn Client>);
-        let seat: Option<Arc<dyn Seat>> = me.filter(|_| !self.config.sync).map(|s| s as Arc<dyn Seat>);
+        // In sync mode a waiting task runs what it waits on inline: its
+        // seat frees its slot, and no thread is started.
+        let seat: Option<Arc<dyn Seat>> = me.map(|s| s as Arc<dyn Seat>);
         let ctx = TaskContext {
             key: &job.key,
             cancelled: &job.cancel,
@@ -614,7 +616,11 @@ impl Shared {
             let mut st = self.lock();
             st.busy -= 1;
             let interrupted = interrupt.is_cancelled() && !job.cancel.load(Ordering::Relaxed);
-            if interrupted && matches!(&result, Err(e) if e.kind == crate::error::TaskErrorKind::Cancelled) {
+            // The task lent its slot while it waited: it runs again holding one.
+            let requeued =
+                interrupted && matches!(&result, Err(e) if e.kind == crate::error::TaskErrorKind::Cancelled);
+            self.seat_ended(&mut st, job.task, requeued);
+            if requeued {
                 st.jobs.push(job);
                 return Err(EngineError::Cancelled);
             }

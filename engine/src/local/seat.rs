@@ -19,7 +19,9 @@ impl Seat for Shared {
             let st = &mut *st;
             st.core.secede(t, &mut st.out);
         }
-        st.threads_wanted += 1;
+        if !self.config.sync {
+            st.threads_wanted += 1;
+        }
         self.apply(&mut st);
         self.grow(&mut st);
     }
@@ -34,7 +36,9 @@ impl Seat for Shared {
             let st = &mut *st;
             st.core.rejoin(t, &mut st.out);
         }
-        st.threads_wanted -= 1;
+        if !self.config.sync {
+            st.threads_wanted -= 1;
+        }
         self.apply(&mut st);
         drop(st);
         // A thread beyond the wanted count leaves when it next looks.
@@ -48,10 +52,17 @@ fn running(st: &State, key: &Key) -> Option<TaskId> {
 }
 
 impl Shared {
-    /// Task `t` ended: a thread it lent is no longer wanted (the scheduler
-    /// forgets the secession as the task leaves its worker).
-    pub(super) fn seat_ended(&self, st: &mut State, t: TaskId) {
-        if st.seceded.remove(&t) {
+    /// Task `t`'s run ended: a thread it lent is no longer wanted (the
+    /// scheduler forgets the secession as the task leaves its worker, or,
+    /// for a task that runs again, `requeued`, is told it holds one).
+    pub(super) fn seat_ended(&self, st: &mut State, t: TaskId, requeued: bool) {
+        if !st.seceded.remove(&t) {
+            return;
+        }
+        if requeued {
+            st.core.rejoin(t, &mut st.out);
+        }
+        if !self.config.sync {
             st.threads_wanted -= 1;
             self.work.notify_all();
         }
@@ -59,6 +70,9 @@ impl Shared {
 
     /// Start threads until as many run as are wanted.
     pub(super) fn grow(&self, st: &mut State) {
+        if self.config.sync {
+            return;
+        }
         while st.threads_alive < st.threads_wanted && !st.shutdown {
             let Some(me) = self.me.upgrade() else { return };
             let index = st.threads_alive;

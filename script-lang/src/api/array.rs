@@ -877,7 +877,9 @@ fn store(st: &SessionState, xs: RArray, paths: RArray, m: Option<Map>) -> Res<()
             .ok_or_else(|| wrong_type("store", "an array of Arrays as sources", x))?;
         let path =
             p.clone().into_string().map_err(|_| wrong_type("store", "an array of paths as targets", p))?;
-        if !seen.insert(path.clone()) {
+        // The same store however it is spelt ("a.zarr", "./a.zarr").
+        let resolved = std::path::absolute(&path).unwrap_or_else(|_| std::path::PathBuf::from(&path));
+        if !seen.insert(resolved) {
             return Err(runtime(format!("store: the target {path} is given twice")));
         }
         let s = Staged::store("store", std::path::Path::new(&path), mode).map_err(write::err)?;

@@ -191,7 +191,18 @@ fn task_via(what: &str) -> Res<Via> {
     })
 }
 
-/// A holder id no other Lock or Semaphore object has, in any process.
+/// A holder id for a Lock or Semaphore made through `via`: one no other
+/// object has, in any process; a task's are freed when it ends.
+fn holder_for(via: &Via) -> u64 {
+    let h = new_holder();
+    if matches!(via, Via::Task(..))
+        && let Some(side) = crate::ship::task_side()
+    {
+        side.holders.lock().unwrap_or_else(|e| e.into_inner()).push(h);
+    }
+    h
+}
+
 fn new_holder() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -339,6 +350,11 @@ impl Lock {
             b.as_bool().map_err(|_| runtime("Lock.acquire: blocking is true or false"))
         })?;
         let t = timeout(&m, "Lock.acquire")?;
+        if !blocking && t.is_some() {
+            return Err(runtime(
+                "Lock.acquire: a timeout is for a blocking acquire; give blocking: false or a timeout",
+            ));
+        }
         let deadline = if blocking { Deadline::after(t) } else { Deadline::Now };
         flag(self.via.ask(CoordOp::Acquire { lock: self.name.clone(), holder: self.holder }, deadline)?)
     }
@@ -463,7 +479,8 @@ fn register_with(engine: &mut Engine, via: Resolve) {
 
     let r = via.clone();
     engine.register_fn("Lock", move |n: Dynamic| -> Res<Lock> {
-        Ok(Lock { name: name_arg(&n, "Lock")?, holder: new_holder(), via: r("Lock")? })
+        let via = r("Lock")?;
+        Ok(Lock { name: name_arg(&n, "Lock")?, holder: holder_for(&via), via })
     });
     engine.register_fn("acquire", |l: &mut Lock| l.acquire(Map::new()));
     engine.register_fn("acquire", |l: &mut Lock, m: Map| l.acquire(m));
@@ -502,12 +519,8 @@ fn register_with(engine: &mut Engine, via: Resolve) {
     let r = via.clone();
     let semaphore = move |max: &Dynamic, n: &Dynamic| -> Res<Semaphore> {
         let max_leases = count_arg(max, "Semaphore", "max_leases", 1)?;
-        Ok(Semaphore {
-            name: name_arg(n, "Semaphore")?,
-            max_leases,
-            holder: new_holder(),
-            via: r("Semaphore")?,
-        })
+        let via = r("Semaphore")?;
+        Ok(Semaphore { name: name_arg(n, "Semaphore")?, max_leases, holder: holder_for(&via), via })
     };
     let s = semaphore.clone();
     engine.register_fn("Semaphore", move |max: Dynamic, n: Dynamic| s(&max, &n));

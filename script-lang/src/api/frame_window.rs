@@ -85,8 +85,14 @@ fn indexed(s: &brisk_engine::collections::frame::Series) -> Res<(DataFrame, Opti
             "rolling: a window of time needs a datetime index (set_index) on the Series' frame",
         ));
     };
+    if d.on == s.name {
+        return Err(runtime(format!(
+            "rolling: \"{}\" is the index itself; roll another column over it",
+            s.name
+        )));
+    }
     let base = s.frame.assign(vec![(s.name.clone(), Assigned::Series(s.clone()))]).map_err(err)?;
-    let cols = if d.on == s.name { vec![s.name.clone()] } else { vec![d.on.clone(), s.name.clone()] };
+    let cols = vec![d.on.clone(), s.name.clone()];
     Ok((base.project(&cols).map_err(err)?, Some(d.on.clone())))
 }
 
@@ -255,9 +261,14 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
         Ok(r)
     });
     engine.register_fn("rolling", |s: &mut LazySeries, w: &str, m: Map| -> Res<Rolling> {
+        if m.contains_key("on") {
+            return Err(runtime(
+                "rolling: a Series rolls over its frame's index; give on to the frame's rolling",
+            ));
+        }
         let (f, on) = indexed(&s.s)?;
         let mut r = time_window(f, Some(s.s.name.clone()), w, Some(m))?;
-        r.time = r.time.map(|(span, given)| (span, given.or(on)));
+        r.time = r.time.map(|(span, _)| (span, on));
         Ok(r)
     });
     for (name, agg) in [

@@ -101,8 +101,12 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("from_delayed", move |values: RArray, m: Map| frame_from(&st, &values, m));
     let st = state.clone();
-    engine.register_fn("from_delayed", move |d: Delayed, m: Map| -> Res<LazyArray> {
-        let m = options(Some(m), "from_delayed", &["shape", "dtype"])?;
+    engine.register_fn("from_delayed", move |d: Delayed, m: Map| -> Res<Dynamic> {
+        if m.contains_key("meta") {
+            // One Delayed with meta: a frame of one partition, as dd.from_delayed.
+            return frame_from(&st, &vec![Dynamic::from(d)], m).map(Dynamic::from);
+        }
+        let m = options(Some(m), "from_delayed", &["shape", "dtype", "meta"])?;
         let shape =
             m.get("shape").ok_or_else(|| runtime("from_delayed: give #{shape: [...]} for an array"))?;
         let shape = shape_arg(shape, "from_delayed: shape")?;
@@ -114,6 +118,6 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
             shape,
             dtype,
         );
-        a.map(LazyArray::new).map_err(array_err)
+        a.map(|a| Dynamic::from(LazyArray::new(a))).map_err(array_err)
     });
 }

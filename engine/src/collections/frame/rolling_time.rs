@@ -47,12 +47,16 @@ impl DataFrame {
                 return Err(FrameError::UnknownColumn { column: on, columns: self.schema.listing() });
             }
         }
-        if let Some((n, t)) = self.schema.cols.iter().find(|(n, t)| *n != on && !t.is_numeric()) {
+        // The index (`set_index`'s) stays as it is, as pandas keeps it.
+        let index = self.divisions.as_ref().map(|d| d.on.clone());
+        let kept = |n: &String| *n == on || Some(n) == index.as_ref();
+        if let Some((n, t)) = self.schema.cols.iter().find(|(n, t)| !kept(n) && !t.is_numeric()) {
             return Err(invalid(format!(
                 "rolling: column \"{n}\" is {t}; select numeric columns first (df[[...]])"
             )));
         }
-        let columns: Vec<String> = self.schema.names().filter(|n| *n != on).map(String::from).collect();
+        let columns: Vec<String> =
+            self.schema.cols.iter().map(|(n, _)| n).filter(|n| !kept(n)).cloned().collect();
         let (layer, parts) = self.partitions(ctx);
         let tok = Tokenizer::new()
             .str(&self.token)
@@ -88,7 +92,7 @@ impl DataFrame {
             self.schema
                 .cols
                 .iter()
-                .map(|(n, t)| (n.clone(), if *n == on { *t } else { DType::Float64 }))
+                .map(|(n, t)| (n.clone(), if kept(n) { *t } else { DType::Float64 }))
                 .collect(),
         );
         let mut f = DataFrame::of_keys(Layer::new(name, tasks, vec![layer, edges]), keys, schema, "rolling");
