@@ -1644,12 +1644,15 @@ fn coordination_answers_as_dask_does() {
 fn a_worker_that_dies_frees_the_locks_its_tasks_held() {
     let before = cluster_children();
     let script = r#"
-let c = local_cluster(#{workers: 1, threads: 1});
+let c = local_cluster(#{workers: 1, threads: 2});
 let pid = c.workers()[0].pid;
-print(submit(|| Lock("held").acquire()).result());
+let holder = submit(|| { Lock("held").acquire(); Event("taken").set(); Event("go").wait(#{timeout: 60}); 1 });
+print(Event("taken").wait(#{timeout: 20}));
 let l = Lock("held");
 print(l.acquire(#{timeout: 0.1}));
 try { run_command(["kill", "-9", pid.to_string()]).result() } catch { }
+// Freed with the dead worker (or, if the task ran again first, when it ends).
+Event("go").set();
 print(l.acquire(#{timeout: 20}));
 let f = submit(|| { let got = "none"; try { got = Queue("late").get(#{timeout: 0.2}) } catch { } got });
 print(f.result());
