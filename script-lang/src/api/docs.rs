@@ -141,6 +141,7 @@ mod tests {
                 + super::super::to_delayed::DOCS.len()
                 + super::super::futures_more::DOCS.len()
                 + super::super::coordinate::DOCS.len()
+                + 1 // `store`, in the arrays' table
                 + super::super::task_client::DOCS.len()
                 - 1 // `rolling` moved from frame_order's table to frame_window's
                 + super::super::cluster::DOCS.len()
