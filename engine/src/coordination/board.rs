@@ -105,20 +105,17 @@ impl Board {
     /// Let through, oldest first, every waiting request that can now be
     /// answered; one let through may let others through (a `put` a `get`).
     fn wake(&mut self, out: &mut Answers) {
+        // Taken out while they are tried, so no request (nor the value a
+        // `put` carries) is copied to be looked at.
+        let mut waiting = std::mem::take(&mut self.waiting);
         loop {
-            let mut found = None;
-            for i in 0..self.waiting.len() {
-                let op = self.waiting[i].1.clone();
-                if let Some(reply) = self.try_apply(&op) {
-                    found = Some((i, reply));
-                    break;
-                }
-            }
-            let Some((i, reply)) = found else { return };
-            if let Some((ticket, _)) = self.waiting.remove(i) {
+            let found = (0..waiting.len()).find_map(|i| self.try_apply(&waiting[i].1).map(|r| (i, r)));
+            let Some((i, reply)) = found else { break };
+            if let Some((ticket, _)) = waiting.remove(i) {
                 out.push((ticket, reply));
             }
         }
+        self.waiting = waiting;
     }
 
     /// `None`: the request cannot be answered yet, and nothing changed.
