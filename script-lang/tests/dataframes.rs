@@ -261,6 +261,18 @@ r.resample_tw = [tw.resample("25min", #{on: "t"}).count().compute().to_maps(), t
 r.rolling_time = [ti.rolling("1h").sum().compute().to_maps(), tw.rolling("90min", #{on: "t", min_periods: 2}).mean().compute().to_maps(), ti["x"].rolling("2h").max().compute().to_array(), ti.rolling("1h").count().compute().to_maps(), ti["v"].rolling("1h").std().compute().to_array(), ti.rolling("30min").median().compute().to_maps()];
 r.dummies = get_dummies(df[["id", "key", "flag"]]).compute().to_maps();
 r.dummies_cols = get_dummies(df[["id", "flag", "key"]], #{columns: ["flag"], prefix: "f"}).compute().to_maps();
+let cat = df.categorize(#{columns: ["key"]});
+r.cat_dtypes = cat.dtypes;
+r.categories = [cat["key"].cat_categories(), df["key"].astype("category").cat_as_known().cat_categories(), cat["key"].cat_known(), df["key"].astype("category").cat_known(), cat["key"].cat_as_unknown().cat_known()];
+r.cat_codes = cat["key"].cat_codes().compute().to_array();
+r.cat_filter_codes = cat[cat["y"] > 500]["key"].cat_codes().compute().to_array();
+r.unordered_cat_groupby = cat.groupby("key").agg(#{x: "sum"}).compute().to_maps();
+r.cat_dummies = get_dummies(cat[["id", "key"]]).compute().to_maps();
+r.cat_strings = [cat["key"].str_upper().compute().to_array(), (cat["key"] == "k03").sum().compute()];
+r.explode = [words.str_split().explode().compute().to_array(), words.str_split(",").explode().compute().to_array(), words.str_split(" ", #{n: 1}).explode().compute().to_array()];
+let wf = from_columns([["i", [0, 1, 2, 3, 4, 5, 6]], ["s", words.compute().to_array()]], #{npartitions: 3});
+r.explode_frame = wf.explode("s", #{sep: ","}).compute().to_maps();
+r.explode_local = words.compute().str_split().explode().to_array();
 r.pivot = df.pivot_table(#{index: "key", columns: "flag", values: "y", aggfunc: "sum"}).compute().to_maps();
 r.pivot_mean = pivot_table(df, #{index: "flag", columns: "key", values: "x"}).compute().to_maps();
 r.pivot_count = pivot_table(df, #{index: "key", columns: "flag", values: "x", aggfunc: "count"}).compute().to_maps();
@@ -451,6 +463,21 @@ fn bad_input_is_refused_clearly() {
             "melt: the columns would be named twice".into(),
         ),
         (format!("read_csv(\"{g}\").melt(#{{ids: [\"a\"]}})"), "melt has no option \"ids\"".into()),
+        (format!("read_csv(\"{g}\").explode(\"b\")"), "explode: brisk frames hold no list columns; give #{sep: \",\"}".into()),
+        (format!("read_csv(\"{g}\").explode(\"a\", #{{sep: \",\"}})"), "explode needs a string column, not int64".into()),
+        (format!("read_csv(\"{g}\").explode(\"b\", #{{sep: \"\"}})"), "empty separator".into()),
+        (format!("read_csv(\"{g}\").explode(\"b\", #{{sep: \",\", m: 1}})"), "explode has no option \"m\"".into()),
+        (format!("read_csv(\"{g}\").explode(\"zz\", #{{sep: \",\"}})"), "zz".into()),
+        (format!("read_csv(\"{g}\").categorize([\"a\"])"), "categorize: column \"a\" is int64".into()),
+        (format!("read_csv(\"{g}\").categorize([\"zz\"])"), "categorize: no column \"zz\"".into()),
+        (format!("read_csv(\"{g}\")[\"b\"].cat_codes()"), "cat_codes needs a category column, not string".into()),
+        (
+            format!("read_csv(\"{g}\")[\"b\"].astype(\"category\").cat_categories()"),
+            "cat_categories: the categories of \"b\" are unknown".into(),
+        ),
+        (format!("read_csv(\"{g}\").astype(#{{a: \"category\"}})"), "int64 values cannot become a category".into()),
+        (format!("read_csv(\"{g}\")[\"a\"].astype(\"category\")"), "int64 values cannot become a category".into()),
+        (format!("read_csv(\"{g}\").categorize()[\"b\"].max()"), "max is not defined for a category column".into()),
         (
             format!("read_csv(\"{g}\")[\"a\"].str_startswith(\"x\")"),
             "str_startswith needs a string column, not int64".into(),

@@ -349,6 +349,18 @@ def expected(d):
     e["rolling_time"] = [ms(ti.rolling("1h").sum()), mt(tw.rolling("90min", on="t", min_periods=2).mean()), col(ti["x"].rolling("2h").max()), ms(ti.rolling("1h").count()), col(ti["v"].rolling("1h").std()), ms(ti.rolling("30min").median())]
     e["dummies"] = records(pd.get_dummies(df[["id", "key", "flag"]]))
     e["dummies_cols"] = records(pd.get_dummies(df[["id", "flag", "key"]], columns=["flag"], prefix="f"))
+    cat = df.astype({"key": "category"})
+    e["cat_dtypes"] = {"id": "int64", "key": "category", "x": "float64", "y": "int64", "flag": "bool"}
+    e["categories"] = [list(cat["key"].cat.categories), list(cat["key"].cat.categories), True, False, False]
+    e["cat_codes"] = col(cat["key"].cat.codes)
+    e["cat_filter_codes"] = col(cat[cat.y > 500]["key"].cat.codes)
+    e["unordered_cat_groupby"] = records(cat.groupby("key", observed=True)[["x"]].sum().reset_index())
+    e["cat_dummies"] = records(pd.get_dummies(cat[["id", "key"]]))
+    e["cat_strings"] = [col(df["key"].str.upper()), int((cat["key"] == "k03").sum())]
+    e["explode"] = [col(words.str.split().explode()), col(words.str.split(",").explode()), col(words.str.split(" ", n=1).explode())]
+    wf = pd.DataFrame({"i": range(7), "s": words})
+    e["explode_frame"] = records(wf.assign(s=wf.s.str.split(",")).explode("s"))
+    e["explode_local"] = col(words.str.split().explode())
     pivot = lambda **kw: records(pd.pivot_table(df, **kw).rename(columns=str).reset_index())
     e["pivot"] = pivot(index="key", columns="flag", values="y", aggfunc="sum")
     e["pivot_mean"] = pivot(index="flag", columns="key", values="x")

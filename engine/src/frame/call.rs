@@ -160,7 +160,7 @@ impl Call {
                     vals.iter().map(|v| if let Value::Bool(b) = v { Some(*b) } else { None }).collect();
                 Series::new(name, v)
             }
-            DType::Str | DType::Datetime => {
+            DType::Str | DType::Datetime | DType::Category => {
                 check(|v| matches!(v, Value::Str(_)))?;
                 let v: Vec<Option<&str>> = vals
                     .iter()

@@ -114,7 +114,7 @@ pub fn convert(ca: &StringChunked, t: DType) -> Result<Series, BadCell> {
     }
     let name = ca.name().clone();
     Ok(match t {
-        DType::Str => ca.clone().into_series(),
+        DType::Str | DType::Category => ca.clone().into_series(),
         DType::Int64 => Series::new(name, each(ca, int)?),
         DType::Float64 => Series::new(name, each(ca, float)?),
         DType::Bool => Series::new(name, each(ca, boolean)?),

@@ -14,6 +14,11 @@ pub enum DType {
     Str,
     /// Nanoseconds since the epoch, no time zone (pandas' `datetime64[ns]`).
     Datetime,
+    /// pandas' `category` of strings. Partitions hold the strings (a
+    /// polars `String` column), so every string operation reads it as
+    /// `Str`; the frame knows its categories once `categorize` or
+    /// `cat_as_known` computed them (sorted, as pandas' `astype`).
+    Category,
 }
 
 impl DType {
@@ -25,6 +30,7 @@ impl DType {
             DType::Bool => "bool",
             DType::Str => "string",
             DType::Datetime => "datetime64[ns]",
+            DType::Category => "category",
         }
     }
 
@@ -36,8 +42,15 @@ impl DType {
             "bool" | "boolean" => DType::Bool,
             "string" | "str" | "object" | "utf8" => DType::Str,
             "datetime64[ns]" | "datetime64" | "datetime" | "timestamp" => DType::Datetime,
+            "category" => DType::Category,
             _ => return None,
         })
+    }
+
+    /// The type of the values an expression reads from a column of this
+    /// type: a category's values are its strings.
+    pub fn values(self) -> DType {
+        if self == DType::Category { DType::Str } else { self }
     }
 
     pub fn is_numeric(self) -> bool {
@@ -49,7 +62,7 @@ impl DType {
             DType::Int64 => DataType::Int64,
             DType::Float64 => DataType::Float64,
             DType::Bool => DataType::Boolean,
-            DType::Str => DataType::String,
+            DType::Str | DType::Category => DataType::String,
             DType::Datetime => DataType::Datetime(TimeUnit::Nanoseconds, None),
         }
     }
@@ -133,7 +146,7 @@ mod tests {
 
     #[test]
     fn names_parse_back() {
-        for t in [DType::Int64, DType::Float64, DType::Bool, DType::Str, DType::Datetime] {
+        for t in [DType::Int64, DType::Float64, DType::Bool, DType::Str, DType::Datetime, DType::Category] {
             assert_eq!(DType::parse(t.name()), Some(t));
         }
         assert_eq!(DType::parse("complex"), None);

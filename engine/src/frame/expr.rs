@@ -194,17 +194,26 @@ impl Expr {
     }
 
     /// The result type, or why the expression is ill-typed. `None` is the
-    /// type of a bare null literal.
+    /// type of a bare null literal. A bare column has its column's type
+    /// (`category` too); anything built on it reads the values' type.
     pub fn dtype(&self, schema: &Schema) -> Result<Option<DType>, FrameError> {
-        use DType::*;
-        Ok(match self {
-            Expr::Col(c) => Some(schema.get(c).ok_or_else(|| FrameError::UnknownColumn {
+        match self {
+            Expr::Col(c) => Ok(Some(schema.get(c).ok_or_else(|| FrameError::UnknownColumn {
                 column: c.to_string(),
                 columns: schema.listing(),
-            })?),
+            })?)),
+            _ => self.value_dtype(schema),
+        }
+    }
+
+    /// `dtype`, a category column read as its strings.
+    fn value_dtype(&self, schema: &Schema) -> Result<Option<DType>, FrameError> {
+        use DType::*;
+        Ok(match self {
+            Expr::Col(_) => self.dtype(schema)?.map(DType::values),
             Expr::Lit(v) => lit_dtype(v)?,
             Expr::Bin(op, a, b) => {
-                let (ta, tb) = (a.dtype(schema)?, b.dtype(schema)?);
+                let (ta, tb) = (a.value_dtype(schema)?, b.value_dtype(schema)?);
                 let (Some(x), Some(y)) = (ta, tb) else {
                     // Anything against null: the other side's type.
                     return Ok(if op.is_comparison() { Some(Bool) } else { ta.or(tb) });
@@ -240,7 +249,7 @@ impl Expr {
                 }
             }
             Expr::Un(op, a) => {
-                let t = a.dtype(schema)?;
+                let t = a.value_dtype(schema)?;
                 let need = |ok: bool, what: &str| {
                     if ok {
                         Ok(())
@@ -291,31 +300,31 @@ impl Expr {
                 }
             }
             Expr::Cast(a, to) => {
-                a.dtype(schema)?;
+                category_from(a.value_dtype(schema)?, *to)?;
                 Some(*to)
             }
             Expr::IsIn(a, _) | Expr::Between(a, _, _) => {
-                a.dtype(schema)?;
+                a.value_dtype(schema)?;
                 Some(Bool)
             }
             Expr::Contains(a, pat) => {
-                column_of(a.dtype(schema)?, Str, "string", "str_contains")?;
+                column_of(a.value_dtype(schema)?, Str, "string", "str_contains")?;
                 regex_check(pat)?;
                 Some(Bool)
             }
             Expr::Text(op, a) => {
-                column_of(a.dtype(schema)?, Str, "string", op.name())?;
+                column_of(a.value_dtype(schema)?, Str, "string", op.name())?;
                 Some(op.dtype()?)
             }
             Expr::IfElse(c, a, b) => {
-                let tc = c.dtype(schema)?;
+                let tc = c.value_dtype(schema)?;
                 if tc.is_some_and(|t| t != Bool) {
                     return Err(FrameError::DType(format!(
                         "a condition must be a bool Series, not {}",
                         tc.map_or("null", |t| t.name())
                     )));
                 }
-                match (a.dtype(schema)?, b.dtype(schema)?) {
+                match (a.value_dtype(schema)?, b.value_dtype(schema)?) {
                     (Some(x), Some(y)) if x == y => Some(x),
                     (Some(Int64 | Float64), Some(Int64 | Float64)) => Some(Float64),
                     (Some(x), Some(y)) => {
@@ -329,7 +338,7 @@ impl Expr {
                 }
             }
             Expr::Clip(a, lo, hi) => {
-                let t = a.dtype(schema)?;
+                let t = a.value_dtype(schema)?;
                 if !matches!(t, Some(Int64 | Float64)) {
                     return Err(FrameError::DType(format!(
                         "clip needs a numeric column, not {}",
@@ -352,27 +361,27 @@ impl Expr {
                 }
                 out
             }
-            Expr::Replace(a, pairs) => new_values_dtype(a.dtype(schema)?, pairs, |x, y| {
+            Expr::Replace(a, pairs) => new_values_dtype(a.value_dtype(schema)?, pairs, |x, y| {
                 format!("replace: a {} column cannot take {} values", x.name(), y.name())
             })?,
             Expr::Time(op, a) => {
-                column_of(a.dtype(schema)?, Datetime, "datetime", op.name())?;
+                column_of(a.value_dtype(schema)?, Datetime, "datetime", op.name())?;
                 Some(op.dtype())
             }
             Expr::Lookup(a, pairs) => {
-                a.dtype(schema)?;
+                a.value_dtype(schema)?;
                 new_values_dtype(None, pairs, |x, y| {
                     format!("map: the new values mix {} and {}", x.name(), y.name())
                 })?
             }
             Expr::Call(c, args) => {
                 for a in args {
-                    a.dtype(schema)?;
+                    a.value_dtype(schema)?;
                 }
                 Some(c.dtype)
             }
             Expr::FillNa(a, v) => {
-                let t = a.dtype(schema)?;
+                let t = a.value_dtype(schema)?;
                 match (t, lit_dtype(v)?) {
                     (Some(Float64), Some(Int64)) => Some(Float64),
                     (Some(Int64), Some(Float64)) => Some(Float64),
@@ -540,6 +549,17 @@ impl Expr {
 /// The type of a column of `start` values that takes the `new` values
 /// of `pairs` (`replace`, `map`): ints meet floats as floats; `mismatch`
 /// says why other types cannot meet.
+/// A category column holds strings: only strings (or nothing but missing
+/// values) become one.
+pub fn category_from(from: Option<DType>, to: DType) -> Result<(), FrameError> {
+    match from.map(DType::values) {
+        Some(t) if to == DType::Category && t != DType::Str => Err(FrameError::DType(format!(
+            "astype: {t} values cannot become a category (brisk's categories are strings; astype(\"string\") first)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn new_values_dtype(
     start: Option<DType>,
     pairs: &[(Value, Value)],

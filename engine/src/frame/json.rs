@@ -231,7 +231,7 @@ impl Builder {
             DType::Int64 | DType::Datetime => Builder::I(Vec::new()),
             DType::Float64 => Builder::F(Vec::new()),
             DType::Bool => Builder::B(Vec::new()),
-            DType::Str => Builder::S(Vec::new()),
+            DType::Str | DType::Category => Builder::S(Vec::new()),
         }
     }
 

@@ -59,6 +59,11 @@ impl Red {
             Red::Sum if t == Float64 => Ok(Float64),
             Red::Sum if numeric => Ok(Int64),
             Red::Mean | Red::Std | Red::Var if numeric => Ok(Float64),
+            // pandas: "Categorical is not ordered for operation min".
+            Red::Min | Red::Max if t == Category => Err(FrameError::DType(format!(
+                "{} is not defined for a category column (its categories are unordered)",
+                self.name()
+            ))),
             Red::Min | Red::Max if t != Bool => Ok(t),
             Red::Min | Red::Max => Ok(Bool),
             _ => Err(FrameError::DType(format!("{} is not defined for a {} column", self.name(), t.name()))),

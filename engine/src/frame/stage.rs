@@ -40,6 +40,14 @@ pub enum Stage {
         value_name: String,
         value_type: DType,
     },
+    /// pandas' `explode` of a string column split as Python's
+    /// `str.split(pat, n)`: a row per part, the other columns repeated; a
+    /// missing value (or nothing to split) stays one row, missing.
+    Explode {
+        column: String,
+        pat: Option<String>,
+        n: Option<usize>,
+    },
 }
 
 impl Stage {
@@ -54,6 +62,7 @@ impl Stage {
             Stage::FillNa(_) => "fillna",
             Stage::DropNa(_) => "dropna",
             Stage::Melt { .. } => "melt",
+            Stage::Explode { .. } => "explode",
         }
     }
 
@@ -81,6 +90,9 @@ impl Stage {
                     .collect();
             }
             Stage::DropNa(subset) => need.extend(subset.iter().cloned()),
+            Stage::Explode { column, .. } => {
+                need.insert(column.clone());
+            }
             // Every output row is made from the id and value columns.
             Stage::Melt { ids, values, .. } => need = ids.iter().chain(values).cloned().collect(),
         }
@@ -178,6 +190,8 @@ impl Stage {
                 }
                 df
             }
+            Stage::Explode { column, pat, n } if has(&df, column) => explode(&df, column, pat.as_deref(), *n)?,
+            Stage::Explode { .. } => df,
             Stage::DropNa(subset) => {
                 let present: Vec<&str> = subset.iter().filter(|c| has(&df, c)).map(|c| c.as_str()).collect();
                 let mut keep: Option<BooleanChunked> = None;
@@ -198,6 +212,28 @@ impl Stage {
     }
 }
 
+fn explode(df: &DataFrame, column: &str, pat: Option<&str>, n: Option<usize>) -> PolarsResult<DataFrame> {
+    let s = df.column(column)?.as_materialized_series().clone();
+    let ca = s.str()?;
+    let mut rows: Vec<IdxSize> = Vec::with_capacity(ca.len());
+    let mut parts: Vec<Option<&str>> = Vec::with_capacity(ca.len());
+    for (row, v) in ca.iter().enumerate() {
+        let row = IdxSize::try_from(row).map_err(|_| polars_err!(ComputeError: "explode: too many rows"))?;
+        let split = v.map(|v| super::text::python_split(v, pat, n)).unwrap_or_default();
+        if split.is_empty() {
+            rows.push(row);
+            parts.push(None);
+        }
+        for p in split {
+            rows.push(row);
+            parts.push(Some(p));
+        }
+    }
+    let mut out = df.take(&IdxCa::from_vec(PlSmallStr::EMPTY, rows))?;
+    out.replace(column, Series::new(column.into(), parts).into_column())?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +249,20 @@ mod tests {
         assert_eq!(rename.needs(&need), ["a".to_string(), "y".to_string()].into());
         let filter = Stage::Filter(Expr::col("f"));
         assert!(filter.needs(&after).contains("f"));
+    }
+
+    #[test]
+    fn explode_repeats_the_other_columns_and_keeps_missing_rows() {
+        let df = df!("s" => [Some("a,b"), None, Some(""), Some("c")], "x" => [1i64, 2, 3, 4]).expect("df");
+        let out = Stage::Explode { column: "s".into(), pat: Some(",".into()), n: None }.apply(df.clone()).expect("explode");
+        let s: Vec<Option<&str>> = out.column("s").expect("s").str().expect("str").iter().collect();
+        assert_eq!(s, [Some("a"), Some("b"), None, Some(""), Some("c")]);
+        let x: Vec<Option<i64>> = out.column("x").expect("x").i64().expect("i64").iter().collect();
+        assert_eq!(x, [Some(1), Some(1), Some(2), Some(3), Some(4)]);
+        // Split on whitespace, an empty string has no part: one missing row.
+        let out = Stage::Explode { column: "s".into(), pat: None, n: None }.apply(df).expect("explode");
+        assert_eq!(out.height(), 4);
+        assert_eq!(out.column("s").expect("s").null_count(), 2);
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub enum TextOp {
         pat: Option<String>,
         n: Option<usize>,
     },
+    /// A category column's codes (`cat.codes`): each value's place among
+    /// these categories, -1 for a missing value or one not among them.
+    Codes(Vec<String>),
 }
 
 /// Python's `str.split(pat, maxsplit)`.
@@ -113,6 +116,7 @@ impl TextOp {
             TextOp::ToDatetime { .. } => "to_datetime",
             TextOp::SplitGet { .. } => "str_split",
             TextOp::SplitLen { .. } => "str_split",
+            TextOp::Codes(_) => "cat_codes",
         }
     }
 
@@ -141,7 +145,7 @@ impl TextOp {
         Ok(match self {
             TextOp::StartsWith(_) | TextOp::EndsWith(_) => DType::Bool,
             TextOp::ToDatetime { .. } => DType::Datetime,
-            TextOp::SplitLen { .. } => DType::Int64,
+            TextOp::SplitLen { .. } | TextOp::Codes(_) => DType::Int64,
             _ => DType::Str,
         })
     }
@@ -196,6 +200,13 @@ impl TextOp {
             TextOp::SplitLen { pat, n } => {
                 let out: Int64Chunked =
                     ca.iter().map(|v| v.map(|v| python_split(v, pat.as_deref(), *n).len() as i64)).collect();
+                out.into_series()
+            }
+            TextOp::Codes(cats) => {
+                let at: rustc_hash::FxHashMap<&str, i64> =
+                    cats.iter().enumerate().map(|(i, c)| (c.as_str(), i as i64)).collect();
+                let out: Int64Chunked =
+                    ca.iter().map(|v| Some(v.and_then(|v| at.get(v).copied()).unwrap_or(-1))).collect();
                 out.into_series()
             }
             TextOp::Extract(pat) => {
@@ -440,6 +451,14 @@ pub fn frequency(freq: &str) -> Result<i64, FrameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codes_are_places_among_the_categories() {
+        let s = Series::new("k".into(), [Some("b"), None, Some("a"), Some("z")]);
+        let out = TextOp::Codes(vec!["a".into(), "b".into()]).eval(&s).expect("codes");
+        let got: Vec<Option<i64>> = out.i64().expect("i64").iter().collect();
+        assert_eq!(got, [Some(1), Some(-1), Some(0), Some(-1)]);
+    }
 
     #[test]
     fn python_slices_pads_and_replacements() {

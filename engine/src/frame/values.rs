@@ -59,7 +59,7 @@ pub fn from_values(schema: &Schema, columns: &[Vec<Value>]) -> Result<DataFrame,
                     .collect::<Result<_, _>>()?;
                 Series::new(name, v)
             }
-            DType::Str | DType::Datetime => {
+            DType::Str | DType::Datetime | DType::Category => {
                 let v: Vec<Option<&str>> = vals
                     .iter()
                     .map(|v| match v {

@@ -597,6 +597,10 @@ impl ElementWise for LazySeries {
         let f = self.s.frame.assign(assigned).and_then(|f| f.project(&names)).map_err(err)?;
         Ok(Dynamic::from(LazyFrame { f }))
     }
+
+    fn explode(&self, pat: Option<String>, n: Option<usize>) -> Res<Self> {
+        Ok(LazySeries { s: self.s.explode(pat, n).map_err(err)? })
+    }
 }
 
 impl ElementWise for LocalSeries {
@@ -612,6 +616,13 @@ impl ElementWise for LocalSeries {
     fn side_by_side(&self, cols: Vec<(String, Self)>) -> Res<Dynamic> {
         let parts: Vec<(String, &Frame)> = cols.iter().map(|(n, s)| (n.clone(), s.0.as_ref())).collect();
         Ok(Dynamic::from(LocalFrame(Arc::new(Frame::side_by_side(&parts).map_err(err)?))))
+    }
+
+    fn explode(&self, pat: Option<String>, n: Option<usize>) -> Res<Self> {
+        let column = self.0.0.get_column_names().first().map(|c| c.to_string()).unwrap_or_default();
+        let stage = brisk_engine::frame::stage::Stage::Explode { column, pat, n };
+        let df = stage.apply(self.0.0.clone()).map_err(|e| runtime(format!("explode: {e}")))?;
+        Ok(LocalSeries(Arc::new(Frame(df))))
     }
 }
 

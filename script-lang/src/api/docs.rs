@@ -37,6 +37,7 @@ const AREAS: &[&[FnDoc]] = &[
     super::frame_stats::DOCS,
     super::frame_window::DOCS,
     super::frame_reshape::DOCS,
+    super::frame_category::DOCS,
     super::to_delayed::DOCS,
 ];
 
@@ -138,6 +139,7 @@ mod tests {
                 + super::super::frame_stats::DOCS.len()
                 + super::super::frame_window::DOCS.len()
                 + super::super::frame_reshape::DOCS.len()
+                + super::super::frame_category::DOCS.len()
                 + super::super::to_delayed::DOCS.len()
                 + super::super::futures_more::DOCS.len()
                 + super::super::coordinate::DOCS.len()

@@ -13,7 +13,8 @@ use brisk_engine::frame::red::Red;
 use rhai::{Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::{ctx, options};
-use super::dataframe::{compute_one, err, frame_value, strings};
+use super::dataframe::{err, frame_value, strings};
+use crate::collection::compute_all;
 use super::fndoc::{FnDoc, doc};
 use crate::error::runtime;
 use crate::state::SessionState;
@@ -58,23 +59,42 @@ fn ordered(mut vals: Vec<Value>) -> Vec<Value> {
     vals
 }
 
-/// The distinct present values of `col`, computed now.
-fn categories(state: &SessionState, f: &DataFrame, col: &str, what: &str) -> Res<Vec<Value>> {
-    let u = f.column(col).map_err(err)?.unique(&ctx(state)).to_frame();
-    let d = compute_one(state, Dynamic::from(LazyFrame { f: u }))?;
-    let got =
-        frame_value(&d).ok_or_else(|| runtime(format!("{what}: the distinct values did not come back")))?;
-    let vals: Vec<Value> = brisk_engine::value::column_values(&got.0, col)
-        .into_iter()
-        .filter(|v| !matches!(v, Value::Unit))
+/// The categories of each of `cols`, in pandas' order: a category
+/// column's known ones, else the distinct present values, computed now
+/// (all the columns in one computation).
+pub(super) fn categories(state: &SessionState, f: &DataFrame, cols: &[String], what: &str) -> Res<Vec<Vec<Value>>> {
+    let mut out: Vec<Option<Vec<Value>>> = cols
+        .iter()
+        .map(|c| f.known_categories(c).map(|k| k.iter().map(|s| Value::Str(s.as_str().into())).collect()))
         .collect();
-    if vals.len() > MAX_CATEGORIES {
-        return Err(runtime(format!(
-            "{what}: column \"{col}\" has {} distinct values, and each would become a column (at most {MAX_CATEGORIES}); is it really a category?",
-            vals.len()
-        )));
+    let mut wanted = Vec::new();
+    for (c, known) in cols.iter().zip(&out) {
+        if known.is_none() {
+            let u = f.column(c).map_err(err)?.unique(&ctx(state)).to_frame();
+            wanted.push(Dynamic::from(LazyFrame { f: u }));
+        }
     }
-    Ok(ordered(vals))
+    let mut got = compute_all(state, &wanted)?.into_iter();
+    for (c, slot) in cols.iter().zip(out.iter_mut()) {
+        if slot.is_some() {
+            continue;
+        }
+        let d = got.next().unwrap_or(Dynamic::UNIT);
+        let frame =
+            frame_value(&d).ok_or_else(|| runtime(format!("{what}: the distinct values did not come back")))?;
+        let vals: Vec<Value> = brisk_engine::value::column_values(&frame.0, c)
+            .into_iter()
+            .filter(|v| !matches!(v, Value::Unit))
+            .collect();
+        if vals.len() > MAX_CATEGORIES {
+            return Err(runtime(format!(
+                "{what}: column \"{c}\" has {} distinct values, more than {MAX_CATEGORIES} categories; is it really a category?",
+                vals.len()
+            )));
+        }
+        *slot = Some(ordered(vals));
+    }
+    Ok(out.into_iter().map(Option::unwrap_or_default).collect())
 }
 
 /// The most distinct values `get_dummies` and `pivot_table` turn into
@@ -86,7 +106,14 @@ fn get_dummies(state: &SessionState, f: &LazyFrame, m: Option<Map>) -> Res<LazyF
     let m = options(m, "get_dummies", &["columns", "prefix", "prefix_sep"])?;
     let cols = match m.get("columns") {
         Some(d) => strings(d, "get_dummies: columns")?,
-        None => f.f.schema.cols.iter().filter(|(_, t)| *t == DType::Str).map(|(n, _)| n.clone()).collect(),
+        None => f
+            .f
+            .schema
+            .cols
+            .iter()
+            .filter(|(_, t)| matches!(t, DType::Str | DType::Category))
+            .map(|(n, _)| n.clone())
+            .collect(),
     };
     let prefixes: Vec<String> = match m.get("prefix") {
         None => cols.clone(),
@@ -103,11 +130,8 @@ fn get_dummies(state: &SessionState, f: &LazyFrame, m: Option<Map>) -> Res<LazyF
         None => "_".to_string(),
         Some(d) => d.clone().into_string().map_err(|_| runtime("get_dummies: prefix_sep is a string"))?,
     };
-    let mut encode = Vec::with_capacity(cols.len());
-    for (c, p) in cols.into_iter().zip(prefixes) {
-        let cats = categories(state, &f.f, &c, "get_dummies")?;
-        encode.push((c, p, cats));
-    }
+    let cats = categories(state, &f.f, &cols, "get_dummies")?;
+    let encode: Vec<_> = cols.into_iter().zip(prefixes).zip(cats).map(|((c, p), k)| (c, p, k)).collect();
     Ok(LazyFrame { f: f.f.get_dummies(&encode, &sep).map_err(err)? })
 }
 
@@ -129,7 +153,7 @@ fn pivot_table(state: &SessionState, f: &LazyFrame, m: Map) -> Res<LazyFrame> {
             Red::parse(&s).ok_or_else(|| runtime(format!("pivot_table: unknown aggfunc \"{s}\"")))?
         }
     };
-    let cats = categories(state, &f.f, &columns, "pivot_table")?;
+    let cats = categories(state, &f.f, std::slice::from_ref(&columns), "pivot_table")?.pop().unwrap_or_default();
     Ok(LazyFrame { f: f.f.pivot_table(&ctx(state), &index, &columns, &cats, &values, agg).map_err(err)? })
 }
 

@@ -20,6 +20,7 @@ mod deploy;
 pub mod docs;
 mod fndoc;
 mod frame_call;
+mod frame_category;
 mod frame_order;
 mod frame_reshape;
 mod frame_stats;
@@ -78,6 +79,7 @@ pub fn register_client(engine: &mut Engine, state: &Arc<SessionState>) {
     frame_call::register(engine, state);
     frame_stats::register(engine, state);
     frame_reshape::register(engine, state);
+    frame_category::register(engine, state);
     to_delayed::register(engine, state);
     frame_window::register(engine, state);
     futures::register(engine, state);

@@ -33,4 +33,7 @@ pub(super) trait ElementWise: Clone + Send + Sync + 'static {
     /// Series of this one's rows side by side as a frame (lazy or computed
     /// as they are), named as given.
     fn side_by_side(&self, cols: Vec<(String, Self)>) -> Result<Dynamic, Box<EvalAltResult>>;
+
+    /// `s.str.split(pat, n).explode()`: a row per part.
+    fn explode(&self, pat: Option<String>, n: Option<usize>) -> Result<Self, Box<EvalAltResult>>;
 }

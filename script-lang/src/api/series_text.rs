@@ -243,6 +243,7 @@ pub(super) fn register<S: ElementWise>(engine: &mut Engine) {
     engine.register_fn("str_get", |sp: &mut StringSplit<S>, i: i64| {
         text(&sp.s, TextOp::SplitGet { pat: sp.pat.clone(), n: sp.n, i })
     });
+    engine.register_fn("explode", |sp: &mut StringSplit<S>| sp.s.explode(sp.pat.clone(), sp.n));
     engine.register_fn("str_len", |sp: &mut StringSplit<S>| {
         text(&sp.s, TextOp::SplitLen { pat: sp.pat.clone(), n: sp.n })
     });

@@ -13,7 +13,7 @@
 //! be used with another frame when that frame has the same rows (no filter
 //! in between) and the columns the Series reads unchanged.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::collections::array::Ctx;
@@ -101,6 +101,9 @@ pub struct DataFrame {
     pub label: &'static str,
     /// The divisions of a frame `set_index` made; `None` when unknown.
     pub divisions: Option<Divisions>,
+    /// The known categories of category columns, by column identity (a
+    /// `col_tokens` entry): a column keeps them while its values do.
+    pub categories: Arc<BTreeMap<String, Arc<Vec<String>>>>,
 }
 
 /// Known divisions: the task that computes them (`npartitions + 1`
@@ -161,6 +164,7 @@ impl DataFrame {
             token,
             label,
             divisions: None,
+            categories: Arc::default(),
         }
     }
 
@@ -378,6 +382,7 @@ impl DataFrame {
         let mut toks = self.col_tokens.as_ref().clone();
         for (name, t) in &cols {
             if let Some(i) = schema.cols.iter().position(|(n, _)| n == name) {
+                crate::frame::expr::category_from(Some(schema.cols[i].1), *t)?;
                 if schema.cols[i].1 != *t {
                     toks[i] = Tokenizer::new().str(&toks[i]).str("astype").str(t.name()).finish();
                 }

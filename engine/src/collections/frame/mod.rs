@@ -4,6 +4,7 @@
 //! per-partition kernels are `crate::frame`.
 
 mod align;
+mod categorical;
 mod concat;
 mod cumulative;
 mod dataframe;

@@ -11,6 +11,7 @@ use crate::frame::error::FrameError;
 use crate::frame::expr::{BinOp, Expr};
 use crate::frame::red::Red;
 use crate::frame::stage::Stage;
+use crate::frame::text::TextOp;
 use crate::graph::token::Tokenizer;
 use crate::value::Value;
 
@@ -75,6 +76,34 @@ impl DataFrame {
         let mut f = self.staged(stage, Schema::new(cols), toks, true);
         f.label = "melt";
         Ok(f)
+    }
+
+    /// pandas' `df.assign(c=df.c.str.split(pat, n=n)).explode(c)`: a row
+    /// per part of each value of string column `column`, the other columns
+    /// repeated (brisk frames hold no list columns, so the split is part of
+    /// the step). Rows stay in their partition, so divisions stay known.
+    pub fn explode(&self, column: &str, pat: Option<String>, n: Option<usize>) -> Result<DataFrame, FrameError> {
+        let series = self.column(column)?;
+        if series.dtype.values() != DType::Str {
+            return Err(FrameError::DType(format!("explode needs a string column, not {}", series.dtype)));
+        }
+        // The separator, checked as str_split does.
+        series.map_expr(|e| Expr::Text(TextOp::SplitLen { pat: pat.clone(), n }, e))?;
+        let mut schema = self.schema.as_ref().clone();
+        let mut toks = self.col_tokens.as_ref().clone();
+        let stage = Stage::Explode { column: column.to_string(), pat, n };
+        if let Some(i) = schema.cols.iter().position(|(c, _)| c == column) {
+            schema.cols[i].1 = DType::Str;
+            toks[i] = Tokenizer::new().str(&toks[i]).serde(&stage).finish();
+        }
+        Ok(self.staged(stage, schema, toks, true))
+    }
+}
+
+impl Series {
+    /// `s.str.split(pat, n=n).explode()`.
+    pub fn explode(&self, pat: Option<String>, n: Option<usize>) -> Result<Series, FrameError> {
+        self.to_frame().explode(&self.name, pat, n)?.column(&self.name)
     }
 }
 

@@ -31,7 +31,7 @@ pub fn array_dtype(schema: &Schema) -> Result<DType, FrameError> {
             (ColType::Bool, o) => o,
             (ColType::Int64, DType::Bool | DType::I64) => DType::I64,
             (ColType::Int64 | ColType::Float64, _) => DType::F64,
-            (ColType::Str | ColType::Datetime, _) => {
+            (ColType::Str | ColType::Datetime | ColType::Category, _) => {
                 return Err(FrameError::DType(format!(
                     "column \"{name}\" is {}: only number and bool columns become an array (select the others out, or encode them first)",
                     t.name()
