@@ -190,7 +190,9 @@ impl Stage {
                 }
                 df
             }
-            Stage::Explode { column, pat, n } if has(&df, column) => explode(&df, column, pat.as_deref(), *n)?,
+            Stage::Explode { column, pat, n } if has(&df, column) => {
+                explode(&df, column, pat.as_deref(), *n)?
+            }
             Stage::Explode { .. } => df,
             Stage::DropNa(subset) => {
                 let present: Vec<&str> = subset.iter().filter(|c| has(&df, c)).map(|c| c.as_str()).collect();
@@ -254,7 +256,9 @@ mod tests {
     #[test]
     fn explode_repeats_the_other_columns_and_keeps_missing_rows() {
         let df = df!("s" => [Some("a,b"), None, Some(""), Some("c")], "x" => [1i64, 2, 3, 4]).expect("df");
-        let out = Stage::Explode { column: "s".into(), pat: Some(",".into()), n: None }.apply(df.clone()).expect("explode");
+        let out = Stage::Explode { column: "s".into(), pat: Some(",".into()), n: None }
+            .apply(df.clone())
+            .expect("explode");
         let s: Vec<Option<&str>> = out.column("s").expect("s").str().expect("str").iter().collect();
         assert_eq!(s, [Some("a"), Some("b"), None, Some(""), Some("c")]);
         let x: Vec<Option<i64>> = out.column("x").expect("x").i64().expect("i64").iter().collect();

@@ -108,7 +108,8 @@ fn as_known(state: &SessionState, s: &LazySeries) -> Res<LazySeries> {
         return Err(runtime(format!("cat_as_known needs a category column, not {}", s.s.dtype)));
     }
     let f = s.s.to_frame();
-    let vals = categories(state, &f, std::slice::from_ref(&s.s.name), "cat_as_known")?.pop().unwrap_or_default();
+    let vals =
+        categories(state, &f, std::slice::from_ref(&s.s.name), "cat_as_known")?.pop().unwrap_or_default();
     Ok(LazySeries { s: s.s.with_categories(vals.iter().map(text).collect()).map_err(err)? })
 }
 
@@ -122,7 +123,11 @@ fn explode(f: &LazyFrame, column: &str, m: Option<Map>) -> Res<LazyFrame> {
     let pat = if sep.is_unit() {
         None
     } else {
-        Some(sep.clone().into_string().map_err(|_| runtime("explode: sep is a string, or () for whitespace"))?)
+        Some(
+            sep.clone()
+                .into_string()
+                .map_err(|_| runtime("explode: sep is a string, or () for whitespace"))?,
+        )
     };
     let n = match m.get("n") {
         None => None,
@@ -146,7 +151,11 @@ pub(super) fn register(engine: &mut Engine, state: &Arc<SessionState>) {
     let st = state.clone();
     engine.register_fn("categorize", move |f: &mut LazyFrame, m: Map| {
         let m = options(Some(m), "categorize", &["columns"])?;
-        let cols = m.get("columns").filter(|d| !d.is_unit()).map(|d| strings(d, "categorize: columns")).transpose()?;
+        let cols = m
+            .get("columns")
+            .filter(|d| !d.is_unit())
+            .map(|d| strings(d, "categorize: columns"))
+            .transpose()?;
         categorize(&st, f, cols)
     });
     engine.register_fn("cat_codes", |s: &mut LazySeries| -> Res<LazySeries> {

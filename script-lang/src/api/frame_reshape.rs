@@ -14,8 +14,8 @@ use rhai::{Dynamic, Engine, EvalAltResult, Map};
 
 use super::args::{ctx, options};
 use super::dataframe::{err, frame_value, strings};
-use crate::collection::compute_all;
 use super::fndoc::{FnDoc, doc};
+use crate::collection::compute_all;
 use crate::error::runtime;
 use crate::state::SessionState;
 use crate::types::{LazyArray, LazyFrame};
@@ -62,7 +62,12 @@ fn ordered(mut vals: Vec<Value>) -> Vec<Value> {
 /// The categories of each of `cols`, in pandas' order: a category
 /// column's known ones, else the distinct present values, computed now
 /// (all the columns in one computation).
-pub(super) fn categories(state: &SessionState, f: &DataFrame, cols: &[String], what: &str) -> Res<Vec<Vec<Value>>> {
+pub(super) fn categories(
+    state: &SessionState,
+    f: &DataFrame,
+    cols: &[String],
+    what: &str,
+) -> Res<Vec<Vec<Value>>> {
     let mut out: Vec<Option<Vec<Value>>> = cols
         .iter()
         .map(|c| f.known_categories(c).map(|k| k.iter().map(|s| Value::Str(s.as_str().into())).collect()))
@@ -80,8 +85,8 @@ pub(super) fn categories(state: &SessionState, f: &DataFrame, cols: &[String], w
             continue;
         }
         let d = got.next().unwrap_or(Dynamic::UNIT);
-        let frame =
-            frame_value(&d).ok_or_else(|| runtime(format!("{what}: the distinct values did not come back")))?;
+        let frame = frame_value(&d)
+            .ok_or_else(|| runtime(format!("{what}: the distinct values did not come back")))?;
         let vals: Vec<Value> = brisk_engine::value::column_values(&frame.0, c)
             .into_iter()
             .filter(|v| !matches!(v, Value::Unit))
@@ -106,14 +111,14 @@ fn get_dummies(state: &SessionState, f: &LazyFrame, m: Option<Map>) -> Res<LazyF
     let m = options(m, "get_dummies", &["columns", "prefix", "prefix_sep"])?;
     let cols = match m.get("columns") {
         Some(d) => strings(d, "get_dummies: columns")?,
-        None => f
-            .f
-            .schema
-            .cols
-            .iter()
-            .filter(|(_, t)| matches!(t, DType::Str | DType::Category))
-            .map(|(n, _)| n.clone())
-            .collect(),
+        None => {
+            f.f.schema
+                .cols
+                .iter()
+                .filter(|(_, t)| matches!(t, DType::Str | DType::Category))
+                .map(|(n, _)| n.clone())
+                .collect()
+        }
     };
     let prefixes: Vec<String> = match m.get("prefix") {
         None => cols.clone(),
@@ -153,7 +158,8 @@ fn pivot_table(state: &SessionState, f: &LazyFrame, m: Map) -> Res<LazyFrame> {
             Red::parse(&s).ok_or_else(|| runtime(format!("pivot_table: unknown aggfunc \"{s}\"")))?
         }
     };
-    let cats = categories(state, &f.f, std::slice::from_ref(&columns), "pivot_table")?.pop().unwrap_or_default();
+    let cats =
+        categories(state, &f.f, std::slice::from_ref(&columns), "pivot_table")?.pop().unwrap_or_default();
     Ok(LazyFrame { f: f.f.pivot_table(&ctx(state), &index, &columns, &cats, &values, agg).map_err(err)? })
 }
 

@@ -124,14 +124,20 @@ mod tests {
 
     #[test]
     fn known_categories_follow_the_column_while_its_values_do() {
-        let f = frame().with_categories(vec![("k".into(), vec!["a".into(), "b".into(), "c".into()])]).expect("cat");
+        let f = frame()
+            .with_categories(vec![("k".into(), vec!["a".into(), "b".into(), "c".into()])])
+            .expect("cat");
         assert_eq!(f.schema.get("k"), Some(DType::Category));
         let cats = f.known_categories("k").expect("known");
         assert_eq!(cats.as_slice(), ["a", "b", "c"]);
         // A projection and a filter keep them; a new value in the column forgets them.
         let p = f.project(&["k".into()]).expect("project");
         assert!(p.known_categories("k").is_some());
-        let mask = f.column("x").expect("x").map_expr(|e| Expr::bin(BinOp::Gt, *e, Expr::Lit(Value::Int(0)))).expect("mask");
+        let mask = f
+            .column("x")
+            .expect("x")
+            .map_expr(|e| Expr::bin(BinOp::Gt, *e, Expr::Lit(Value::Int(0))))
+            .expect("mask");
         assert!(f.filter(&mask).expect("filter").known_categories("k").is_some());
         let unknown = f.without_categories(&["k".into()]);
         assert_eq!(unknown.schema.get("k"), Some(DType::Category));

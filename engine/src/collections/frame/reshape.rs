@@ -82,7 +82,12 @@ impl DataFrame {
     /// per part of each value of string column `column`, the other columns
     /// repeated (brisk frames hold no list columns, so the split is part of
     /// the step). Rows stay in their partition, so divisions stay known.
-    pub fn explode(&self, column: &str, pat: Option<String>, n: Option<usize>) -> Result<DataFrame, FrameError> {
+    pub fn explode(
+        &self,
+        column: &str,
+        pat: Option<String>,
+        n: Option<usize>,
+    ) -> Result<DataFrame, FrameError> {
         let series = self.column(column)?;
         if series.dtype.values() != DType::Str {
             return Err(FrameError::DType(format!("explode needs a string column, not {}", series.dtype)));
