@@ -332,6 +332,8 @@ np.save("{d}/f.npy", np.asfortranarray(a))
 np.save("{d}/i32.npy", np.arange(10, dtype=np.int32) - 5)
 np.save("{d}/b.npy", np.array([True, False, True]))
 np.save("{d}/f32.npy", a.astype(np.float32))
+np.save("{d}/f16.npy", np.array([0.1, -2.5, 65504.0, 6e-8, np.inf, np.nan], dtype=np.float16))
+np.save("{d}/u8.npy", np.array([0, 7, 200, 255], dtype=np.uint8))
 "#
     );
     let (mut s, got) = python_then_brisk(
@@ -344,10 +346,13 @@ let f = from_npy("{d}/f.npy", #{{chunks: [3, 2]}});
 let i = from_npy("{d}/i32.npy", #{{chunks: 4}});
 let b = from_npy("{d}/b.npy");
 let g = from_npy("{d}/f32.npy", #{{chunks: 2}});
+let h = from_npy("{d}/f16.npy", #{{chunks: 4}});
+let u = from_npy("{d}/u8.npy");
 (c * 3).to_npy("{d}/out.npy");
 (i * 2).to_npy("{d}/out_i.npy");
 to_json(#{{c: c.compute(), f: f.compute(), same: (c == f).all().compute(), i: i.compute(), b: b.compute(),
-          dtypes: [c.dtype, i.dtype, b.dtype, g.dtype], shape: c.shape}})
+          dtypes: [c.dtype, i.dtype, b.dtype, g.dtype, h.dtype, u.dtype], shape: c.shape,
+          h: h.compute(), u: u.sum().compute()}})
 "#
         ),
     );
@@ -356,7 +361,10 @@ to_json(#{{c: c.compute(), f: f.compute(), same: (c == f).all().compute(), i: i.
     assert!(got.contains("\"same\":true"), "{got}");
     assert!(got.contains("\"i\":[-5,-4,-3,-2,-1,0,1,2,3,4]"), "{got}");
     assert!(got.contains("\"b\":[true,false,true]"), "{got}");
-    assert!(got.contains("\"dtypes\":[\"f64\",\"i64\",\"bool\",\"f32\"]"), "{got}");
+    assert!(got.contains("\"dtypes\":[\"f64\",\"i64\",\"bool\",\"f32\",\"f32\",\"i64\"]"), "{got}");
+    // float16 widens to f32 exactly (NumPy: np.float16(0.1) is 0.0999755859375), u8 to i64.
+    assert!(got.contains("\"h\":[0.0999755859375,-2.5,65504.0,5.960464477539063e-8,"), "{got}");
+    assert!(got.contains("\"u\":462"), "{got}");
     let check = format!(
         r#"
 import numpy as np
@@ -577,6 +585,8 @@ z = zarr.create_array(store="{d}/py.zarr", shape=a.shape, chunks=(3, 4), dtype="
 z[:] = a
 i = zarr.create_array(store="{d}/pyi.zarr", shape=(9,), chunks=(4,), dtype="int32")
 i[:] = np.arange(9, dtype=np.int32) * 3
+h = zarr.create_array(store="{d}/pyh.zarr", shape=(3,), chunks=(2,), dtype="float16")
+h[:] = np.array([0.1, -2.5, 1024.0], dtype=np.float16)
 "#
     );
     let (mut s, got) = python_then_brisk(
@@ -586,9 +596,10 @@ i[:] = np.arange(9, dtype=np.int32) * 3
             r#"
 let z = from_zarr("{d}/py.zarr");
 let i = from_zarr("{d}/pyi.zarr");
+let h = from_zarr("{d}/pyh.zarr");
 (z * 2).to_zarr("{d}/out.zarr");
 random([50, 30], #{{chunks: [20, 7], seed: 3}}).rechunk([15, 9]).to_zarr("{d}/rand.zarr");
-to_json(#{{z: z.compute(), chunks: z.chunks, i: i.compute(), dt: i.dtype, sum: from_zarr("{d}/rand.zarr").sum().compute(),
+to_json(#{{z: z.compute(), chunks: z.chunks, i: i.compute(), dt: i.dtype, h: h.compute(), hdt: h.dtype, sum: from_zarr("{d}/rand.zarr").sum().compute(),
           again: random([50, 30], #{{chunks: [20, 7], seed: 3}}).sum().compute()}})
 "#
         ),
@@ -597,6 +608,7 @@ to_json(#{{z: z.compute(), chunks: z.chunks, i: i.compute(), dt: i.dtype, sum: f
     assert!(got.contains(&format!("\"z\":[[{}]", row0.join(","))), "{got}");
     assert!(got.contains("\"chunks\":[[3,3,1],[4,4,2]]"), "{got}");
     assert!(got.contains("\"i\":[0,3,6,9,12,15,18,21,24]") && got.contains("\"dt\":\"i64\""), "{got}");
+    assert!(got.contains("\"h\":[0.0999755859375,-2.5,1024.0]") && got.contains("\"hdt\":\"f32\""), "{got}");
     let sums = [number(&got, "sum"), number(&got, "again")];
     assert!((sums[0] - sums[1]).abs() < 1e-9 * sums[1], "{sums:?}");
     let check = format!(

@@ -33,7 +33,7 @@ impl Stored {
     /// The brisk type it loads as (smaller integers widen to i64).
     pub fn dtype(self) -> DType {
         match (self.kind, self.size) {
-            (b'f', 4) => DType::F32,
+            (b'f', 2 | 4) => DType::F32,
             (b'f', _) => DType::F64,
             (b'b', _) => DType::Bool,
             _ => DType::I64,
@@ -121,9 +121,9 @@ fn parse_dict(text: &str) -> Result<(Stored, bool, Vec<usize>), String> {
     let big_endian = b[0] == b'>';
     let size: usize = descr[2..].parse().map_err(|_| format!("unsupported element type '{descr}'"))?;
     let supported =
-        matches!((b[1], size), (b'f', 4 | 8) | (b'i', 1 | 2 | 4 | 8) | (b'u', 1 | 2 | 4) | (b'b', 1));
+        matches!((b[1], size), (b'f', 2 | 4 | 8) | (b'i', 1 | 2 | 4 | 8) | (b'u', 1 | 2 | 4) | (b'b', 1));
     if !matches!(b[0], b'<' | b'>' | b'|' | b'=') || !supported {
-        return Err(format!("unsupported element type '{descr}' (f4, f8, integers up to 64 bits, bool)"));
+        return Err(format!("unsupported element type '{descr}' (f2, f4, f8, integers up to 64 bits, bool)"));
     }
     let stored = Stored { kind: b[1], size, big_endian };
     let fortran = value("fortran_order")?;
@@ -167,6 +167,14 @@ fn decode(stored: Stored, bytes: &[u8], shape: &[usize]) -> Result<Chunk, ArrayE
     Ok(match (stored.kind, n) {
         (b'f', 8) => Chunk::from_array(ArrayD::from_shape_vec(shape, num!(f64, 8)).map_err(err)?),
         (b'f', 4) => Chunk::from_array(ArrayD::from_shape_vec(shape, num!(f32, 4)).map_err(err)?),
+        // Half floats widen to f32 exactly (NumPy's float16 has no brisk type of its own).
+        (b'f', 2) => Chunk::from_array(
+            ArrayD::from_shape_vec(
+                shape,
+                num!(u16, 2).into_iter().map(|b| half::f16::from_bits(b).to_f32()).collect(),
+            )
+            .map_err(err)?,
+        ),
         (b'b', _) => Chunk::from_array(
             ArrayD::from_shape_vec(shape, bytes.iter().map(|&x| x != 0).collect()).map_err(err)?,
         ),

@@ -44,11 +44,12 @@ fn type_name(a: &ZArray<FilesystemStore>) -> String {
     full.split(" / ").next().unwrap_or(&full).to_string()
 }
 
-/// The element types brisk loads (smaller integers widen to i64).
+/// The element types brisk loads (smaller integers widen to i64, half
+/// floats to f32).
 fn dtype_of(name: &str) -> Option<DType> {
     Some(match name {
         "float64" => DType::F64,
-        "float32" => DType::F32,
+        "float32" | "float16" => DType::F32,
         "int64" | "int32" | "int16" | "int8" | "uint32" | "uint16" | "uint8" => DType::I64,
         "bool" => DType::Bool,
         _ => return None,
@@ -105,6 +106,12 @@ pub fn read(path: &Path, ranges: &[Range<usize>]) -> Result<Chunk, ArrayError> {
     Ok(match name.as_str() {
         "float64" => direct!(f64),
         "float32" => direct!(f32),
+        "float16" => {
+            let v: Vec<half::f16> = a.retrieve_array_subset(&subset).map_err(fail)?;
+            Chunk::from_array(
+                ArrayD::from_shape_vec(sh, v.into_iter().map(half::f16::to_f32).collect()).map_err(bad)?,
+            )
+        }
         "bool" => direct!(bool),
         "int64" => direct!(i64),
         "int32" => widen!(i32),
