@@ -41,6 +41,7 @@ let cases = #{
     blockwise_lists: blockwise(|bs| { let t = bs[0].sum(1); for i in 1..bs.len() { t = t + bs[i].sum(1) } t }, "i", [A, "ij"]),
     blockwise_literal: blockwise(|a, k| a * k, "ij", [A, "ij", 2.5, ()]),
     blockwise_transpose: blockwise(|a| a.T, "ji", [A, "ij"]),
+    blockwise_broadcast: blockwise(|a, m, c| a - m + c, "ij", [A, "ij", A.mean(0, #{keepdims: true}), "ij", A.sum(1, #{keepdims: true}), "ij"]),
     from_delayed_block: from_delayed(A.to_delayed()[1][2], #{shape: [10, 6]}) * 2,
     from_delayed_lists: concatenate([from_delayed(pair.call(0), #{shape: [2, 2]}), from_delayed(pair.call(1), #{shape: [2, 2], dtype: "f32"})]),
     add: A + B,
@@ -406,7 +407,7 @@ fn bad_array_input_is_refused_clearly() {
         // A block function that changes the block's shape without saying so.
         (
             "ones([10, 10], #{chunks: 5}).map_blocks(|b| b.sum(0)).sum(1).compute()",
-            "map_blocks: the function returned a block of shape (5,) where the array's chunks promise (5, 5)",
+            "map_blocks/blockwise: the function returned a block of shape (5,) where the array's chunks promise (5, 5)",
         ),
         (
             "(ones([10, 10], #{chunks: 5}).map_blocks(|b| b.sum(0)) + ones([10, 10])).compute()",
@@ -414,7 +415,7 @@ fn bad_array_input_is_refused_clearly() {
         ),
         (
             "ones([10, 10], #{chunks: 5}).map_blocks(|b| b.sum()).mean().compute()",
-            "map_blocks: the function returned a value of type float, not a block of shape (5, 5)",
+            "map_blocks/blockwise: the function returned a value of type float, not a block of shape (5, 5)",
         ),
         (
             "zeros([3, 4]) @ zeros([3, 4])",
@@ -495,7 +496,7 @@ fn bad_array_input_is_refused_clearly() {
         ("reduction(zeros([4]), |b| b, |b| b, #{combine: 3})", "reduction expects a function for combine"),
         (
             "reduction(zeros([4], #{chunks: 2}), |b| b.sum(), |b| b).compute()",
-            "map_blocks: the function returned a value of type float",
+            "map_blocks/blockwise: the function returned a value of type float",
         ),
         ("inv(zeros([2, 3]))", "inv needs a square matrix, got shape (2, 3)"),
         ("inv(zeros([2, 2])).compute()", "singular"),
@@ -521,7 +522,7 @@ fn bad_array_input_is_refused_clearly() {
         ("zeros([9]).map_overlap(|b| b, #{depth: 1, halo: 2})", "map_overlap has no option \"halo\""),
         (
             "zeros([9], #{chunks: 3}).map_overlap(|b| b.sum(), #{depth: 1}).compute()",
-            "map_blocks: the function returned a value of type float",
+            "map_blocks/blockwise: the function returned a value of type float",
         ),
         (
             "from_delayed(delayed(|| [1, 2]).call(), #{shape: [3]}).compute()",

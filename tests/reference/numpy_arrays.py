@@ -266,6 +266,7 @@ cases = {
     "blockwise_lists": A.sum(1),
     "blockwise_literal": A * 2.5,
     "blockwise_transpose": A.T,
+    "blockwise_broadcast": A - A.mean(0, keepdims=True) + A.sum(1, keepdims=True),
     "from_delayed_block": A[10:20, 12:18] * 2,
     "from_delayed_lists": np.array([[0, 1.5], [2, 0], [1, 1.5], [2, 1]]),
     "randint_min": np.int64(-3),

@@ -79,7 +79,7 @@ pub fn check_block(v: &Value, promised: &[Option<usize>]) -> Result<(), ArrayErr
     };
     let Value::Array(c) = v else {
         return Err(ArrayError::Shape(format!(
-            "map_blocks: the function returned a value of type {}, not a block of shape {}; pass #{{chunks: ...}} to say what it returns, or use a Delayed for other values",
+            "map_blocks/blockwise: the function returned a value of type {}, not a block of shape {}; say what it returns (map_blocks: #{{chunks}}; blockwise: adjust_chunks, new_axes), or use a Delayed for other values",
             v.type_name(),
             fmt(promised)
         )));
@@ -91,7 +91,7 @@ pub fn check_block(v: &Value, promised: &[Option<usize>]) -> Result<(), ArrayErr
         return Ok(());
     }
     Err(ArrayError::Shape(format!(
-        "map_blocks: the function returned a block of shape {} where the array's chunks promise {}; pass #{{chunks: ...}} (and drop_axis) to say what it returns",
+        "map_blocks/blockwise: the function returned a block of shape {} where the array's chunks promise {}; say what it returns (map_blocks: #{{chunks}}, drop_axis; blockwise: adjust_chunks, new_axes)",
         super::error::fmt_shape(shape),
         fmt(promised)
     )))

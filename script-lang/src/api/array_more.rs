@@ -25,7 +25,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "blockwise",
         "blockwise(f, out_index, [x, \"ij\", y, \"jk\", value, ()], #{dtype, concatenate, new_axes, adjust_chunks}) -> Array",
-        "The general block pattern, as da.blockwise: each array argument comes with one index letter per axis (a literal with `()`); `f` is called once per output block with the matching blocks of each argument. Shared letters pair blocks (chunks are unified first); a letter not in `out_index` is contracted: `f` gets all of its blocks, as an array, or joined into one with `concatenate: true`. `new_axes: #{k: n}` adds output axes; `adjust_chunks: #{i: n}` says the function returns blocks of length n along i. `dtype` is the first array's unless given.",
+        "The general block pattern, as da.blockwise: each array argument comes with one index letter per axis (a literal with `()`); `f` is called once per output block with the matching blocks of each argument. Shared letters pair blocks (chunks are unified first; an axis of length 1 is broadcast, its one block given to every call); a letter not in `out_index` is contracted: `f` gets all of its blocks, as an array, or joined into one with `concatenate: true`. `new_axes: #{k: n}` adds output axes; `adjust_chunks: #{i: n}` says the function returns blocks of length n along i. `dtype` is the first array's unless given.",
         "let x = ones([4, 6], #{chunks: [2, 3]});\nlet y = ones([6, 5], #{chunks: [3, 5]});\nblockwise(|a, b| a.matmul(b), \"ik\", [x, \"ij\", y, \"jk\"], #{concatenate: true}).compute()",
     ),
     doc(

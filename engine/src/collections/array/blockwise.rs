@@ -5,7 +5,9 @@
 //! two arrays pairs their blocks (their chunks are unified first, as
 //! Dask's `unify_chunks`); a letter in no output axis is contracted: the
 //! function gets all of that axis' blocks, joined into one block
-//! (`concatenate`) or as an array of blocks.
+//! (`concatenate`) or as an array of blocks. An axis of length 1 against a
+//! longer one is broadcast, as Dask's: its one block goes to every call
+//! (the function broadcasts the values).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -72,11 +74,16 @@ pub fn blockwise(
             distinct(ind, "an argument's index")?;
             for (d, &c) in ind.iter().enumerate() {
                 let have = x.chunks[d].clone();
+                let len = have.iter().sum::<usize>();
                 match chunks.get(&c) {
                     None => {
                         chunks.insert(c, have);
                     }
-                    Some(first) if first.iter().sum::<usize>() != have.iter().sum::<usize>() => {
+                    // Length 1 broadcasts against the other length.
+                    Some(first) if first.iter().sum::<usize>() == 1 && len != 1 => {
+                        chunks.insert(c, have);
+                    }
+                    Some(first) if first.iter().sum::<usize>() != len && len != 1 => {
                         return Err(bad(format!(
                             "index '{c}' has length {} in one argument and {} in another",
                             first.iter().sum::<usize>(),
@@ -92,7 +99,15 @@ pub fn blockwise(
         .into_iter()
         .map(|a| match a {
             BlockwiseArg::Array(x, ind) => {
-                let want: Vec<Vec<usize>> = ind.iter().map(|c| chunks[c].clone()).collect();
+                let want: Vec<Vec<usize>> = ind
+                    .iter()
+                    .enumerate()
+                    .map(
+                        |(d, c)| {
+                            if x.chunks[d].iter().sum::<usize>() == 1 { vec![1] } else { chunks[c].clone() }
+                        },
+                    )
+                    .collect();
                 Ok(BlockwiseArg::Array(rechunk_to(ctx, &x, want)?, ind))
             }
             lit => Ok(lit),
@@ -143,11 +158,20 @@ pub fn blockwise(
             match a {
                 BlockwiseArg::Literal(v) => call_args.push(Arg::Lit(v.clone())),
                 BlockwiseArg::Array(x, ind) => {
-                    let span: Vec<usize> =
-                        ind.iter().map(|c| if at.contains_key(c) { 1 } else { chunks[c].len() }).collect();
+                    // A broadcast axis (length 1) has one block, block 0.
+                    let own = |d: usize| x.chunks[d].len() == 1;
+                    let span: Vec<usize> = ind
+                        .iter()
+                        .enumerate()
+                        .map(|(d, c)| if at.contains_key(c) || own(d) { 1 } else { chunks[c].len() })
+                        .collect();
                     let keys_of = |sub: &[usize]| -> Key {
-                        let full: Vec<usize> =
-                            ind.iter().zip(sub).map(|(c, &s)| at.get(c).copied().unwrap_or(s)).collect();
+                        let full: Vec<usize> = ind
+                            .iter()
+                            .zip(sub)
+                            .enumerate()
+                            .map(|(d, (c, &s))| if own(d) { 0 } else { at.get(c).copied().unwrap_or(s) })
+                            .collect();
                         x.block_key(&full)
                     };
                     let contracted: Vec<usize> =
@@ -156,7 +180,11 @@ pub fn blockwise(
                         deps.push(keys_of(&vec![0; ind.len()]));
                         call_args.push(Arg::Dep(deps.len() as u32 - 1));
                     } else if spec.concatenate {
-                        let fixed: Vec<usize> = ind.iter().map(|c| at.get(c).copied().unwrap_or(0)).collect();
+                        let fixed: Vec<usize> = ind
+                            .iter()
+                            .enumerate()
+                            .map(|(d, c)| if own(d) { 0 } else { at.get(c).copied().unwrap_or(0) })
+                            .collect();
                         let mut coords = vec![i];
                         coords.extend(&fixed);
                         let key = block(&joins, &coords);
