@@ -18,6 +18,45 @@ use crate::error::runtime;
 use crate::state::SessionState;
 use crate::types::LazyArray;
 
+/// `reshape`, `ravel`, `expand_dims` and `squeeze` on a computed array
+/// (an `ndarray`), at once, as NumPy's.
+fn register_local_shapes(engine: &mut Engine) {
+    use brisk_engine::array::{Chunk, reduce, shape};
+    type R = Result<Chunk, Box<EvalAltResult>>;
+    fn reshape(x: &Chunk, dims: &[i64]) -> R {
+        let to = arr::new_shape(x.len(), dims).map_err(err)?;
+        shape::reshape(x, &to).map_err(err)
+    }
+    engine.register_fn("reshape", |x: &mut Chunk, dims: Dynamic| -> R {
+        let items: Vec<Dynamic> = match dims.read_lock::<RArray>() {
+            Some(a) => a.to_vec(),
+            None => vec![dims.clone()],
+        };
+        let dims = items.iter().map(|d| int_of(d, "a dimension")).collect::<Result<Vec<_>, _>>()?;
+        reshape(x, &dims)
+    });
+    engine.register_fn("ravel", |x: &mut Chunk| reshape(x, &[-1]));
+    engine.register_fn("expand_dims", |x: &mut Chunk, axis: i64| -> R {
+        let ax = brisk_engine::array::norm_axis(axis, x.ndim() + 1).map_err(err)?;
+        shape::expand_dims(x, ax).map_err(err)
+    });
+    engine.register_fn("squeeze", |x: &mut Chunk| -> R {
+        let ones: Vec<usize> = (0..x.ndim()).filter(|&d| x.shape()[d] == 1).collect();
+        Ok(reduce::squeeze(x, &ones))
+    });
+    engine.register_fn("squeeze", |x: &mut Chunk, axis: Dynamic| -> R {
+        let axes = axes_arg(&axis)?.unwrap_or_default();
+        let axes = brisk_engine::array::norm_axes(&axes, x.ndim()).map_err(err)?;
+        if let Some(&d) = axes.iter().find(|&&d| x.shape()[d] != 1) {
+            return Err(runtime(format!(
+                "squeeze: cannot select an axis to squeeze out which has size not equal to one (axis {d} has {})",
+                x.shape()[d]
+            )));
+        }
+        Ok(reduce::squeeze(x, &axes))
+    });
+}
+
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
 /// This area's entries of the API reference.
@@ -454,6 +493,7 @@ pub(super) fn register(engine: &mut Engine, state: &Ctx) {
     engine.register_fn("expand_dims", move |x: &mut LazyArray, axis: i64| {
         new(arr::expand_dims(&ctx(&st), &x.a, axis))
     });
+    register_local_shapes(engine);
     let st = state.clone();
     engine.register_fn("broadcast_to", move |x: &mut LazyArray, shape: Dynamic| {
         new(arr::broadcast_to(&ctx(&st), &x.a, &shape_arg(&shape, "shape")?))

@@ -41,7 +41,7 @@ pub use rechunk::rechunk;
 pub use reduction::{UserReduction, reduction, user_tree};
 pub use slicing::{Index, all_blocks, block_at, local_ranges, row_index, slice, take};
 pub use structure::{
-    chunk_size_tasks, concatenate, cumprod, cumsum, histogram, mask, reshape, stack, unique,
+    chunk_size_tasks, concatenate, cumprod, cumsum, histogram, mask, new_shape, reshape, stack, unique,
 };
 
 #[cfg(test)]

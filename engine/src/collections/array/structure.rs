@@ -130,6 +130,32 @@ fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
+/// The shape `shape` names for `total` elements, its one -1 (if any)
+/// worked out, as NumPy's `reshape`.
+pub fn new_shape(total: usize, shape: &[i64]) -> Result<Vec<usize>, ArrayError> {
+    let unknown = shape.iter().filter(|&&d| d == -1).count();
+    if unknown > 1 || shape.iter().any(|&d| d < -1) {
+        return Err(ArrayError::Value(format!(
+            "reshape: can only specify one unknown dimension (-1), got {shape:?}"
+        )));
+    }
+    let known = shape.iter().filter(|&&d| d >= 0).try_fold(1usize, |p, &d| p.checked_mul(d as usize));
+    let Some(known) = known else {
+        return Err(ArrayError::Shape(format!("cannot reshape array of size {total} into shape {shape:?}")));
+    };
+    let new: Vec<usize> = shape
+        .iter()
+        .map(|&d| if d == -1 { total.checked_div(known).unwrap_or(0) } else { d as usize })
+        .collect();
+    if new.iter().try_fold(1usize, |p, &d| p.checked_mul(d)) != Some(total) {
+        return Err(ArrayError::Shape(format!(
+            "cannot reshape array of size {total} into shape {}",
+            fmt_shape(&new)
+        )));
+    }
+    Ok(new)
+}
+
 /// `x.reshape(shape)` (one entry may be -1). The array is first cut into
 /// bands of whole rows whose flat length is a multiple of both shapes' row
 /// sizes, so every band reshapes on its own; band size follows the input's
@@ -138,23 +164,7 @@ pub fn reshape(ctx: &Ctx, a: &Array, shape: &[i64]) -> Result<Array, ArrayError>
     a.known("reshape")?;
     let old = a.shape();
     let total: usize = old.iter().product();
-    let unknown = shape.iter().filter(|&&d| d == -1).count();
-    if unknown > 1 || shape.iter().any(|&d| d < -1) {
-        return Err(ArrayError::Value(format!(
-            "reshape: can only specify one unknown dimension (-1), got {shape:?}"
-        )));
-    }
-    let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
-    let new: Vec<usize> = shape
-        .iter()
-        .map(|&d| if d == -1 { total.checked_div(known).unwrap_or(0) } else { d as usize })
-        .collect();
-    if new.iter().product::<usize>() != total {
-        return Err(ArrayError::Shape(format!(
-            "cannot reshape array of size {total} into shape {}",
-            fmt_shape(&new)
-        )));
-    }
+    let new = new_shape(total, shape)?;
     if new == old {
         return Ok(a.clone());
     }
