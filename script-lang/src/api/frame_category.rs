@@ -129,15 +129,7 @@ fn explode(f: &LazyFrame, column: &str, m: Option<Map>) -> Res<LazyFrame> {
                 .map_err(|_| runtime("explode: sep is a string, or () for whitespace"))?,
         )
     };
-    let n = match m.get("n") {
-        None => None,
-        Some(d) if d.is_unit() => None,
-        Some(d) => match d.as_int() {
-            Ok(-1) => None,
-            Ok(i) if (0..=10_000).contains(&i) => Some(i as usize),
-            _ => return Err(runtime("explode: n is a number of splits from 0 to 10000, or -1 for all")),
-        },
-    };
+    let n = super::series_text::split_count(m.get("n"), "explode")?;
     Ok(LazyFrame { f: f.f.explode(column, pat, n).map_err(err)? })
 }
 

@@ -193,19 +193,25 @@ pub struct StringSplit<S> {
     n: Option<usize>,
 }
 
+/// The `n` option of a split: at most that many splits; all for none, ()
+/// or -1, as Python's `maxsplit`.
+pub(super) fn split_count(d: Option<&Dynamic>, what: &str) -> Res<Option<usize>> {
+    match d {
+        None => Ok(None),
+        Some(d) if d.is_unit() => Ok(None),
+        Some(d) => match d.as_int() {
+            Ok(-1) => Ok(None),
+            Ok(i) if (0..=10_000).contains(&i) => Ok(Some(i as usize)),
+            _ => Err(runtime(format!("{what}: n is a number of splits from 0 to 10000, or -1 for all"))),
+        },
+    }
+}
+
 /// `s.str_split(pat, #{n, expand})`: with `expand` (which needs `n`, as
 /// Dask's), a frame of columns `0..=n`, else a `StringSplit`.
 fn split<S: ElementWise>(s: &S, pat: Option<String>, m: Option<Map>) -> Res<Dynamic> {
     let m = options(m, "str_split", &["n", "expand"])?;
-    let n = match m.get("n") {
-        None => None,
-        Some(d) if d.is_unit() => None,
-        Some(d) => match d.as_int() {
-            Ok(-1) => None,
-            Ok(i) if (0..=10_000).contains(&i) => Some(i as usize),
-            _ => return Err(runtime("str_split: n is a number of splits from 0 to 10000, or -1 for all")),
-        },
-    };
+    let n = split_count(m.get("n"), "str_split")?;
     let expand = match m.get("expand") {
         None => false,
         Some(d) => d.as_bool().map_err(|_| runtime("str_split: expand is true or false"))?,
