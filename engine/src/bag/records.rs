@@ -87,7 +87,9 @@ impl Runner<'_, '_> {
                 )))),
             },
             Stage::Flatten => {
-                let mut out = Vec::with_capacity(records.len());
+                // One allocation for all the items (a doubling Vec would copy them ~twice).
+                let total = records.iter().map(|r| if let Value::List(l) = r { l.len() } else { 1 }).sum();
+                let mut out = Vec::with_capacity(total);
                 for (i, r) in records.into_iter().enumerate() {
                     match r {
                         // Usually the only holder: move the items out.
