@@ -41,6 +41,7 @@ let cases = #{
     blockwise_lists: blockwise(|bs| { let t = bs[0].sum(1); for i in 1..bs.len() { t = t + bs[i].sum(1) } t }, "i", [A, "ij"]),
     blockwise_literal: blockwise(|a, k| a * k, "ij", [A, "ij", 2.5, ()]),
     blockwise_transpose: blockwise(|a| a.T, "ji", [A, "ij"]),
+    blockwise_broadcast_contracted: blockwise(|xs, ss| { let t = (xs[0] * ss[0]).sum(1); for k in 1..xs.len() { t = t + (xs[k] * ss[k]).sum(1) } t }, "i", [A, "ij", A.sum(1, #{keepdims: true}), "ij"]),
     local_reshape: A.compute().reshape([23, -1]),
     local_ravel: A.compute().T.ravel(),
     local_expand: expand_dims(B.compute(), -1),

@@ -269,6 +269,22 @@ r.cat_filter_codes = cat[cat["y"] > 500]["key"].cat_codes().compute().to_array()
 r.unordered_cat_groupby = cat.groupby("key").agg(#{x: "sum"}).compute().to_maps();
 r.cat_dummies = get_dummies(cat[["id", "key"]]).compute().to_maps();
 r.cat_strings = [cat["key"].str_upper().compute().to_array(), (cat["key"] == "k03").sum().compute()];
+let odd = from_columns(#{k: ["a b", "a", "a!", "B", "a"], i: [1, 2, 3, 4, 5]}, #{npartitions: 2});
+r.cat_order = [odd.categorize()["k"].cat_categories(), odd.categorize()["k"].cat_codes().compute().to_array()];
+r.cat_kept = [
+    cat.repartition(#{npartitions: 7})["key"].cat_known(),
+    cat.set_index("id")["key"].cat_known(),
+    cat.sort_values("y")["key"].cat_known(),
+    merge(cat, df[["id", "flag"]].rename(#{flag: "f2"}), #{on: "id"})["key"].cat_known(),
+    concat([cat, cat])["key"].cat_known(),
+    cat.fillna(#{key: "k01"})["key"].cat_known(),
+    cat.assign(#{k2: cat["key"]})["k2"].cat_known(),
+    cat["key"].rename("z").cat_codes().compute().to_array() == cat["key"].cat_codes().compute().to_array(),
+    cat[cat["y"].shift(1) > 0]["key"].cat_known(),
+    df.set_index("key").categorize().divisions.len() == df.set_index("key").npartitions + 1,
+];
+r.cat_mixed = [concat([cat[["key"]], df[["key"]]]).dtypes, merge(cat[["key", "id"]], df[["key", "y"]], #{on: "key"}).dtypes["key"]];
+r.cat_fill_codes = cat.fillna(#{key: "k01"})["key"].cat_codes().compute().to_array();
 r.explode = [words.str_split().explode().compute().to_array(), words.str_split(",").explode().compute().to_array(), words.str_split(" ", #{n: 1}).explode().compute().to_array()];
 let wf = from_columns([["i", [0, 1, 2, 3, 4, 5, 6]], ["s", words.compute().to_array()]], #{npartitions: 3});
 r.explode_frame = wf.explode("s", #{sep: ","}).compute().to_maps();
@@ -478,6 +494,11 @@ fn bad_input_is_refused_clearly() {
         (format!("read_csv(\"{g}\").astype(#{{a: \"category\"}})"), "int64 values cannot become a category".into()),
         (format!("read_csv(\"{g}\")[\"a\"].astype(\"category\")"), "int64 values cannot become a category".into()),
         (format!("read_csv(\"{g}\").categorize()[\"b\"].max()"), "max is not defined for a category column".into()),
+        (format!("let c = read_csv(\"{g}\").categorize(); c[c[\"b\"] < \"y\"]"), "unordered categories can only compare equality".into()),
+        (
+            format!("read_csv(\"{g}\").categorize().fillna(#{{b: \"zz\"}})"),
+            "fillna: zz is not among the categories of \"b\"".into(),
+        ),
         (
             format!("read_csv(\"{g}\")[\"a\"].str_startswith(\"x\")"),
             "str_startswith needs a string column, not int64".into(),

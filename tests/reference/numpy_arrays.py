@@ -266,6 +266,7 @@ cases = {
     "blockwise_lists": A.sum(1),
     "blockwise_literal": A * 2.5,
     "blockwise_transpose": A.T,
+    "blockwise_broadcast_contracted": (A * A.sum(1, keepdims=True)).sum(1),
     "local_reshape": A.reshape(23, -1),
     "local_ravel": A.T.ravel(),
     "local_expand": np.expand_dims(B, -1),

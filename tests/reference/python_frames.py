@@ -357,6 +357,11 @@ def expected(d):
     e["unordered_cat_groupby"] = records(cat.groupby("key", observed=True)[["x"]].sum().reset_index())
     e["cat_dummies"] = records(pd.get_dummies(cat[["id", "key"]]))
     e["cat_strings"] = [col(df["key"].str.upper()), int((cat["key"] == "k03").sum())]
+    odd = pd.Series(["a b", "a", "a!", "B", "a"]).astype("category")
+    e["cat_order"] = [list(odd.cat.categories), col(odd.cat.codes)]
+    e["cat_kept"] = [True] * 10
+    e["cat_mixed"] = [{"key": "string"}, "string"]
+    e["cat_fill_codes"] = col(cat["key"].fillna("k01").cat.codes)
     e["explode"] = [col(words.str.split().explode()), col(words.str.split(",").explode()), col(words.str.split(" ", n=1).explode())]
     wf = pd.DataFrame({"i": range(7), "s": words})
     e["explode_frame"] = records(wf.assign(s=wf.s.str.split(",")).explode("s"))

@@ -214,6 +214,17 @@ impl Expr {
             Expr::Lit(v) => lit_dtype(v)?,
             Expr::Bin(op, a, b) => {
                 let (ta, tb) = (a.value_dtype(schema)?, b.value_dtype(schema)?);
+                let unordered = |x: &Expr| -> Result<bool, FrameError> {
+                    Ok(matches!(x, Expr::Col(_)) && x.dtype(schema)? == Some(Category))
+                };
+                if matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+                    && (unordered(a)? || unordered(b)?)
+                {
+                    return Err(FrameError::DType(format!(
+                        "cannot apply {} to a category: unordered categories can only compare equality or not (as pandas)",
+                        op.symbol()
+                    )));
+                }
                 let (Some(x), Some(y)) = (ta, tb) else {
                     // Anything against null: the other side's type.
                     return Ok(if op.is_comparison() { Some(Bool) } else { ta.or(tb) });
@@ -546,9 +557,6 @@ impl Expr {
     }
 }
 
-/// The type of a column of `start` values that takes the `new` values
-/// of `pairs` (`replace`, `map`): ints meet floats as floats; `mismatch`
-/// says why other types cannot meet.
 /// A category column holds strings: only strings (or nothing but missing
 /// values) become one.
 pub fn category_from(from: Option<DType>, to: DType) -> Result<(), FrameError> {
@@ -560,6 +568,9 @@ pub fn category_from(from: Option<DType>, to: DType) -> Result<(), FrameError> {
     }
 }
 
+/// The type of a column of `start` values that takes the `new` values
+/// of `pairs` (`replace`, `map`): ints meet floats as floats; `mismatch`
+/// says why other types cannot meet.
 fn new_values_dtype(
     start: Option<DType>,
     pairs: &[(Value, Value)],

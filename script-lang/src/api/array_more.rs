@@ -45,7 +45,11 @@ fn register_local_shapes(engine: &mut Engine) {
         Ok(reduce::squeeze(x, &ones))
     });
     engine.register_fn("squeeze", |x: &mut Chunk, axis: Dynamic| -> R {
-        let axes = axes_arg(&axis)?.unwrap_or_default();
+        let Some(axes) = axes_arg(&axis)? else {
+            // `()`: every axis of length 1, as NumPy's axis=None.
+            let ones: Vec<usize> = (0..x.ndim()).filter(|&d| x.shape()[d] == 1).collect();
+            return Ok(reduce::squeeze(x, &ones));
+        };
         let axes = brisk_engine::array::norm_axes(&axes, x.ndim()).map_err(err)?;
         if let Some(&d) = axes.iter().find(|&&d| x.shape()[d] != 1) {
             return Err(runtime(format!(

@@ -70,7 +70,9 @@ pub(super) fn dtype_of(d: &Dynamic, what: &str) -> Res<DType> {
         .into_string()
         .map_err(|_| runtime(format!("{what}: a dtype is a string like \"float64\"")))?;
     DType::parse(&s).ok_or_else(|| {
-        runtime(format!("{what}: unknown dtype \"{s}\" (int64, float64, bool, string, datetime64[ns])"))
+        runtime(format!(
+            "{what}: unknown dtype \"{s}\" (int64, float64, bool, string, datetime64[ns], category)"
+        ))
     })
 }
 

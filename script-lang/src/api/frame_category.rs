@@ -23,7 +23,7 @@ pub(super) const DOCS: &[FnDoc] = &[
     doc(
         "categorize",
         "df.categorize() / df.categorize([columns]) / df.categorize(#{columns}) -> DataFrame",
-        "The columns (default: every string column, and category columns whose categories are unknown) as category columns with known categories: their distinct values, sorted, computed now in one pass. Categories are strings in brisk; a computed frame shows the column as strings.",
+        "The columns (default: every string column, and category columns whose categories are unknown) as category columns with known categories: their distinct values, sorted, computed now in one computation for all the columns. Categories are strings in brisk; a computed frame shows the column as strings.",
         "let df = from_columns(#{k: [\"b\", \"a\", \"b\"], x: [1, 2, 3]}).categorize();\nprint(df.dtypes);\nprint(df[\"k\"].cat_categories());",
     ),
     doc(
@@ -64,8 +64,8 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
 ];
 
-/// `categorize(columns)`: the columns' categories computed (one pass for
-/// all of them) and recorded.
+/// `categorize(columns)`: the columns' categories computed (one
+/// computation for all of them) and recorded.
 fn categorize(state: &SessionState, f: &LazyFrame, cols: Option<Vec<String>>) -> Res<LazyFrame> {
     let cols = match cols {
         Some(c) => c,
@@ -88,7 +88,7 @@ fn categorize(state: &SessionState, f: &LazyFrame, cols: Option<Vec<String>>) ->
             )));
         }
     }
-    let cats = categories(state, &f.f, &cols, "categorize")?;
+    let cats = categories(state, &f.f, &cols, "categorize", None)?;
     let known = cols.into_iter().zip(cats).map(|(c, vals)| (c, vals.iter().map(text).collect())).collect();
     Ok(LazyFrame { f: f.f.with_categories(known).map_err(err)? })
 }
@@ -108,8 +108,9 @@ fn as_known(state: &SessionState, s: &LazySeries) -> Res<LazySeries> {
         return Err(runtime(format!("cat_as_known needs a category column, not {}", s.s.dtype)));
     }
     let f = s.s.to_frame();
-    let vals =
-        categories(state, &f, std::slice::from_ref(&s.s.name), "cat_as_known")?.pop().unwrap_or_default();
+    let vals = categories(state, &f, std::slice::from_ref(&s.s.name), "cat_as_known", None)?
+        .pop()
+        .unwrap_or_default();
     Ok(LazySeries { s: s.s.with_categories(vals.iter().map(text).collect()).map_err(err)? })
 }
 

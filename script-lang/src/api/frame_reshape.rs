@@ -44,29 +44,45 @@ pub(super) const DOCS: &[FnDoc] = &[
     ),
 ];
 
-/// Categories in pandas' order: numbers by value, strings by code point.
+/// Categories in pandas' order: numbers by value (integers exactly),
+/// then strings by code point, then anything else by its JSON text.
 fn ordered(mut vals: Vec<Value>) -> Vec<Value> {
-    let key = |v: &Value| match v {
-        Value::Bool(b) => (0, f64::from(u8::from(*b)), String::new()),
-        Value::Int(i) => (0, *i as f64, String::new()),
-        Value::Float(f) => (0, *f, String::new()),
-        other => (1, 0.0, other.to_json()),
-    };
+    fn rank(v: &Value) -> u8 {
+        match v {
+            Value::Bool(_) | Value::Int(_) | Value::Float(_) => 0,
+            Value::Str(_) => 1,
+            _ => 2,
+        }
+    }
+    fn number(v: &Value) -> f64 {
+        match v {
+            Value::Bool(b) => f64::from(u8::from(*b)),
+            Value::Int(i) => *i as f64,
+            Value::Float(f) => *f,
+            _ => 0.0,
+        }
+    }
     vals.sort_by(|a, b| {
-        let (x, y) = (key(a), key(b));
-        x.0.cmp(&y.0).then(x.1.partial_cmp(&y.1).unwrap_or(Ordering::Equal)).then(x.2.cmp(&y.2))
+        rank(a).cmp(&rank(b)).then_with(|| match (a, b) {
+            (Value::Int(x), Value::Int(y)) => x.cmp(y),
+            (Value::Str(x), Value::Str(y)) => x.cmp(y),
+            _ if rank(a) == 0 => number(a).partial_cmp(&number(b)).unwrap_or(Ordering::Equal),
+            _ => a.to_json().cmp(&b.to_json()),
+        })
     });
     vals
 }
 
 /// The categories of each of `cols`, in pandas' order: a category
 /// column's known ones, else the distinct present values, computed now
-/// (all the columns in one computation).
+/// (all the columns in one computation). `cap` refuses more than that
+/// many for one column (each would become a column).
 pub(super) fn categories(
     state: &SessionState,
     f: &DataFrame,
     cols: &[String],
     what: &str,
+    cap: Option<usize>,
 ) -> Res<Vec<Vec<Value>>> {
     let mut out: Vec<Option<Vec<Value>>> = cols
         .iter()
@@ -91,9 +107,11 @@ pub(super) fn categories(
             .into_iter()
             .filter(|v| !matches!(v, Value::Unit))
             .collect();
-        if vals.len() > MAX_CATEGORIES {
+        if let Some(cap) = cap
+            && vals.len() > cap
+        {
             return Err(runtime(format!(
-                "{what}: column \"{c}\" has {} distinct values, more than {MAX_CATEGORIES} categories; is it really a category?",
+                "{what}: column \"{c}\" has {} distinct values, and each would become a column (at most {cap}); is it really a category?",
                 vals.len()
             )));
         }
@@ -135,7 +153,7 @@ fn get_dummies(state: &SessionState, f: &LazyFrame, m: Option<Map>) -> Res<LazyF
         None => "_".to_string(),
         Some(d) => d.clone().into_string().map_err(|_| runtime("get_dummies: prefix_sep is a string"))?,
     };
-    let cats = categories(state, &f.f, &cols, "get_dummies")?;
+    let cats = categories(state, &f.f, &cols, "get_dummies", Some(MAX_CATEGORIES))?;
     let encode: Vec<_> = cols.into_iter().zip(prefixes).zip(cats).map(|((c, p), k)| (c, p, k)).collect();
     Ok(LazyFrame { f: f.f.get_dummies(&encode, &sep).map_err(err)? })
 }
@@ -158,8 +176,9 @@ fn pivot_table(state: &SessionState, f: &LazyFrame, m: Map) -> Res<LazyFrame> {
             Red::parse(&s).ok_or_else(|| runtime(format!("pivot_table: unknown aggfunc \"{s}\"")))?
         }
     };
-    let cats =
-        categories(state, &f.f, std::slice::from_ref(&columns), "pivot_table")?.pop().unwrap_or_default();
+    let cats = categories(state, &f.f, std::slice::from_ref(&columns), "pivot_table", Some(MAX_CATEGORIES))?
+        .pop()
+        .unwrap_or_default();
     Ok(LazyFrame { f: f.f.pivot_table(&ctx(state), &index, &columns, &cats, &values, agg).map_err(err)? })
 }
 

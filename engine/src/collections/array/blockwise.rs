@@ -163,7 +163,15 @@ pub fn blockwise(
                     let span: Vec<usize> = ind
                         .iter()
                         .enumerate()
-                        .map(|(d, c)| if at.contains_key(c) || own(d) { 1 } else { chunks[c].len() })
+                        // A contracted broadcast axis gives its one block once
+                        // when joined, else once per block of the others, as Dask's.
+                        .map(|(d, c)| {
+                            if at.contains_key(c) || (own(d) && spec.concatenate) {
+                                1
+                            } else {
+                                chunks[c].len()
+                            }
+                        })
                         .collect();
                     let keys_of = |sub: &[usize]| -> Key {
                         let full: Vec<usize> = ind

@@ -50,6 +50,7 @@ impl DataFrame {
         let mut toks = self.col_tokens.as_ref().clone();
         toks.push(tok);
         f.col_tokens = std::sync::Arc::new(toks);
+        f.categories = self.categories.clone();
         f.rows = self.rows.clone();
         f.divisions = self.divisions.clone();
         Ok((f, Expr::col(&to)))

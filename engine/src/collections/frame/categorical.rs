@@ -33,15 +33,46 @@ impl DataFrame {
             .filter(|(c, _)| self.schema.get(c) != Some(DType::Category))
             .map(|(c, _)| (c.clone(), DType::Category))
             .collect();
-        let mut f = if cast.is_empty() { self.clone() } else { self.astype(cast)? };
-        let mut known = f.categories.as_ref().clone();
-        for (c, cats) in cols {
-            if let Some(tok) = f.col_token(&c) {
-                known.insert(tok.clone(), Arc::new(cats));
+        let f = if cast.is_empty() { self.clone() } else { self.astype(cast)? };
+        Ok(f.keeping(cols.into_iter().map(|(c, k)| (c, Arc::new(k))).collect()))
+    }
+
+    /// These category columns with these known categories (by name; a
+    /// column that is not a category is left alone).
+    pub(crate) fn keeping(mut self, known: Vec<(String, Arc<Vec<String>>)>) -> DataFrame {
+        if known.is_empty() {
+            return self;
+        }
+        let mut map = self.categories.as_ref().clone();
+        for (c, cats) in known {
+            if self.schema.get(&c) == Some(DType::Category)
+                && let Some(tok) = self.col_token(&c)
+            {
+                map.insert(tok.clone(), cats);
             }
         }
-        f.categories = Arc::new(known);
-        Ok(f)
+        self.categories = Arc::new(map);
+        self
+    }
+
+    /// A frame made of `sources`' rows (moved, joined or stacked) with
+    /// the known categories of each of its category columns that every
+    /// source holding that column knows alike.
+    pub(crate) fn inheriting(self, sources: &[&DataFrame]) -> DataFrame {
+        let mut known = Vec::new();
+        for (c, t) in &self.schema.cols {
+            if *t != DType::Category {
+                continue;
+            }
+            let holders: Vec<Option<Arc<Vec<String>>>> =
+                sources.iter().filter(|s| s.schema.contains(c)).map(|s| s.known_categories(c)).collect();
+            if let Some(Some(first)) = holders.first()
+                && holders.iter().all(|h| h.as_ref() == Some(first))
+            {
+                known.push((c.clone(), first.clone()));
+            }
+        }
+        self.keeping(known)
     }
 
     /// The frame with these columns' categories forgotten (still of type
@@ -61,10 +92,10 @@ impl Series {
     /// Its categories, when it is a category column of its frame whose
     /// categories are known.
     pub fn known_categories(&self) -> Option<Arc<Vec<String>>> {
-        if self.expr != Expr::col(&self.name) {
-            return None;
+        match &self.expr {
+            Expr::Col(c) if self.dtype == DType::Category => self.frame.known_categories(c),
+            _ => None,
         }
-        self.frame.known_categories(&self.name)
     }
 
     fn need_category(&self, what: &str) -> Result<(), FrameError> {

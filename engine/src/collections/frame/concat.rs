@@ -22,6 +22,8 @@ use crate::ops::Arg;
 fn common(name: &str, a: DType, b: DType) -> Result<DType, FrameError> {
     match (a, b) {
         (a, b) if a == b => Ok(a),
+        // A category's values are strings: with a string column, strings (as pandas' object).
+        (a, b) if a.values() == b.values() => Ok(a.values()),
         (DType::Int64 | DType::Float64, DType::Int64 | DType::Float64) => Ok(DType::Float64),
         _ => Err(invalid(format!(
             "concat: column \"{name}\" is {} in one frame and {} in another; make them one type first (astype)",
@@ -88,7 +90,8 @@ impl DataFrame {
             }
             layers.push(layer);
         }
-        Ok(DataFrame::of_keys(Layer::new(name, tasks, layers), keys, schema, "concat"))
+        let sources: Vec<&DataFrame> = frames.iter().collect();
+        Ok(DataFrame::of_keys(Layer::new(name, tasks, layers), keys, schema, "concat").inheriting(&sources))
     }
 }
 

@@ -297,9 +297,13 @@ impl DataFrame {
         // Series of these rows but other columns first come alongside.
         let mut base = self.clone();
         let mut resolved = Vec::with_capacity(cols.len());
+        let mut carried = Vec::new();
         for (name, a) in cols {
             resolved.push(match a {
                 Assigned::Series(s) => {
+                    if let Some(cats) = s.known_categories() {
+                        carried.push((name.clone(), cats));
+                    }
                     let (b, e) = base.aligned(&s)?;
                     base = b;
                     (name, Ok((e, s.dtype)))
@@ -347,7 +351,7 @@ impl DataFrame {
             }
             exprs.push((name, e));
         }
-        Ok(base.staged(Stage::Assign(exprs), schema, toks, false).without_aligned())
+        Ok(base.staged(Stage::Assign(exprs), schema, toks, false).without_aligned().keeping(carried))
     }
 
     pub fn drop(&self, cols: &[String]) -> Result<DataFrame, FrameError> {
@@ -383,7 +387,9 @@ impl DataFrame {
         for (name, t) in &cols {
             if let Some(i) = schema.cols.iter().position(|(n, _)| n == name) {
                 crate::frame::expr::category_from(Some(schema.cols[i].1), *t)?;
-                if schema.cols[i].1 != *t {
+                // String and category hold the same values: same identity,
+                // so divisions on the column stay known.
+                if schema.cols[i].1.values() != t.values() {
                     toks[i] = Tokenizer::new().str(&toks[i]).str("astype").str(t.name()).finish();
                 }
                 schema.cols[i].1 = *t;
@@ -397,15 +403,28 @@ impl DataFrame {
         self.check_columns(fill.iter().map(|(c, _)| c))?;
         let mut schema = self.schema.as_ref().clone();
         let mut toks = self.col_tokens.as_ref().clone();
+        let mut kept = Vec::new();
         for (name, v) in &fill {
             let i = schema.cols.iter().position(|(n, _)| n == name).unwrap_or(0);
-            let t = Expr::FillNa(Box::new(Expr::col(name)), v.clone())
+            let mut t = Expr::FillNa(Box::new(Expr::col(name)), v.clone())
                 .dtype(&self.schema)?
                 .unwrap_or(DType::Float64);
+            if schema.cols[i].1 == DType::Category {
+                // pandas fills a category only with one of its categories.
+                if let Some(cats) = self.known_categories(name) {
+                    if !matches!(v, Value::Str(s) if cats.iter().any(|c| c.as_str() == &**s)) {
+                        return Err(FrameError::DType(format!(
+                            "fillna: {v} is not among the categories of \"{name}\" (cannot fill a category with a new category, as pandas)"
+                        )));
+                    }
+                    kept.push((name.clone(), cats));
+                }
+                t = DType::Category;
+            }
             schema.cols[i].1 = t;
             toks[i] = Tokenizer::new().str(&toks[i]).str("fillna").value(v).finish();
         }
-        Ok(self.staged(Stage::FillNa(fill), schema, toks, false))
+        Ok(self.staged(Stage::FillNa(fill), schema, toks, false).keeping(kept))
     }
 
     pub fn dropna(&self, subset: Option<Vec<String>>) -> Result<DataFrame, FrameError> {

@@ -47,6 +47,7 @@ impl DataFrame {
             value_type = Some(match value_type {
                 None => t,
                 Some(u) if u == t => u,
+                Some(u) if u.values() == t.values() => u.values(),
                 Some(DType::Int64 | DType::Float64) if matches!(t, DType::Int64 | DType::Float64) => {
                     DType::Float64
                 }
@@ -93,7 +94,9 @@ impl DataFrame {
             return Err(FrameError::DType(format!("explode needs a string column, not {}", series.dtype)));
         }
         // The separator, checked as str_split does.
-        series.map_expr(|e| Expr::Text(TextOp::SplitLen { pat: pat.clone(), n }, e))?;
+        series
+            .map_expr(|e| Expr::Text(TextOp::SplitLen { pat: pat.clone(), n }, e))
+            .map_err(|e| FrameError::Invalid(e.to_string().replace("str_split:", "explode:")))?;
         let mut schema = self.schema.as_ref().clone();
         let mut toks = self.col_tokens.as_ref().clone();
         let stage = Stage::Explode { column: column.to_string(), pat, n };

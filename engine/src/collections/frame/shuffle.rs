@@ -86,6 +86,7 @@ impl DataFrame {
             keys.push(key);
         }
         DataFrame::of_keys(Layer::new(name, tasks, vec![split_layer]), keys, out_schema, label)
+            .inheriting(&[self])
     }
 
     /// `shuffle(on)`: rows with equal values of `on` in one partition.
@@ -261,6 +262,7 @@ impl DataFrame {
             "repartition",
         );
         f.col_tokens = self.col_tokens.clone();
+        f.categories = self.categories.clone();
         f.rows = self.rows.clone();
         Ok(f)
     }
@@ -284,7 +286,8 @@ impl DataFrame {
         }
         let fin = if keep == Keep::Unique { Finish::Singles } else { Finish::Unique };
         let (layer, key) = self.tree(ctx, "drop_duplicates", Sink::Distinct { subset, keep }, fin);
-        Ok(DataFrame::of_keys(layer, vec![key], self.schema.as_ref().clone(), "drop_duplicates"))
+        Ok(DataFrame::of_keys(layer, vec![key], self.schema.as_ref().clone(), "drop_duplicates")
+            .inheriting(&[self]))
     }
 
     /// `nlargest(n, col)` / `nsmallest(n, col)`: one partition, in order.
@@ -301,7 +304,7 @@ impl DataFrame {
         let fin = Finish::Top { on: on.to_string(), n, largest };
         let label = if largest { "nlargest" } else { "nsmallest" };
         let (layer, key) = self.tree(ctx, label, sink, fin);
-        Ok(DataFrame::of_keys(layer, vec![key], self.schema.as_ref().clone(), label))
+        Ok(DataFrame::of_keys(layer, vec![key], self.schema.as_ref().clone(), label).inheriting(&[self]))
     }
 }
 
@@ -553,7 +556,7 @@ pub fn merge(ctx: &Ctx, left: &DataFrame, right: &DataFrame, a: &MergeArgs) -> R
         }
         vec![ll, rl]
     };
-    Ok(DataFrame::of_keys(Layer::new(name, tasks, layers), keys, schema, "merge"))
+    Ok(DataFrame::of_keys(Layer::new(name, tasks, layers), keys, schema, "merge").inheriting(&[left, right]))
 }
 
 /// The join's renames, casts and result schema, checked before anything runs.
@@ -589,6 +592,8 @@ pub(super) fn join_spec(
     for ((lk, l), (rk, r)) in a.left_on.iter().zip(&lt).zip(a.right_on.iter().zip(&rt)) {
         let t = match (l, r) {
             (x, y) if x == y => *x,
+            // A category's values are strings: the key is a string column.
+            (x, y) if x.values() == y.values() => x.values(),
             (DType::Int64, DType::Float64) => {
                 left_cast.push(lk.clone());
                 DType::Float64
