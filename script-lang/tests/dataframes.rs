@@ -284,6 +284,8 @@ r.cat_kept = [
     df.set_index("key").categorize().divisions.len() == df.set_index("key").npartitions + 1,
 ];
 r.cat_mixed = [concat([cat[["key"]], df[["key"]]]).dtypes, merge(cat[["key", "id"]], df[["key", "y"]], #{on: "key"}).dtypes["key"]];
+let pc = read_parquet(`${D}/category.parquet`);
+r.pq_category = [pc.dtypes, pc.compute().to_maps(), pc["k"].cat_as_known().cat_categories(), pc.categorize()["k"].cat_codes().compute().to_array()];
 r.cat_fill_codes = cat.fillna(#{key: "k01"})["key"].cat_codes().compute().to_array();
 r.explode = [words.str_split().explode().compute().to_array(), words.str_split(",").explode().compute().to_array(), words.str_split(" ", #{n: 1}).explode().compute().to_array()];
 let wf = from_columns([["i", [0, 1, 2, 3, 4, 5, 6]], ["s", words.compute().to_array()]], #{npartitions: 3});

@@ -52,6 +52,8 @@ def gen(d):
     whole.iloc[half:].to_json(os.path.join(d, "b.jsonl"), orient="records", lines=True)
     # The same rows as Parquet written by pandas, in row groups of 200.
     frame(d).to_parquet(os.path.join(d, "pandas.parquet"), row_group_size=200, index=False)
+    # A category column, as pandas writes it (a dictionary of strings).
+    cat_frame().to_parquet(os.path.join(d, "category.parquet"), row_group_size=2, index=False)
     # The CSV files' rows as one compressed file (the test makes a .zst of
     # comp/all.csv too), and the JSON lines gzipped.
     comp = os.path.join(d, "comp")
@@ -72,6 +74,10 @@ def frame(d):
     df = pd.concat([pd.read_csv(p) for p in files], ignore_index=True)
     df["key"] = df["key"].astype(object).where(df["key"].notna(), None)
     return df
+
+
+def cat_frame():
+    return pd.DataFrame({"k": pd.Categorical(["b", "a", None, "c", "a"], categories=["c", "b", "a"]), "x": [1, 2, 3, 4, 5]})
 
 
 def records(df):
@@ -361,6 +367,8 @@ def expected(d):
     e["cat_order"] = [list(odd.cat.categories), col(odd.cat.codes)]
     e["cat_kept"] = [True] * 10
     e["cat_mixed"] = [{"key": "string"}, "string"]
+    pc = cat_frame()
+    e["pq_category"] = [{"k": "category", "x": "int64"}, records(pc.astype({"k": object})), sorted(pc["k"].cat.categories), col(pc["k"].astype(object).astype("category").cat.codes)]
     e["cat_fill_codes"] = col(cat["key"].fillna("k01").cat.codes)
     e["explode"] = [col(words.str.split().explode()), col(words.str.split(",").explode()), col(words.str.split(" ", n=1).explode())]
     wf = pd.DataFrame({"i": range(7), "s": words})

@@ -85,6 +85,10 @@ fn column_type(dt: &ArrowDataType) -> Result<DType, String> {
             ));
         }
         A::Utf8 | A::LargeUtf8 | A::Utf8View => DType::Str,
+        // pandas writes its category dtype as a dictionary of strings.
+        A::Dictionary(_, values, _) if matches!(values.as_ref(), A::Utf8 | A::LargeUtf8 | A::Utf8View) => {
+            DType::Category
+        }
         A::Date32 | A::Date64 | A::Timestamp(_, None) => DType::Datetime,
         A::Timestamp(_, Some(tz)) => {
             return Err(format!(
