@@ -67,23 +67,27 @@ fn to_value_at(d: &Dynamic, what: &str, depth: usize) -> Result<Value, ConvertEr
     // Type tests that never clone (cloning a Dynamic array copies it), by
     // the value's tag: a failed `as_int` would format its type's name,
     // which costs more than the conversion of a short string.
-    if d.is_string() {
-        if let Some(s) = d.read_lock::<ImmutableString>() {
-            return Ok(Value::Str(Arc::from(s.as_str())));
-        }
-    } else if d.is_int() {
-        if let Ok(i) = d.as_int() {
-            return Ok(Value::Int(i));
-        }
-    } else if d.is_float() {
-        if let Ok(f) = d.as_float() {
-            return Ok(Value::Float(f));
-        }
-    } else if d.is_bool() {
-        if let Ok(b) = d.as_bool() {
-            return Ok(Value::Bool(b));
-        }
-    } else if d.is_char()
+    if d.is_string()
+        && let Some(s) = d.read_lock::<ImmutableString>()
+    {
+        return Ok(Value::Str(Arc::from(s.as_str())));
+    }
+    if d.is_int()
+        && let Ok(i) = d.as_int()
+    {
+        return Ok(Value::Int(i));
+    }
+    if d.is_float()
+        && let Ok(f) = d.as_float()
+    {
+        return Ok(Value::Float(f));
+    }
+    if d.is_bool()
+        && let Ok(b) = d.as_bool()
+    {
+        return Ok(Value::Bool(b));
+    }
+    if d.is_char()
         && let Ok(c) = d.as_char()
     {
         return Ok(Value::Str(Arc::from(c.to_string())));

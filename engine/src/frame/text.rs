@@ -72,7 +72,7 @@ pub enum TextOp {
     },
     /// A category column's codes (`cat.codes`): each value's place among
     /// these categories, -1 for a missing value or one not among them.
-    Codes(Vec<String>),
+    Codes(std::sync::Arc<Vec<String>>),
 }
 
 /// Python's `str.split(pat, maxsplit)`.
@@ -455,7 +455,7 @@ mod tests {
     #[test]
     fn codes_are_places_among_the_categories() {
         let s = Series::new("k".into(), [Some("b"), None, Some("a"), Some("z")]);
-        let out = TextOp::Codes(vec!["a".into(), "b".into()]).eval(&s).expect("codes");
+        let out = TextOp::Codes(std::sync::Arc::new(vec!["a".into(), "b".into()])).eval(&s).expect("codes");
         let got: Vec<Option<i64>> = out.i64().expect("i64").iter().collect();
         assert_eq!(got, [Some(1), Some(-1), Some(0), Some(-1)]);
     }

@@ -40,16 +40,14 @@ fn register_local_shapes(engine: &mut Engine) {
         let ax = brisk_engine::array::norm_axis(axis, x.ndim() + 1).map_err(err)?;
         shape::expand_dims(x, ax).map_err(err)
     });
-    engine.register_fn("squeeze", |x: &mut Chunk| -> R {
+    /// Every axis of length 1, as NumPy's `axis=None`.
+    fn squeeze_all(x: &Chunk) -> Chunk {
         let ones: Vec<usize> = (0..x.ndim()).filter(|&d| x.shape()[d] == 1).collect();
-        Ok(reduce::squeeze(x, &ones))
-    });
+        reduce::squeeze(x, &ones)
+    }
+    engine.register_fn("squeeze", |x: &mut Chunk| -> R { Ok(squeeze_all(x)) });
     engine.register_fn("squeeze", |x: &mut Chunk, axis: Dynamic| -> R {
-        let Some(axes) = axes_arg(&axis)? else {
-            // `()`: every axis of length 1, as NumPy's axis=None.
-            let ones: Vec<usize> = (0..x.ndim()).filter(|&d| x.shape()[d] == 1).collect();
-            return Ok(reduce::squeeze(x, &ones));
-        };
+        let Some(axes) = axes_arg(&axis)? else { return Ok(squeeze_all(x)) };
         let axes = brisk_engine::array::norm_axes(&axes, x.ndim()).map_err(err)?;
         if let Some(&d) = axes.iter().find(|&&d| x.shape()[d] != 1) {
             return Err(runtime(format!(

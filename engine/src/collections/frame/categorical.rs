@@ -121,7 +121,7 @@ impl Series {
     /// where missing.
     pub fn cat_codes(&self) -> Result<Series, FrameError> {
         let cats = self.categories("cat_codes")?;
-        self.map_expr(|e| Expr::Text(TextOp::Codes(cats.to_vec()), e))
+        self.map_expr(|e| Expr::Text(TextOp::Codes(cats), e))
     }
 
     /// This Series as a category column of known categories `cats`.
