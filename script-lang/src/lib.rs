@@ -8,6 +8,7 @@ pub mod complete;
 pub mod convert;
 pub mod error;
 pub mod input;
+mod lower;
 pub mod print;
 pub mod session;
 pub mod ship;

@@ -204,8 +204,9 @@ impl UdfRunner for RhaiUdfs {
         })
     }
 
-    /// One lookup of the engine and the code for a whole partition; the
-    /// captured values are converted once.
+    /// One lookup of the engine and the code for a whole batch; the
+    /// captured values are converted once, and a closure simple enough to
+    /// be lowered (`lower`) runs natively on the records it can answer.
     fn call_each(
         &self,
         udf: &Udf,
@@ -217,11 +218,16 @@ impl UdfRunner for RhaiUdfs {
             let curry: Vec<Dynamic> = udf.curry.iter().map(to_dynamic).collect();
             let is_script =
                 ast.iter_functions().any(|f| f.name == udf.entry && f.params.len() == curry.len() + 1);
+            let lowered = if is_script { lowered(ast, udf) } else { None };
             let what = format!("the result of '{}'", udf.label);
             let mut scope = Scope::new();
             let mut out = Vec::with_capacity(items.len());
             for (i, x) in items.iter().enumerate() {
                 failed = i;
+                if let Some(v) = lowered.as_ref().and_then(|l| l.eval(&udf.curry, x)) {
+                    out.push(v);
+                    continue;
+                }
                 let mut args = curry.clone();
                 args.push(to_dynamic(x));
                 let r = if is_script {
@@ -239,6 +245,31 @@ impl UdfRunner for RhaiUdfs {
         });
         out.map_err(|e| (failed, e))
     }
+}
+
+/// Lowered closures by code version, entry and arity, found once per
+/// thread (a session's code holds all its functions).
+type LoweredCache = HashMap<(u128, String, usize), Option<Arc<crate::lower::Lowered>>>;
+
+thread_local! {
+    static LOWERED: RefCell<LoweredCache> = RefCell::new(HashMap::new());
+}
+
+/// `udf` lowered to native code, if its body allows.
+fn lowered(ast: &AST, udf: &Udf) -> Option<Arc<crate::lower::Lowered>> {
+    let key = (udf.code.id, udf.entry.clone(), udf.curry.len() + 1);
+    LOWERED.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(found) = cache.get(&key) {
+            return found.clone();
+        }
+        let found = crate::lower::lower(ast, &udf.entry, key.2).map(Arc::new);
+        if cache.len() >= 64 {
+            cache.clear();
+        }
+        cache.insert(key, found.clone());
+        found
+    })
 }
 
 fn call_entry(
