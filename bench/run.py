@@ -451,6 +451,13 @@ def run_workload(wl, args, dask_err, brisk_err, bin_path, tmpdir):
 
     dask = run_side("dask", wl, n, args.runs, args.timeout, dask_cmd, dask_err)
     brisk = run_side("brisk", wl, n, args.runs, args.timeout, brisk_cmd, berr)
+    peers = {}
+    if args.peers and wl.name in PEER_WORKLOADS:
+        for engine in PEERS:
+            def peer_cmd(engine=engine):
+                return [VENV_PY, os.path.join(BENCH, "peers.py"), engine, wl.name, *extra_args]
+            peers[engine] = run_side(engine, wl, n, args.runs, args.timeout, peer_cmd,
+                                     peer_unavailable(engine))
 
     dask_version = None
     for r in dask["runs"]:
@@ -460,6 +467,8 @@ def run_workload(wl, args, dask_err, brisk_err, bin_path, tmpdir):
     rec = {"workload": wl.name, "description": wl.desc, "n": n,
            "runs_requested": args.runs, "dask_version": dask_version,
            "dask": dask, "brisk": brisk}
+    if peers:
+        rec["peers"] = peers
     if dask.get("seconds") and brisk.get("seconds") is not None:
         rec["ratio"] = round(brisk["seconds"] / dask["seconds"], 5)
         if wl.name in TARGET_TIME_RATIO:
@@ -475,6 +484,19 @@ def run_workload(wl, args, dask_err, brisk_err, bin_path, tmpdir):
             rec["target_met"] = (rec["ratio_per_task"] <= target
                                  and dask["correct"] and brisk["correct"])
     return rec
+
+
+# The single-machine engines a user would pick instead of Dask (bench/peers.py),
+# on the workloads they can run, with --peers: optional, installed into the bench
+# venv by hand (`bench/.venv/bin/python -m pip install polars duckdb`).
+PEERS = ("polars", "duckdb")
+PEER_WORKLOADS = {"b6-csv-agg", "b6-csv-filter", "b6-pq-agg", "b6-pq-filter"}
+
+
+def peer_unavailable(engine):
+    """Why a peer cannot run (not installed), or None."""
+    c = subprocess.run([VENV_PY, "-c", f"import {engine}"], capture_output=True, text=True)
+    return None if c.returncode == 0 else f"{engine} is not installed in the bench venv"
 
 
 def run_sched(args):
@@ -548,7 +570,12 @@ def print_table(records):
                      fmt(d.get("us_per_task"), ".2f"), fmt(b.get("us_per_task"), ".2f"),
                      fmt(d.get("peak_rss_mb"), ".0f"), fmt(b.get("peak_rss_mb"), ".0f"),
                      f"{yesno(d)}/{yesno(b)}", target))
-        for side_name, side in (("dask", d), ("brisk", b)):
+        for engine, side in r.get("peers", {}).items():
+            if side.get("seconds") is not None:
+                notes.append(f"{r['workload']} {engine} ({yesno(side)}): {side['seconds']:.3f} s, "
+                             f"brisk/{engine} {b.get('seconds', 0) / side['seconds']:.2f}, "
+                             f"peak {fmt(side.get('peak_rss_mb'), '.0f')} MiB")
+        for side_name, side in (("dask", d), ("brisk", b), *r.get("peers", {}).items()):
             if side.get("error"):
                 notes.append(f"{r['workload']} {side_name}: "
                              f"{'unavailable' if not side.get('available') else 'failed'}: "
@@ -582,6 +609,8 @@ def main(argv=None):
                     help="do not run cargo build --release -p brisk")
     ap.add_argument("--timeout", type=int, default=900,
                     help="limit per subprocess in seconds (default 900)")
+    ap.add_argument("--peers", action="store_true",
+                    help="also run Polars and DuckDB (2 threads) on the B6 workloads")
     ap.add_argument("--out", default=RESULTS, help="JSONL file appended to "
                     "(default bench/results/results.jsonl)")
     args = ap.parse_args(argv)
