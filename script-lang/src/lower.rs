@@ -297,27 +297,36 @@ impl Lowered {
     /// The closure's result for `record` after the `captured` values, or
     /// `None` where only the interpreter can say.
     pub(crate) fn eval(&self, captured: &[Value], record: &Value) -> Option<Value> {
-        if captured.len() + 1 != self.params {
+        self.eval_args(captured, std::slice::from_ref(record))
+    }
+
+    /// The same for a call with any number of arguments (`delayed`, a
+    /// reduction's `|a, b| a + b`).
+    pub(crate) fn eval_args(&self, captured: &[Value], args: &[Value]) -> Option<Value> {
+        if captured.len() + args.len() != self.params {
             return None;
         }
-        eval(&self.body, &Args { captured, record })
+        eval(&self.body, &Args { captured, args })
     }
 }
 
 struct Args<'a> {
     captured: &'a [Value],
-    record: &'a Value,
+    args: &'a [Value],
 }
 
 impl Args<'_> {
-    fn get(&self, i: usize) -> &Value {
-        self.captured.get(i).unwrap_or(self.record)
+    fn get(&self, i: usize) -> Option<&Value> {
+        match i.checked_sub(self.captured.len()) {
+            None => self.captured.get(i),
+            Some(j) => self.args.get(j),
+        }
     }
 }
 
 fn eval(n: &Node, a: &Args<'_>) -> Option<Value> {
     match n {
-        Node::Param(i) => pass(a.get(*i)),
+        Node::Param(i) => pass(a.get(*i)?),
         Node::Const(v) => Some(v.clone()),
         Node::List(xs) => Some(Value::list(xs.iter().map(|x| eval(x, a)).collect::<Option<_>>()?)),
         Node::Record(fields) => {
@@ -778,6 +787,24 @@ mod tests {
         let got = lowered.eval(&[s(","), Value::Int(10)], &s("a,b,c"));
         assert_eq!(got, Some(Value::Int(13)));
         assert_eq!(lowered.eval(&[s(",")], &s("a")), None, "a wrong count of arguments is left to Rhai");
+    }
+
+    /// A call of several arguments (`delayed(add)`), and one whose count
+    /// does not match, left to Rhai.
+    #[test]
+    fn calls_of_several_arguments() {
+        crate::ship::init();
+        let engine = crate::api::worker_engine();
+        let ast = engine.compile("fn add(a, b) { a + b }").expect("compiles");
+        let lowered = lower(&ast, "add", 2).expect("lowered");
+        assert_eq!(lowered.eval_args(&[], &[Value::Int(2), Value::Int(3)]), Some(Value::Int(5)));
+        assert_eq!(lowered.eval_args(&[Value::Int(2)], &[Value::Int(3)]), Some(Value::Int(5)));
+        assert_eq!(lowered.eval_args(&[], &[Value::Int(2)]), None);
+        assert_eq!(
+            lowered.eval_args(&[], &[Value::Int(i64::MAX), Value::Int(1)]),
+            None,
+            "overflow: Rhai's error"
+        );
     }
 
     /// The closure is found among the session's others, here inside the

@@ -193,8 +193,22 @@ fn run_in<T>(
 }
 
 impl UdfRunner for RhaiUdfs {
+    /// A lowered closure (`lower`) answers without the engine when it can.
     fn call(&self, udf: &Udf, args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, TaskError> {
+        let arity = udf.curry.len() + args.len();
+        if let Some(Some(l)) = cached_lowered(udf, arity)
+            && let Some(v) = l.eval_args(&udf.curry, &args)
+        {
+            return Ok(v);
+        }
         self.with_code(udf, ctx, |engine, ast| {
+            let is_script = ast.iter_functions().any(|f| f.name == udf.entry && f.params.len() == arity);
+            if is_script
+                && let Some(l) = lowered(ast, udf, arity)
+                && let Some(v) = l.eval_args(&udf.curry, &args)
+            {
+                return Ok(v);
+            }
             let mut all: Vec<Dynamic> = udf.curry.iter().map(to_dynamic).collect();
             all.extend(args.iter().map(to_dynamic));
             match call_entry(engine, ast, &udf.entry, all) {
@@ -218,7 +232,7 @@ impl UdfRunner for RhaiUdfs {
             let curry: Vec<Dynamic> = udf.curry.iter().map(to_dynamic).collect();
             let is_script =
                 ast.iter_functions().any(|f| f.name == udf.entry && f.params.len() == curry.len() + 1);
-            let lowered = if is_script { lowered(ast, udf) } else { None };
+            let lowered = if is_script { lowered(ast, udf, curry.len() + 1) } else { None };
             let what = format!("the result of '{}'", udf.label);
             let mut scope = Scope::new();
             let mut out = Vec::with_capacity(items.len());
@@ -255,15 +269,28 @@ thread_local! {
     static LOWERED: RefCell<LoweredCache> = RefCell::new(HashMap::new());
 }
 
-/// `udf` lowered to native code, if its body allows.
-fn lowered(ast: &AST, udf: &Udf) -> Option<Arc<crate::lower::Lowered>> {
-    let key = (udf.code.id, udf.entry.clone(), udf.curry.len() + 1);
+/// What this thread found of `udf` taking `arity` arguments: `None` when
+/// it has not looked yet (its code is needed), `Some(None)` when the body
+/// cannot be lowered.
+fn cached_lowered(udf: &Udf, arity: usize) -> Option<Option<Arc<crate::lower::Lowered>>> {
+    // Borrowed without allocating the key: a tuple of borrowed parts.
+    LOWERED.with(|cache| {
+        cache.borrow().iter().find_map(|((id, entry, n), l)| {
+            (*id == udf.code.id && *n == arity && *entry == udf.entry).then(|| l.clone())
+        })
+    })
+}
+
+/// `udf` taking `arity` arguments (a script function of `ast`) lowered to
+/// native code, if its body allows.
+fn lowered(ast: &AST, udf: &Udf, arity: usize) -> Option<Arc<crate::lower::Lowered>> {
+    let key = (udf.code.id, udf.entry.clone(), arity);
     LOWERED.with(|cache| {
         let mut cache = cache.borrow_mut();
         if let Some(found) = cache.get(&key) {
             return found.clone();
         }
-        let found = crate::lower::lower(ast, &udf.entry, key.2).map(Arc::new);
+        let found = crate::lower::lower(ast, &udf.entry, arity).map(Arc::new);
         if cache.len() >= 64 {
             cache.clear();
         }
