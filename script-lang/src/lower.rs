@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use crate::convert::MAX_DEPTH;
 use brisk_engine::Value;
 use rhai::{AST, ASTFlags, ASTNode, Expr, FnCallExpr, Stmt};
 
@@ -153,7 +154,11 @@ pub(crate) fn lower(ast: &AST, entry: &str, arity: usize) -> Option<Lowered> {
     only.walk(&mut |path: &[ASTNode<'_>]| {
         if let [ASTNode::Stmt(s)] = path {
             statements += 1;
-            body = lowering.stmt(s);
+            body = match s {
+                // `return` ends the function: only as its one statement.
+                Stmt::Return(Some(e), flags, _) if !flags.intersects(ASTFlags::BREAK) => lowering.expr(e),
+                s => lowering.stmt(s),
+            };
         }
         true
     });
@@ -175,11 +180,12 @@ enum Link {
 }
 
 impl Lowering<'_> {
+    /// A statement that is a value. (A `return` inside an expression,
+    /// as in `(x.a ?? return 0) + 1`, ends the whole function: not lowered.)
     fn stmt(&self, s: &Stmt) -> Option<Node> {
         match s {
             Stmt::Expr(e) => self.expr(e),
             Stmt::FnCall(f, _) => self.call(f),
-            Stmt::Return(Some(e), flags, _) if !flags.intersects(ASTFlags::BREAK) => self.expr(e),
             _ => None,
         }
     }
@@ -306,7 +312,7 @@ impl Lowered {
         if captured.len() + args.len() != self.params {
             return None;
         }
-        eval(&self.body, &Args { captured, args })
+        eval(&self.body, &Args { captured, args }, 0)
     }
 }
 
@@ -324,35 +330,68 @@ impl Args<'_> {
     }
 }
 
-fn eval(n: &Node, a: &Args<'_>) -> Option<Value> {
+/// `n`'s value as part of the closure's result, `depth` array or map
+/// literals down: a value handed on from the arguments only if the trip
+/// through Rhai would leave it so, and nothing nested deeper than the
+/// conversion back allows.
+fn eval(n: &Node, a: &Args<'_>, depth: usize) -> Option<Value> {
     match n {
-        Node::Param(i) => pass(a.get(*i)?),
-        Node::Const(v) => Some(v.clone()),
-        Node::List(xs) => Some(Value::list(xs.iter().map(|x| eval(x, a)).collect::<Option<_>>()?)),
-        Node::Record(fields) => {
+        Node::List(xs) if depth < MAX_DEPTH => {
+            Some(Value::list(xs.iter().map(|x| eval(x, a, depth + 1)).collect::<Option<_>>()?))
+        }
+        Node::Record(fields) if depth < MAX_DEPTH => {
             let mut m = BTreeMap::new();
             for (k, x) in fields {
-                m.insert(k.clone(), eval(x, a)?);
+                m.insert(k.clone(), eval(x, a, depth + 1)?);
             }
             Some(Value::Map(Arc::new(m)))
         }
-        Node::Property(x, name) => property(&eval(x, a)?, name),
-        Node::Index(x, i) => index(&eval(x, a)?, &eval(i, a)?),
+        Node::List(_) | Node::Record(_) => None,
+        Node::Coalesce(xs) => {
+            let mut last = Value::Unit;
+            for x in xs {
+                last = eval(x, a, depth)?;
+                if !matches!(last, Value::Unit) {
+                    break;
+                }
+            }
+            Some(last)
+        }
+        // Made here of numbers and strings: at most one level deep.
+        Node::Const(_) | Node::Call(..) | Node::Unary(..) | Node::Binary(..) | Node::And(_) | Node::Or(_)
+            if depth + 1 < MAX_DEPTH =>
+        {
+            operand(n, a)
+        }
+        _ => operand(n, a).filter(|v| plain(v, depth)),
+    }
+}
+
+/// `n`'s value as an operand: what a method, an operator or a field
+/// access reads, not checked as a result (a record's field is read
+/// without walking the record).
+fn operand(n: &Node, a: &Args<'_>) -> Option<Value> {
+    match n {
+        Node::Param(i) => a.get(*i).cloned(),
+        Node::Const(v) => Some(v.clone()),
+        Node::List(_) | Node::Record(_) | Node::Coalesce(_) => eval(n, a, 0),
+        Node::Property(x, name) => property(&operand(x, a)?, name),
+        Node::Index(x, i) => index(&operand(x, a)?, &operand(i, a)?),
         Node::Call(m, x, args) => {
-            let x = eval(x, a)?;
-            let args = args.iter().map(|y| eval(y, a)).collect::<Option<Vec<_>>>()?;
+            let x = operand(x, a)?;
+            let args = args.iter().map(|y| operand(y, a)).collect::<Option<Vec<_>>>()?;
             call(*m, &x, &args)
         }
-        Node::Unary(op, x) => match (op, eval(x, a)?) {
+        Node::Unary(op, x) => match (op, operand(x, a)?) {
             (Unary::Neg, Value::Int(i)) => i.checked_neg().map(Value::Int),
             (Unary::Neg, Value::Float(f)) => Some(Value::Float(-f)),
             (Unary::Not, Value::Bool(b)) => Some(Value::Bool(!b)),
             _ => None,
         },
-        Node::Binary(op, x, y) => binary(*op, &eval(x, a)?, &eval(y, a)?),
+        Node::Binary(op, x, y) => binary(*op, &operand(x, a)?, &operand(y, a)?),
         Node::And(xs) => {
             for x in xs {
-                if !as_bool(eval(x, a)?)? {
+                if !as_bool(operand(x, a)?)? {
                     return Some(Value::Bool(false));
                 }
             }
@@ -360,21 +399,11 @@ fn eval(n: &Node, a: &Args<'_>) -> Option<Value> {
         }
         Node::Or(xs) => {
             for x in xs {
-                if as_bool(eval(x, a)?)? {
+                if as_bool(operand(x, a)?)? {
                     return Some(Value::Bool(true));
                 }
             }
             Some(Value::Bool(false))
-        }
-        Node::Coalesce(xs) => {
-            let mut last = Value::Unit;
-            for x in xs {
-                last = eval(x, a)?;
-                if !matches!(last, Value::Unit) {
-                    break;
-                }
-            }
-            Some(last)
         }
     }
 }
@@ -386,33 +415,28 @@ fn as_bool(v: Value) -> Option<bool> {
     }
 }
 
-/// A value handed on unchanged, if the trip through Rhai would leave it so
-/// (a 0-d array would come back a number, a kernel map a kernel).
-fn pass(v: &Value) -> Option<Value> {
-    plain(v, 0).then(|| v.clone())
-}
-
+/// Whether `v`, `depth` levels down in a result, comes back from Rhai as
+/// it went in (a 0-d array would come back a number, a kernel map a
+/// kernel, and nesting past `MAX_DEPTH` is refused).
 fn plain(v: &Value, depth: usize) -> bool {
     match v {
         Value::Unit | Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::Str(_) | Value::Bytes(_) => {
-            true
+            depth <= MAX_DEPTH
         }
-        Value::List(xs) => depth < crate::convert::MAX_DEPTH && xs.iter().all(|x| plain(x, depth + 1)),
-        Value::Map(m) => {
-            depth < crate::convert::MAX_DEPTH
-                && !m.contains_key(crate::types::RAW_KERNEL_MARK)
-                && m.values().all(|x| plain(x, depth + 1))
-        }
+        Value::List(xs) => depth < MAX_DEPTH && xs.iter().all(|x| plain(x, depth + 1)),
+        Value::Map(m) => depth < MAX_DEPTH && !is_kernel(m) && m.values().all(|x| plain(x, depth + 1)),
         Value::Array(_) | Value::Frame(_) | Value::Gpu(_) => false,
     }
 }
 
+/// A raw kernel travels as a marked map; in Rhai it is a kernel, not a map.
+fn is_kernel(m: &BTreeMap<String, Value>) -> bool {
+    m.contains_key(crate::types::RAW_KERNEL_MARK)
+}
+
 fn property(x: &Value, name: &str) -> Option<Value> {
     match (x, name) {
-        (Value::Map(m), _) => match m.get(name) {
-            Some(v) => pass(v),
-            None => Some(Value::Unit),
-        },
+        (Value::Map(m), _) if !is_kernel(m) => Some(m.get(name).cloned().unwrap_or_default()),
         (Value::Str(_) | Value::List(_), "len" | "is_empty") => {
             call(if name == "len" { Method::Len } else { Method::IsEmpty }, x, &[])
         }
@@ -422,14 +446,11 @@ fn property(x: &Value, name: &str) -> Option<Value> {
 
 fn index(x: &Value, i: &Value) -> Option<Value> {
     match (x, i) {
-        (Value::Map(m), Value::Str(k)) => match m.get(&**k) {
-            Some(v) => pass(v),
-            None => Some(Value::Unit),
-        },
+        (Value::Map(m), Value::Str(k)) if !is_kernel(m) => Some(m.get(&**k).cloned().unwrap_or_default()),
         (Value::List(xs), Value::Int(i)) => {
             let n = i64::try_from(xs.len()).ok()?;
             let at = if *i < 0 { i.checked_add(n)? } else { *i };
-            pass(xs.get(usize::try_from(at).ok()?)?)
+            xs.get(usize::try_from(at).ok()?).cloned()
         }
         _ => None,
     }
@@ -444,10 +465,10 @@ fn call(m: Method, x: &Value, args: &[Value]) -> Option<Value> {
     Some(match (m, x, args) {
         (Method::Len, Str(s), []) => Int(i64::try_from(s.chars().count()).unwrap_or(i64::MAX)),
         (Method::Len, Value::List(xs), []) => Int(i64::try_from(xs.len()).ok()?),
-        (Method::Len, Value::Map(xs), []) => Int(i64::try_from(xs.len()).ok()?),
+        (Method::Len, Value::Map(xs), []) if !is_kernel(xs) => Int(i64::try_from(xs.len()).ok()?),
         (Method::IsEmpty, Str(s), []) => Bool(s.is_empty()),
         (Method::IsEmpty, Value::List(xs), []) => Bool(xs.is_empty()),
-        (Method::IsEmpty, Value::Map(xs), []) => Bool(xs.is_empty()),
+        (Method::IsEmpty, Value::Map(xs), []) if !is_kernel(xs) => Bool(xs.is_empty()),
         (Method::Split, Str(s), []) => {
             Value::list(if s.is_empty() { vec![x.clone()] } else { s.split_whitespace().map(text).collect() })
         }
@@ -649,6 +670,10 @@ mod tests {
         ]));
         out.push(Value::Bytes(Arc::from(&b"ab"[..])));
         out.push(Value::array(brisk_engine::array::Chunk::scalar(brisk_engine::array::Scalar::Float(2.0))));
+        // A raw kernel travels as this marked map; in Rhai it is a kernel.
+        let source = "extern \"C\" __global__ void k(float* x) {}";
+        out.push(map(&[(crate::types::RAW_KERNEL_MARK, s("k")), ("source", s(source))]));
+        out.push(Value::list(vec![out[out.len() - 2].clone()]));
         out
     }
 
@@ -730,6 +755,9 @@ mod tests {
         "(x + 1) * 2",
         "{ x.a }",
         "x.split(\" \").len()",
+        "return x.a;",
+        "[x[0]]",
+        "#{k: x.c}",
         "x.to_upper().split()",
     ];
 
@@ -807,6 +835,24 @@ mod tests {
         );
     }
 
+    /// A result nested deeper than the conversion back allows is Rhai's
+    /// to refuse.
+    #[test]
+    fn results_nested_too_deep_are_left_to_rhai() {
+        crate::ship::init();
+        let engine = crate::api::worker_engine();
+        let ast = engine.compile("fn f(x) { [x] }").expect("compiles");
+        let lowered = lower(&ast, "f", 1).expect("lowered");
+        let mut deep = Value::Int(1);
+        for _ in 0..crate::convert::MAX_DEPTH {
+            deep = Value::list(vec![deep]);
+        }
+        assert!(rhai_call(&engine, &ast, vec![to_dynamic(&deep)]).is_err());
+        assert_eq!(lowered.eval(&[], &deep), None);
+        let shallow = Value::list(vec![Value::Int(1)]);
+        assert_eq!(lowered.eval(&[], &shallow), Some(Value::list(vec![shallow.clone()])));
+    }
+
     /// The closure is found among the session's others, here inside the
     /// closure that makes it.
     #[test]
@@ -837,6 +883,9 @@ mod tests {
             "fn f(x) { throw x; }",
             "fn f(x) { 'c' }",
             "fn f(x) { x.to_string() }",
+            // `return` inside an expression ends the function.
+            "fn f(x) { (x.a ?? return 0) + 1 }",
+            "fn f(x) { x * { return 2 } }",
             // The session's own `len` is called, not the built-in one.
             "fn len(x) { 0 } fn f(x) { x.len() }",
         ] {

@@ -196,14 +196,16 @@ impl UdfRunner for RhaiUdfs {
     /// A lowered closure (`lower`) answers without the engine when it can.
     fn call(&self, udf: &Udf, args: Vec<Value>, ctx: &TaskContext<'_>) -> Result<Value, TaskError> {
         let arity = udf.curry.len() + args.len();
-        if let Some(Some(l)) = cached_lowered(udf, arity)
+        let known = cached_lowered(udf, arity);
+        if let Some(Some(l)) = &known
             && let Some(v) = l.eval_args(&udf.curry, &args)
         {
             return Ok(v);
         }
         self.with_code(udf, ctx, |engine, ast| {
             let is_script = ast.iter_functions().any(|f| f.name == udf.entry && f.params.len() == arity);
-            if is_script
+            if known.is_none()
+                && is_script
                 && let Some(l) = lowered(ast, udf, arity)
                 && let Some(v) = l.eval_args(&udf.curry, &args)
             {
@@ -232,12 +234,23 @@ impl UdfRunner for RhaiUdfs {
             let curry: Vec<Dynamic> = udf.curry.iter().map(to_dynamic).collect();
             let is_script =
                 ast.iter_functions().any(|f| f.name == udf.entry && f.params.len() == curry.len() + 1);
-            let lowered = if is_script { lowered(ast, udf, curry.len() + 1) } else { None };
+            let mut lowered = if is_script { lowered(ast, udf, curry.len() + 1) } else { None };
             let what = format!("the result of '{}'", udf.label);
             let mut scope = Scope::new();
             let mut out = Vec::with_capacity(items.len());
             for (i, x) in items.iter().enumerate() {
                 failed = i;
+                // What the interpreter's progress hook does, now and then.
+                if i % 1024 == 1023 && lowered.is_some() {
+                    if ctx.is_cancelled() {
+                        return Err(TaskError::cancelled());
+                    }
+                    // Past the memory budget: the interpreter takes over and
+                    // stops with its error.
+                    if brisk_engine::memory::check_step().is_err() {
+                        lowered = None;
+                    }
+                }
                 if let Some(v) = lowered.as_ref().and_then(|l| l.eval(&udf.curry, x)) {
                     out.push(v);
                     continue;
@@ -273,7 +286,7 @@ thread_local! {
 /// it has not looked yet (its code is needed), `Some(None)` when the body
 /// cannot be lowered.
 fn cached_lowered(udf: &Udf, arity: usize) -> Option<Option<Arc<crate::lower::Lowered>>> {
-    // Borrowed without allocating the key: a tuple of borrowed parts.
+    // A scan of a few entries, not a lookup that would copy the entry name.
     LOWERED.with(|cache| {
         cache.borrow().iter().find_map(|((id, entry, n), l)| {
             (*id == udf.code.id && *n == arity && *entry == udf.entry).then(|| l.clone())
