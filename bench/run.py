@@ -571,9 +571,11 @@ def print_table(records):
                      fmt(d.get("peak_rss_mb"), ".0f"), fmt(b.get("peak_rss_mb"), ".0f"),
                      f"{yesno(d)}/{yesno(b)}", target))
         for engine, side in r.get("peers", {}).items():
-            if side.get("seconds") is not None:
+            if side.get("seconds"):
+                ratio = (None if b.get("seconds") is None
+                         else b["seconds"] / side["seconds"])
                 notes.append(f"{r['workload']} {engine} ({yesno(side)}): {side['seconds']:.3f} s, "
-                             f"brisk/{engine} {b.get('seconds', 0) / side['seconds']:.2f}, "
+                             f"brisk/{engine} {fmt(ratio, '.2f')}, "
                              f"peak {fmt(side.get('peak_rss_mb'), '.0f')} MiB")
         for side_name, side in (("dask", d), ("brisk", b), *r.get("peers", {}).items()):
             if side.get("error"):

@@ -275,18 +275,21 @@ impl UdfRunner for RhaiUdfs {
 }
 
 /// Lowered closures by code version, entry and arity, found once per
-/// thread (a session's code holds all its functions).
-type LoweredCache = HashMap<(u128, String, usize), Option<Arc<crate::lower::Lowered>>>;
+/// thread (a session's code holds all its functions). Few: scanned, not
+/// hashed, so a lookup copies no name.
+type LoweredCache = Vec<((u128, String, usize), Option<Arc<crate::lower::Lowered>>)>;
 
 thread_local! {
-    static LOWERED: RefCell<LoweredCache> = RefCell::new(HashMap::new());
+    static LOWERED: RefCell<LoweredCache> = const { RefCell::new(Vec::new()) };
 }
+
+/// The most entries kept; a thread that meets more starts afresh.
+const LOWERED_ENTRIES: usize = 64;
 
 /// What this thread found of `udf` taking `arity` arguments: `None` when
 /// it has not looked yet (its code is needed), `Some(None)` when the body
 /// cannot be lowered.
 fn cached_lowered(udf: &Udf, arity: usize) -> Option<Option<Arc<crate::lower::Lowered>>> {
-    // A scan of a few entries, not a lookup that would copy the entry name.
     LOWERED.with(|cache| {
         cache.borrow().iter().find_map(|((id, entry, n), l)| {
             (*id == udf.code.id && *n == arity && *entry == udf.entry).then(|| l.clone())
@@ -297,19 +300,18 @@ fn cached_lowered(udf: &Udf, arity: usize) -> Option<Option<Arc<crate::lower::Lo
 /// `udf` taking `arity` arguments (a script function of `ast`) lowered to
 /// native code, if its body allows.
 fn lowered(ast: &AST, udf: &Udf, arity: usize) -> Option<Arc<crate::lower::Lowered>> {
-    let key = (udf.code.id, udf.entry.clone(), arity);
+    if let Some(found) = cached_lowered(udf, arity) {
+        return found;
+    }
+    let found = crate::lower::lower(ast, &udf.entry, arity).map(Arc::new);
     LOWERED.with(|cache| {
         let mut cache = cache.borrow_mut();
-        if let Some(found) = cache.get(&key) {
-            return found.clone();
-        }
-        let found = crate::lower::lower(ast, &udf.entry, arity).map(Arc::new);
-        if cache.len() >= 64 {
+        if cache.len() >= LOWERED_ENTRIES {
             cache.clear();
         }
-        cache.insert(key, found.clone());
-        found
-    })
+        cache.push(((udf.code.id, udf.entry.clone(), arity), found.clone()));
+    });
+    found
 }
 
 fn call_entry(
